@@ -1,0 +1,296 @@
+//! DAMON aggregations: the records' meaning, the rule that rebuilds the latest
+//! complete aggregation per (monitor, target), and the check a writer applies
+//! before publishing one.
+
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+
+use crate::error::Error;
+use crate::layout::DamonRecord;
+
+/// One region of an aggregation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Region {
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// Samples of the aggregation interval that saw an access.
+    pub nr_accesses: u32,
+    /// Aggregation intervals this region kept its access pattern.
+    pub age: u32,
+}
+
+impl Region {
+    /// Bytes covered by the region.
+    pub fn len(&self) -> u64 {
+        self.end - self.start
+    }
+    /// True if the region covers no byte (never true in a valid aggregation).
+    pub fn is_empty(&self) -> bool {
+        self.end <= self.start
+    }
+}
+
+/// Sampling and aggregation intervals of a DAMON context.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Intervals {
+    /// Sampling interval, microseconds.
+    pub sample_us: u32,
+    /// Aggregation interval, microseconds.
+    pub aggr_us: u32,
+}
+
+impl Intervals {
+    /// Samples per aggregation: the largest possible `nr_accesses`.
+    pub fn max_accesses(&self) -> u32 {
+        (self.aggr_us / self.sample_us.max(1)).max(1)
+    }
+}
+
+/// One complete aggregation of one (monitor, target).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Aggregation {
+    /// Monitor id (kdamond thread id, or writer chosen).
+    pub monitor_id: u64,
+    /// Target id.
+    pub target_id: u64,
+    /// Aggregation index (1, 2, 3… per monitor and target).
+    pub aggregation: u64,
+    /// The intervals the regions were measured with.
+    pub intervals: Intervals,
+    /// Regions sorted by address, non-overlapping.
+    pub regions: Vec<Region>,
+}
+
+impl Aggregation {
+    /// Access frequency of a region as a ratio in 0..=1: `nr_accesses`
+    /// divided by the number of samples per aggregation.
+    pub fn frequency(&self, r: &Region) -> f64 {
+        f64::from(r.nr_accesses) / f64::from(self.intervals.max_accesses())
+    }
+}
+
+/// Checks regions a writer is about to publish: 1..=`capacity` regions,
+/// each non-empty, sorted by address and non-overlapping; non-zero intervals.
+pub fn check_regions(regions: &[Region], iv: Intervals, capacity: usize) -> Result<(), Error> {
+    if regions.is_empty() || regions.len() > capacity || u32::try_from(regions.len()).is_err() {
+        return Err(Error::BadAggregation);
+    }
+    if iv.sample_us == 0 || iv.aggr_us == 0 {
+        return Err(Error::BadAggregation);
+    }
+    if regions.iter().any(Region::is_empty) || regions.windows(2).any(|w| w[0].end > w[1].start) {
+        return Err(Error::BadAggregation);
+    }
+    Ok(())
+}
+
+/// Rebuilds, for every (monitor, target) present in `records`, the most
+/// recent complete aggregation (spec section "Rebuilding aggregations"):
+///
+/// 1. group non-empty records (`aggregation != 0`) by (monitor, target,
+///    aggregation);
+/// 2. a group is complete when all its records agree on `nr_regions` and on
+///    the intervals, it holds exactly one record for each `region_index` in
+///    `0..nr_regions`, and its regions, in index order, are non-empty,
+///    ascending and non-overlapping;
+/// 3. per (monitor, target), the complete group with the highest
+///    aggregation index wins. Incomplete or inconsistent groups are ignored.
+///
+/// The result is sorted by (monitor, target).
+pub fn rebuild(records: impl IntoIterator<Item = DamonRecord>) -> Vec<Aggregation> {
+    let mut groups: BTreeMap<(u64, u64, u64), Vec<DamonRecord>> = BTreeMap::new();
+    for r in records {
+        if r.aggregation != 0 {
+            groups
+                .entry((r.monitor_id, r.target_id, r.aggregation))
+                .or_default()
+                .push(r);
+        }
+    }
+    let mut latest: BTreeMap<(u64, u64), Aggregation> = BTreeMap::new();
+    // Iterating in key order visits aggregations of one (monitor, target) in
+    // ascending index order, so a later complete one replaces an earlier one.
+    for ((monitor_id, target_id, aggregation), mut recs) in groups {
+        if let Some(agg) = complete(monitor_id, target_id, aggregation, &mut recs) {
+            latest.insert((monitor_id, target_id), agg);
+        }
+    }
+    latest.into_values().collect()
+}
+
+fn complete(
+    monitor_id: u64,
+    target_id: u64,
+    aggregation: u64,
+    recs: &mut [DamonRecord],
+) -> Option<Aggregation> {
+    let first = recs[0];
+    let n = first.nr_regions as usize;
+    if n == 0 || recs.len() != n {
+        return None;
+    }
+    let intervals = Intervals {
+        sample_us: first.sample_us,
+        aggr_us: first.aggr_us,
+    };
+    if intervals.sample_us == 0 || intervals.aggr_us == 0 {
+        return None;
+    }
+    if recs.iter().any(|r| {
+        r.nr_regions != first.nr_regions
+            || r.sample_us != first.sample_us
+            || r.aggr_us != first.aggr_us
+    }) {
+        return None;
+    }
+    recs.sort_unstable_by_key(|r| r.region_index);
+    if recs
+        .iter()
+        .enumerate()
+        .any(|(i, r)| r.region_index as usize != i)
+    {
+        return None;
+    }
+    let regions: Vec<Region> = recs
+        .iter()
+        .map(|r| Region {
+            start: r.start,
+            end: r.end,
+            nr_accesses: r.nr_accesses,
+            age: r.age,
+        })
+        .collect();
+    if regions.iter().any(Region::is_empty) || regions.windows(2).any(|w| w[0].end > w[1].start) {
+        return None;
+    }
+    Some(Aggregation {
+        monitor_id,
+        target_id,
+        aggregation,
+        intervals,
+        regions,
+    })
+}
+
+/// Encodes region `index` of an aggregation as a ring record.
+pub fn to_record(
+    monitor_id: u64,
+    target_id: u64,
+    aggregation: u64,
+    index: u32,
+    nr_regions: u32,
+    iv: Intervals,
+    r: &Region,
+) -> DamonRecord {
+    DamonRecord {
+        monitor_id,
+        target_id,
+        aggregation,
+        region_index: index,
+        nr_regions,
+        start: r.start,
+        end: r.end,
+        nr_accesses: r.nr_accesses,
+        age: r.age,
+        sample_us: iv.sample_us,
+        aggr_us: iv.aggr_us,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+
+    const IV: Intervals = Intervals {
+        sample_us: 5_000,
+        aggr_us: 100_000,
+    };
+
+    fn recs(agg: u64, regions: &[(u64, u64)]) -> Vec<DamonRecord> {
+        let n = regions.len() as u32;
+        regions
+            .iter()
+            .enumerate()
+            .map(|(i, &(s, e))| {
+                to_record(
+                    7,
+                    1,
+                    agg,
+                    i as u32,
+                    n,
+                    IV,
+                    &Region {
+                        start: s,
+                        end: e,
+                        nr_accesses: i as u32,
+                        age: 0,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn latest_complete_wins_and_partial_is_ignored() {
+        let mut all = recs(1, &[(0, 10), (10, 20)]);
+        all.extend(recs(2, &[(0, 5), (5, 20)]));
+        let mut partial = recs(3, &[(0, 1), (1, 2), (2, 3)]);
+        partial.pop();
+        all.extend(partial);
+        all.reverse();
+        let out = rebuild(all);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].aggregation, 2);
+        assert_eq!(
+            out[0].regions[1],
+            Region {
+                start: 5,
+                end: 20,
+                nr_accesses: 1,
+                age: 0
+            }
+        );
+    }
+
+    #[test]
+    fn duplicates_overlaps_and_mixed_counts_are_incomplete() {
+        let mut dup = recs(1, &[(0, 10), (10, 20)]);
+        dup[1].region_index = 0;
+        assert!(rebuild(dup).is_empty());
+        assert!(rebuild(recs(1, &[(0, 10), (5, 20)])).is_empty());
+        let mut mixed = recs(1, &[(0, 10), (10, 20)]);
+        mixed[0].nr_regions = 3;
+        assert!(rebuild(mixed).is_empty());
+        let mut iv = recs(1, &[(0, 10), (10, 20)]);
+        iv[1].aggr_us = 1;
+        assert!(rebuild(iv).is_empty());
+    }
+
+    #[test]
+    fn check_regions_rules() {
+        let r = |s, e| Region {
+            start: s,
+            end: e,
+            nr_accesses: 0,
+            age: 0,
+        };
+        assert_eq!(check_regions(&[r(0, 1), r(1, 2)], IV, 4), Ok(()));
+        assert!(check_regions(&[], IV, 4).is_err());
+        assert!(check_regions(&[r(0, 1); 5], IV, 4).is_err());
+        assert!(check_regions(&[r(1, 1)], IV, 4).is_err());
+        assert!(check_regions(&[r(0, 2), r(1, 3)], IV, 4).is_err());
+        assert!(check_regions(
+            &[r(0, 1)],
+            Intervals {
+                sample_us: 0,
+                aggr_us: 1
+            },
+            4
+        )
+        .is_err());
+        assert_eq!(vec![r(0, 1)][0].len(), 1);
+    }
+}

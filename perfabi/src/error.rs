@@ -1,0 +1,205 @@
+//! Typed errors of validation, reading and writing.
+
+use core::fmt;
+
+/// Which part of a segment an [`Error`] is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Section {
+    /// The header page.
+    Header,
+    /// The instance table.
+    Instances,
+    /// The per-CPU blocks.
+    CpuArea,
+    /// The counter array inside a per-CPU block.
+    Counters,
+    /// The DAMON region ring inside a per-CPU block.
+    Damon,
+}
+
+impl Section {
+    /// Lower-case name used in messages and test vectors.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Header => "header",
+            Self::Instances => "instances",
+            Self::CpuArea => "cpu-area",
+            Self::Counters => "counters",
+            Self::Damon => "damon",
+        }
+    }
+}
+
+/// Everything that can go wrong when decoding, reading or writing a segment.
+///
+/// Each variant has a stable short [`code`](Error::code), used by the test
+/// vectors in `spec/vectors/` and by tools that print machine-readable errors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// Fewer bytes are mapped than the header or the declared sections need.
+    Truncated {
+        /// Bytes needed.
+        needed: u64,
+        /// Bytes available.
+        have: u64,
+    },
+    /// The first 8 bytes are not `PERFABI\0`.
+    BadMagic,
+    /// The byte-order mark is swapped: the segment was written on a machine of
+    /// the other byte order.
+    ForeignByteOrder,
+    /// The byte-order mark is neither native nor swapped.
+    BadByteOrder,
+    /// The ABI major version is not one this reader knows.
+    UnsupportedMajor(u16),
+    /// `header_size` is smaller than ABI 1.0's header or larger than a page.
+    BadHeaderSize(u32),
+    /// The page size is not a power of two in 4 KiB..=64 KiB.
+    BadPageSize(u32),
+    /// The CPU count is 0 or larger than [`crate::layout::MAX_CPUS`].
+    BadCpuCount(u32),
+    /// A capacity (instances, DAMON ring) is 0 or absurdly large.
+    BadCapacity,
+    /// An entry or record size is not the one this major version defines.
+    BadRecordSize,
+    /// A section lies (partly) outside the segment, or its size overflows.
+    OutOfBounds(Section),
+    /// Two sections overlap or are out of order.
+    Overlap(Section, Section),
+    /// An offset is not aligned as the spec requires.
+    Misaligned(Section),
+    /// A consistent read did not succeed within its retry bound: a writer is
+    /// updating (or died while updating) the given CPU's block.
+    BusyCpu(u32),
+    /// Metadata kept changing (or a writer died mid-change) for the whole
+    /// retry bound.
+    BusyMetadata,
+    /// An instance name or unit is empty, too long or has a forbidden byte.
+    BadName,
+    /// The unit has a forbidden byte or is too long.
+    BadUnit,
+    /// An instance table entry holds a state, semantics or type this version
+    /// does not define.
+    BadEntry(u32),
+    /// The instance table is full.
+    TableFull,
+    /// A name is already registered.
+    DuplicateName,
+    /// An instance id does not name a live instance (never registered, or
+    /// deleted).
+    UnknownInstance,
+    /// A DAMON aggregation is malformed (no regions, overlapping regions,
+    /// zero intervals, more regions than a ring can hold).
+    BadAggregation,
+    /// A counter group has more members than a single update can carry.
+    GroupTooLarge,
+    /// The configuration asks for a segment this ABI cannot describe.
+    BadConfig,
+    /// The segment was closed by its writer.
+    Closed,
+    /// The calling thread has no rseq registration but the segment's writer
+    /// updates per-CPU blocks with rseq (a thread created outside glibc).
+    NoRseq,
+}
+
+impl Error {
+    /// Stable, lower-case, hyphenated code of the variant (no payload).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Truncated { .. } => "truncated",
+            Self::BadMagic => "bad-magic",
+            Self::ForeignByteOrder => "foreign-byte-order",
+            Self::BadByteOrder => "bad-byte-order",
+            Self::UnsupportedMajor(_) => "unsupported-major",
+            Self::BadHeaderSize(_) => "bad-header-size",
+            Self::BadPageSize(_) => "bad-page-size",
+            Self::BadCpuCount(_) => "bad-cpu-count",
+            Self::BadCapacity => "bad-capacity",
+            Self::BadRecordSize => "bad-record-size",
+            Self::OutOfBounds(_) => "out-of-bounds",
+            Self::Overlap(..) => "overlap",
+            Self::Misaligned(_) => "misaligned",
+            Self::BusyCpu(_) => "busy-cpu",
+            Self::BusyMetadata => "busy-metadata",
+            Self::BadName => "bad-name",
+            Self::BadUnit => "bad-unit",
+            Self::BadEntry(_) => "bad-entry",
+            Self::TableFull => "table-full",
+            Self::DuplicateName => "duplicate-name",
+            Self::UnknownInstance => "unknown-instance",
+            Self::BadAggregation => "bad-aggregation",
+            Self::GroupTooLarge => "group-too-large",
+            Self::BadConfig => "bad-config",
+            Self::Closed => "closed",
+            Self::NoRseq => "no-rseq",
+        }
+    }
+
+    /// True for errors that a later retry may not see (a writer was busy).
+    pub fn is_busy(&self) -> bool {
+        matches!(self, Self::BusyCpu(_) | Self::BusyMetadata)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Truncated { needed, have } => write!(
+                f,
+                "segment truncated: {needed} bytes needed, {have} mapped"
+            ),
+            Self::BadMagic => f.write_str("not a perfabi segment (bad magic)"),
+            Self::ForeignByteOrder => {
+                f.write_str("segment was written with the other byte order")
+            }
+            Self::BadByteOrder => f.write_str("corrupt byte-order mark"),
+            Self::UnsupportedMajor(m) => write!(
+                f,
+                "ABI major version {m} is not supported (this reader knows {})",
+                crate::layout::ABI_MAJOR
+            ),
+            Self::BadHeaderSize(s) => write!(f, "invalid header size {s}"),
+            Self::BadPageSize(s) => write!(f, "invalid page size {s}"),
+            Self::BadCpuCount(n) => write!(f, "invalid CPU count {n}"),
+            Self::BadCapacity => f.write_str("invalid capacity in header"),
+            Self::BadRecordSize => f.write_str("invalid entry or record size in header"),
+            Self::OutOfBounds(s) => write!(f, "{} section lies outside the segment", s.as_str()),
+            Self::Overlap(a, b) => {
+                write!(f, "{} and {} sections overlap", a.as_str(), b.as_str())
+            }
+            Self::Misaligned(s) => write!(f, "{} section is misaligned", s.as_str()),
+            Self::BusyCpu(c) => write!(
+                f,
+                "CPU {c}'s block stayed busy for the whole retry bound (writer updating or dead mid-update)"
+            ),
+            Self::BusyMetadata => f.write_str(
+                "metadata stayed busy for the whole retry bound (writer changing it or dead mid-change)",
+            ),
+            Self::BadName => f.write_str(
+                "bad instance name: 1-63 bytes, dot-separated parts of [A-Za-z0-9_] each starting with a letter or _",
+            ),
+            Self::BadUnit => f.write_str("bad unit: at most 15 printable ASCII bytes"),
+            Self::BadEntry(slot) => write!(f, "instance slot {slot} holds an undefined state or type"),
+            Self::TableFull => f.write_str("instance table is full"),
+            Self::DuplicateName => f.write_str("an instance with this name exists already"),
+            Self::UnknownInstance => f.write_str("no live instance with this id"),
+            Self::BadAggregation => f.write_str(
+                "bad DAMON aggregation: needs 1..=ring capacity sorted, non-overlapping, non-empty regions and non-zero intervals",
+            ),
+            Self::GroupTooLarge => write!(
+                f,
+                "a counter group holds at most {} members",
+                crate::protocol::MAX_GROUP
+            ),
+            Self::BadConfig => f.write_str("configuration outside what the ABI can describe"),
+            Self::Closed => f.write_str("segment was closed by its writer"),
+            Self::NoRseq => f.write_str(
+                "this thread has no rseq registration; create the writer with MethodChoice::Lock",
+            ),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for Error {}

@@ -1,0 +1,301 @@
+//! Byte layout of a perfabi v1 segment: constants and plain-old-data structs.
+//!
+//! Every struct here mirrors a table of `spec/PERFABI.md` and a struct of
+//! `spec/perfabi.h`; `tests/c_layout.rs` proves that both agree field by field.
+//! All multi-byte fields are in the writer's native byte order (the header's
+//! `byte_order` word tells a reader which one). Every struct is a multiple of
+//! 8 bytes and 8-byte aligned, so a reader can copy it out of shared memory
+//! with 8-byte atomic loads only (see [`crate::protocol`]).
+
+use bytemuck::{Pod, Zeroable};
+
+/// The first 8 bytes of every segment.
+pub const MAGIC: [u8; 8] = *b"PERFABI\0";
+/// ABI major version this crate reads and writes. A different major is refused.
+pub const ABI_MAJOR: u16 = 1;
+/// ABI minor version this crate writes. A newer minor is accepted by readers.
+pub const ABI_MINOR: u16 = 0;
+/// Written as a native `u32`: a reader on the other byte order sees it swapped.
+pub const BYTE_ORDER_MARK: u32 = 0x0102_0304;
+/// Cache line size assumed by the layout (the sequence word sits alone on one).
+pub const CACHE_LINE: usize = 64;
+
+/// Size of [`Header`] in ABI 1.0; `header_size` in a segment is at least this.
+pub const HEADER_SIZE_V1_0: usize = core::mem::size_of::<Header>();
+/// Size of one [`InstanceEntry`].
+pub const INSTANCE_ENTRY_SIZE: usize = core::mem::size_of::<InstanceEntry>();
+/// Size of one [`DamonRecord`].
+pub const DAMON_RECORD_SIZE: usize = core::mem::size_of::<DamonRecord>();
+/// Size of the [`CpuBlockHead`] at the start of every per-CPU block.
+pub const CPU_BLOCK_HEAD_SIZE: usize = core::mem::size_of::<CpuBlockHead>();
+
+/// Bytes of an instance name field; names hold at most `NAME_LEN - 1` bytes.
+pub const NAME_LEN: usize = 64;
+/// Bytes of a unit field; units hold at most `UNIT_LEN - 1` bytes.
+pub const UNIT_LEN: usize = 16;
+
+/// Smallest page size a segment may declare.
+pub const MIN_PAGE_SIZE: u32 = 4096;
+/// Largest page size a segment may declare.
+pub const MAX_PAGE_SIZE: u32 = 65536;
+/// Largest CPU count a segment may declare (Linux's largest `NR_CPUS`).
+pub const MAX_CPUS: u32 = 8192;
+/// Largest instance table capacity a segment may declare.
+pub const MAX_INSTANCES: u32 = 1 << 16;
+/// Largest per-CPU DAMON region ring a segment may declare.
+pub const MAX_DAMON_CAPACITY: u32 = 1 << 20;
+
+/// `flags` bit: the writer closed the segment cleanly; values are final.
+pub const FLAG_CLOSED: u64 = 1 << 0;
+/// `flags` bit: the writer is the kernel module (no pid, no process to check).
+pub const FLAG_KERNEL: u64 = 1 << 1;
+/// All `flags` bits defined by ABI 1.0; others are ignored by readers.
+pub const KNOWN_FLAGS: u64 = FLAG_CLOSED | FLAG_KERNEL;
+
+/// The segment header, at offset 0 of the header page.
+///
+/// Fields up to `heartbeat_interval_ns` are written once, before the segment
+/// becomes visible, and never change. `gen1`, `gen2`, `heartbeat_ns`, `flags`
+/// and `instances_used` change while the segment lives and are only ever
+/// read and written as whole 8-byte atomic words.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct Header {
+    /// [`MAGIC`].
+    pub magic: [u8; 8],
+    /// ABI major version ([`ABI_MAJOR`]).
+    pub abi_major: u16,
+    /// ABI minor version; fields appended by newer minors are ignored.
+    pub abi_minor: u16,
+    /// Bytes of header the writer filled in; at least [`HEADER_SIZE_V1_0`].
+    pub header_size: u32,
+    /// [`BYTE_ORDER_MARK`] in the writer's byte order.
+    pub byte_order: u32,
+    /// Page size the writer used for alignment, a power of two.
+    pub page_size: u32,
+    /// Number of per-CPU blocks.
+    pub nr_cpus: u32,
+    /// Pages in one per-CPU block.
+    pub pages_per_cpu: u32,
+    /// Capacity of the instance table (and of the counter array of each CPU).
+    pub max_instances: u32,
+    /// DAMON region records in the ring of each CPU.
+    pub damon_capacity: u32,
+    /// Size of one instance entry ([`INSTANCE_ENTRY_SIZE`]).
+    pub instance_entry_size: u32,
+    /// Size of one DAMON record ([`DAMON_RECORD_SIZE`]).
+    pub damon_record_size: u32,
+    /// Offset of the counter array inside each per-CPU block.
+    pub counters_offset: u32,
+    /// Offset of the DAMON region ring inside each per-CPU block.
+    pub damon_offset: u32,
+    /// Total bytes of the segment.
+    pub segment_size: u64,
+    /// Offset of the instance table (page aligned).
+    pub instances_offset: u64,
+    /// Bytes reserved for the instance table (whole pages).
+    pub instances_size: u64,
+    /// Offset of the block of CPU 0 (page aligned).
+    pub cpu_area_offset: u64,
+    /// Distance between consecutive per-CPU blocks: `pages_per_cpu * page_size`.
+    pub cpu_block_size: u64,
+    /// Random non-zero value, new each time a writer creates the segment.
+    pub epoch: u64,
+    /// Process id of the writer; 0 for the kernel module.
+    pub writer_pid: u64,
+    /// `CLOCK_BOOTTIME` nanoseconds when the writer created the segment.
+    pub writer_start_ns: u64,
+    /// How often the writer promises to refresh `heartbeat_ns`; 0 = never.
+    pub heartbeat_interval_ns: u64,
+    /// Metadata generation, incremented *before* a metadata change.
+    pub gen1: u64,
+    /// Metadata generation, incremented *after* a metadata change.
+    pub gen2: u64,
+    /// `CLOCK_BOOTTIME` nanoseconds of the writer's last heartbeat.
+    pub heartbeat_ns: u64,
+    /// [`FLAG_CLOSED`], [`FLAG_KERNEL`].
+    pub flags: u64,
+    /// Instance slots `0..instances_used` may be live; the rest are free.
+    pub instances_used: u64,
+    /// Zero in ABI 1.0.
+    pub reserved: [u64; 3],
+}
+
+/// Word index (8-byte units from the start of the header) of `gen1`.
+pub const HEADER_GEN1_WORD: usize = core::mem::offset_of!(Header, gen1) / 8;
+/// Word index of `gen2`.
+pub const HEADER_GEN2_WORD: usize = core::mem::offset_of!(Header, gen2) / 8;
+/// Word index of `heartbeat_ns`.
+pub const HEADER_HEARTBEAT_WORD: usize = core::mem::offset_of!(Header, heartbeat_ns) / 8;
+/// Word index of `flags`.
+pub const HEADER_FLAGS_WORD: usize = core::mem::offset_of!(Header, flags) / 8;
+/// Word index of `instances_used`.
+pub const HEADER_USED_WORD: usize = core::mem::offset_of!(Header, instances_used) / 8;
+
+/// State of an instance slot.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotState {
+    /// Never used, or deleted: readers skip it.
+    Free = 0,
+    /// Registered: name, unit, semantics, type and values are meaningful.
+    Live = 1,
+}
+
+/// How a value evolves.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Semantics {
+    /// Monotonic count; readers compute rates from differences.
+    Counter = 1,
+    /// Level (gauge); the value is the sum of the per-CPU contributions.
+    Instant = 2,
+}
+
+/// How the 8 bytes of a value are interpreted.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ValueType {
+    /// Unsigned 64-bit; arithmetic wraps modulo 2^64.
+    U64 = 1,
+    /// Signed 64-bit two's complement; arithmetic wraps.
+    I64 = 2,
+}
+
+impl Semantics {
+    /// Decodes the `semantics` field.
+    pub fn from_raw(v: u32) -> Option<Self> {
+        match v {
+            1 => Some(Self::Counter),
+            2 => Some(Self::Instant),
+            _ => None,
+        }
+    }
+    /// Lower-case name as used in text output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Counter => "counter",
+            Self::Instant => "instant",
+        }
+    }
+}
+
+impl ValueType {
+    /// Decodes the `value_type` field.
+    pub fn from_raw(v: u32) -> Option<Self> {
+        match v {
+            1 => Some(Self::U64),
+            2 => Some(Self::I64),
+            _ => None,
+        }
+    }
+    /// Lower-case name as used in text output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::U64 => "u64",
+            Self::I64 => "i64",
+        }
+    }
+}
+
+/// One slot of the instance table. Slot `i` names the counter at index `i` of
+/// every per-CPU counter array.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct InstanceEntry {
+    /// UTF-8 name, NUL padded, 1..=63 bytes (rules in [`crate::name`]).
+    pub name: [u8; NAME_LEN],
+    /// Unit such as `bytes`, `ns`, `count`; ASCII, NUL padded, 0..=15 bytes.
+    pub unit: [u8; UNIT_LEN],
+    /// Registration id: unique within an epoch, never reused, 0 when never
+    /// registered. A reused slot gets a new id.
+    pub reg_id: u64,
+    /// [`SlotState`].
+    pub state: u32,
+    /// [`Semantics`].
+    pub semantics: u32,
+    /// [`ValueType`].
+    pub value_type: u32,
+    /// Zero in ABI 1.0.
+    pub reserved0: u32,
+    /// Zero in ABI 1.0.
+    pub reserved: [u64; 3],
+}
+
+/// First 128 bytes of every per-CPU block.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct CpuBlockHead {
+    /// Update sequence: odd while a multi-word update of this block is in
+    /// progress, +2 per update. Alone on its cache line.
+    pub seq: u64,
+    /// Padding that keeps `seq` alone on its cache line.
+    pub seq_pad: [u64; 7],
+    /// Index of the ring slot the writer fills next (informative for readers).
+    pub damon_next: u64,
+    /// DAMON region records this CPU's writer could not store.
+    pub damon_dropped: u64,
+    /// Zero in ABI 1.0.
+    pub reserved: [u64; 6],
+}
+
+/// Word index, inside a per-CPU block, of `seq`.
+pub const CPU_SEQ_WORD: usize = core::mem::offset_of!(CpuBlockHead, seq) / 8;
+/// Word index, inside a per-CPU block, of `damon_next`.
+pub const CPU_DAMON_NEXT_WORD: usize = core::mem::offset_of!(CpuBlockHead, damon_next) / 8;
+/// Word index, inside a per-CPU block, of `damon_dropped`.
+pub const CPU_DAMON_DROPPED_WORD: usize = core::mem::offset_of!(CpuBlockHead, damon_dropped) / 8;
+
+/// One DAMON region of one aggregation of one (monitor, target), as stored in
+/// a per-CPU ring. A slot whose `aggregation` is 0 is empty.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct DamonRecord {
+    /// Monitor id: the kdamond thread id for the kernel module, a writer
+    /// chosen id for userspace writers.
+    pub monitor_id: u64,
+    /// DAMON target id (index of the target in its context, or a pid).
+    pub target_id: u64,
+    /// Aggregation index: 1, 2, 3… per (monitor, target); 0 = empty slot.
+    pub aggregation: u64,
+    /// Index of this region in its aggregation, `0..nr_regions`.
+    pub region_index: u32,
+    /// Number of regions in the aggregation.
+    pub nr_regions: u32,
+    /// First address of the region.
+    pub start: u64,
+    /// One past the last address of the region.
+    pub end: u64,
+    /// Samples in the aggregation interval that saw an access.
+    pub nr_accesses: u32,
+    /// Aggregation intervals the region kept its access pattern.
+    pub age: u32,
+    /// Sampling interval, microseconds.
+    pub sample_us: u32,
+    /// Aggregation interval, microseconds.
+    pub aggr_us: u32,
+}
+
+/// Number of 8-byte words in one [`DamonRecord`].
+pub const DAMON_RECORD_WORDS: usize = DAMON_RECORD_SIZE / 8;
+/// Number of 8-byte words in one [`InstanceEntry`].
+pub const INSTANCE_ENTRY_WORDS: usize = INSTANCE_ENTRY_SIZE / 8;
+/// Number of 8-byte words in [`Header`] (ABI 1.0).
+pub const HEADER_WORDS: usize = HEADER_SIZE_V1_0 / 8;
+
+/// Rounds `v` up to a multiple of `align` (a power of two); `None` on overflow.
+pub const fn align_up(v: u64, align: u64) -> Option<u64> {
+    match v.checked_add(align - 1) {
+        Some(x) => Some(x & !(align - 1)),
+        None => None,
+    }
+}
+
+const _: () = {
+    assert!(HEADER_SIZE_V1_0 == 192);
+    assert!(INSTANCE_ENTRY_SIZE == 128);
+    assert!(DAMON_RECORD_SIZE == 64);
+    assert!(CPU_BLOCK_HEAD_SIZE == 128);
+    assert!(CPU_SEQ_WORD == 0);
+    assert!(core::mem::offset_of!(CpuBlockHead, damon_next) == CACHE_LINE);
+};

@@ -1,0 +1,239 @@
+//! The update protocol: per-CPU sequence words and the `gen1`/`gen2` pair.
+//!
+//! Written once against [`crate::sync`], so loom checks exactly this code.
+//! Every function takes the shared words as `&AtomicU64`; readers only ever
+//! use `Relaxed` loads followed by `fence(Acquire)` — no acquire loads and no
+//! read-modify-write, because the reader's mapping is read-only (Rust permits
+//! relaxed atomic loads of at most 8 bytes on read-only memory, and nothing
+//! else).
+//!
+//! # Per-CPU sequence (multi-word records of one CPU's block)
+//!
+//! ```text
+//! writer (owns the CPU's block)        reader
+//! s = seq                              loop (bounded):
+//! seq = s + 1        (Relaxed)           s1 = seq            (Relaxed)
+//! fence(Release)                         fence(Acquire)
+//! data stores        (Relaxed)           if s1 odd: retry
+//! seq = s + 2        (Release)           copy data           (Relaxed)
+//!                                        fence(Acquire)
+//!                                        s2 = seq            (Relaxed)
+//!                                        if s1 == s2: done
+//! ```
+//!
+//! # Metadata generation (instance table)
+//!
+//! ```text
+//! writer (one at a time)               reader
+//! g = gen1 + 1                         loop (bounded):
+//! gen1 = g           (Relaxed)           g2 = gen2           (Relaxed)
+//! fence(Release)                         fence(Acquire)
+//! metadata stores    (Relaxed)           copy metadata, values
+//! gen2 = g           (Release)           fence(Acquire)
+//!                                        g1 = gen1           (Relaxed)
+//!                                        if g1 == g2: done
+//! ```
+//!
+//! The [`Policy`] parameter exists so the loom tests can run the very same
+//! functions with one ordering weakened or one check removed and show that
+//! loom then finds a torn read. Production code uses [`Sound`].
+
+use crate::sync::{fence, spin, AtomicU64, Ordering};
+
+/// Largest number of counters one group update may change at once.
+pub const MAX_GROUP: usize = 8;
+
+/// Default retry bound of a consistent read. A reader that sees the word
+/// move this many times in a row reports busy instead of waiting longer.
+pub const DEFAULT_RETRIES: u32 = 1024;
+
+/// The orderings and checks of the protocol. Only [`Sound`] is correct; the
+/// other implementations exist under `cfg(loom)` to prove that each part of
+/// it is needed.
+pub trait Policy {
+    /// Writer: `fence(Release)` after making the sequence odd.
+    const WRITER_FENCE: bool = true;
+    /// Writer: the closing store of the sequence is `Release`.
+    const WRITER_END_RELEASE: bool = true;
+    /// Writer: sequence counts up monotonically (false: 2001-style 1/0 flag).
+    const MONOTONIC: bool = true;
+    /// Reader: `fence(Acquire)` after the first load of the word.
+    const READER_FIRST_FENCE: bool = true;
+    /// Reader: `fence(Acquire)` before the second load of the word.
+    const READER_SECOND_FENCE: bool = true;
+    /// Reader: an odd first sequence means "retry".
+    const CHECK_ODD: bool = true;
+    /// Reader: read `gen2` first and `gen1` last (false: the reverse).
+    const GEN2_FIRST: bool = true;
+}
+
+/// The protocol as specified.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sound;
+impl Policy for Sound {}
+
+/// Deliberately broken variants, for the loom tests that must fail.
+#[cfg(loom)]
+pub mod weakened {
+    use super::Policy;
+    /// The writer omits `fence(Release)` after the odd sequence store.
+    pub struct NoWriterFence;
+    impl Policy for NoWriterFence {
+        const WRITER_FENCE: bool = false;
+    }
+    /// The writer's closing sequence store is `Relaxed`.
+    pub struct RelaxedWriterEnd;
+    impl Policy for RelaxedWriterEnd {
+        const WRITER_END_RELEASE: bool = false;
+    }
+    /// The reader omits the fence before its second sequence load.
+    pub struct NoReaderSecondFence;
+    impl Policy for NoReaderSecondFence {
+        const READER_SECOND_FENCE: bool = false;
+    }
+    /// The reader accepts an odd sequence.
+    pub struct NoOddCheck;
+    impl Policy for NoOddCheck {
+        const CHECK_ODD: bool = false;
+    }
+    /// The 2001 proposal's flag: set to 1, then back to 0 (ABA).
+    pub struct UpDownFlag;
+    impl Policy for UpDownFlag {
+        const MONOTONIC: bool = false;
+    }
+    /// The reader reads `gen1` first and `gen2` last.
+    pub struct GenWrongOrder;
+    impl Policy for GenWrongOrder {
+        const GEN2_FIRST: bool = false;
+    }
+}
+
+/// Writer: begins a multi-word update of a block the caller owns exclusively.
+/// Returns the token for [`seq_write_end`].
+#[inline]
+pub fn seq_write_begin<P: Policy>(seq: &AtomicU64) -> u64 {
+    let s = seq.load(Ordering::Relaxed);
+    seq.store(
+        if P::MONOTONIC { s.wrapping_add(1) } else { 1 },
+        Ordering::Relaxed,
+    );
+    if P::WRITER_FENCE {
+        fence(Ordering::Release);
+    }
+    s
+}
+
+/// Writer: ends the update begun by [`seq_write_begin`].
+#[inline]
+pub fn seq_write_end<P: Policy>(seq: &AtomicU64, token: u64) {
+    let v = if P::MONOTONIC {
+        token.wrapping_add(2)
+    } else {
+        0
+    };
+    let o = if P::WRITER_END_RELEASE {
+        Ordering::Release
+    } else {
+        Ordering::Relaxed
+    };
+    seq.store(v, o);
+}
+
+/// Reader: runs `copy` until it ran entirely between two equal, even loads
+/// of `seq`, at most `retries` times. `None` means busy: the block's writer
+/// kept updating, or died mid-update (odd sequence forever).
+///
+/// `copy` must only perform `Relaxed` loads of the shared words; its result is
+/// discarded when the attempt fails, so it must have no other effect.
+#[inline]
+pub fn seq_read<P: Policy, T>(
+    seq: &AtomicU64,
+    retries: u32,
+    mut copy: impl FnMut() -> T,
+) -> Option<T> {
+    for _ in 0..retries {
+        let s1 = seq.load(Ordering::Relaxed);
+        if P::READER_FIRST_FENCE {
+            fence(Ordering::Acquire);
+        }
+        if P::CHECK_ODD && s1 & 1 == 1 {
+            spin();
+            continue;
+        }
+        let v = copy();
+        if P::READER_SECOND_FENCE {
+            fence(Ordering::Acquire);
+        }
+        if seq.load(Ordering::Relaxed) == s1 {
+            return Some(v);
+        }
+        spin();
+    }
+    None
+}
+
+/// Metadata writer: begins a change. Only one metadata writer may run at a
+/// time (the caller holds a lock). Returns the new generation.
+#[inline]
+pub fn gen_write_begin<P: Policy>(gen1: &AtomicU64) -> u64 {
+    let g = gen1.load(Ordering::Relaxed).wrapping_add(1);
+    gen1.store(g, Ordering::Relaxed);
+    if P::WRITER_FENCE {
+        fence(Ordering::Release);
+    }
+    g
+}
+
+/// Metadata writer: publishes the change begun by [`gen_write_begin`].
+#[inline]
+pub fn gen_write_end<P: Policy>(gen2: &AtomicU64, g: u64) {
+    let o = if P::WRITER_END_RELEASE {
+        Ordering::Release
+    } else {
+        Ordering::Relaxed
+    };
+    gen2.store(g, o);
+}
+
+/// Reader: runs `copy(generation)` until it ran entirely inside one metadata
+/// generation, at most `retries` times. `copy` may itself fail (a nested
+/// per-CPU read that was busy): its error ends the read at once.
+/// `Ok(None)` means the metadata stayed busy for the whole bound.
+#[inline]
+pub fn gen_read<P: Policy, T, E>(
+    gen1: &AtomicU64,
+    gen2: &AtomicU64,
+    retries: u32,
+    mut copy: impl FnMut(u64) -> Result<T, E>,
+) -> Result<Option<(T, u64)>, E> {
+    let (first, last) = if P::GEN2_FIRST {
+        (gen2, gen1)
+    } else {
+        (gen1, gen2)
+    };
+    for _ in 0..retries {
+        let g_first = first.load(Ordering::Relaxed);
+        if P::READER_FIRST_FENCE {
+            fence(Ordering::Acquire);
+        }
+        let v = copy(g_first)?;
+        if P::READER_SECOND_FENCE {
+            fence(Ordering::Acquire);
+        }
+        if last.load(Ordering::Relaxed) == g_first {
+            return Ok(Some((v, g_first)));
+        }
+        spin();
+    }
+    Ok(None)
+}
+
+/// Copies `out.len()` words starting at `words[start]` with `Relaxed` loads.
+/// Panics if the range is out of bounds (callers pass validated ranges).
+#[inline]
+pub fn load_words(words: &[AtomicU64], start: usize, out: &mut [u64]) {
+    let n = out.len();
+    for (o, w) in out.iter_mut().zip(&words[start..start + n]) {
+        *o = w.load(Ordering::Relaxed);
+    }
+}

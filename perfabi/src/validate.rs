@@ -1,0 +1,286 @@
+//! Validation of a segment header against the number of bytes mapped.
+//!
+//! Nothing else in this crate touches a section before [`validate_header`]
+//! has checked its offset and length: every index computed by a [`Layout`]
+//! lies inside the mapped bytes.
+
+use crate::error::{Error, Section};
+use crate::layout::*;
+
+/// The validated geometry of a segment. Every offset and size is checked
+/// against the mapped length, so indexing with them cannot go out of bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// ABI major version (always [`ABI_MAJOR`]).
+    pub abi_major: u16,
+    /// ABI minor version of the writer (may be newer than [`ABI_MINOR`]).
+    pub abi_minor: u16,
+    /// Page size used by the writer.
+    pub page_size: usize,
+    /// Number of per-CPU blocks.
+    pub nr_cpus: usize,
+    /// Instance table capacity.
+    pub max_instances: usize,
+    /// DAMON ring slots per CPU.
+    pub damon_capacity: usize,
+    /// Total segment bytes (never more than mapped).
+    pub segment_size: usize,
+    /// Byte offset of the instance table.
+    pub instances_offset: usize,
+    /// Byte offset of CPU 0's block.
+    pub cpu_area_offset: usize,
+    /// Bytes between consecutive per-CPU blocks.
+    pub cpu_block_size: usize,
+    /// Offset of the counter array inside a block.
+    pub counters_offset: usize,
+    /// Offset of the DAMON ring inside a block.
+    pub damon_offset: usize,
+    /// Random id of this incarnation of the segment.
+    pub epoch: u64,
+    /// Writer's process id (0: kernel).
+    pub writer_pid: u64,
+    /// Writer's start time (`CLOCK_BOOTTIME` ns).
+    pub writer_start_ns: u64,
+    /// Promised heartbeat interval (0: none).
+    pub heartbeat_interval_ns: u64,
+}
+
+impl Layout {
+    /// Word index (8-byte units from the segment start) of CPU `cpu`'s block.
+    /// `cpu < nr_cpus` is the caller's job; the result is then in bounds.
+    pub fn cpu_block_word(&self, cpu: usize) -> usize {
+        (self.cpu_area_offset + cpu * self.cpu_block_size) / 8
+    }
+    /// Word index of counter `slot` of CPU `cpu`.
+    pub fn counter_word(&self, cpu: usize, slot: usize) -> usize {
+        self.cpu_block_word(cpu) + self.counters_offset / 8 + slot
+    }
+    /// Word index of DAMON ring slot `slot` of CPU `cpu`.
+    pub fn damon_word(&self, cpu: usize, slot: usize) -> usize {
+        self.cpu_block_word(cpu) + (self.damon_offset + slot * DAMON_RECORD_SIZE) / 8
+    }
+    /// Word index of instance entry `slot`.
+    pub fn instance_word(&self, slot: usize) -> usize {
+        (self.instances_offset + slot * INSTANCE_ENTRY_SIZE) / 8
+    }
+}
+
+/// Inputs of a segment geometry: what a writer chooses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// Page size (power of two, 4 KiB..=64 KiB).
+    pub page_size: u32,
+    /// Number of per-CPU blocks.
+    pub nr_cpus: u32,
+    /// Instance table capacity.
+    pub max_instances: u32,
+    /// DAMON ring slots per CPU.
+    pub damon_capacity: u32,
+}
+
+/// Derived sizes of a [`Geometry`], as the writer lays them out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sizes {
+    /// Bytes of the instance table (whole pages).
+    pub instances_size: u64,
+    /// Offset of the instance table.
+    pub instances_offset: u64,
+    /// Offset of the counter array inside a block.
+    pub counters_offset: u32,
+    /// Offset of the DAMON ring inside a block.
+    pub damon_offset: u32,
+    /// Pages in one per-CPU block.
+    pub pages_per_cpu: u32,
+    /// Offset of CPU 0's block.
+    pub cpu_area_offset: u64,
+    /// Bytes of one per-CPU block.
+    pub cpu_block_size: u64,
+    /// Bytes of the whole segment.
+    pub segment_size: u64,
+}
+
+impl Geometry {
+    /// Computes the canonical layout (the one every writer of ABI 1.0 uses),
+    /// refusing values the ABI cannot describe.
+    pub fn sizes(&self) -> Result<Sizes, Error> {
+        check_limits(
+            self.page_size,
+            self.nr_cpus,
+            self.max_instances,
+            self.damon_capacity,
+        )?;
+        let page = u64::from(self.page_size);
+        let instances_offset = page;
+        let instances_size = align_up(
+            u64::from(self.max_instances) * INSTANCE_ENTRY_SIZE as u64,
+            page,
+        )
+        .ok_or(Error::BadConfig)?;
+        let counters_offset = CPU_BLOCK_HEAD_SIZE as u64;
+        let damon_offset = align_up(
+            counters_offset + 8 * u64::from(self.max_instances),
+            CACHE_LINE as u64,
+        )
+        .ok_or(Error::BadConfig)?;
+        let block_end = damon_offset + u64::from(self.damon_capacity) * DAMON_RECORD_SIZE as u64;
+        let cpu_block_size = align_up(block_end, page).ok_or(Error::BadConfig)?;
+        let cpu_area_offset = instances_offset + instances_size;
+        let segment_size = cpu_block_size
+            .checked_mul(u64::from(self.nr_cpus))
+            .and_then(|s| s.checked_add(cpu_area_offset))
+            .ok_or(Error::BadConfig)?;
+        Ok(Sizes {
+            instances_size,
+            instances_offset,
+            counters_offset: u32::try_from(counters_offset).map_err(|_| Error::BadConfig)?,
+            damon_offset: u32::try_from(damon_offset).map_err(|_| Error::BadConfig)?,
+            pages_per_cpu: u32::try_from(cpu_block_size / page).map_err(|_| Error::BadConfig)?,
+            cpu_area_offset,
+            cpu_block_size,
+            segment_size,
+        })
+    }
+}
+
+fn check_limits(
+    page_size: u32,
+    nr_cpus: u32,
+    max_instances: u32,
+    damon_capacity: u32,
+) -> Result<(), Error> {
+    if !page_size.is_power_of_two() || !(MIN_PAGE_SIZE..=MAX_PAGE_SIZE).contains(&page_size) {
+        return Err(Error::BadPageSize(page_size));
+    }
+    if nr_cpus == 0 || nr_cpus > MAX_CPUS {
+        return Err(Error::BadCpuCount(nr_cpus));
+    }
+    if max_instances == 0 || max_instances > MAX_INSTANCES || damon_capacity > MAX_DAMON_CAPACITY {
+        return Err(Error::BadCapacity);
+    }
+    Ok(())
+}
+
+/// Validates a header (copied out of the segment) against `mapped_len`, the
+/// number of bytes the reader can access. Checks, in this order: magic, byte
+/// order, major version, header size, page size, CPU count, capacities, entry
+/// sizes, then every section's alignment, order and bounds.
+pub fn validate_header(h: &Header, mapped_len: u64) -> Result<Layout, Error> {
+    if h.magic != MAGIC {
+        return Err(Error::BadMagic);
+    }
+    if h.byte_order != BYTE_ORDER_MARK {
+        return Err(if h.byte_order == BYTE_ORDER_MARK.swap_bytes() {
+            Error::ForeignByteOrder
+        } else {
+            Error::BadByteOrder
+        });
+    }
+    if h.abi_major != ABI_MAJOR {
+        return Err(Error::UnsupportedMajor(h.abi_major));
+    }
+    check_limits(h.page_size, h.nr_cpus, h.max_instances, h.damon_capacity)?;
+    if (h.header_size as usize) < HEADER_SIZE_V1_0
+        || h.header_size > h.page_size
+        || h.header_size % 8 != 0
+    {
+        return Err(Error::BadHeaderSize(h.header_size));
+    }
+    if h.instance_entry_size as usize != INSTANCE_ENTRY_SIZE
+        || h.damon_record_size as usize != DAMON_RECORD_SIZE
+    {
+        return Err(Error::BadRecordSize);
+    }
+    let page = u64::from(h.page_size);
+    if h.segment_size > mapped_len {
+        return Err(Error::Truncated {
+            needed: h.segment_size,
+            have: mapped_len,
+        });
+    }
+    let seg = h.segment_size;
+    // Instance table: page aligned, after the header page, big enough.
+    if h.instances_offset % page != 0 {
+        return Err(Error::Misaligned(Section::Instances));
+    }
+    if h.instances_offset < page {
+        return Err(Error::Overlap(Section::Header, Section::Instances));
+    }
+    let table_need = u64::from(h.max_instances) * INSTANCE_ENTRY_SIZE as u64;
+    if h.instances_size < table_need {
+        return Err(Error::OutOfBounds(Section::Instances));
+    }
+    let table_end = h
+        .instances_offset
+        .checked_add(h.instances_size)
+        .filter(|&e| e <= seg)
+        .ok_or(Error::OutOfBounds(Section::Instances))?;
+    // Per-CPU area: page aligned, after the table, blocks of whole pages.
+    if h.cpu_area_offset % page != 0 {
+        return Err(Error::Misaligned(Section::CpuArea));
+    }
+    if h.cpu_area_offset < table_end {
+        return Err(Error::Overlap(Section::Instances, Section::CpuArea));
+    }
+    if h.pages_per_cpu == 0
+        || Some(h.cpu_block_size) != u64::from(h.pages_per_cpu).checked_mul(page)
+    {
+        return Err(Error::OutOfBounds(Section::CpuArea));
+    }
+    h.cpu_block_size
+        .checked_mul(u64::from(h.nr_cpus))
+        .and_then(|a| a.checked_add(h.cpu_area_offset))
+        .filter(|&e| e <= seg)
+        .ok_or(Error::OutOfBounds(Section::CpuArea))?;
+    // Inside a block: head, counters, DAMON ring, in this order.
+    let counters_offset = u64::from(h.counters_offset);
+    let damon_offset = u64::from(h.damon_offset);
+    if counters_offset % CACHE_LINE as u64 != 0 {
+        return Err(Error::Misaligned(Section::Counters));
+    }
+    if counters_offset < CPU_BLOCK_HEAD_SIZE as u64 {
+        return Err(Error::Overlap(Section::CpuArea, Section::Counters));
+    }
+    if damon_offset % CACHE_LINE as u64 != 0 {
+        return Err(Error::Misaligned(Section::Damon));
+    }
+    if damon_offset < counters_offset + 8 * u64::from(h.max_instances) {
+        return Err(Error::Overlap(Section::Counters, Section::Damon));
+    }
+    if damon_offset + u64::from(h.damon_capacity) * DAMON_RECORD_SIZE as u64 > h.cpu_block_size {
+        return Err(Error::OutOfBounds(Section::Damon));
+    }
+    let seg_usize = usize::try_from(seg).map_err(|_| Error::OutOfBounds(Section::CpuArea))?;
+    Ok(Layout {
+        abi_major: h.abi_major,
+        abi_minor: h.abi_minor,
+        page_size: h.page_size as usize,
+        nr_cpus: h.nr_cpus as usize,
+        max_instances: h.max_instances as usize,
+        damon_capacity: h.damon_capacity as usize,
+        segment_size: seg_usize,
+        // All below are <= seg, which fits in usize.
+        instances_offset: h.instances_offset as usize,
+        cpu_area_offset: h.cpu_area_offset as usize,
+        cpu_block_size: h.cpu_block_size as usize,
+        counters_offset: h.counters_offset as usize,
+        damon_offset: h.damon_offset as usize,
+        epoch: h.epoch,
+        writer_pid: h.writer_pid,
+        writer_start_ns: h.writer_start_ns,
+        heartbeat_interval_ns: h.heartbeat_interval_ns,
+    })
+}
+
+/// Validates a segment image held in ordinary memory (a file read into a
+/// buffer, a test vector): the header is decoded from the first bytes and
+/// checked against `bytes.len()`.
+pub fn validate(bytes: &[u8]) -> Result<Layout, Error> {
+    let Some(head) = bytes.get(..HEADER_SIZE_V1_0) else {
+        return Err(Error::Truncated {
+            needed: HEADER_SIZE_V1_0 as u64,
+            have: bytes.len() as u64,
+        });
+    };
+    let h: Header = bytemuck::pod_read_unaligned(head);
+    validate_header(&h, bytes.len() as u64)
+}

@@ -1,0 +1,353 @@
+//! Reading a segment that another thread or process writes.
+//!
+//! A [`SegmentView`] sees the segment as a slice of 8-byte atomic words and
+//! reads it only through [`crate::protocol`]: `Relaxed` loads and acquire
+//! fences, never a plain reference to shared data. The `reader` crate builds
+//! on this with mapping, re-mapping and liveness; the userspace writer uses it
+//! to read back its own segment.
+
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use crate::damon::{self, Aggregation};
+use crate::error::Error;
+use crate::layout::*;
+use crate::name;
+use crate::protocol::{self, gen_read, load_words, seq_read, Sound};
+use crate::sync::{AtomicU64, Ordering};
+use crate::validate::{validate_header, Layout};
+
+/// A live instance as read from the instance table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Instance {
+    /// Slot index: the index of its value in every per-CPU counter array.
+    pub slot: u32,
+    /// Registration id (changes when the slot is reused).
+    pub reg_id: u64,
+    /// Name.
+    pub name: String,
+    /// Unit (may be empty).
+    pub unit: String,
+    /// Counter or instant.
+    pub semantics: Semantics,
+    /// Unsigned or signed.
+    pub value_type: ValueType,
+}
+
+/// Header fields that describe the writer and the current state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Info {
+    /// ABI major version.
+    pub abi_major: u16,
+    /// ABI minor version.
+    pub abi_minor: u16,
+    /// Incarnation id.
+    pub epoch: u64,
+    /// Metadata generation (`gen2`).
+    pub generation: u64,
+    /// True while `gen1 != gen2` (a metadata change is in progress).
+    pub metadata_busy: bool,
+    /// Writer's pid (0: kernel).
+    pub writer_pid: u64,
+    /// Writer's start time (`CLOCK_BOOTTIME` ns).
+    pub writer_start_ns: u64,
+    /// Last heartbeat (`CLOCK_BOOTTIME` ns).
+    pub heartbeat_ns: u64,
+    /// Promised heartbeat interval (0: none).
+    pub heartbeat_interval_ns: u64,
+    /// `flags` word (see [`FLAG_CLOSED`], [`FLAG_KERNEL`]).
+    pub flags: u64,
+    /// Number of per-CPU blocks.
+    pub nr_cpus: usize,
+    /// Instance table capacity.
+    pub max_instances: usize,
+    /// DAMON ring slots per CPU.
+    pub damon_capacity: usize,
+    /// Total segment bytes.
+    pub segment_size: usize,
+}
+
+/// A consistent copy of every counter of every CPU, taken inside one metadata
+/// generation, each CPU's values between two equal even sequence loads.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Generation the copy belongs to.
+    pub generation: u64,
+    /// Epoch of the segment the copy came from.
+    pub epoch: u64,
+    /// Live instances, by slot.
+    pub instances: Vec<Instance>,
+    /// Number of per-CPU blocks.
+    pub nr_cpus: usize,
+    /// Slots copied per CPU (`instances_used` at that generation).
+    pub slots: usize,
+    /// `values[cpu * slots + slot]`.
+    pub values: Vec<u64>,
+}
+
+impl Snapshot {
+    /// The value of `inst` on `cpu`.
+    pub fn value(&self, cpu: usize, inst: &Instance) -> u64 {
+        self.values[cpu * self.slots + inst.slot as usize]
+    }
+    /// Per-CPU values of `inst`.
+    pub fn per_cpu<'a>(&'a self, inst: &'a Instance) -> impl Iterator<Item = u64> + 'a {
+        (0..self.nr_cpus).map(move |c| self.value(c, inst))
+    }
+    /// Sum over all CPUs (wrapping, as the values themselves wrap).
+    pub fn total(&self, inst: &Instance) -> u64 {
+        self.per_cpu(inst).fold(0u64, u64::wrapping_add)
+    }
+    /// The live instance called `name`.
+    pub fn find(&self, name: &str) -> Option<&Instance> {
+        self.instances.iter().find(|i| i.name == name)
+    }
+}
+
+/// A validated view of a segment held in shared atomic words.
+#[derive(Clone, Copy, Debug)]
+pub struct SegmentView<'a> {
+    words: &'a [AtomicU64],
+    layout: Layout,
+}
+
+impl<'a> SegmentView<'a> {
+    /// Copies the header out of `words` and validates it against
+    /// `words.len() * 8` bytes. Nothing else is read before this succeeds.
+    pub fn new(words: &'a [AtomicU64]) -> Result<Self, Error> {
+        let mut hw = [0u64; HEADER_WORDS];
+        let Some(head) = words.get(..HEADER_WORDS) else {
+            return Err(Error::Truncated {
+                needed: HEADER_SIZE_V1_0 as u64,
+                have: words.len() as u64 * 8,
+            });
+        };
+        load_words(head, 0, &mut hw);
+        let h: Header = bytemuck::cast(hw);
+        let layout = validate_header(&h, words.len() as u64 * 8)?;
+        Ok(Self { words, layout })
+    }
+
+    /// The validated geometry.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    fn word(&self, i: usize) -> &AtomicU64 {
+        &self.words[i]
+    }
+
+    /// Current header state (each dynamic field one relaxed load).
+    pub fn info(&self) -> Info {
+        let l = &self.layout;
+        let gen2 = self.word(HEADER_GEN2_WORD).load(Ordering::Relaxed);
+        let gen1 = self.word(HEADER_GEN1_WORD).load(Ordering::Relaxed);
+        Info {
+            abi_major: l.abi_major,
+            abi_minor: l.abi_minor,
+            epoch: l.epoch,
+            generation: gen2,
+            metadata_busy: gen1 != gen2,
+            writer_pid: l.writer_pid,
+            writer_start_ns: l.writer_start_ns,
+            heartbeat_ns: self.word(HEADER_HEARTBEAT_WORD).load(Ordering::Relaxed),
+            heartbeat_interval_ns: l.heartbeat_interval_ns,
+            flags: self.word(HEADER_FLAGS_WORD).load(Ordering::Relaxed),
+            nr_cpus: l.nr_cpus,
+            max_instances: l.max_instances,
+            damon_capacity: l.damon_capacity,
+            segment_size: l.segment_size,
+        }
+    }
+
+    /// `instances_used`, clamped to the table capacity (a hostile writer may
+    /// store anything there).
+    fn used(&self) -> usize {
+        let u = self.word(HEADER_USED_WORD).load(Ordering::Relaxed);
+        usize::try_from(u)
+            .unwrap_or(usize::MAX)
+            .min(self.layout.max_instances)
+    }
+
+    /// Decodes instance slots `0..used`. Called inside a generation window:
+    /// a decoding error is only reported if the window turns out consistent.
+    fn read_instances(&self, used: usize, out: &mut Vec<Instance>) -> Result<(), Error> {
+        out.clear();
+        let mut ew = [0u64; INSTANCE_ENTRY_WORDS];
+        for slot in 0..used {
+            load_words(self.words, self.layout.instance_word(slot), &mut ew);
+            let e: InstanceEntry = bytemuck::cast(ew);
+            let bad = Error::BadEntry(slot as u32);
+            match e.state {
+                s if s == SlotState::Free as u32 => continue,
+                s if s == SlotState::Live as u32 => {}
+                _ => return Err(bad),
+            }
+            let name = name::decode(&e.name)
+                .filter(|n| name::check_name(n).is_ok())
+                .ok_or(bad)?;
+            let unit = name::decode(&e.unit)
+                .filter(|u| name::check_unit(u).is_ok())
+                .ok_or(bad)?;
+            out.push(Instance {
+                slot: slot as u32,
+                reg_id: e.reg_id,
+                name: name.to_string(),
+                unit: unit.to_string(),
+                semantics: Semantics::from_raw(e.semantics).ok_or(bad)?,
+                value_type: ValueType::from_raw(e.value_type).ok_or(bad)?,
+            });
+        }
+        Ok(())
+    }
+
+    /// The live instances, read inside one generation.
+    pub fn instances(&self, retries: u32) -> Result<(Vec<Instance>, u64), Error> {
+        let mut v = Vec::new();
+        let r = gen_read::<Sound, _, Error>(self.gen1(), self.gen2(), retries, |_| {
+            Ok(self.read_instances(self.used(), &mut v))
+        })?;
+        let (decoded, g) = r.ok_or(Error::BusyMetadata)?;
+        decoded?;
+        Ok((v, g))
+    }
+
+    fn gen1(&self) -> &AtomicU64 {
+        self.word(HEADER_GEN1_WORD)
+    }
+    fn gen2(&self) -> &AtomicU64 {
+        self.word(HEADER_GEN2_WORD)
+    }
+    fn seq(&self, cpu: usize) -> &AtomicU64 {
+        self.word(self.layout.cpu_block_word(cpu) + CPU_SEQ_WORD)
+    }
+
+    /// Copies counters `0..out.len()` of `cpu` between two equal even loads of
+    /// its sequence word. `cpu < nr_cpus` and `out.len() <= max_instances`.
+    pub fn read_cpu_counters(
+        &self,
+        cpu: usize,
+        out: &mut [u64],
+        retries: u32,
+    ) -> Result<(), Error> {
+        if cpu >= self.layout.nr_cpus || out.len() > self.layout.max_instances {
+            return Err(Error::OutOfBounds(crate::error::Section::Counters));
+        }
+        let start = self.layout.counter_word(cpu, 0);
+        seq_read::<Sound, _>(self.seq(cpu), retries, || {
+            load_words(self.words, start, out)
+        })
+        .ok_or(Error::BusyCpu(cpu as u32))
+    }
+
+    /// Fills `snap` with a consistent snapshot. Instance metadata is decoded
+    /// again only when the generation differs from the one `snap` holds, so
+    /// repeated snapshots of an unchanged table copy values only.
+    pub fn snapshot_into(&self, snap: &mut Snapshot, retries: u32) -> Result<(), Error> {
+        let nr_cpus = self.layout.nr_cpus;
+        let same_table = snap.epoch == self.layout.epoch && !snap.instances.is_empty();
+        let cached_gen = if same_table {
+            Some(snap.generation)
+        } else {
+            None
+        };
+        let mut instances = core::mem::take(&mut snap.instances);
+        let mut values = core::mem::take(&mut snap.values);
+        let r = gen_read::<Sound, _, Error>(self.gen1(), self.gen2(), retries, |g| {
+            let used = self.used();
+            let decoded = if cached_gen == Some(g) && instances_fit(&instances, used) {
+                Ok(())
+            } else {
+                self.read_instances(used, &mut instances)
+            };
+            values.resize(nr_cpus * used, 0);
+            for cpu in 0..nr_cpus {
+                self.read_cpu_counters(cpu, &mut values[cpu * used..(cpu + 1) * used], retries)?;
+            }
+            Ok((decoded, used))
+        });
+        let ok = match r {
+            Ok(Some(((Ok(()), used), g))) => Ok((used, g)),
+            Ok(Some(((Err(e), _), _))) | Err(e) => Err(e),
+            Ok(None) => Err(Error::BusyMetadata),
+        };
+        match ok {
+            Ok((used, g)) => {
+                *snap = Snapshot {
+                    generation: g,
+                    epoch: self.layout.epoch,
+                    instances,
+                    nr_cpus,
+                    slots: used,
+                    values,
+                };
+                Ok(())
+            }
+            Err(e) => {
+                // Keep the buffers for the next attempt, but never a stale cache.
+                instances.clear();
+                *snap = Snapshot {
+                    instances,
+                    values,
+                    ..Snapshot::default()
+                };
+                Err(e)
+            }
+        }
+    }
+
+    /// A fresh consistent snapshot.
+    pub fn snapshot(&self, retries: u32) -> Result<Snapshot, Error> {
+        let mut s = Snapshot::default();
+        self.snapshot_into(&mut s, retries)?;
+        Ok(s)
+    }
+
+    /// Every non-empty DAMON record of every CPU's ring, each copied between
+    /// two equal even loads of its CPU's sequence word.
+    pub fn damon_records(&self, retries: u32) -> Result<Vec<DamonRecord>, Error> {
+        let mut out = Vec::new();
+        let mut rw = [0u64; DAMON_RECORD_WORDS];
+        for cpu in 0..self.layout.nr_cpus {
+            for slot in 0..self.layout.damon_capacity {
+                let at = self.layout.damon_word(cpu, slot);
+                seq_read::<Sound, _>(self.seq(cpu), retries, || {
+                    load_words(self.words, at, &mut rw)
+                })
+                .ok_or(Error::BusyCpu(cpu as u32))?;
+                let r: DamonRecord = bytemuck::cast(rw);
+                if r.aggregation != 0 {
+                    out.push(r);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The most recent complete aggregation of every (monitor, target).
+    pub fn damon(&self, retries: u32) -> Result<Vec<Aggregation>, Error> {
+        Ok(damon::rebuild(self.damon_records(retries)?))
+    }
+
+    /// `damon_dropped` of `cpu` (records its writer could not store).
+    pub fn damon_dropped(&self, cpu: usize) -> u64 {
+        if cpu >= self.layout.nr_cpus {
+            return 0;
+        }
+        self.word(self.layout.cpu_block_word(cpu) + CPU_DAMON_DROPPED_WORD)
+            .load(Ordering::Relaxed)
+    }
+
+    /// Whether `cpu`'s sequence word is odd right now (an update in progress,
+    /// or a writer that died mid-update).
+    pub fn cpu_busy(&self, cpu: usize) -> bool {
+        cpu < self.layout.nr_cpus && self.seq(cpu).load(Ordering::Relaxed) & 1 == 1
+    }
+}
+
+fn instances_fit(instances: &[Instance], used: usize) -> bool {
+    instances.last().is_none_or(|i| (i.slot as usize) < used)
+}
+
+/// Re-exported so users of [`SegmentView`] need not import the protocol.
+pub use protocol::DEFAULT_RETRIES;

@@ -1,0 +1,495 @@
+//! The userspace segment writer.
+//!
+//! ```no_run
+//! use perfabi::writer::{Config, Writer};
+//! use perfabi::Semantics;
+//!
+//! let w = Writer::create("/dev/shm/myapp.perfabi", &Config::default())?;
+//! let rx = w.add("net.rx_bytes", "bytes", Semantics::Counter)?;
+//! w.adjust(rx, 1500)?; // ~1 ns, from any thread
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Counters live in the block of the CPU the calling thread runs on; readers
+//! sum the blocks. Metadata changes (`add`, `del`) are serialised by a mutex
+//! and published with the `gen1`/`gen2` protocol. The segment is created
+//! complete under a temporary name and renamed into place, so no reader ever
+//! sees a half-built header; it never shrinks while it exists.
+
+mod percpu;
+#[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+mod rseq;
+mod segment;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fmt;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::path::{Path, PathBuf};
+use std::prelude::rust_2021::*;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::damon::{self, Intervals, Region};
+use crate::error::Error;
+use crate::layout::*;
+use crate::name;
+use crate::protocol::{gen_write_begin, gen_write_end, Sound, DEFAULT_RETRIES, MAX_GROUP};
+use crate::sync::{AtomicU64, Ordering};
+use crate::validate::{validate_header, Geometry, Layout};
+use crate::view::{SegmentView, Snapshot};
+
+pub use percpu::{Method, MethodChoice};
+pub use segment::{boottime_ns, possible_cpus};
+
+/// What a writer creates.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Per-CPU blocks; `None`: one per possible CPU (required for rseq).
+    pub nr_cpus: Option<u32>,
+    /// Instance table capacity.
+    pub max_instances: u32,
+    /// DAMON ring slots per CPU. An aggregation must fit in one ring; keep
+    /// it at least twice the largest aggregation so the previous complete
+    /// one survives while the next is written.
+    pub damon_capacity: u32,
+    /// Heartbeat interval promised to readers (0: no heartbeat).
+    pub heartbeat_interval: Duration,
+    /// How per-CPU updates are made exclusive.
+    pub method: MethodChoice,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            nr_cpus: None,
+            max_instances: 1024,
+            damon_capacity: 4096,
+            heartbeat_interval: Duration::from_secs(1),
+            method: MethodChoice::Auto,
+        }
+    }
+}
+
+/// Why a segment could not be created.
+#[derive(Debug)]
+pub enum CreateError {
+    /// The configuration is outside what the ABI can describe.
+    Abi(Error),
+    /// The file or memfd could not be created, sized or mapped.
+    Io(io::Error),
+}
+
+impl fmt::Display for CreateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Abi(e) => write!(f, "invalid segment configuration: {e}"),
+            Self::Io(e) => write!(f, "cannot create segment: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for CreateError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Abi(e) => Some(e),
+            Self::Io(e) => Some(e),
+        }
+    }
+}
+
+impl From<io::Error> for CreateError {
+    fn from(e: io::Error) -> Self {
+        Self::Io(e)
+    }
+}
+
+/// A registered instance: its slot and registration id. Stale ids (deleted
+/// instances, or ids of another segment) are refused, not misapplied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct InstanceId {
+    slot: u32,
+    reg_id: u64,
+}
+
+impl InstanceId {
+    /// The instance's slot in the table and counter arrays.
+    pub fn slot(&self) -> u32 {
+        self.slot
+    }
+    /// Its registration id.
+    pub fn reg_id(&self) -> u64 {
+        self.reg_id
+    }
+}
+
+struct Meta {
+    names: HashMap<String, u32>,
+    /// Freed slots, reused oldest first.
+    free: VecDeque<u32>,
+    next_reg: u64,
+    used: u32,
+}
+
+/// The writer of one segment.
+pub struct Writer {
+    backing: segment::Backing,
+    path: Option<PathBuf>,
+    layout: Layout,
+    engine: percpu::Engine,
+    meta: Mutex<Meta>,
+    /// `live[slot]`: registration id of the live instance in `slot`, or 0.
+    live: Box<[AtomicU64]>,
+    /// Semantics of the live instance in each slot (`set` needs it).
+    semantics: Box<[AtomicU64]>,
+    set_lock: Mutex<()>,
+    aggregations: Mutex<BTreeMap<(u64, u64), u64>>,
+}
+
+impl Writer {
+    /// Creates a segment file at `path` (normally on tmpfs, e.g. under
+    /// `/dev/shm`): built under a temporary name with `O_EXCL`, then renamed
+    /// into place, replacing an older segment (whose readers see a new inode
+    /// and epoch).
+    pub fn create(path: impl AsRef<Path>, config: &Config) -> Result<Self, CreateError> {
+        let path = path.as_ref();
+        let geometry = geometry(config)?;
+        let sizes = geometry.sizes().map_err(CreateError::Abi)?;
+        let (backing, tmp) = segment::Backing::temp_file(path, sizes.segment_size)?;
+        let w = Self::init(backing, Some(path.to_path_buf()), geometry, config);
+        match w {
+            Ok(w) => {
+                segment::publish(&tmp, path)?;
+                Ok(w)
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                Err(e)
+            }
+        }
+    }
+
+    /// Creates an anonymous segment in a memfd sealed against shrinking;
+    /// hand [`fd`](Self::fd) to readers (over a Unix socket, or as
+    /// `/proc/PID/fd/N`).
+    pub fn create_memfd(name: &str, config: &Config) -> Result<Self, CreateError> {
+        let geometry = geometry(config)?;
+        let sizes = geometry.sizes().map_err(CreateError::Abi)?;
+        let backing = segment::Backing::memfd(name, sizes.segment_size)?;
+        Self::init(backing, None, geometry, config)
+    }
+
+    fn init(
+        backing: segment::Backing,
+        path: Option<PathBuf>,
+        g: Geometry,
+        config: &Config,
+    ) -> Result<Self, CreateError> {
+        let s = g.sizes().map_err(CreateError::Abi)?;
+        let mut epoch = [0u8; 8];
+        rustix::rand::getrandom(&mut epoch, rustix::rand::GetRandomFlags::empty())
+            .map_err(io::Error::from)?;
+        let now = boottime_ns();
+        let h = Header {
+            magic: MAGIC,
+            abi_major: ABI_MAJOR,
+            abi_minor: ABI_MINOR,
+            header_size: HEADER_SIZE_V1_0 as u32,
+            byte_order: BYTE_ORDER_MARK,
+            page_size: g.page_size,
+            nr_cpus: g.nr_cpus,
+            pages_per_cpu: s.pages_per_cpu,
+            max_instances: g.max_instances,
+            damon_capacity: g.damon_capacity,
+            instance_entry_size: INSTANCE_ENTRY_SIZE as u32,
+            damon_record_size: DAMON_RECORD_SIZE as u32,
+            counters_offset: s.counters_offset,
+            damon_offset: s.damon_offset,
+            segment_size: s.segment_size,
+            instances_offset: s.instances_offset,
+            instances_size: s.instances_size,
+            cpu_area_offset: s.cpu_area_offset,
+            cpu_block_size: s.cpu_block_size,
+            epoch: u64::from_ne_bytes(epoch) | 1,
+            writer_pid: u64::from(std::process::id()),
+            writer_start_ns: now,
+            heartbeat_interval_ns: u64::try_from(config.heartbeat_interval.as_nanos())
+                .unwrap_or(u64::MAX),
+            gen1: 0,
+            gen2: 0,
+            heartbeat_ns: now,
+            flags: 0,
+            instances_used: 0,
+            reserved: [0; 3],
+        };
+        let layout = validate_header(&h, s.segment_size).map_err(CreateError::Abi)?;
+        let words = backing.words();
+        let hw: [u64; HEADER_WORDS] = bytemuck::cast(h);
+        for (w, v) in words.iter().zip(hw) {
+            w.store(v, Ordering::Relaxed);
+        }
+        let n = g.max_instances as usize;
+        Ok(Self {
+            engine: percpu::Engine::new(&layout, config.method),
+            backing,
+            path,
+            layout,
+            meta: Mutex::new(Meta {
+                names: HashMap::new(),
+                free: VecDeque::new(),
+                next_reg: 1,
+                used: 0,
+            }),
+            live: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            semantics: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            set_lock: Mutex::new(()),
+            aggregations: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    fn words(&self) -> &[AtomicU64] {
+        self.backing.words()
+    }
+
+    /// The segment's validated geometry.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+    /// Where the segment file is (`None` for a memfd).
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+    /// The segment's file descriptor (to pass a memfd to readers).
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.backing.file.as_fd()
+    }
+    /// This incarnation's epoch.
+    pub fn epoch(&self) -> u64 {
+        self.layout.epoch
+    }
+    /// How per-CPU updates are made exclusive in this process.
+    pub fn method(&self) -> Method {
+        self.engine.method()
+    }
+    /// A reader's view of this writer's own segment.
+    pub fn view(&self) -> SegmentView<'_> {
+        SegmentView::new(self.words()).expect("a writer's own segment is valid")
+    }
+    /// A consistent snapshot of this writer's own segment.
+    pub fn snapshot(&self) -> Result<Snapshot, Error> {
+        self.view().snapshot(DEFAULT_RETRIES)
+    }
+
+    /// Registers an unsigned instance. May block on other metadata changes.
+    pub fn add(&self, name: &str, unit: &str, semantics: Semantics) -> Result<InstanceId, Error> {
+        self.add_typed(name, unit, semantics, ValueType::U64)
+    }
+
+    /// Registers an instance of the given value type.
+    pub fn add_typed(
+        &self,
+        name: &str,
+        unit: &str,
+        semantics: Semantics,
+        value_type: ValueType,
+    ) -> Result<InstanceId, Error> {
+        name::check_name(name)?;
+        name::check_unit(unit)?;
+        let mut m = self.meta.lock().unwrap_or_else(|p| p.into_inner());
+        if m.names.contains_key(name) {
+            return Err(Error::DuplicateName);
+        }
+        let slot = match m.free.pop_front() {
+            Some(s) => s,
+            None if (m.used as usize) < self.layout.max_instances => m.used,
+            None => return Err(Error::TableFull),
+        };
+        let reg_id = m.next_reg;
+        m.next_reg += 1;
+        let entry = InstanceEntry {
+            name: name::encode(name),
+            unit: name::encode(unit),
+            reg_id,
+            state: SlotState::Live as u32,
+            semantics: semantics as u32,
+            value_type: value_type as u32,
+            reserved0: 0,
+            reserved: [0; 3],
+        };
+        let words = self.words();
+        let g = gen_write_begin::<Sound>(&words[HEADER_GEN1_WORD]);
+        // The slot is free: no adjust writes it, so zeroing it on every CPU
+        // cannot race with a per-CPU update; readers ignore the in-between
+        // state because the generation is moving.
+        for cpu in 0..self.layout.nr_cpus {
+            words[self.layout.counter_word(cpu, slot as usize)].store(0, Ordering::Relaxed);
+        }
+        self.store_entry(slot, &entry);
+        if slot == m.used {
+            m.used += 1;
+            words[HEADER_USED_WORD].store(u64::from(m.used), Ordering::Relaxed);
+        }
+        gen_write_end::<Sound>(&words[HEADER_GEN2_WORD], g);
+        m.names.insert(name.to_string(), slot);
+        self.semantics[slot as usize].store(semantics as u64, Ordering::Relaxed);
+        self.live[slot as usize].store(reg_id, Ordering::Release);
+        Ok(InstanceId { slot, reg_id })
+    }
+
+    fn store_entry(&self, slot: u32, e: &InstanceEntry) {
+        let ew: [u64; INSTANCE_ENTRY_WORDS] = bytemuck::cast(*e);
+        let base = self.layout.instance_word(slot as usize);
+        for (i, v) in ew.into_iter().enumerate() {
+            self.words()[base + i].store(v, Ordering::Relaxed);
+        }
+    }
+
+    /// Unregisters an instance. Its slot is reused last, under a new
+    /// registration id, so a reader holding the old id sees it vanish.
+    /// Adjusting an id concurrently with deleting it is a caller bug; its
+    /// only effect is on that slot's values.
+    pub fn del(&self, id: InstanceId) -> Result<(), Error> {
+        let mut m = self.meta.lock().unwrap_or_else(|p| p.into_inner());
+        self.check(id)?;
+        self.live[id.slot as usize].store(0, Ordering::Relaxed);
+        let words = self.words();
+        let g = gen_write_begin::<Sound>(&words[HEADER_GEN1_WORD]);
+        let base = self.layout.instance_word(id.slot as usize);
+        let state_word = core::mem::offset_of!(InstanceEntry, state) / 8;
+        let mut e: [u64; INSTANCE_ENTRY_WORDS] = [0; INSTANCE_ENTRY_WORDS];
+        crate::protocol::load_words(words, base, &mut e);
+        let mut entry: InstanceEntry = bytemuck::cast(e);
+        entry.state = SlotState::Free as u32;
+        let ew: [u64; INSTANCE_ENTRY_WORDS] = bytemuck::cast(entry);
+        words[base + state_word].store(ew[state_word], Ordering::Relaxed);
+        gen_write_end::<Sound>(&words[HEADER_GEN2_WORD], g);
+        m.names.retain(|_, s| *s != id.slot);
+        m.free.push_back(id.slot);
+        Ok(())
+    }
+
+    #[inline]
+    fn check(&self, id: InstanceId) -> Result<(), Error> {
+        match self.live.get(id.slot as usize) {
+            Some(r) if r.load(Ordering::Relaxed) == id.reg_id => Ok(()),
+            _ => Err(Error::UnknownInstance),
+        }
+    }
+
+    /// Adds `delta` (wrapping) to the instance's value on the current CPU.
+    /// Callable from any number of threads at once; never blocks.
+    #[inline]
+    pub fn adjust(&self, id: InstanceId, delta: i64) -> Result<(), Error> {
+        self.check(id)?;
+        let index = self.layout.counters_offset / 8 + id.slot as usize;
+        self.engine
+            .adjust(self.words(), &self.layout, index, delta as u64)
+    }
+
+    /// Adds several deltas as one update: a reader sees all of them or none
+    /// (at most [`MAX_GROUP`] members).
+    pub fn adjust_group(&self, deltas: &[(InstanceId, i64)]) -> Result<(), Error> {
+        if deltas.len() > MAX_GROUP {
+            return Err(Error::GroupTooLarge);
+        }
+        let mut ops = [percpu::Word::default(); MAX_GROUP];
+        for (o, &(id, d)) in ops.iter_mut().zip(deltas) {
+            self.check(id)?;
+            *o = percpu::Word {
+                index: self.layout.counters_offset / 8 + id.slot as usize,
+                val: d as u64,
+            };
+        }
+        self.engine
+            .group(self.words(), &self.layout, &ops[..deltas.len()])
+    }
+
+    /// Sets an [`Semantics::Instant`] instance so that its value (the sum
+    /// over CPUs) becomes `value`: the current CPU's contribution absorbs the
+    /// difference. Adjusts racing with `set` count as happening before or
+    /// after it; concurrent `set`s are serialised.
+    pub fn set(&self, id: InstanceId, value: i64) -> Result<(), Error> {
+        self.check(id)?;
+        if self.semantics[id.slot as usize].load(Ordering::Relaxed) != Semantics::Instant as u64 {
+            return Err(Error::UnknownInstance);
+        }
+        let _g = self.set_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let words = self.words();
+        let total = (0..self.layout.nr_cpus)
+            .map(|c| words[self.layout.counter_word(c, id.slot as usize)].load(Ordering::Relaxed))
+            .fold(0u64, u64::wrapping_add);
+        self.adjust(id, (value as u64).wrapping_sub(total) as i64)
+    }
+
+    /// Publishes one DAMON aggregation of (`monitor_id`, `target_id`): its
+    /// records go to the current CPU's ring (or rings, if the thread
+    /// migrates), each record one update. Returns its aggregation index.
+    pub fn publish_damon(
+        &self,
+        monitor_id: u64,
+        target_id: u64,
+        intervals: Intervals,
+        regions: &[Region],
+    ) -> Result<u64, Error> {
+        damon::check_regions(regions, intervals, self.layout.damon_capacity)?;
+        let n = regions.len() as u32;
+        let mut aggs = self.aggregations.lock().unwrap_or_else(|p| p.into_inner());
+        let agg = aggs.entry((monitor_id, target_id)).or_insert(0);
+        *agg += 1;
+        for (i, r) in regions.iter().enumerate() {
+            let rec = damon::to_record(monitor_id, target_id, *agg, i as u32, n, intervals, r);
+            self.engine
+                .write_record(self.words(), &self.layout, &bytemuck::cast(rec))?;
+        }
+        Ok(*agg)
+    }
+
+    /// Records that `n` DAMON regions could not be published (a source that
+    /// lost events), in the current CPU's `damon_dropped`.
+    pub fn count_dropped_regions(&self, n: u64) -> Result<(), Error> {
+        self.engine
+            .adjust(self.words(), &self.layout, CPU_DAMON_DROPPED_WORD, n)
+    }
+
+    /// Refreshes the heartbeat; call at least every `heartbeat_interval`.
+    pub fn heartbeat(&self) {
+        self.words()[HEADER_HEARTBEAT_WORD].store(boottime_ns(), Ordering::Release);
+    }
+
+    /// Marks the segment closed: readers report the writer as gone, with the
+    /// last values intact. Also done on drop.
+    pub fn close(self) {
+        drop(self);
+    }
+
+    fn mark_closed(&self) {
+        self.heartbeat();
+        self.words()[HEADER_FLAGS_WORD].fetch_or(FLAG_CLOSED, Ordering::Release);
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.mark_closed();
+    }
+}
+
+fn geometry(config: &Config) -> Result<Geometry, CreateError> {
+    let page = rustix::param::page_size();
+    let nr_cpus = match config.nr_cpus {
+        Some(n) => n,
+        None => possible_cpus()
+            .and_then(|n| u32::try_from(n).ok())
+            .ok_or_else(|| {
+                CreateError::Io(io::Error::other(
+                    "cannot read /sys/devices/system/cpu/possible",
+                ))
+            })?,
+    };
+    Ok(Geometry {
+        page_size: u32::try_from(page).map_err(|_| CreateError::Abi(Error::BadPageSize(0)))?,
+        nr_cpus,
+        max_instances: config.max_instances,
+        damon_capacity: config.damon_capacity,
+    })
+}

@@ -1,0 +1,325 @@
+//! The per-CPU update engine of the userspace writer.
+//!
+//! Two methods implement the same writer side of the protocol:
+//!
+//! * [`Method::Rseq`] (x86_64, glibc with rseq): every write to CPU `c`'s block
+//!   is an rseq critical section running on CPU `c` (see [`super::rseq`]);
+//! * [`Method::Lock`] (anywhere): a single counter is changed with
+//!   `fetch_add`, and multi-word updates take a process-private per-block
+//!   lock and use [`crate::protocol::seq_write_begin`]/`seq_write_end`.
+//!
+//! One process uses one method for a segment, chosen when it is created.
+
+use core::sync::atomic::{AtomicBool, Ordering};
+use std::cell::UnsafeCell;
+use std::prelude::rust_2021::*;
+
+use crossbeam_utils::CachePadded;
+
+use crate::error::Error;
+use crate::layout::{CPU_DAMON_NEXT_WORD, CPU_SEQ_WORD, DAMON_RECORD_WORDS};
+use crate::protocol::{seq_write_begin, seq_write_end, Sound};
+use crate::sync::AtomicU64;
+use crate::validate::Layout;
+
+#[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+use super::rseq;
+
+/// How the writer makes per-CPU updates exclusive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// Restartable sequences: the cheapest, and per-CPU attribution is exact.
+    Rseq,
+    /// `fetch_add` and per-block locks: portable, a few ns more per update.
+    Lock,
+}
+
+/// Which [`Method`] to use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MethodChoice {
+    /// Rseq where available, else Lock.
+    #[default]
+    Auto,
+    /// Always Lock (for comparison and for hosts where rseq misbehaves).
+    Lock,
+}
+
+/// What a multi-word update does with its values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Add each value to its word (counter group).
+    Add,
+    /// Store each value (DAMON record).
+    Store,
+}
+
+/// One word of a multi-word update: its word index inside the block.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Word {
+    pub(crate) index: usize,
+    pub(crate) val: u64,
+}
+
+/// Most words one multi-word update may carry.
+pub(crate) const MAX_WORDS: usize = 16;
+
+struct PerCpuState {
+    lock: AtomicBool,
+    #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+    journal: UnsafeCell<rseq::Journal>,
+    #[cfg(not(all(target_arch = "x86_64", target_env = "gnu")))]
+    _journal: UnsafeCell<()>,
+}
+
+pub(crate) struct Engine {
+    method: Method,
+    nr_cpus: usize,
+    per_cpu: Box<[CachePadded<PerCpuState>]>,
+}
+
+// SAFETY: the journals are only touched by rseq sections of the CPU they
+// belong to, which exclude each other (see `rseq`); everything else is atomic.
+unsafe impl Sync for Engine {}
+// SAFETY: as above; the engine holds no thread-bound state.
+unsafe impl Send for Engine {}
+
+impl Engine {
+    pub(crate) fn new(layout: &Layout, choice: MethodChoice) -> Self {
+        let method = match choice {
+            MethodChoice::Lock => Method::Lock,
+            MethodChoice::Auto => Self::probe_rseq(layout.nr_cpus),
+        };
+        let per_cpu = (0..layout.nr_cpus)
+            .map(|_| {
+                CachePadded::new(PerCpuState {
+                    lock: AtomicBool::new(false),
+                    #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+                    journal: UnsafeCell::new(rseq::Journal::new()),
+                    #[cfg(not(all(target_arch = "x86_64", target_env = "gnu")))]
+                    _journal: UnsafeCell::new(()),
+                })
+            })
+            .collect();
+        Self {
+            method,
+            nr_cpus: layout.nr_cpus,
+            per_cpu,
+        }
+    }
+
+    /// Rseq is usable when this thread has an rseq area and every CPU the
+    /// kernel may report has a block (blocks cover all possible CPUs).
+    fn probe_rseq(nr_cpus: usize) -> Method {
+        #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+        if let Some(area) = rseq::area() {
+            let possible = super::segment::possible_cpus().unwrap_or(usize::MAX);
+            if rseq::cpu(area).is_some() && possible <= nr_cpus {
+                return Method::Rseq;
+            }
+        }
+        let _ = nr_cpus;
+        Method::Lock
+    }
+
+    pub(crate) fn method(&self) -> Method {
+        self.method
+    }
+
+    fn current_cpu(&self) -> usize {
+        rustix::thread::sched_getcpu() % self.nr_cpus
+    }
+
+    /// Adds `delta` to word `index` of the current CPU's block.
+    #[inline]
+    pub(crate) fn adjust(
+        &self,
+        words: &[AtomicU64],
+        layout: &Layout,
+        index: usize,
+        delta: u64,
+    ) -> Result<(), Error> {
+        #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+        if self.method == Method::Rseq {
+            return self.adjust_rseq(words, layout, index, delta);
+        }
+        let cpu = self.current_cpu();
+        words[layout.cpu_block_word(cpu) + index].fetch_add(delta, Ordering::Relaxed);
+        Ok(())
+    }
+
+    #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+    #[inline]
+    fn adjust_rseq(
+        &self,
+        words: &[AtomicU64],
+        layout: &Layout,
+        index: usize,
+        delta: u64,
+    ) -> Result<(), Error> {
+        // Rseq was probed at creation; glibc registers every thread it starts.
+        let area = rseq::area().ok_or(Error::NoRseq)?;
+        loop {
+            let cpu = rseq::cpu(area).ok_or(Error::NoRseq)?;
+            let block = layout.cpu_block_word(cpu as usize);
+            let seq = words[block + CPU_SEQ_WORD].as_ptr();
+            let target = words[block + index].as_ptr();
+            // SAFETY: `cpu < nr_cpus` (checked when rseq was chosen: blocks
+            // cover every possible CPU), so both words are inside the mapping
+            // and belong to CPU `cpu`'s block, which only sections running on
+            // `cpu` write.
+            match unsafe { rseq::adjust(area, cpu, seq, target, delta) } {
+                rseq::Status::Done => return Ok(()),
+                rseq::Status::Aborted => continue,
+                rseq::Status::Recover => {
+                    self.multi_rseq(words, layout, area, cpu, &[], Mode::Add, None);
+                }
+            }
+        }
+    }
+
+    /// Adds each `ops[i].val` to its word of the current CPU's block, as one
+    /// update that readers see whole.
+    pub(crate) fn group(
+        &self,
+        words: &[AtomicU64],
+        layout: &Layout,
+        ops: &[Word],
+    ) -> Result<(), Error> {
+        debug_assert!(ops.len() <= MAX_WORDS);
+        #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+        if self.method == Method::Rseq {
+            let area = rseq::area().ok_or(Error::NoRseq)?;
+            loop {
+                let cpu = rseq::cpu(area).ok_or(Error::NoRseq)?;
+                if self.multi_rseq(words, layout, area, cpu, ops, Mode::Add, None)
+                    == rseq::Status::Done
+                {
+                    return Ok(());
+                }
+            }
+        }
+        self.locked(words, layout, |block| {
+            for o in ops {
+                // Single adjusts run concurrently with fetch_add, without the lock.
+                words[block + o.index].fetch_add(o.val, Ordering::Relaxed);
+            }
+        });
+        Ok(())
+    }
+
+    /// Stores `record` in the next slot of the current CPU's DAMON ring and
+    /// advances the ring's `damon_next`, as one update readers see whole.
+    pub(crate) fn write_record(
+        &self,
+        words: &[AtomicU64],
+        layout: &Layout,
+        record: &[u64; DAMON_RECORD_WORDS],
+    ) -> Result<(), Error> {
+        let cap = layout.damon_capacity as u64;
+        let ring = layout.damon_offset / 8;
+        let ops_for = |next: u64| {
+            let slot = ring + (next % cap) as usize * DAMON_RECORD_WORDS;
+            let mut ops = [Word::default(); DAMON_RECORD_WORDS + 1];
+            for (i, (o, &v)) in ops.iter_mut().zip(record).enumerate() {
+                *o = Word {
+                    index: slot + i,
+                    val: v,
+                };
+            }
+            ops[DAMON_RECORD_WORDS] = Word {
+                index: CPU_DAMON_NEXT_WORD,
+                val: (next + 1) % cap,
+            };
+            ops
+        };
+        #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+        if self.method == Method::Rseq {
+            let area = rseq::area().ok_or(Error::NoRseq)?;
+            loop {
+                let cpu = rseq::cpu(area).ok_or(Error::NoRseq)?;
+                let next = words[layout.cpu_block_word(cpu as usize) + CPU_DAMON_NEXT_WORD]
+                    .load(Ordering::Relaxed);
+                let ops = ops_for(next);
+                // The guard makes the slot choice part of the section: if
+                // another section on this CPU advanced the ring meanwhile, retry.
+                let guard = Some((CPU_DAMON_NEXT_WORD, next));
+                if self.multi_rseq(words, layout, area, cpu, &ops, Mode::Store, guard)
+                    == rseq::Status::Done
+                {
+                    return Ok(());
+                }
+            }
+        }
+        self.locked(words, layout, |block| {
+            let next = words[block + CPU_DAMON_NEXT_WORD].load(Ordering::Relaxed);
+            for o in ops_for(next) {
+                words[block + o.index].store(o.val, Ordering::Relaxed);
+            }
+        });
+        Ok(())
+    }
+
+    #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+    #[allow(clippy::too_many_arguments)]
+    fn multi_rseq(
+        &self,
+        words: &[AtomicU64],
+        layout: &Layout,
+        area: *const u8,
+        cpu: u32,
+        ops: &[Word],
+        mode: Mode,
+        guard: Option<(usize, u64)>,
+    ) -> rseq::Status {
+        let mut raw = [rseq::Op::default(); MAX_WORDS];
+        for (r, o) in raw.iter_mut().zip(ops) {
+            *r = rseq::Op {
+                off: (o.index * 8) as u64,
+                val: o.val,
+            };
+        }
+        let state = &self.per_cpu[cpu as usize];
+        let args = rseq::MultiArgs {
+            base: words[layout.cpu_block_word(cpu as usize)].as_ptr(),
+            journal: state.journal.get(),
+            ops: raw.as_ptr(),
+            n: ops.len() as u64,
+            store: u64::from(mode == Mode::Store),
+            guard_off: guard.map_or(u64::MAX, |(i, _)| (i * 8) as u64),
+            guard_val: guard.map_or(0, |(_, v)| v),
+        };
+        // SAFETY: `cpu < nr_cpus` (rseq was chosen only if blocks cover every
+        // possible CPU); every op and the guard index a word of the block
+        // (callers pass indices below the block size); `n <= MAX_WORDS`
+        // (asserted by `multi`); the journal is CPU `cpu`'s.
+        unsafe { rseq::multi(area, cpu, &args) }
+    }
+
+    /// Runs `write(block_word)` on a block whose lock this thread holds,
+    /// between `seq_write_begin` and `seq_write_end`.
+    fn locked(&self, words: &[AtomicU64], layout: &Layout, write: impl FnOnce(usize)) {
+        let first = self.current_cpu();
+        let mut cpu = first;
+        // Take the current CPU's lock, or the next free one: any block is a
+        // correct home for an update, the current one is just the cheapest.
+        let state = loop {
+            let s = &self.per_cpu[cpu];
+            if s.lock
+                .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                break s;
+            }
+            cpu = (cpu + 1) % self.nr_cpus;
+            if cpu == first {
+                std::thread::yield_now();
+            }
+        };
+        let block = layout.cpu_block_word(cpu);
+        let seq = &words[block + CPU_SEQ_WORD];
+        let token = seq_write_begin::<Sound>(seq);
+        write(block);
+        seq_write_end::<Sound>(seq, token);
+        state.lock.store(false, Ordering::Release);
+    }
+}

@@ -1,0 +1,330 @@
+//! Restartable sequences (Linux rseq) for per-CPU updates from userspace.
+//!
+//! The kernel module updates a CPU's block with preemption disabled. A
+//! userspace thread cannot disable preemption, so it runs each update as an
+//! rseq critical section: if the thread is preempted, migrated or signalled
+//! before the section's single commit store, the kernel moves it to the abort
+//! handler and the update is retried from the start. All sections that write
+//! CPU `c`'s block run on CPU `c`, so they exclude each other exactly like
+//! preemption-disabled kernel code (spec: "Userspace writers").
+//!
+//! glibc (2.35 and later) registers an rseq area for every thread; we only
+//! use it, through `__rseq_offset` and `__rseq_size`.
+//!
+//! Two sections exist:
+//!
+//! * [`adjust`]: `counter += delta` on the current CPU, committed by the store
+//!   of the counter itself. It refuses (status [`Status::Recover`]) when the
+//!   block's sequence is odd, so it never runs inside an interrupted
+//!   multi-word update.
+//! * [`multi`]: a multi-word update behind the sequence word. Before the
+//!   sequence goes odd it saves the old value of every word it will write in
+//!   a per-CPU undo journal (process-private memory). If an earlier section
+//!   was aborted while the sequence was odd, the next section on that CPU
+//!   first restores the journal and makes the sequence even again: an aborted
+//!   update leaves no trace, and its thread retries it whole.
+
+use core::arch::asm;
+use core::sync::atomic::{AtomicU32, Ordering};
+
+/// Outcome of one attempt at a critical section.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Status {
+    /// The update was committed.
+    Done,
+    /// The section was aborted or the thread is on another CPU: retry.
+    Aborted,
+    /// `adjust`: the block's sequence is odd (an aborted multi-word update
+    /// must be undone first). `multi`: the guard word did not match.
+    Recover,
+}
+
+fn status(v: u32) -> Status {
+    match v {
+        0 => Status::Done,
+        1 => Status::Aborted,
+        _ => Status::Recover,
+    }
+}
+
+#[allow(non_upper_case_globals)]
+extern "C" {
+    static __rseq_offset: isize;
+    static __rseq_size: u32;
+}
+
+/// The calling thread's rseq area, or `None` when glibc did not register
+/// one (rseq disabled by `GLIBC_TUNABLES=glibc.pthread.rseq=0`, or a kernel
+/// without rseq).
+#[inline]
+pub(crate) fn area() -> Option<*const u8> {
+    // SAFETY: glibc defines both symbols as constants set once at start-up,
+    // before `main`; reading them is a plain load of immutable data.
+    let (size, offset) = unsafe { (__rseq_size, __rseq_offset) };
+    if size < 20 {
+        return None;
+    }
+    let tp: usize;
+    // SAFETY: on x86_64 Linux, %fs:0 holds the thread pointer (the TCB's
+    // self pointer); the load has no side effects.
+    unsafe {
+        asm!("mov {}, qword ptr fs:[0]", out(reg) tp, options(nostack, readonly, preserves_flags))
+    };
+    Some(tp.wrapping_add_signed(offset) as *const u8)
+}
+
+/// The CPU the kernel last reported in `area`, or `None` if rseq is not
+/// registered for this thread (`cpu_id` is `u32::MAX` or `u32::MAX - 1`).
+#[inline]
+pub(crate) fn cpu(area: *const u8) -> Option<u32> {
+    // SAFETY: `area` comes from `area()` for the calling thread: it points at
+    // the thread's `struct rseq`, 32-byte aligned, whose `cpu_id` field at
+    // offset 4 the kernel updates. An atomic relaxed load reads it.
+    let c = unsafe { AtomicU32::from_ptr(area.add(4) as *mut u32) }.load(Ordering::Relaxed);
+    (c < u32::MAX - 1).then_some(c)
+}
+
+/// Per-CPU undo journal of [`multi`] (process-private).
+#[repr(C, align(64))]
+pub(crate) struct Journal {
+    /// Number of saved words.
+    n: u64,
+    /// Addresses of the saved words.
+    addr: [u64; JOURNAL_WORDS],
+    /// Their values before the update.
+    old: [u64; JOURNAL_WORDS],
+}
+
+/// Most words one multi-word update may write.
+pub(crate) const JOURNAL_WORDS: usize = 16;
+
+impl Journal {
+    pub(crate) const fn new() -> Self {
+        Self {
+            n: 0,
+            addr: [0; JOURNAL_WORDS],
+            old: [0; JOURNAL_WORDS],
+        }
+    }
+}
+
+/// One word of a multi-word update: byte offset in the block, and the value
+/// to store or the delta to add.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Op {
+    pub(crate) off: u64,
+    pub(crate) val: u64,
+}
+
+/// Arguments of [`multi`], read by the section from memory (too many for
+/// registers).
+#[repr(C)]
+pub(crate) struct MultiArgs {
+    /// Base of the CPU's block (its sequence word).
+    pub(crate) base: *mut u64,
+    /// The CPU's journal.
+    pub(crate) journal: *mut Journal,
+    /// The words to write.
+    pub(crate) ops: *const Op,
+    /// Number of ops, at most [`JOURNAL_WORDS`].
+    pub(crate) n: u64,
+    /// 0: add `val` to the word; 1: store `val`.
+    pub(crate) store: u64,
+    /// Byte offset of a guard word in the block, or `u64::MAX` for none.
+    pub(crate) guard_off: u64,
+    /// The section only writes if the guard word holds this value.
+    pub(crate) guard_val: u64,
+}
+
+/// `*target += delta` as an rseq section on CPU `cpu`.
+///
+/// # Safety
+///
+/// `area` is the calling thread's rseq area; `seq` is the sequence word of
+/// CPU `cpu`'s block and `target` a counter word of the same block, both in
+/// a live, writable mapping; every other write to that block is made by
+/// sections of this module running on CPU `cpu` (or, for words no section
+/// writes at that time, by the metadata writer).
+#[inline]
+pub(crate) unsafe fn adjust(
+    area: *const u8,
+    cpu: u32,
+    seq: *const u64,
+    target: *mut u64,
+    delta: u64,
+) -> Status {
+    let st: u32;
+    // SAFETY: the caller's contract above. The section writes only `target`,
+    // and only on CPU `cpu` with the block's sequence even; the kernel
+    // aborts it before the commit store if the thread leaves the CPU. The
+    // descriptor and abort signature follow the Linux rseq ABI for x86_64.
+    unsafe {
+        asm!(
+            ".pushsection __rseq_cs, \"aw\"",
+            ".balign 32",
+            "6:",
+            ".long 0, 0",
+            ".quad 2f, (3f - 2f), 4f",
+            ".popsection",
+            "lea {t}, [rip + 6b]",
+            "mov qword ptr [{rseq} + 8], {t}",
+            "2:",
+            "cmp dword ptr [{rseq} + 4], {cpu:e}",
+            "jne 4f",
+            "test byte ptr [{seq}], 1",
+            "jnz 15f",
+            "mov {t}, qword ptr [{target}]",
+            "add {t}, {delta}",
+            "mov qword ptr [{target}], {t}",
+            "3:",
+            "xor {st:e}, {st:e}",
+            "jmp 5f",
+            "15:",
+            "mov {st:e}, 2",
+            "jmp 5f",
+            ".pushsection __rseq_failure, \"ax\"",
+            ".byte 0x0f, 0xb9, 0x3d",
+            ".long 0x53053053",
+            "4:",
+            "mov {st:e}, 1",
+            "jmp 5f",
+            ".popsection",
+            "5:",
+            rseq = in(reg) area,
+            cpu = in(reg) cpu,
+            seq = in(reg) seq,
+            target = in(reg) target,
+            delta = in(reg) delta,
+            t = out(reg) _,
+            st = lateout(reg) st,
+            options(nostack),
+        );
+    }
+    status(st)
+}
+
+/// A multi-word update of CPU `cpu`'s block as an rseq section (see the
+/// module documentation). With `n == 0` it only undoes an aborted update.
+///
+/// # Safety
+///
+/// As for [`adjust`]; moreover `args` points at valid arguments: `base` is
+/// the block, `journal` the CPU's journal, `ops[..n]` offsets inside the block
+/// and `n <= JOURNAL_WORDS`.
+#[inline]
+pub(crate) unsafe fn multi(area: *const u8, cpu: u32, args: &MultiArgs) -> Status {
+    let st: u32;
+    // SAFETY: the caller's contract. Before the sequence goes odd the journal
+    // holds the old value of every word the section writes, so an abort
+    // anywhere after that point is undone by the next section on this CPU.
+    unsafe {
+        asm!(
+            ".pushsection __rseq_cs, \"aw\"",
+            ".balign 32",
+            "6:",
+            ".long 0, 0",
+            ".quad 2f, (3f - 2f), 4f",
+            ".popsection",
+            "lea {t}, [rip + 6b]",
+            "mov qword ptr [{rseq} + 8], {t}",
+            "2:",
+            "cmp dword ptr [{rseq} + 4], {cpu:e}",
+            "jne 4f",
+            "mov {b}, qword ptr [{args}]",
+            "mov {j}, qword ptr [{args} + 8]",
+            "mov {s}, qword ptr [{b}]",
+            "test {s}, 1",
+            "jz 7f",
+            // An earlier section was aborted mid-update: undo it.
+            "mov {k}, qword ptr [{j}]",
+            "8:",
+            "test {k}, {k}",
+            "jz 9f",
+            "dec {k}",
+            "mov {a}, qword ptr [{j} + 8 + {k}*8]",
+            "mov {v}, qword ptr [{j} + 136 + {k}*8]",
+            "mov qword ptr [{a}], {v}",
+            "jmp 8b",
+            "9:",
+            "add {s}, 1",
+            "mov qword ptr [{b}], {s}",
+            "7:",
+            // Guard word.
+            "mov {k}, qword ptr [{args} + 40]",
+            "cmp {k}, -1",
+            "je 12f",
+            "mov {v}, qword ptr [{b} + {k}]",
+            "cmp {v}, qword ptr [{args} + 48]",
+            "jne 15f",
+            "12:",
+            // Journal the old values.
+            "mov {t}, qword ptr [{args} + 16]",
+            "xor {k:e}, {k:e}",
+            "13:",
+            "cmp {k}, qword ptr [{args} + 24]",
+            "jae 14f",
+            "mov {a}, qword ptr [{t}]",
+            "add {a}, {b}",
+            "mov qword ptr [{j} + 8 + {k}*8], {a}",
+            "mov {v}, qword ptr [{a}]",
+            "mov qword ptr [{j} + 136 + {k}*8], {v}",
+            "add {t}, 16",
+            "inc {k}",
+            "jmp 13b",
+            "14:",
+            "mov qword ptr [{j}], {k}",
+            // Sequence odd; on x86 (TSO) stores become visible in order,
+            // which is the fence(Release) of the spec.
+            "lea {v}, [{s} + 1]",
+            "mov qword ptr [{b}], {v}",
+            // Apply.
+            "mov {t}, qword ptr [{args} + 16]",
+            "xor {k:e}, {k:e}",
+            "16:",
+            "cmp {k}, qword ptr [{j}]",
+            "jae 17f",
+            "mov {a}, qword ptr [{j} + 8 + {k}*8]",
+            "mov {v}, qword ptr [{t} + 8]",
+            "cmp qword ptr [{args} + 32], 0",
+            "jne 18f",
+            "add {v}, qword ptr [{a}]",
+            "18:",
+            "mov qword ptr [{a}], {v}",
+            "add {t}, 16",
+            "inc {k}",
+            "jmp 16b",
+            "17:",
+            // Commit: sequence even again.
+            "add {s}, 2",
+            "mov qword ptr [{b}], {s}",
+            "3:",
+            "xor {st:e}, {st:e}",
+            "jmp 5f",
+            "15:",
+            "mov {st:e}, 2",
+            "jmp 5f",
+            ".pushsection __rseq_failure, \"ax\"",
+            ".byte 0x0f, 0xb9, 0x3d",
+            ".long 0x53053053",
+            "4:",
+            "mov {st:e}, 1",
+            "jmp 5f",
+            ".popsection",
+            "5:",
+            rseq = in(reg) area,
+            cpu = in(reg) cpu,
+            args = in(reg) args as *const MultiArgs,
+            b = out(reg) _,
+            j = out(reg) _,
+            s = out(reg) _,
+            k = out(reg) _,
+            a = out(reg) _,
+            v = out(reg) _,
+            t = out(reg) _,
+            st = lateout(reg) st,
+            options(nostack),
+        );
+    }
+    status(st)
+}

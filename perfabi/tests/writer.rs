@@ -1,0 +1,302 @@
+//! The userspace writer: concurrency, both update methods, bad input.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+
+use perfabi::damon::{Intervals, Region};
+use perfabi::layout::FLAG_CLOSED;
+use perfabi::writer::{Config, Method, MethodChoice, Writer};
+use perfabi::{Error, Semantics, ValueType};
+
+fn small(method: MethodChoice) -> Config {
+    Config {
+        max_instances: 16,
+        damon_capacity: 64,
+        method,
+        ..Config::default()
+    }
+}
+
+fn new_writer(method: MethodChoice) -> (tempfile::TempDir, Writer) {
+    let dir = tempfile::tempdir().unwrap();
+    let w = Writer::create(dir.path().join("seg"), &small(method)).unwrap();
+    (dir, w)
+}
+
+const METHODS: [MethodChoice; 2] = [MethodChoice::Auto, MethodChoice::Lock];
+
+#[test]
+fn rseq_is_used_where_available() {
+    let (_d, w) = new_writer(MethodChoice::Auto);
+    println!("update method chosen: {:?}", w.method());
+    if cfg!(all(target_arch = "x86_64", target_env = "gnu"))
+        && std::env::var_os("GLIBC_TUNABLES").is_none()
+    {
+        assert_eq!(w.method(), Method::Rseq);
+    }
+    let (_d, w) = new_writer(MethodChoice::Lock);
+    assert_eq!(w.method(), Method::Lock);
+}
+
+#[test]
+fn concurrent_adjusts_lose_nothing() {
+    for m in METHODS {
+        let (_d, w) = new_writer(m);
+        let w = Arc::new(w);
+        let a = w.add("a", "count", Semantics::Counter).unwrap();
+        let b = w.add("b", "count", Semantics::Counter).unwrap();
+        // Many more threads than CPUs: preemption inside sections is certain.
+        let threads = 16;
+        let per = 200_000;
+        let hs: Vec<_> = (0..threads)
+            .map(|t| {
+                let w = w.clone();
+                thread::spawn(move || {
+                    for i in 0..per {
+                        w.adjust(a, 1).unwrap();
+                        if i % 4 == 0 {
+                            w.adjust_group(&[(a, 2), (b, -1)]).unwrap();
+                        }
+                        if t == 0 && i % 1000 == 0 {
+                            thread::yield_now();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        let s = w.snapshot().unwrap();
+        let groups = threads * per / 4;
+        assert_eq!(
+            s.total(s.find("a").unwrap()),
+            (threads * per + 2 * groups) as u64,
+            "{m:?}"
+        );
+        assert_eq!(
+            s.total(s.find("b").unwrap()) as i64,
+            -(groups as i64),
+            "{m:?}"
+        );
+    }
+}
+
+#[test]
+fn readers_never_see_half_a_group() {
+    for m in METHODS {
+        let (_d, w) = new_writer(m);
+        let w = Arc::new(w);
+        let ids: Vec<_> = (0..4)
+            .map(|i| w.add(&format!("g{i}"), "", Semantics::Counter).unwrap())
+            .collect();
+        let stop = Arc::new(AtomicBool::new(false));
+        let writers: Vec<_> = (0..3)
+            .map(|_| {
+                let (w, ids, stop) = (w.clone(), ids.clone(), stop.clone());
+                thread::spawn(move || {
+                    let g: Vec<_> = ids.iter().map(|&i| (i, 1)).collect();
+                    while !stop.load(Ordering::Relaxed) {
+                        w.adjust_group(&g).unwrap();
+                    }
+                })
+            })
+            .collect();
+        let view = w.view();
+        let (insts, _) = view.instances(1024).unwrap();
+        let mut buf = vec![0u64; 4];
+        let (mut ok, mut busy) = (0u64, 0u64);
+        for _ in 0..200_000 {
+            for cpu in 0..view.layout().nr_cpus {
+                match view.read_cpu_counters(cpu, &mut buf, 64) {
+                    Ok(()) => {
+                        ok += 1;
+                        assert!(
+                            buf.iter().all(|&v| v == buf[0]),
+                            "torn group on cpu {cpu}: {buf:?} ({m:?})"
+                        );
+                    }
+                    Err(Error::BusyCpu(_)) => busy += 1,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        for h in writers {
+            h.join().unwrap();
+        }
+        println!(
+            "{m:?}: {ok} consistent per-CPU reads, {busy} busy, 0 torn; instances {}",
+            insts.len()
+        );
+        assert!(ok > 0);
+    }
+}
+
+#[test]
+fn instants_and_signed_values() {
+    let (_d, w) = new_writer(MethodChoice::Auto);
+    let q = w
+        .add_typed("queue.depth", "", Semantics::Instant, ValueType::I64)
+        .unwrap();
+    let c = w.add("c", "", Semantics::Counter).unwrap();
+    w.adjust(q, 5).unwrap();
+    w.set(q, -3).unwrap();
+    let s = w.snapshot().unwrap();
+    let inst = s.find("queue.depth").unwrap();
+    assert_eq!(inst.value_type, ValueType::I64);
+    assert_eq!(s.total(inst) as i64, -3);
+    assert_eq!(
+        w.set(c, 1),
+        Err(Error::UnknownInstance),
+        "set is for instants"
+    );
+}
+
+#[test]
+fn bad_input_is_refused_and_the_segment_stays_valid() {
+    let (dir, w) = new_writer(MethodChoice::Auto);
+    assert_eq!(w.add("", "", Semantics::Counter), Err(Error::BadName));
+    assert_eq!(
+        w.add(&"x".repeat(64), "", Semantics::Counter),
+        Err(Error::BadName)
+    );
+    assert_eq!(w.add("a b", "", Semantics::Counter), Err(Error::BadName));
+    assert_eq!(
+        w.add("ok", "a unit with spaces", Semantics::Counter),
+        Err(Error::BadUnit)
+    );
+    let first = w.add("ok", "", Semantics::Counter).unwrap();
+    assert_eq!(
+        w.add("ok", "", Semantics::Counter),
+        Err(Error::DuplicateName)
+    );
+    for i in 1..16 {
+        w.add(&format!("c{i}"), "", Semantics::Counter).unwrap();
+    }
+    assert_eq!(
+        w.add("one.too.many", "", Semantics::Counter),
+        Err(Error::TableFull)
+    );
+    w.adjust(first, 7).unwrap();
+    w.del(first).unwrap();
+    assert_eq!(w.adjust(first, 1), Err(Error::UnknownInstance));
+    assert_eq!(w.del(first), Err(Error::UnknownInstance));
+    let again = w.add("ok", "", Semantics::Counter).unwrap();
+    assert_eq!(again.slot(), first.slot(), "freed slot is reused");
+    assert_ne!(again.reg_id(), first.reg_id(), "with a new registration id");
+    let groups: Vec<_> = (0..9).map(|_| (again, 1)).collect();
+    assert_eq!(w.adjust_group(&groups), Err(Error::GroupTooLarge));
+    let iv = Intervals {
+        sample_us: 5000,
+        aggr_us: 100_000,
+    };
+    let r = |s, e| Region {
+        start: s,
+        end: e,
+        nr_accesses: 1,
+        age: 0,
+    };
+    assert_eq!(w.publish_damon(1, 1, iv, &[]), Err(Error::BadAggregation));
+    assert_eq!(
+        w.publish_damon(1, 1, iv, &[r(0, 10), r(5, 20)]),
+        Err(Error::BadAggregation)
+    );
+    assert_eq!(
+        w.publish_damon(1, 1, iv, &vec![r(0, 1); 65]),
+        Err(Error::BadAggregation)
+    );
+
+    let s = w.snapshot().unwrap();
+    assert_eq!(
+        s.total(s.find("ok").unwrap()),
+        0,
+        "a reused slot starts at zero"
+    );
+    assert_eq!(s.instances.len(), 16);
+    let bytes = std::fs::read(dir.path().join("seg")).unwrap();
+    perfabi::validate(&bytes).expect("segment still valid");
+}
+
+#[test]
+fn damon_aggregations_are_rebuilt() {
+    let (_d, w) = new_writer(MethodChoice::Auto);
+    let iv = Intervals {
+        sample_us: 5000,
+        aggr_us: 100_000,
+    };
+    for round in 0..5u64 {
+        let regions: Vec<_> = (0..20u64)
+            .map(|i| Region {
+                start: i * 4096,
+                end: (i + 1) * 4096,
+                nr_accesses: (i + round) as u32 % 21,
+                age: round as u32,
+            })
+            .collect();
+        assert_eq!(w.publish_damon(42, 7, iv, &regions).unwrap(), round + 1);
+        w.publish_damon(42, 8, iv, &regions[..3]).unwrap();
+    }
+    let aggs = w.view().damon(64).unwrap();
+    assert_eq!(aggs.len(), 2);
+    assert_eq!(
+        (aggs[0].monitor_id, aggs[0].target_id, aggs[0].aggregation),
+        (42, 7, 5)
+    );
+    assert_eq!(aggs[0].regions.len(), 20);
+    assert_eq!(aggs[0].regions[3].nr_accesses, 7);
+    assert_eq!(aggs[0].intervals, iv);
+    assert_eq!(aggs[1].regions.len(), 3);
+}
+
+#[test]
+fn memfd_segments_and_close() {
+    let w = Writer::create_memfd("perfabi-test", &small(MethodChoice::Auto)).unwrap();
+    let id = w.add("x", "", Semantics::Counter).unwrap();
+    w.adjust(id, 3).unwrap();
+    let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&w.fd()));
+    let view_bytes = std::fs::read(&path).unwrap();
+    assert!(perfabi::validate(&view_bytes).is_ok());
+    let f = std::fs::File::options().write(true).open(&path).unwrap();
+    assert!(f.set_len(4096).is_err(), "a sealed memfd cannot shrink");
+    w.close();
+    let bytes = std::fs::read(&path);
+    assert!(bytes.is_err(), "fd closed with the writer");
+
+    let (dir, w) = new_writer(MethodChoice::Auto);
+    w.close();
+    let bytes = std::fs::read(dir.path().join("seg")).unwrap();
+    let h: perfabi::layout::Header =
+        bytemuck::pod_read_unaligned(&bytes[..perfabi::layout::HEADER_SIZE_V1_0]);
+    assert_eq!(h.flags & FLAG_CLOSED, FLAG_CLOSED);
+}
+
+#[test]
+fn recreating_replaces_the_file_with_a_new_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("seg");
+    let w1 = Writer::create(&p, &small(MethodChoice::Auto)).unwrap();
+    let w2 = Writer::create(&p, &small(MethodChoice::Auto)).unwrap();
+    assert_ne!(w1.epoch(), w2.epoch());
+    let l = perfabi::validate(&std::fs::read(&p).unwrap()).unwrap();
+    assert_eq!(l.epoch, w2.epoch());
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(leftovers.len(), 1, "no temporary file is left behind");
+    let err = Writer::create(
+        dir.path().join("no/such/dir/seg"),
+        &small(MethodChoice::Auto),
+    );
+    assert!(err.is_err());
+    let bad = Writer::create(
+        &p,
+        &Config {
+            max_instances: 0,
+            ..Config::default()
+        },
+    );
+    assert!(matches!(
+        bad,
+        Err(perfabi::writer::CreateError::Abi(Error::BadCapacity))
+    ));
+}
