@@ -1,5 +1,7 @@
 //! The userspace writer: concurrency, both update methods, bad input.
+#![cfg(not(loom))]
 
+use std::os::unix::thread::JoinHandleExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -299,4 +301,104 @@ fn recreating_replaces_the_file_with_a_new_epoch() {
         bad,
         Err(perfabi::writer::CreateError::Abi(Error::BadCapacity))
     ));
+}
+
+extern "C" fn on_signal(_: libc::c_int) {}
+
+/// Signals abort rseq sections at arbitrary instructions; with a storm of
+/// them, aborted multi-word updates (odd sequence) must be undone, and
+/// totals must still be exact.
+#[test]
+fn signal_storm_aborts_and_undoes_without_losing_updates() {
+    // SAFETY: installs a handler that does nothing, for a signal no other
+    // test uses.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_signal as *const () as usize;
+        sa.sa_flags = libc::SA_RESTART;
+        assert_eq!(libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut()), 0);
+    }
+    let (_d, w) = new_writer(MethodChoice::Auto);
+    let w = Arc::new(w);
+    let a = w.add("a", "", Semantics::Counter).unwrap();
+    let g: Vec<_> = (0..8)
+        .map(|i| (w.add(&format!("g{i}"), "", Semantics::Counter).unwrap(), 1))
+        .collect();
+    let iv = Intervals {
+        sample_us: 1,
+        aggr_us: 10,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..3)
+        .map(|_| {
+            let (w, g) = (w.clone(), g.clone());
+            thread::spawn(move || {
+                let me = unsafe { libc::pthread_self() };
+                let mut n = 0u64;
+                let region = [Region {
+                    start: 0,
+                    end: 4096,
+                    nr_accesses: 1,
+                    age: 0,
+                }];
+                for i in 0..300_000u64 {
+                    w.adjust(a, 1).unwrap();
+                    w.adjust_group(&g).unwrap();
+                    if i % 64 == 0 {
+                        w.publish_damon(me as u64, 0, iv, &region).unwrap();
+                    }
+                    n += 1;
+                }
+                (me, n)
+            })
+        })
+        .collect();
+    let handles: Vec<libc::pthread_t> = workers
+        .iter()
+        .map(|h| h.as_pthread_t() as libc::pthread_t)
+        .collect();
+    let signaller = {
+        let stop = stop.clone();
+        thread::spawn(move || {
+            let mut sent = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                for &t in &handles {
+                    // SAFETY: the target threads are joined only after `stop`.
+                    if unsafe { libc::pthread_kill(t, libc::SIGUSR1) } == 0 {
+                        sent += 1;
+                    }
+                }
+            }
+            sent
+        })
+    };
+    let total: u64 = workers.into_iter().map(|h| h.join().unwrap().1).sum();
+    stop.store(true, Ordering::Relaxed);
+    let sent = signaller.join().unwrap();
+    let s = w.snapshot().unwrap();
+    assert_eq!(s.total(s.find("a").unwrap()), total);
+    for i in 0..8 {
+        assert_eq!(s.total(s.find(&format!("g{i}")).unwrap()), total);
+    }
+    let st = w.update_stats();
+    println!(
+        "signals sent: {sent}; method {:?}; rseq aborts: {}; undo passes: {}",
+        w.method(),
+        st.aborts,
+        st.undos
+    );
+    if w.method() == Method::Rseq {
+        assert!(st.aborts > 0, "the storm must abort sections");
+    }
+    // The rings hold the newest 128 records: every aggregation rebuilt from
+    // them is whole (one region each) and belongs to one of the 3 monitors.
+    let aggs = w.view().damon(64).unwrap();
+    assert!((1..=3).contains(&aggs.len()), "{aggs:?}");
+    assert!(aggs.iter().all(|a| a.regions
+        == [Region {
+            start: 0,
+            end: 4096,
+            nr_accesses: 1,
+            age: 0
+        }]));
 }

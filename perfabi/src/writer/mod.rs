@@ -39,7 +39,7 @@ use crate::sync::{AtomicU64, Ordering};
 use crate::validate::{validate_header, Geometry, Layout};
 use crate::view::{SegmentView, Snapshot};
 
-pub use percpu::{Method, MethodChoice};
+pub use percpu::{Method, MethodChoice, UpdateStats};
 pub use segment::{boottime_ns, possible_cpus};
 
 /// What a writer creates.
@@ -270,6 +270,10 @@ impl Writer {
     /// How per-CPU updates are made exclusive in this process.
     pub fn method(&self) -> Method {
         self.engine.method()
+    }
+    /// How often the update engine took its slow paths in this process.
+    pub fn update_stats(&self) -> UpdateStats {
+        self.engine.stats()
     }
     /// A reader's view of this writer's own segment.
     pub fn view(&self) -> SegmentView<'_> {

@@ -20,6 +20,7 @@ use crate::error::Error;
 use crate::layout::{CPU_DAMON_NEXT_WORD, CPU_SEQ_WORD, DAMON_RECORD_WORDS};
 use crate::protocol::{seq_write_begin, seq_write_end, Sound};
 use crate::sync::AtomicU64;
+
 use crate::validate::Layout;
 
 #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
@@ -71,8 +72,20 @@ struct PerCpuState {
     _journal: UnsafeCell<()>,
 }
 
+/// Counts of the update engine's slow paths (process-private diagnostics).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UpdateStats {
+    /// Rseq sections the kernel aborted (preemption, migration, signal), or
+    /// that found the thread on another CPU; each was retried.
+    pub aborts: u64,
+    /// Undo passes: multi-word updates interrupted with the sequence odd,
+    /// rolled back by the next section on that CPU.
+    pub undos: u64,
+}
+
 pub(crate) struct Engine {
     method: Method,
+    aborts: AtomicU64,
     nr_cpus: usize,
     per_cpu: Box<[CachePadded<PerCpuState>]>,
 }
@@ -102,9 +115,30 @@ impl Engine {
             .collect();
         Self {
             method,
+            aborts: AtomicU64::new(0),
             nr_cpus: layout.nr_cpus,
             per_cpu,
         }
+    }
+
+    pub(crate) fn stats(&self) -> UpdateStats {
+        #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+        let undos = self
+            .per_cpu
+            .iter()
+            .map(|s| rseq::Journal::undos(s.journal.get()))
+            .sum();
+        #[cfg(not(all(target_arch = "x86_64", target_env = "gnu")))]
+        let undos = 0;
+        UpdateStats {
+            aborts: self.aborts.load(Ordering::Relaxed),
+            undos,
+        }
+    }
+
+    #[cold]
+    fn aborted(&self) {
+        self.aborts.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Rseq is usable when this thread has an rseq area and every CPU the
@@ -169,7 +203,7 @@ impl Engine {
             // `cpu` write.
             match unsafe { rseq::adjust(area, cpu, seq, target, delta) } {
                 rseq::Status::Done => return Ok(()),
-                rseq::Status::Aborted => continue,
+                rseq::Status::Aborted => self.aborted(),
                 rseq::Status::Recover => {
                     self.multi_rseq(words, layout, area, cpu, &[], Mode::Add, None);
                 }
@@ -191,10 +225,10 @@ impl Engine {
             let area = rseq::area().ok_or(Error::NoRseq)?;
             loop {
                 let cpu = rseq::cpu(area).ok_or(Error::NoRseq)?;
-                if self.multi_rseq(words, layout, area, cpu, ops, Mode::Add, None)
-                    == rseq::Status::Done
-                {
-                    return Ok(());
+                match self.multi_rseq(words, layout, area, cpu, ops, Mode::Add, None) {
+                    rseq::Status::Done => return Ok(()),
+                    rseq::Status::Aborted => self.aborted(),
+                    rseq::Status::Recover => {} // no guard: cannot happen
                 }
             }
         }
@@ -243,10 +277,10 @@ impl Engine {
                 // The guard makes the slot choice part of the section: if
                 // another section on this CPU advanced the ring meanwhile, retry.
                 let guard = Some((CPU_DAMON_NEXT_WORD, next));
-                if self.multi_rseq(words, layout, area, cpu, &ops, Mode::Store, guard)
-                    == rseq::Status::Done
-                {
-                    return Ok(());
+                match self.multi_rseq(words, layout, area, cpu, &ops, Mode::Store, guard) {
+                    rseq::Status::Done => return Ok(()),
+                    rseq::Status::Aborted => self.aborted(),
+                    rseq::Status::Recover => {} // ring advanced meanwhile
                 }
             }
         }

@@ -93,17 +93,36 @@ pub(crate) struct Journal {
     addr: [u64; JOURNAL_WORDS],
     /// Their values before the update.
     old: [u64; JOURNAL_WORDS],
+    /// Undo passes run on this CPU (diagnostic; an undo pass that is itself
+    /// aborted counts again).
+    undos: u64,
 }
 
 /// Most words one multi-word update may write.
 pub(crate) const JOURNAL_WORDS: usize = 16;
 
+const _: () = assert!(
+    core::mem::offset_of!(Journal, old) == 136 && core::mem::offset_of!(Journal, undos) == 264
+);
+
 impl Journal {
+    /// Undo passes so far. Read racily: only the CPU's sections write it.
+    pub(crate) fn undos(this: *const Self) -> u64 {
+        // SAFETY: `this` points at a live journal; the field is an aligned
+        // u64 written only by sections on its CPU with plain 8-byte stores,
+        // so an atomic relaxed load reads a whole value.
+        unsafe {
+            core::sync::atomic::AtomicU64::from_ptr(core::ptr::addr_of!((*this).undos) as *mut u64)
+        }
+        .load(Ordering::Relaxed)
+    }
+
     pub(crate) const fn new() -> Self {
         Self {
             n: 0,
             addr: [0; JOURNAL_WORDS],
             old: [0; JOURNAL_WORDS],
+            undos: 0,
         }
     }
 }
@@ -237,6 +256,7 @@ pub(crate) unsafe fn multi(area: *const u8, cpu: u32, args: &MultiArgs) -> Statu
             "test {s}, 1",
             "jz 7f",
             // An earlier section was aborted mid-update: undo it.
+            "inc qword ptr [{j} + 264]",
             "mov {k}, qword ptr [{j}]",
             "8:",
             "test {k}, {k}",

@@ -1,0 +1,261 @@
+//! Model checking of the protocol with loom.
+//!
+//! Run: `RUSTFLAGS="--cfg loom" cargo test -p perfabi --release --test loom`.
+//!
+//! Each scenario runs the protocol functions of `perfabi::protocol` — the
+//! code that the writer and readers run — under every interleaving and every
+//! permitted weak-memory outcome loom explores within its preemption bound.
+//! The negative tests run the same scenarios with one ordering weakened or
+//! one check removed, and assert that loom finds the resulting torn read:
+//! each part of the protocol is shown to be needed.
+#![cfg(loom)]
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use loom::sync::atomic::{AtomicU64, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+
+use perfabi::damon;
+use perfabi::layout::DamonRecord;
+use perfabi::protocol::weakened::*;
+use perfabi::protocol::{
+    gen_read, gen_write_begin, gen_write_end, seq_read, seq_write_begin, seq_write_end, Policy,
+    Sound,
+};
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(f);
+}
+
+/// Runs `scenario` with a broken policy and asserts that loom finds a failure.
+fn must_be_rejected(name: &str, scenario: impl Fn() + Sync + Send + 'static) {
+    let r = catch_unwind(AssertUnwindSafe(|| model(scenario)));
+    let msg = match &r {
+        Err(e) => e
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default(),
+        Ok(()) => String::new(),
+    };
+    assert!(
+        r.is_err(),
+        "loom accepted the broken variant {name}: the check it removes is not shown to bite"
+    );
+    println!(
+        "loom rejected negative variant {name}: {}",
+        msg.lines().next().unwrap_or("")
+    );
+}
+
+fn words(n: usize) -> Arc<Vec<AtomicU64>> {
+    Arc::new((0..n).map(|_| AtomicU64::new(0)).collect())
+}
+
+/// (a) A per-CPU record of two words, updated twice, never read torn.
+/// Word 0 is the sequence, words 1 and 2 must always be equal.
+fn torn_record<P: Policy>() {
+    let w = words(3);
+    let wr = w.clone();
+    let writer = thread::spawn(move || {
+        for k in 1..=2 {
+            let t = seq_write_begin::<P>(&wr[0]);
+            wr[1].store(k, Ordering::Relaxed);
+            wr[2].store(k, Ordering::Relaxed);
+            seq_write_end::<P>(&wr[0], t);
+        }
+    });
+    let got = seq_read::<P, _>(&w[0], 3, || {
+        (w[1].load(Ordering::Relaxed), w[2].load(Ordering::Relaxed))
+    });
+    if let Some((a, b)) = got {
+        assert_eq!(a, b, "torn record");
+    }
+    writer.join().unwrap();
+}
+
+#[test]
+fn a_record_is_never_torn() {
+    model(torn_record::<Sound>);
+    println!("loom: per-CPU record never torn (sound protocol)");
+}
+
+/// (a) A DAMON aggregation is never rebuilt from two publications. A ring of
+/// two records (each: aggregation index, region payload) receives
+/// aggregation 1 then aggregation 2, two regions each; the reader copies each
+/// slot under the sequence word and rebuilds with the spec's rule.
+fn damon_mix<P: Policy>() {
+    // word 0: seq; slot i at 1 + 2*i: [aggregation, payload]
+    let w = words(5);
+    let wr = w.clone();
+    let writer = thread::spawn(move || {
+        for agg in 1..=2u64 {
+            for region in 0..2u64 {
+                let t = seq_write_begin::<P>(&wr[0]);
+                let at = 1 + 2 * region as usize;
+                wr[at].store(agg, Ordering::Relaxed);
+                wr[at + 1].store(agg * 10 + region, Ordering::Relaxed);
+                seq_write_end::<P>(&wr[0], t);
+            }
+        }
+    });
+    let mut recs = Vec::new();
+    for slot in 0..2 {
+        let at = 1 + 2 * slot;
+        if let Some((agg, payload)) = seq_read::<P, _>(&w[0], 2, || {
+            (
+                w[at].load(Ordering::Relaxed),
+                w[at + 1].load(Ordering::Relaxed),
+            )
+        }) {
+            recs.push(DamonRecord {
+                monitor_id: 1,
+                target_id: 1,
+                aggregation: agg,
+                region_index: (payload % 10) as u32,
+                nr_regions: 2,
+                start: payload % 10,
+                end: payload % 10 + 1,
+                nr_accesses: payload as u32,
+                age: 0,
+                sample_us: 1,
+                aggr_us: 1,
+            });
+        }
+    }
+    for a in damon::rebuild(recs) {
+        for r in &a.regions {
+            assert_eq!(
+                u64::from(r.nr_accesses) / 10,
+                a.aggregation,
+                "aggregation mixed from two publications"
+            );
+        }
+    }
+    writer.join().unwrap();
+}
+
+#[test]
+fn a_damon_aggregation_is_never_mixed() {
+    model(damon_mix::<Sound>);
+    println!("loom: DAMON aggregation never mixed from two publications (sound protocol)");
+}
+
+/// (b) Names of one generation are never paired with values of another.
+/// Word 0: gen1, 1: gen2, 2: the slot's name, 3: its value. The writer
+/// re-registers the slot under name 2 (zeroing it), then counts for name 2;
+/// a value `v` belongs to name `v / 100`, except 0 (a fresh slot of name 2).
+fn generation_pairing<P: Policy>() {
+    let w = words(4);
+    w[2].store(1, Ordering::Relaxed);
+    w[3].store(100, Ordering::Relaxed);
+    let wr = w.clone();
+    let writer = thread::spawn(move || {
+        let g = gen_write_begin::<P>(&wr[0]);
+        wr[2].store(2, Ordering::Relaxed);
+        wr[3].store(0, Ordering::Relaxed);
+        gen_write_end::<P>(&wr[1], g);
+        wr[3].store(200, Ordering::Relaxed);
+    });
+    let r = gen_read::<P, _, ()>(&w[0], &w[1], 3, |_| {
+        Ok((w[2].load(Ordering::Relaxed), w[3].load(Ordering::Relaxed)))
+    });
+    if let Ok(Some(((name, value), _))) = r {
+        let owner = if value == 0 { 2 } else { value / 100 };
+        assert_eq!(
+            owner, name,
+            "name of one generation paired with a value of another"
+        );
+    }
+    writer.join().unwrap();
+}
+
+#[test]
+fn names_and_values_come_from_one_generation() {
+    model(generation_pairing::<Sound>);
+    println!("loom: names never paired with values of another generation (sound protocol)");
+}
+
+/// (c) A writer that dies after beginning an update: readers get "busy"
+/// within their bound, or the complete old record — never torn data.
+fn dead_writer<P: Policy>() {
+    let w = words(3);
+    w[1].store(7, Ordering::Relaxed);
+    w[2].store(7, Ordering::Relaxed);
+    let wr = w.clone();
+    let writer = thread::spawn(move || {
+        let _never_ended = seq_write_begin::<P>(&wr[0]);
+        wr[1].store(8, Ordering::Relaxed);
+        // dies here: word 2 never written, sequence left odd
+    });
+    let during = seq_read::<P, _>(&w[0], 3, || {
+        (w[1].load(Ordering::Relaxed), w[2].load(Ordering::Relaxed))
+    });
+    assert!(
+        matches!(during, None | Some((7, 7))),
+        "torn read from a dead writer: {during:?}"
+    );
+    writer.join().unwrap();
+    let after = seq_read::<P, _>(&w[0], 3, || {
+        (w[1].load(Ordering::Relaxed), w[2].load(Ordering::Relaxed))
+    });
+    assert_eq!(
+        after, None,
+        "a dead writer's half-written record must read as busy, not be returned"
+    );
+}
+
+#[test]
+fn a_dead_writer_gives_busy_never_torn() {
+    model(dead_writer::<Sound>);
+    println!("loom: dead writer mid-update gives busy within the retry bound (sound protocol)");
+}
+
+// Negative variants: each must be rejected by loom.
+
+#[test]
+fn negative_no_writer_fence() {
+    must_be_rejected("NoWriterFence (record)", torn_record::<NoWriterFence>);
+}
+
+#[test]
+fn negative_relaxed_writer_end() {
+    must_be_rejected("RelaxedWriterEnd (record)", torn_record::<RelaxedWriterEnd>);
+}
+
+#[test]
+fn negative_no_reader_second_fence() {
+    must_be_rejected(
+        "NoReaderSecondFence (record)",
+        torn_record::<NoReaderSecondFence>,
+    );
+}
+
+#[test]
+fn negative_no_odd_check() {
+    must_be_rejected("NoOddCheck (dead writer)", dead_writer::<NoOddCheck>);
+}
+
+#[test]
+fn negative_up_down_flag_aba() {
+    must_be_rejected(
+        "UpDownFlag, the 2001 proposal's flag (record)",
+        torn_record::<UpDownFlag>,
+    );
+}
+
+#[test]
+fn negative_generation_read_in_wrong_order() {
+    must_be_rejected(
+        "GenWrongOrder (generation pairing)",
+        generation_pairing::<GenWrongOrder>,
+    );
+}
+
+#[test]
+fn negative_damon_without_odd_check() {
+    must_be_rejected("NoOddCheck (DAMON aggregation)", damon_mix::<NoOddCheck>);
+}
