@@ -1,1 +1,147 @@
-fn main() {}
+//! `cargo bench -p perfabi`, then `python3 perfabi/benches/ratios.py` for the
+#![cfg(not(loom))]
+//! ratios the ABI issue asks for.
+//!
+//! * `adjust/*`: one thread, ns per call (rseq and lock methods, and plain
+//!   atomics for scale);
+//! * `two_threads/*`: 2 threads, each `iters` updates; time per update per
+//!   thread, per-CPU `adjust` vs `fetch_add` on one shared `AtomicU64`;
+//! * `snapshot/*`: a consistent snapshot of 1,024 counters on every CPU vs
+//!   `memcpy` of the same number of bytes.
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use perfabi::writer::{Config, MethodChoice, Writer};
+use perfabi::{Semantics, Snapshot};
+
+fn writer(dir: &tempfile::TempDir, method: MethodChoice, n: u32) -> Writer {
+    let cfg = Config {
+        max_instances: n.max(1),
+        damon_capacity: 16,
+        method,
+        ..Config::default()
+    };
+    Writer::create(dir.path().join(format!("bench-{method:?}")), &cfg).unwrap()
+}
+
+fn adjust(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut g = c.benchmark_group("adjust");
+    g.throughput(Throughput::Elements(1));
+    for m in [MethodChoice::Auto, MethodChoice::Lock] {
+        let w = writer(&dir, m, 16);
+        let id = w.add("x", "", Semantics::Counter).unwrap();
+        g.bench_function(format!("{:?}", w.method()).to_lowercase(), |b| {
+            b.iter(|| w.adjust(black_box(id), 1))
+        });
+    }
+    let a = AtomicU64::new(0);
+    g.bench_function("baseline_fetch_add_uncontended", |b| {
+        b.iter(|| black_box(&a).fetch_add(1, Ordering::Relaxed))
+    });
+    g.bench_function("baseline_load_store", |b| {
+        b.iter(|| {
+            let a = black_box(&a);
+            a.store(a.load(Ordering::Relaxed) + 1, Ordering::Relaxed)
+        })
+    });
+    g.finish();
+}
+
+/// Runs `op` `iters` times on each of two threads started together, thread
+/// `i` pinned to CPU `i` (so the comparison measures cache-line traffic, not
+/// the scheduler); returns the wall time of the slower one.
+fn two_threads(iters: u64, op: Arc<dyn Fn() + Send + Sync>) -> Duration {
+    let barrier = Arc::new(Barrier::new(2));
+    let hs: Vec<_> = (0..2)
+        .map(|cpu| {
+            let (b, op) = (barrier.clone(), op.clone());
+            thread::spawn(move || {
+                let mut set = rustix::thread::CpuSet::new();
+                set.set(cpu);
+                let _ = rustix::thread::sched_setaffinity(None, &set);
+                b.wait();
+                let t = Instant::now();
+                for _ in 0..iters {
+                    op();
+                }
+                t.elapsed()
+            })
+        })
+        .collect();
+    hs.into_iter().map(|h| h.join().unwrap()).max().unwrap()
+}
+
+fn contention(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let w = Arc::new(writer(&dir, MethodChoice::Auto, 16));
+    let id = w.add("x", "", Semantics::Counter).unwrap();
+    let shared = Arc::new(AtomicU64::new(0));
+    let mut g = c.benchmark_group("two_threads");
+    g.throughput(Throughput::Elements(2));
+    g.measurement_time(Duration::from_secs(4));
+    {
+        let w = w.clone();
+        let op: Arc<dyn Fn() + Send + Sync> = Arc::new(move || w.adjust(black_box(id), 1).unwrap());
+        g.bench_function("percpu_adjust", |b| {
+            b.iter_custom(|iters| two_threads(iters, op.clone()))
+        });
+    }
+    {
+        let s = shared.clone();
+        let op: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+            black_box(&s).fetch_add(1, Ordering::Relaxed);
+        });
+        g.bench_function("shared_fetch_add", |b| {
+            b.iter_custom(|iters| two_threads(iters, op.clone()))
+        });
+    }
+    {
+        // No sharing at all: what two threads cost each other on this machine.
+        let private: Arc<[crossbeam_utils::CachePadded<AtomicU64>; 2]> =
+            Arc::new(Default::default());
+        let op: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+            let cpu = rustix::thread::sched_getcpu() & 1;
+            let a = black_box(&private[cpu]);
+            a.store(a.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        });
+        g.bench_function("baseline_private_getcpu", |b| {
+            b.iter_custom(|iters| two_threads(iters, op.clone()))
+        });
+    }
+    g.finish();
+}
+
+fn snapshot(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let w = writer(&dir, MethodChoice::Auto, 1024);
+    for i in 0..1024 {
+        let id = w.add(&format!("c{i}"), "", Semantics::Counter).unwrap();
+        w.adjust(id, i).unwrap();
+    }
+    let view = w.view();
+    let cpus = view.layout().nr_cpus;
+    let bytes = (cpus * 1024 * 8) as u64;
+    let mut g = c.benchmark_group("snapshot");
+    g.throughput(Throughput::Bytes(bytes));
+    let mut snap = Snapshot::default();
+    view.snapshot_into(&mut snap, 64).unwrap();
+    assert_eq!(snap.instances.len(), 1024);
+    g.bench_function(format!("perfabi_1024x{cpus}"), |b| {
+        b.iter(|| view.snapshot_into(black_box(&mut snap), 64).unwrap())
+    });
+    let src = vec![1u64; cpus * 1024];
+    let mut dst = vec![0u64; cpus * 1024];
+    g.bench_function(format!("memcpy_1024x{cpus}"), |b| {
+        b.iter(|| dst.copy_from_slice(black_box(&src)));
+    });
+    g.finish();
+}
+
+criterion_group!(benches, adjust, contention, snapshot);
+criterion_main!(benches);

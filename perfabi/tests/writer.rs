@@ -333,6 +333,7 @@ fn signal_storm_aborts_and_undoes_without_losing_updates() {
         .map(|_| {
             let (w, g) = (w.clone(), g.clone());
             thread::spawn(move || {
+                // SAFETY: pthread_self has no preconditions.
                 let me = unsafe { libc::pthread_self() };
                 let mut n = 0u64;
                 let region = [Region {

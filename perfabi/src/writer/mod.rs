@@ -230,7 +230,7 @@ impl Writer {
         }
         let n = g.max_instances as usize;
         Ok(Self {
-            engine: percpu::Engine::new(&layout, config.method),
+            engine: percpu::Engine::new(backing.words(), &layout, config.method),
             backing,
             path,
             layout,

@@ -85,6 +85,11 @@ pub struct UpdateStats {
 
 pub(crate) struct Engine {
     method: Method,
+    /// CPU 0's block (its sequence word), in the writer's mapping.
+    block0: *mut u64,
+    /// glibc's `__rseq_offset` (meaningful when `method` is Rseq).
+    #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+    rseq_offset: isize,
     aborts: AtomicU64,
     nr_cpus: usize,
     per_cpu: Box<[CachePadded<PerCpuState>]>,
@@ -97,7 +102,8 @@ unsafe impl Sync for Engine {}
 unsafe impl Send for Engine {}
 
 impl Engine {
-    pub(crate) fn new(layout: &Layout, choice: MethodChoice) -> Self {
+    /// An engine for the segment mapped at `words`, which must outlive it.
+    pub(crate) fn new(words: &[AtomicU64], layout: &Layout, choice: MethodChoice) -> Self {
         let method = match choice {
             MethodChoice::Lock => Method::Lock,
             MethodChoice::Auto => Self::probe_rseq(layout.nr_cpus),
@@ -115,6 +121,9 @@ impl Engine {
             .collect();
         Self {
             method,
+            block0: words[layout.cpu_block_word(0)].as_ptr(),
+            #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+            rseq_offset: rseq::registered_offset().unwrap_or(0),
             aborts: AtomicU64::new(0),
             nr_cpus: layout.nr_cpus,
             per_cpu,
@@ -190,23 +199,34 @@ impl Engine {
         index: usize,
         delta: u64,
     ) -> Result<(), Error> {
-        // Rseq was probed at creation; glibc registers every thread it starts.
-        let area = rseq::area().ok_or(Error::NoRseq)?;
+        debug_assert!(index < layout.cpu_block_size / 8);
+        // In bounds: `index` is a word of a block (see the SAFETY below).
+        let target0 = self.block0.wrapping_add(index);
         loop {
-            let cpu = rseq::cpu(area).ok_or(Error::NoRseq)?;
-            let block = layout.cpu_block_word(cpu as usize);
-            let seq = words[block + CPU_SEQ_WORD].as_ptr();
-            let target = words[block + index].as_ptr();
-            // SAFETY: `cpu < nr_cpus` (checked when rseq was chosen: blocks
-            // cover every possible CPU), so both words are inside the mapping
-            // and belong to CPU `cpu`'s block, which only sections running on
-            // `cpu` write.
-            match unsafe { rseq::adjust(area, cpu, seq, target, delta) } {
+            // SAFETY: blocks cover every possible CPU (checked when rseq was
+            // chosen) and the section refuses a `cpu_id >= nr_cpus`, so
+            // `block0 + cpu * stride` is CPU `cpu`'s block inside the mapping;
+            // `index` is a counter or head word of a block (callers pass
+            // validated indices); only sections on `cpu` write that block.
+            let st = unsafe {
+                rseq::adjust(
+                    self.rseq_offset,
+                    self.nr_cpus as u32,
+                    self.block0,
+                    target0,
+                    layout.cpu_block_size,
+                    delta,
+                )
+            };
+            match st {
                 rseq::Status::Done => return Ok(()),
                 rseq::Status::Aborted => self.aborted(),
                 rseq::Status::Recover => {
+                    let area = rseq::area().ok_or(Error::NoRseq)?;
+                    let cpu = rseq::cpu(area).ok_or(Error::NoRseq)?;
                     self.multi_rseq(words, layout, area, cpu, &[], Mode::Add, None);
                 }
+                rseq::Status::Unregistered => return Err(Error::NoRseq),
             }
         }
     }
@@ -228,7 +248,7 @@ impl Engine {
                 match self.multi_rseq(words, layout, area, cpu, ops, Mode::Add, None) {
                     rseq::Status::Done => return Ok(()),
                     rseq::Status::Aborted => self.aborted(),
-                    rseq::Status::Recover => {} // no guard: cannot happen
+                    rseq::Status::Recover | rseq::Status::Unregistered => {} // not returned by multi without a guard
                 }
             }
         }
@@ -280,7 +300,7 @@ impl Engine {
                 match self.multi_rseq(words, layout, area, cpu, &ops, Mode::Store, guard) {
                     rseq::Status::Done => return Ok(()),
                     rseq::Status::Aborted => self.aborted(),
-                    rseq::Status::Recover => {} // ring advanced meanwhile
+                    rseq::Status::Recover | rseq::Status::Unregistered => {} // ring advanced meanwhile
                 }
             }
         }

@@ -37,13 +37,16 @@ pub(crate) enum Status {
     /// `adjust`: the block's sequence is odd (an aborted multi-word update
     /// must be undone first). `multi`: the guard word did not match.
     Recover,
+    /// `adjust`: the thread has no registered rseq area.
+    Unregistered,
 }
 
 fn status(v: u32) -> Status {
     match v {
         0 => Status::Done,
         1 => Status::Aborted,
-        _ => Status::Recover,
+        2 => Status::Recover,
+        _ => Status::Unregistered,
     }
 }
 
@@ -58,12 +61,7 @@ extern "C" {
 /// without rseq).
 #[inline]
 pub(crate) fn area() -> Option<*const u8> {
-    // SAFETY: glibc defines both symbols as constants set once at start-up,
-    // before `main`; reading them is a plain load of immutable data.
-    let (size, offset) = unsafe { (__rseq_size, __rseq_offset) };
-    if size < 20 {
-        return None;
-    }
+    let offset = registered_offset()?;
     let tp: usize;
     // SAFETY: on x86_64 Linux, %fs:0 holds the thread pointer (the TCB's
     // self pointer); the load has no side effects.
@@ -156,28 +154,38 @@ pub(crate) struct MultiArgs {
     pub(crate) guard_val: u64,
 }
 
-/// `*target += delta` as an rseq section on CPU `cpu`.
+/// The counter word at `target0 + cpu * stride` (`cpu` being the CPU the
+/// section runs on) gets `+= delta`, as an rseq section whose commit is the
+/// `add` instruction itself.
+///
+/// The CPU is read inside the section, so the address is computed for the
+/// CPU the commit runs on: a migration after the read aborts the section.
+/// A thread whose rseq area is not registered (`cpu_id >= nr_cpus`) gets
+/// [`Status::Unregistered`] without any write.
 ///
 /// # Safety
 ///
-/// `area` is the calling thread's rseq area; `seq` is the sequence word of
-/// CPU `cpu`'s block and `target` a counter word of the same block, both in
-/// a live, writable mapping; every other write to that block is made by
-/// sections of this module running on CPU `cpu` (or, for words no section
-/// writes at that time, by the metadata writer).
-#[inline]
+/// `offset` is glibc's `__rseq_offset`; for every `cpu < nr_cpus`,
+/// `seq0 + cpu * stride` is the sequence word of CPU `cpu`'s block and
+/// `target0 + cpu * stride` a counter word of that block, in a live writable
+/// mapping; every other write to the block is made by sections of this module
+/// running on that CPU (or, for words no section writes at that time, by the
+/// metadata writer).
+#[inline(always)]
 pub(crate) unsafe fn adjust(
-    area: *const u8,
-    cpu: u32,
-    seq: *const u64,
-    target: *mut u64,
+    offset: isize,
+    nr_cpus: u32,
+    seq0: *const u64,
+    target0: *mut u64,
+    stride: usize,
     delta: u64,
 ) -> Status {
     let st: u32;
-    // SAFETY: the caller's contract above. The section writes only `target`,
-    // and only on CPU `cpu` with the block's sequence even; the kernel
-    // aborts it before the commit store if the thread leaves the CPU. The
-    // descriptor and abort signature follow the Linux rseq ABI for x86_64.
+    // SAFETY: the caller's contract above. The section writes only the
+    // target word of the CPU it runs on, only while that block's sequence
+    // is even; the kernel aborts it before the `add` if the thread is
+    // preempted, migrated or signalled. The descriptor and abort signature
+    // follow the Linux rseq ABI for x86_64.
     unsafe {
         asm!(
             ".pushsection __rseq_cs, \"aw\"",
@@ -186,21 +194,26 @@ pub(crate) unsafe fn adjust(
             ".long 0, 0",
             ".quad 2f, (3f - 2f), 4f",
             ".popsection",
+            "mov {a}, qword ptr fs:[0]",
+            "add {a}, {offset}",
             "lea {t}, [rip + 6b]",
-            "mov qword ptr [{rseq} + 8], {t}",
+            "mov qword ptr [{a} + 8], {t}",
             "2:",
-            "cmp dword ptr [{rseq} + 4], {cpu:e}",
-            "jne 4f",
-            "test byte ptr [{seq}], 1",
+            "mov {t:e}, dword ptr [{a} + 4]",
+            "cmp {t:e}, {ncpu:e}",
+            "jae 16f",
+            "imul {t}, {stride}",
+            "test byte ptr [{seq0} + {t}], 1",
             "jnz 15f",
-            "mov {t}, qword ptr [{target}]",
-            "add {t}, {delta}",
-            "mov qword ptr [{target}], {t}",
+            "add qword ptr [{target0} + {t}], {delta}",
             "3:",
             "xor {st:e}, {st:e}",
             "jmp 5f",
             "15:",
             "mov {st:e}, 2",
+            "jmp 5f",
+            "16:",
+            "mov {st:e}, 3",
             "jmp 5f",
             ".pushsection __rseq_failure, \"ax\"",
             ".byte 0x0f, 0xb9, 0x3d",
@@ -210,17 +223,27 @@ pub(crate) unsafe fn adjust(
             "jmp 5f",
             ".popsection",
             "5:",
-            rseq = in(reg) area,
-            cpu = in(reg) cpu,
-            seq = in(reg) seq,
-            target = in(reg) target,
+            offset = in(reg) offset,
+            ncpu = in(reg) nr_cpus,
+            seq0 = in(reg) seq0,
+            target0 = in(reg) target0,
+            stride = in(reg) stride,
             delta = in(reg) delta,
+            a = out(reg) _,
             t = out(reg) _,
             st = lateout(reg) st,
             options(nostack),
         );
     }
     status(st)
+}
+
+/// glibc's `__rseq_offset`, if glibc registered rseq for its threads.
+pub(crate) fn registered_offset() -> Option<isize> {
+    // SAFETY: glibc defines both symbols as constants set once at start-up,
+    // before `main`; reading them is a plain load of immutable data.
+    let (size, offset) = unsafe { (__rseq_size, __rseq_offset) };
+    (size >= 20).then_some(offset)
 }
 
 /// A multi-word update of CPU `cpu`'s block as an rseq section (see the

@@ -34,32 +34,9 @@ impl Image {
     fn layout(&self) -> perfabi::Layout {
         perfabi::validate(&self.0).expect("base image is valid")
     }
-    fn entry(
-        &mut self,
-        slot: usize,
-        name: &str,
-        unit: &str,
-        sem: Semantics,
-        ty: ValueType,
-        reg_id: u64,
-        live: bool,
-    ) {
-        let e = InstanceEntry {
-            name: perfabi::name::encode(name),
-            unit: perfabi::name::encode(unit),
-            reg_id,
-            state: if live {
-                SlotState::Live
-            } else {
-                SlotState::Free
-            } as u32,
-            semantics: sem as u32,
-            value_type: ty as u32,
-            reserved0: 0,
-            reserved: [0; 3],
-        };
+    fn entry(&mut self, slot: usize, e: &InstanceEntry) {
         let at = self.layout().instance_word(slot) * 8;
-        self.put(at, &e);
+        self.put(at, e);
     }
     fn value(&mut self, cpu: usize, slot: usize, v: u64) {
         let at = self.layout().counter_word(cpu, slot) * 8;
@@ -72,6 +49,26 @@ impl Image {
     fn seq(&mut self, cpu: usize, v: u64) {
         let at = self.layout().cpu_block_word(cpu) * 8;
         self.put(at, &v);
+    }
+}
+
+fn entry(
+    name: &str,
+    unit: &str,
+    sem: Semantics,
+    ty: ValueType,
+    reg_id: u64,
+    state: SlotState,
+) -> InstanceEntry {
+    InstanceEntry {
+        name: perfabi::name::encode(name),
+        unit: perfabi::name::encode(unit),
+        reg_id,
+        state: state as u32,
+        semantics: sem as u32,
+        value_type: ty as u32,
+        reserved0: 0,
+        reserved: [0; 3],
     }
 }
 
@@ -115,22 +112,36 @@ pub fn base() -> Image {
     img.put(0, &h);
     img.entry(
         0,
-        "net.rx_bytes",
-        "bytes",
-        Semantics::Counter,
-        ValueType::U64,
-        1,
-        true,
+        &entry(
+            "net.rx_bytes",
+            "bytes",
+            Semantics::Counter,
+            ValueType::U64,
+            1,
+            SlotState::Live,
+        ),
     );
-    img.entry(1, "gone", "", Semantics::Counter, ValueType::U64, 2, false);
+    img.entry(
+        1,
+        &entry(
+            "gone",
+            "",
+            Semantics::Counter,
+            ValueType::U64,
+            2,
+            SlotState::Free,
+        ),
+    );
     img.entry(
         2,
-        "temp.delta",
-        "mC",
-        Semantics::Instant,
-        ValueType::I64,
-        3,
-        true,
+        &entry(
+            "temp.delta",
+            "mC",
+            Semantics::Instant,
+            ValueType::I64,
+            3,
+            SlotState::Live,
+        ),
     );
     img.value(0, 0, 1000);
     img.value(1, 0, 234);
@@ -295,12 +306,14 @@ pub fn all() -> Vec<(&'static str, Vec<u8>)> {
         let mut i = base();
         i.entry(
             0,
-            "net.rx_bytes",
-            "bytes",
-            Semantics::Counter,
-            ValueType::U64,
-            1,
-            true,
+            &entry(
+                "net.rx_bytes",
+                "bytes",
+                Semantics::Counter,
+                ValueType::U64,
+                1,
+                SlotState::Live,
+            ),
         );
         let at = i.layout().instance_word(0) * 8 + std::mem::offset_of!(InstanceEntry, semantics);
         i.put(at, &9u32);

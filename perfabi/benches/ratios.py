@@ -1,0 +1,34 @@
+#!/usr/bin/env python3
+"""Prints the ratios the ABI issue asks for from criterion's last run.
+
+    cargo bench -p perfabi --bench protocol && python3 perfabi/benches/ratios.py
+"""
+import json
+import pathlib
+import sys
+
+root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "target/criterion")
+
+
+def ns(group, name):
+    matches = sorted((root / group).glob(name + "/new/estimates.json"))
+    if not matches:
+        sys.exit(f"no criterion result for {group}/{name} under {root}: run cargo bench -p perfabi first")
+    return json.loads(matches[0].read_text())["mean"]["point_estimate"]
+
+
+adjust = ns("adjust", "rseq")
+lock = ns("adjust", "lock")
+percpu = ns("two_threads", "percpu_adjust")
+shared = ns("two_threads", "shared_fetch_add")
+private = ns("two_threads", "baseline_private_getcpu")
+snap = ns("snapshot", "perfabi_1024x*")
+memcpy = ns("snapshot", "memcpy_1024x*")
+print(f"adjust, one thread (rseq):          {adjust:6.2f} ns   (target <= 2 ns)")
+print(f"adjust, one thread (lock method):   {lock:6.2f} ns")
+print(f"2 threads per-CPU adjust:           {percpu:6.2f} ns/op per thread")
+print(f"2 threads shared fetch_add:         {shared:6.2f} ns/op per thread")
+print(f"2 threads private words (floor):    {private:6.2f} ns/op per thread")
+print(f"per-CPU vs shared throughput ratio: {shared / percpu:6.2f}x    (target >= 3x)")
+print(f"snapshot 1024 counters x all CPUs:  {snap:6.1f} ns; memcpy {memcpy:.1f} ns")
+print(f"snapshot throughput / memcpy:       {memcpy / snap:6.2f}     (target >= 0.5)")
