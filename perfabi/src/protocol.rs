@@ -65,6 +65,9 @@ pub trait Policy {
     const CHECK_ODD: bool = true;
     /// Reader: read `gen2` first and `gen1` last (false: the reverse).
     const GEN2_FIRST: bool = true;
+    /// Reader: the 2001 proposal's inverted loop, which accepts the copy
+    /// when the word *changed* (false: accept when it is unchanged).
+    const INVERTED_LOOP: bool = false;
 }
 
 /// The protocol as specified.
@@ -100,6 +103,11 @@ pub mod weakened {
     pub struct UpDownFlag;
     impl Policy for UpDownFlag {
         const MONOTONIC: bool = false;
+    }
+    /// The 2001 proposal's reader loop: accepts when the word changed.
+    pub struct InvertedLoop;
+    impl Policy for InvertedLoop {
+        const INVERTED_LOOP: bool = true;
     }
     /// The reader reads `gen1` first and `gen2` last.
     pub struct GenWrongOrder;
@@ -164,7 +172,7 @@ pub fn seq_read<P: Policy, T>(
         if P::READER_SECOND_FENCE {
             fence(Ordering::Acquire);
         }
-        if seq.load(Ordering::Relaxed) == s1 {
+        if (seq.load(Ordering::Relaxed) == s1) != P::INVERTED_LOOP {
             return Some(v);
         }
         spin();

@@ -259,3 +259,11 @@ fn negative_generation_read_in_wrong_order() {
 fn negative_damon_without_odd_check() {
     must_be_rejected("NoOddCheck (DAMON aggregation)", damon_mix::<NoOddCheck>);
 }
+
+#[test]
+fn negative_inverted_loop_of_2001() {
+    must_be_rejected(
+        "InvertedLoop, the 2001 proposal's loop (record)",
+        torn_record::<InvertedLoop>,
+    );
+}

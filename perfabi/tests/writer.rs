@@ -209,6 +209,15 @@ fn bad_input_is_refused_and_the_segment_stays_valid() {
         w.publish_damon(1, 1, iv, &vec![r(0, 1); 65]),
         Err(Error::BadAggregation)
     );
+    let per_cpu: Vec<u64> = (0..w.layout().nr_cpus)
+        .map(|c| w.view().damon_dropped(c))
+        .collect();
+    assert_eq!(
+        per_cpu.iter().sum::<u64>(),
+        65,
+        "an aggregation larger than a ring is counted as dropped once: {per_cpu:?} {:?}",
+        w.update_stats()
+    );
 
     let s = w.snapshot().unwrap();
     assert_eq!(
@@ -331,7 +340,7 @@ fn signal_storm_aborts_and_undoes_without_losing_updates() {
     let stop = Arc::new(AtomicBool::new(false));
     let workers: Vec<_> = (0..3)
         .map(|_| {
-            let (w, g) = (w.clone(), g.clone());
+            let (w, g, stop) = (w.clone(), g.clone(), stop.clone());
             thread::spawn(move || {
                 // SAFETY: pthread_self has no preconditions.
                 let me = unsafe { libc::pthread_self() };
@@ -342,15 +351,15 @@ fn signal_storm_aborts_and_undoes_without_losing_updates() {
                     nr_accesses: 1,
                     age: 0,
                 }];
-                for i in 0..300_000u64 {
+                while !stop.load(Ordering::Relaxed) {
                     w.adjust(a, 1).unwrap();
                     w.adjust_group(&g).unwrap();
-                    if i % 64 == 0 {
+                    if n % 64 == 0 {
                         w.publish_damon(me as u64, 0, iv, &region).unwrap();
                     }
                     n += 1;
                 }
-                (me, n)
+                n
             })
         })
         .collect();
@@ -364,7 +373,8 @@ fn signal_storm_aborts_and_undoes_without_losing_updates() {
             let mut sent = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 for &t in &handles {
-                    // SAFETY: the target threads are joined only after `stop`.
+                    // SAFETY: the workers run until `stop`, and are joined after
+                    // this thread, so every handle names a live thread.
                     if unsafe { libc::pthread_kill(t, libc::SIGUSR1) } == 0 {
                         sent += 1;
                     }
@@ -373,9 +383,10 @@ fn signal_storm_aborts_and_undoes_without_losing_updates() {
             sent
         })
     };
-    let total: u64 = workers.into_iter().map(|h| h.join().unwrap().1).sum();
+    thread::sleep(std::time::Duration::from_millis(400));
     stop.store(true, Ordering::Relaxed);
     let sent = signaller.join().unwrap();
+    let total: u64 = workers.into_iter().map(|h| h.join().unwrap()).sum();
     let s = w.snapshot().unwrap();
     assert_eq!(s.total(s.find("a").unwrap()), total);
     for i in 0..8 {
@@ -383,10 +394,11 @@ fn signal_storm_aborts_and_undoes_without_losing_updates() {
     }
     let st = w.update_stats();
     println!(
-        "signals sent: {sent}; method {:?}; rseq aborts: {}; undo passes: {}",
+        "signals sent: {sent}; method {:?}; rseq aborts: {}; undo passes: {}; repairs: {}",
         w.method(),
         st.aborts,
-        st.undos
+        st.undos,
+        st.repairs
     );
     if w.method() == Method::Rseq {
         assert!(st.aborts > 0, "the storm must abort sections");

@@ -435,6 +435,10 @@ impl Writer {
         intervals: Intervals,
         regions: &[Region],
     ) -> Result<u64, Error> {
+        if regions.len() > self.layout.damon_capacity {
+            // It could never be complete in a ring: count it as dropped.
+            self.count_dropped_regions(regions.len() as u64)?;
+        }
         damon::check_regions(regions, intervals, self.layout.damon_capacity)?;
         let n = regions.len() as u32;
         let mut aggs = self.aggregations.lock().unwrap_or_else(|p| p.into_inner());
@@ -456,7 +460,11 @@ impl Writer {
     }
 
     /// Refreshes the heartbeat; call at least every `heartbeat_interval`.
+    /// Also repairs any block an aborted update left busy (see
+    /// [`UpdateStats::repairs`]); the calling thread may briefly pin itself
+    /// to that block's CPU.
     pub fn heartbeat(&self) {
+        self.engine.sweep(self.words(), &self.layout);
         self.words()[HEADER_HEARTBEAT_WORD].store(boottime_ns(), Ordering::Release);
     }
 
@@ -467,7 +475,7 @@ impl Writer {
     }
 
     fn mark_closed(&self) {
-        self.heartbeat();
+        self.heartbeat(); // also repairs blocks left busy, so final values read
         self.words()[HEADER_FLAGS_WORD].fetch_or(FLAG_CLOSED, Ordering::Release);
     }
 }

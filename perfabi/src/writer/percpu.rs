@@ -81,6 +81,9 @@ pub struct UpdateStats {
     /// Undo passes: multi-word updates interrupted with the sequence odd,
     /// rolled back by the next section on that CPU.
     pub undos: u64,
+    /// Blocks repaired by a thread that pinned itself to their CPU, because
+    /// the aborted update's thread had moved on to another CPU.
+    pub repairs: u64,
 }
 
 pub(crate) struct Engine {
@@ -91,6 +94,7 @@ pub(crate) struct Engine {
     #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
     rseq_offset: isize,
     aborts: AtomicU64,
+    repairs: AtomicU64,
     nr_cpus: usize,
     per_cpu: Box<[CachePadded<PerCpuState>]>,
 }
@@ -125,6 +129,7 @@ impl Engine {
             #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
             rseq_offset: rseq::registered_offset().unwrap_or(0),
             aborts: AtomicU64::new(0),
+            repairs: AtomicU64::new(0),
             nr_cpus: layout.nr_cpus,
             per_cpu,
         }
@@ -142,6 +147,7 @@ impl Engine {
         UpdateStats {
             aborts: self.aborts.load(Ordering::Relaxed),
             undos,
+            repairs: self.repairs.load(Ordering::Relaxed),
         }
     }
 
@@ -242,15 +248,10 @@ impl Engine {
         debug_assert!(ops.len() <= MAX_WORDS);
         #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
         if self.method == Method::Rseq {
-            let area = rseq::area().ok_or(Error::NoRseq)?;
-            loop {
-                let cpu = rseq::cpu(area).ok_or(Error::NoRseq)?;
-                match self.multi_rseq(words, layout, area, cpu, ops, Mode::Add, None) {
-                    rseq::Status::Done => return Ok(()),
-                    rseq::Status::Aborted => self.aborted(),
-                    rseq::Status::Recover | rseq::Status::Unregistered => {} // not returned by multi without a guard
-                }
-            }
+            return self.run_multi(words, layout, Mode::Add, |_, buf| {
+                buf[..ops.len()].copy_from_slice(ops);
+                (ops.len(), None)
+            });
         }
         self.locked(words, layout, |block| {
             for o in ops {
@@ -288,21 +289,15 @@ impl Engine {
         };
         #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
         if self.method == Method::Rseq {
-            let area = rseq::area().ok_or(Error::NoRseq)?;
-            loop {
-                let cpu = rseq::cpu(area).ok_or(Error::NoRseq)?;
+            return self.run_multi(words, layout, Mode::Store, |cpu, buf| {
                 let next = words[layout.cpu_block_word(cpu as usize) + CPU_DAMON_NEXT_WORD]
                     .load(Ordering::Relaxed);
                 let ops = ops_for(next);
+                buf[..ops.len()].copy_from_slice(&ops);
                 // The guard makes the slot choice part of the section: if
                 // another section on this CPU advanced the ring meanwhile, retry.
-                let guard = Some((CPU_DAMON_NEXT_WORD, next));
-                match self.multi_rseq(words, layout, area, cpu, &ops, Mode::Store, guard) {
-                    rseq::Status::Done => return Ok(()),
-                    rseq::Status::Aborted => self.aborted(),
-                    rseq::Status::Recover | rseq::Status::Unregistered => {} // ring advanced meanwhile
-                }
-            }
+                (ops.len(), Some((CPU_DAMON_NEXT_WORD, next)))
+            });
         }
         self.locked(words, layout, |block| {
             let next = words[block + CPU_DAMON_NEXT_WORD].load(Ordering::Relaxed);
@@ -311,6 +306,97 @@ impl Engine {
             }
         });
         Ok(())
+    }
+
+    /// Runs a multi-word update as rseq sections until one commits.
+    /// `build(cpu, buf)` fills `buf` with the words of an attempt on `cpu`
+    /// and returns how many there are and the guard.
+    ///
+    /// An attempt aborted after making its block's sequence odd is undone by
+    /// the next section on that CPU. If this thread then commits on another
+    /// CPU, nothing may run on the old one for a long time, so the thread
+    /// repairs it itself: readers must never see a quiescent block busy.
+    #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+    fn run_multi(
+        &self,
+        words: &[AtomicU64],
+        layout: &Layout,
+        mode: Mode,
+        mut build: impl FnMut(u32, &mut [Word; MAX_WORDS]) -> (usize, Option<(usize, u64)>),
+    ) -> Result<(), Error> {
+        let area = rseq::area().ok_or(Error::NoRseq)?;
+        let mut aborted_on: Option<u32> = None;
+        let mut buf = [Word::default(); MAX_WORDS];
+        loop {
+            let cpu = rseq::cpu(area).ok_or(Error::NoRseq)?;
+            let (n, guard) = build(cpu, &mut buf);
+            match self.multi_rseq(words, layout, area, cpu, &buf[..n], mode, guard) {
+                rseq::Status::Done => {
+                    if let Some(old) = aborted_on.filter(|&c| c != cpu) {
+                        if self.seq_odd(words, layout, old as usize) {
+                            self.repair(words, layout, old as usize);
+                        }
+                    }
+                    return Ok(());
+                }
+                rseq::Status::Aborted => {
+                    self.aborted();
+                    aborted_on = Some(cpu);
+                }
+                // The guard moved: rebuild and retry.
+                rseq::Status::Recover | rseq::Status::Unregistered => {}
+            }
+        }
+    }
+
+    fn seq_odd(&self, words: &[AtomicU64], layout: &Layout, cpu: usize) -> bool {
+        words[layout.cpu_block_word(cpu) + CPU_SEQ_WORD].load(Ordering::Relaxed) & 1 == 1
+    }
+
+    /// Undoes an aborted multi-word update of CPU `cpu`'s block by running an
+    /// empty section on that CPU: the calling thread pins itself to `cpu`
+    /// for the moment it takes, then gets its affinity back. If it cannot
+    /// (the CPU left its affinity mask), the next section on `cpu` will.
+    #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+    #[cold]
+    fn repair(&self, words: &[AtomicU64], layout: &Layout, cpu: usize) {
+        use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
+        let Some(area) = rseq::area() else { return };
+        let Ok(old) = sched_getaffinity(None) else {
+            return;
+        };
+        let mut only = CpuSet::new();
+        only.set(cpu);
+        if sched_setaffinity(None, &only).is_err() {
+            return;
+        }
+        for _ in 0..1000 {
+            if !self.seq_odd(words, layout, cpu) {
+                break;
+            }
+            match rseq::cpu(area) {
+                Some(c) if c as usize == cpu => {
+                    self.multi_rseq(words, layout, area, c, &[], Mode::Add, None);
+                }
+                _ => std::thread::yield_now(), // the migration is pending
+            }
+        }
+        self.repairs.fetch_add(1, Ordering::Relaxed);
+        let _ = sched_setaffinity(None, &old);
+    }
+
+    /// Repairs every block left with an odd sequence by an aborted update
+    /// (see [`Self::run_multi`]). Called by the writer's heartbeat and close.
+    pub(crate) fn sweep(&self, words: &[AtomicU64], layout: &Layout) {
+        #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+        if self.method == Method::Rseq {
+            for cpu in 0..self.nr_cpus {
+                if self.seq_odd(words, layout, cpu) {
+                    self.repair(words, layout, cpu);
+                }
+            }
+        }
+        let _ = (words, layout);
     }
 
     #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
