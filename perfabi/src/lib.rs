@@ -35,5 +35,5 @@ pub mod writer;
 
 pub use error::{Error, Section};
 pub use layout::{Semantics, ValueType};
-pub use validate::{validate, validate_header, Geometry, Layout};
+pub use validate::{validate, validate_header, Geometry, Layout, WriterIdentity};
 pub use view::{Info, Instance, SegmentView, Snapshot};

@@ -142,6 +142,58 @@ impl Geometry {
     }
 }
 
+/// Who writes a segment: the header fields that identify the writer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriterIdentity {
+    /// Random non-zero id of this incarnation.
+    pub epoch: u64,
+    /// Writer's pid (0: kernel).
+    pub pid: u64,
+    /// `CLOCK_BOOTTIME` ns at creation (also the first heartbeat).
+    pub start_ns: u64,
+    /// Promised heartbeat interval (0: none).
+    pub heartbeat_interval_ns: u64,
+}
+
+impl Geometry {
+    /// The header of a new, empty segment of this geometry (generation 0,
+    /// no instances, not closed), laid out canonically.
+    pub fn header(&self, id: &WriterIdentity) -> Result<Header, Error> {
+        let s = self.sizes()?;
+        Ok(Header {
+            magic: MAGIC,
+            abi_major: ABI_MAJOR,
+            abi_minor: ABI_MINOR,
+            header_size: HEADER_SIZE_V1_0 as u32,
+            byte_order: BYTE_ORDER_MARK,
+            page_size: self.page_size,
+            nr_cpus: self.nr_cpus,
+            pages_per_cpu: s.pages_per_cpu,
+            max_instances: self.max_instances,
+            damon_capacity: self.damon_capacity,
+            instance_entry_size: INSTANCE_ENTRY_SIZE as u32,
+            damon_record_size: DAMON_RECORD_SIZE as u32,
+            counters_offset: s.counters_offset,
+            damon_offset: s.damon_offset,
+            segment_size: s.segment_size,
+            instances_offset: s.instances_offset,
+            instances_size: s.instances_size,
+            cpu_area_offset: s.cpu_area_offset,
+            cpu_block_size: s.cpu_block_size,
+            epoch: id.epoch,
+            writer_pid: id.pid,
+            writer_start_ns: id.start_ns,
+            heartbeat_interval_ns: id.heartbeat_interval_ns,
+            gen1: 0,
+            gen2: 0,
+            heartbeat_ns: id.start_ns,
+            flags: 0,
+            instances_used: 0,
+            reserved: [0; 3],
+        })
+    }
+}
+
 fn check_limits(
     page_size: u32,
     nr_cpus: u32,

@@ -36,7 +36,7 @@ use crate::layout::*;
 use crate::name;
 use crate::protocol::{gen_write_begin, gen_write_end, Sound, DEFAULT_RETRIES, MAX_GROUP};
 use crate::sync::{AtomicU64, Ordering};
-use crate::validate::{validate_header, Geometry, Layout};
+use crate::validate::{validate_header, Geometry, Layout, WriterIdentity};
 use crate::view::{SegmentView, Snapshot};
 
 pub use percpu::{Method, MethodChoice, UpdateStats};
@@ -190,38 +190,15 @@ impl Writer {
         rustix::rand::getrandom(&mut epoch, rustix::rand::GetRandomFlags::empty())
             .map_err(io::Error::from)?;
         let now = boottime_ns();
-        let h = Header {
-            magic: MAGIC,
-            abi_major: ABI_MAJOR,
-            abi_minor: ABI_MINOR,
-            header_size: HEADER_SIZE_V1_0 as u32,
-            byte_order: BYTE_ORDER_MARK,
-            page_size: g.page_size,
-            nr_cpus: g.nr_cpus,
-            pages_per_cpu: s.pages_per_cpu,
-            max_instances: g.max_instances,
-            damon_capacity: g.damon_capacity,
-            instance_entry_size: INSTANCE_ENTRY_SIZE as u32,
-            damon_record_size: DAMON_RECORD_SIZE as u32,
-            counters_offset: s.counters_offset,
-            damon_offset: s.damon_offset,
-            segment_size: s.segment_size,
-            instances_offset: s.instances_offset,
-            instances_size: s.instances_size,
-            cpu_area_offset: s.cpu_area_offset,
-            cpu_block_size: s.cpu_block_size,
-            epoch: u64::from_ne_bytes(epoch) | 1,
-            writer_pid: u64::from(std::process::id()),
-            writer_start_ns: now,
-            heartbeat_interval_ns: u64::try_from(config.heartbeat_interval.as_nanos())
-                .unwrap_or(u64::MAX),
-            gen1: 0,
-            gen2: 0,
-            heartbeat_ns: now,
-            flags: 0,
-            instances_used: 0,
-            reserved: [0; 3],
-        };
+        let h = g
+            .header(&WriterIdentity {
+                epoch: u64::from_ne_bytes(epoch) | 1,
+                pid: u64::from(std::process::id()),
+                start_ns: now,
+                heartbeat_interval_ns: u64::try_from(config.heartbeat_interval.as_nanos())
+                    .unwrap_or(u64::MAX),
+            })
+            .map_err(CreateError::Abi)?;
         let layout = validate_header(&h, s.segment_size).map_err(CreateError::Abi)?;
         let words = backing.words();
         let hw: [u64; HEADER_WORDS] = bytemuck::cast(h);

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use perfabi::damon::{to_record, Intervals, Region};
 use perfabi::layout::*;
 use perfabi::sync::AtomicU64;
-use perfabi::{Geometry, SegmentView};
+use perfabi::{Geometry, SegmentView, WriterIdentity};
 
 const GEOMETRY: Geometry = Geometry {
     page_size: 4096,
@@ -76,40 +76,22 @@ fn entry(
 /// complete DAMON aggregation split over both CPUs' rings plus a newer,
 /// incomplete one that readers must ignore.
 pub fn base() -> Image {
-    let s = GEOMETRY.sizes().unwrap();
-    let mut img = Image(vec![0u8; s.segment_size as usize]);
-    let h = Header {
-        magic: MAGIC,
-        abi_major: ABI_MAJOR,
-        abi_minor: ABI_MINOR,
-        header_size: HEADER_SIZE_V1_0 as u32,
-        byte_order: BYTE_ORDER_MARK,
-        page_size: GEOMETRY.page_size,
-        nr_cpus: GEOMETRY.nr_cpus,
-        pages_per_cpu: s.pages_per_cpu,
-        max_instances: GEOMETRY.max_instances,
-        damon_capacity: GEOMETRY.damon_capacity,
-        instance_entry_size: INSTANCE_ENTRY_SIZE as u32,
-        damon_record_size: DAMON_RECORD_SIZE as u32,
-        counters_offset: s.counters_offset,
-        damon_offset: s.damon_offset,
-        segment_size: s.segment_size,
-        instances_offset: s.instances_offset,
-        instances_size: s.instances_size,
-        cpu_area_offset: s.cpu_area_offset,
-        cpu_block_size: s.cpu_block_size,
-        epoch: 0x5eed_0000_0000_0001,
-        writer_pid: 4242,
-        writer_start_ns: 1_000_000_000,
-        heartbeat_interval_ns: 1_000_000_000,
-        gen1: 4,
-        gen2: 4,
-        heartbeat_ns: 2_000_000_000,
-        flags: 0,
-        instances_used: 3,
-        reserved: [0; 3],
-    };
+    let mut img = Image(vec![0u8; GEOMETRY.sizes().unwrap().segment_size as usize]);
+    let h = GEOMETRY
+        .header(&WriterIdentity {
+            epoch: 0x5eed_0000_0000_0001,
+            pid: 4242,
+            start_ns: 1_000_000_000,
+            heartbeat_interval_ns: 1_000_000_000,
+        })
+        .unwrap();
     img.put(0, &h);
+    img.set_header(|h| {
+        h.gen1 = 4;
+        h.gen2 = 4;
+        h.heartbeat_ns = 2_000_000_000;
+        h.instances_used = 3;
+    });
     img.entry(
         0,
         &entry(
@@ -183,6 +165,13 @@ pub fn base() -> Image {
     img
 }
 
+/// The base image with its header changed by `f`.
+fn with_header(f: impl FnOnce(&mut Header)) -> Image {
+    let mut i = base();
+    i.set_header(f);
+    i
+}
+
 /// Every vector: (file stem, image).
 pub fn all() -> Vec<(&'static str, Vec<u8>)> {
     let mut v: Vec<(&'static str, Image)> = Vec::new();
@@ -196,31 +185,17 @@ pub fn all() -> Vec<(&'static str, Vec<u8>)> {
         i.put(HEADER_SIZE_V1_0, &[0xabu8; 64]);
         i
     }));
-    v.push(("valid_closed", {
-        let mut i = base();
-        i.set_header(|h| h.flags = FLAG_CLOSED);
-        i
-    }));
-    v.push(("valid_hostile_instances_used", {
-        let mut i = base();
-        i.set_header(|h| h.instances_used = u64::MAX);
-        i
-    }));
-    v.push(("bad_magic", {
-        let mut i = base();
-        i.set_header(|h| h.magic = *b"PERFABX\0");
-        i
-    }));
-    v.push(("unknown_major", {
-        let mut i = base();
-        i.set_header(|h| h.abi_major = 2);
-        i
-    }));
-    v.push(("foreign_byte_order", {
-        let mut i = base();
-        i.set_header(|h| h.byte_order = BYTE_ORDER_MARK.swap_bytes());
-        i
-    }));
+    v.push(("valid_closed", with_header(|h| h.flags = FLAG_CLOSED)));
+    v.push((
+        "valid_hostile_instances_used",
+        with_header(|h| h.instances_used = u64::MAX),
+    ));
+    v.push(("bad_magic", with_header(|h| h.magic = *b"PERFABX\0")));
+    v.push(("unknown_major", with_header(|h| h.abi_major = 2)));
+    v.push((
+        "foreign_byte_order",
+        with_header(|h| h.byte_order = BYTE_ORDER_MARK.swap_bytes()),
+    ));
     v.push(("truncated_header", {
         let mut i = base();
         i.0.truncate(100);
@@ -232,76 +207,42 @@ pub fn all() -> Vec<(&'static str, Vec<u8>)> {
         i.0.truncate(n);
         i
     }));
-    v.push(("offsets_past_end", {
-        let mut i = base();
-        i.set_header(|h| h.cpu_area_offset = 1 << 40);
-        i
-    }));
-    v.push(("offsets_overflow", {
-        let mut i = base();
-        i.set_header(|h| h.instances_size = u64::MAX - 4095);
-        i
-    }));
-    v.push(("overlapping_sections", {
-        let mut i = base();
-        i.set_header(|h| h.cpu_area_offset = h.instances_offset);
-        i
-    }));
-    v.push(("header_overlaps_table", {
-        let mut i = base();
-        i.set_header(|h| h.instances_offset = 0);
-        i
-    }));
-    v.push(("counters_overlap_damon", {
-        let mut i = base();
-        i.set_header(|h| h.damon_offset = h.counters_offset + 64);
-        i
-    }));
-    v.push(("misaligned_counters", {
-        let mut i = base();
-        i.set_header(|h| h.counters_offset = 136);
-        i
-    }));
-    v.push(("damon_past_block", {
-        let mut i = base();
-        i.set_header(|h| h.damon_capacity = 1000);
-        i
-    }));
-    v.push(("bad_page_size", {
-        let mut i = base();
-        i.set_header(|h| h.page_size = 3000);
-        i
-    }));
-    v.push(("absurd_cpu_count", {
-        let mut i = base();
-        i.set_header(|h| h.nr_cpus = 1_000_000);
-        i
-    }));
-    v.push(("zero_cpus", {
-        let mut i = base();
-        i.set_header(|h| h.nr_cpus = 0);
-        i
-    }));
-    v.push(("bad_header_size", {
-        let mut i = base();
-        i.set_header(|h| h.header_size = 100);
-        i
-    }));
-    v.push(("bad_record_size", {
-        let mut i = base();
-        i.set_header(|h| h.damon_record_size = 48);
-        i
-    }));
+    v.push((
+        "offsets_past_end",
+        with_header(|h| h.cpu_area_offset = 1 << 40),
+    ));
+    v.push((
+        "offsets_overflow",
+        with_header(|h| h.instances_size = u64::MAX - 4095),
+    ));
+    v.push((
+        "overlapping_sections",
+        with_header(|h| h.cpu_area_offset = h.instances_offset),
+    ));
+    v.push((
+        "header_overlaps_table",
+        with_header(|h| h.instances_offset = 0),
+    ));
+    v.push((
+        "counters_overlap_damon",
+        with_header(|h| h.damon_offset = h.counters_offset + 64),
+    ));
+    v.push((
+        "misaligned_counters",
+        with_header(|h| h.counters_offset = 136),
+    ));
+    v.push(("damon_past_block", with_header(|h| h.damon_capacity = 1000)));
+    v.push(("bad_page_size", with_header(|h| h.page_size = 3000)));
+    v.push(("absurd_cpu_count", with_header(|h| h.nr_cpus = 1_000_000)));
+    v.push(("zero_cpus", with_header(|h| h.nr_cpus = 0)));
+    v.push(("bad_header_size", with_header(|h| h.header_size = 100)));
+    v.push(("bad_record_size", with_header(|h| h.damon_record_size = 48)));
     v.push(("odd_sequence_dead_writer", {
         let mut i = base();
         i.seq(1, 11);
         i
     }));
-    v.push(("metadata_mid_change", {
-        let mut i = base();
-        i.set_header(|h| h.gen1 = h.gen2 + 1);
-        i
-    }));
+    v.push(("metadata_mid_change", with_header(|h| h.gen1 = h.gen2 + 1)));
     v.push(("bad_entry_semantics", {
         let mut i = base();
         i.entry(
