@@ -245,17 +245,6 @@ pub fn all() -> Vec<(&'static str, Vec<u8>)> {
     v.push(("metadata_mid_change", with_header(|h| h.gen1 = h.gen2 + 1)));
     v.push(("bad_entry_semantics", {
         let mut i = base();
-        i.entry(
-            0,
-            &entry(
-                "net.rx_bytes",
-                "bytes",
-                Semantics::Counter,
-                ValueType::U64,
-                1,
-                SlotState::Live,
-            ),
-        );
         let at = i.layout().instance_word(0) * 8 + std::mem::offset_of!(InstanceEntry, semantics);
         i.put(at, &9u32);
         i
