@@ -116,7 +116,7 @@ struct perfabi_header {
 	__u64 cpu_block_size;		/* pages_per_cpu * page_size */
 	__u64 epoch;			/* random, non-zero, new per incarnation */
 	__u64 writer_pid;		/* 0 for the kernel module */
-	__u64 writer_start_ns;		/* CLOCK_BOOTTIME at creation */
+	__u64 writer_start_ns;		/* CLOCK_BOOTTIME when the writer process started (module: loaded) */
 	__u64 heartbeat_interval_ns;	/* promised refresh period, 0 = none */
 	/* The words below change while the segment lives. */
 	__u64 gen1;			/* incremented BEFORE a metadata change */

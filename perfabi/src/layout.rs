@@ -103,7 +103,9 @@ pub struct Header {
     pub epoch: u64,
     /// Process id of the writer; 0 for the kernel module.
     pub writer_pid: u64,
-    /// `CLOCK_BOOTTIME` nanoseconds when the writer created the segment.
+    /// `CLOCK_BOOTTIME` nanoseconds at which the writer process started
+    /// (kernel module: when it was loaded); with `writer_pid` it tells the
+    /// writer from a later process that reuses its pid.
     pub writer_start_ns: u64,
     /// How often the writer promises to refresh `heartbeat_ns`; 0 = never.
     pub heartbeat_interval_ns: u64,
@@ -282,6 +284,11 @@ pub const DAMON_RECORD_WORDS: usize = DAMON_RECORD_SIZE / 8;
 pub const INSTANCE_ENTRY_WORDS: usize = INSTANCE_ENTRY_SIZE / 8;
 /// Number of 8-byte words in [`Header`] (ABI 1.0).
 pub const HEADER_WORDS: usize = HEADER_SIZE_V1_0 / 8;
+
+/// A header from the words it was copied out of a segment with.
+pub fn header_from_words(words: [u64; HEADER_WORDS]) -> Header {
+    bytemuck::cast(words)
+}
 
 /// Rounds `v` up to a multiple of `align` (a power of two); `None` on overflow.
 pub const fn align_up(v: u64, align: u64) -> Option<u64> {

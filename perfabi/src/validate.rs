@@ -39,7 +39,7 @@ pub struct Layout {
     pub epoch: u64,
     /// Writer's process id (0: kernel).
     pub writer_pid: u64,
-    /// Writer's start time (`CLOCK_BOOTTIME` ns).
+    /// Writer process's start time (`CLOCK_BOOTTIME` ns).
     pub writer_start_ns: u64,
     /// Promised heartbeat interval (0: none).
     pub heartbeat_interval_ns: u64,
@@ -149,10 +149,13 @@ pub struct WriterIdentity {
     pub epoch: u64,
     /// Writer's pid (0: kernel).
     pub pid: u64,
-    /// `CLOCK_BOOTTIME` ns at creation (also the first heartbeat).
+    /// `CLOCK_BOOTTIME` ns at which the writer process started (the kernel
+    /// module: when it was loaded).
     pub start_ns: u64,
     /// Promised heartbeat interval (0: none).
     pub heartbeat_interval_ns: u64,
+    /// `CLOCK_BOOTTIME` ns of the first heartbeat (the creation time).
+    pub first_heartbeat_ns: u64,
 }
 
 impl Geometry {
@@ -186,7 +189,7 @@ impl Geometry {
             heartbeat_interval_ns: id.heartbeat_interval_ns,
             gen1: 0,
             gen2: 0,
-            heartbeat_ns: id.start_ns,
+            heartbeat_ns: id.first_heartbeat_ns,
             flags: 0,
             instances_used: 0,
             reserved: [0; 3],

@@ -128,6 +128,74 @@ impl<'a> SegmentView<'a> {
         Ok(Self { words, layout })
     }
 
+    /// A view with a layout validated earlier for a mapping of the same
+    /// length (saves re-validating the header on every read). Refuses a
+    /// layout that does not fit in `words`.
+    pub fn from_validated(words: &'a [AtomicU64], layout: Layout) -> Result<Self, Error> {
+        if layout.segment_size > words.len() * 8 {
+            return Err(Error::Truncated {
+                needed: layout.segment_size as u64,
+                have: words.len() as u64 * 8,
+            });
+        }
+        Ok(Self { words, layout })
+    }
+
+    /// Reads the per-CPU values of the instances in `slots` (with their
+    /// registration ids) into `out` (`slots.len() * nr_cpus` values, slot
+    /// major), inside one generation, each CPU's values between two equal
+    /// even loads of its sequence word (so a group update is seen whole).
+    /// Fails with [`Error::UnknownInstance`] if a slot no longer holds that
+    /// registration. Returns the generation.
+    pub fn read_slots(
+        &self,
+        slots: &[(u32, u64)],
+        out: &mut [u64],
+        retries: u32,
+    ) -> Result<u64, Error> {
+        let n = self.layout.nr_cpus;
+        if out.len() != slots.len() * n
+            || slots
+                .iter()
+                .any(|&(s, _)| s as usize >= self.layout.max_instances)
+        {
+            return Err(Error::OutOfBounds(crate::error::Section::Counters));
+        }
+        let reg_word = core::mem::offset_of!(InstanceEntry, reg_id) / 8;
+        let state_word = core::mem::offset_of!(InstanceEntry, state) / 8;
+        const _: () = assert!(core::mem::offset_of!(InstanceEntry, state) % 8 == 0);
+        let r = gen_read::<Sound, _, Error>(self.gen1(), self.gen2(), retries, |_| {
+            let mut live = true;
+            for &(slot, reg) in slots {
+                let e = self.layout.instance_word(slot as usize);
+                // `state` is the first 4 bytes of its word, in native order.
+                let w = self
+                    .word(e + state_word)
+                    .load(Ordering::Relaxed)
+                    .to_ne_bytes();
+                let state = u32::from_ne_bytes([w[0], w[1], w[2], w[3]]);
+                live &= self.word(e + reg_word).load(Ordering::Relaxed) == reg
+                    && state == SlotState::Live as u32;
+            }
+            for cpu in 0..n {
+                seq_read::<Sound, _>(self.seq(cpu), retries, || {
+                    for (k, &(slot, _)) in slots.iter().enumerate() {
+                        out[k * n + cpu] = self
+                            .word(self.layout.counter_word(cpu, slot as usize))
+                            .load(Ordering::Relaxed);
+                    }
+                })
+                .ok_or(Error::BusyCpu(cpu as u32))?;
+            }
+            Ok(live)
+        })?;
+        match r {
+            Some((true, g)) => Ok(g),
+            Some((false, _)) => Err(Error::UnknownInstance),
+            None => Err(Error::BusyMetadata),
+        }
+    }
+
     /// The validated geometry.
     pub fn layout(&self) -> &Layout {
         &self.layout

@@ -40,7 +40,7 @@ use crate::validate::{validate_header, Geometry, Layout, WriterIdentity};
 use crate::view::{SegmentView, Snapshot};
 
 pub use percpu::{Method, MethodChoice, UpdateStats};
-pub use segment::{boottime_ns, possible_cpus};
+pub use segment::{boottime_ns, possible_cpus, process_start_ns};
 
 /// What a writer creates.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -194,7 +194,8 @@ impl Writer {
             .header(&WriterIdentity {
                 epoch: u64::from_ne_bytes(epoch) | 1,
                 pid: u64::from(std::process::id()),
-                start_ns: now,
+                start_ns: process_start_ns().unwrap_or(now),
+                first_heartbeat_ns: now,
                 heartbeat_interval_ns: u64::try_from(config.heartbeat_interval.as_nanos())
                     .unwrap_or(u64::MAX),
             })
@@ -248,6 +249,13 @@ impl Writer {
     pub fn method(&self) -> Method {
         self.engine.method()
     }
+    /// True once an access found the segment file truncated by someone else:
+    /// the segment is broken (readers see an error) and should be created
+    /// again. The writer itself keeps running.
+    pub fn damaged(&self) -> bool {
+        self.backing.damaged()
+    }
+
     /// How often the update engine took its slow paths in this process.
     pub fn update_stats(&self) -> UpdateStats {
         self.engine.stats()

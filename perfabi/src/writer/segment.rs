@@ -14,6 +14,8 @@ use crate::sync::AtomicU64;
 
 /// A shared, writable mapping of the whole segment.
 pub(crate) struct Backing {
+    // Field order: the guard must be dropped before the mapping it guards.
+    guard: Option<crate::sigbus::Guard>,
     pub(crate) file: File,
     map: MmapRaw,
 }
@@ -65,7 +67,17 @@ impl Backing {
 
     fn map(file: File) -> io::Result<Self> {
         let map = MmapRaw::map_raw(&file)?;
-        Ok(Self { file, map })
+        // If someone truncates the file, the writer's stores past the new end
+        // must not kill it (see `crate::sigbus`).
+        let guard = crate::sigbus::Guard::register(map.as_mut_ptr() as usize, map.len(), true);
+        Ok(Self { guard, file, map })
+    }
+
+    /// Whether an access hit a page someone truncated away.
+    pub(crate) fn damaged(&self) -> bool {
+        self.guard
+            .as_ref()
+            .is_some_and(crate::sigbus::Guard::faulted)
     }
 
     /// The mapping as atomic words.
@@ -109,4 +121,15 @@ pub fn boottime_ns() -> u64 {
     (t.tv_sec as u64)
         .wrapping_mul(1_000_000_000)
         .wrapping_add(t.tv_nsec as u64)
+}
+
+/// `CLOCK_BOOTTIME` nanoseconds at which this process started (field 22 of
+/// `/proc/self/stat`, in clock ticks), so readers can tell this process from
+/// a later one that reuses its pid. `None` if `/proc` is unavailable.
+pub fn process_start_ns() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let after_comm = &stat[stat.rfind(')')? + 2..];
+    let ticks: u64 = after_comm.split(' ').nth(19)?.parse().ok()?;
+    let hz = rustix::param::clock_ticks_per_second();
+    Some(ticks.saturating_mul(1_000_000_000 / hz.max(1)))
 }

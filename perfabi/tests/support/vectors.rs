@@ -83,13 +83,13 @@ pub fn base() -> Image {
             pid: 4242,
             start_ns: 1_000_000_000,
             heartbeat_interval_ns: 1_000_000_000,
+            first_heartbeat_ns: 2_000_000_000,
         })
         .unwrap();
     img.put(0, &h);
     img.set_header(|h| {
         h.gen1 = 4;
         h.gen2 = 4;
-        h.heartbeat_ns = 2_000_000_000;
         h.instances_used = 3;
     });
     img.entry(

@@ -1,0 +1,182 @@
+//! Surviving truncation: a SIGBUS guard for read-only segment mappings.
+//!
+//! If someone truncates a segment file a reader has mapped, the next load
+//! from a page past the new end of file raises `SIGBUS`, which would kill the
+//! process. Seals prevent this for memfds and the kernel device cannot shrink,
+//! but a file on tmpfs can be truncated by anyone allowed to write it.
+//!
+//! The guard installs a process-wide `SIGBUS` handler once. When the faulting
+//! address lies inside a registered mapping, the handler maps an anonymous
+//! zero page over the faulting page (`MAP_FIXED`), raises the mapping's
+//! `faulted` flag, and returns: the load is restarted and reads zeros. Every
+//! read of the reader checks the flag afterwards and, if it is set, throws the
+//! data away and reports the truncation. A writer's mapping gets a writable
+//! zero page, so its stores land nowhere and it can notice and re-create the
+//! segment. Faults outside any registered mapping go to the previous handler
+//! (or the default action).
+//!
+//! The handler only uses async-signal-safe operations: atomic loads and
+//! stores and the `mmap` system call.
+
+use std::prelude::rust_2021::*;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::{Arc, Once};
+
+/// Most mappings guarded at once in one process.
+const SLOTS: usize = 256;
+
+struct Slot {
+    start: AtomicUsize,
+    len: AtomicUsize,
+    prot: AtomicUsize,
+    flag: AtomicPtr<AtomicBool>,
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const EMPTY: Slot = Slot {
+    start: AtomicUsize::new(0),
+    len: AtomicUsize::new(0),
+    prot: AtomicUsize::new(0),
+    flag: AtomicPtr::new(std::ptr::null_mut()),
+};
+static REGISTRY: [Slot; SLOTS] = [EMPTY; SLOTS];
+static INSTALL: Once = Once::new();
+static mut PREVIOUS: Option<libc::sigaction> = None;
+
+/// Keeps a mapping registered with the guard while it lives.
+pub struct Guard {
+    slot: usize,
+    faulted: Arc<AtomicBool>,
+}
+
+impl Guard {
+    /// Registers the mapping `[start, start + len)`, writable or not; `None`
+    /// if every slot is taken (the mapping is then unguarded).
+    pub fn register(start: usize, len: usize, writable: bool) -> Option<Self> {
+        install();
+        let faulted = Arc::new(AtomicBool::new(false));
+        for (i, s) in REGISTRY.iter().enumerate() {
+            if s.flag
+                .compare_exchange(
+                    std::ptr::null_mut(),
+                    Arc::as_ptr(&faulted) as *mut _,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+            {
+                let prot = if writable {
+                    libc::PROT_READ | libc::PROT_WRITE
+                } else {
+                    libc::PROT_READ
+                };
+                s.prot.store(prot as usize, Ordering::Release);
+                s.len.store(len, Ordering::Release);
+                s.start.store(start, Ordering::Release);
+                return Some(Self { slot: i, faulted });
+            }
+        }
+        None
+    }
+
+    /// Whether a load from this mapping hit a truncated page since it was
+    /// mapped. Once set, it stays set.
+    pub fn faulted(&self) -> bool {
+        self.faulted.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let s = &REGISTRY[self.slot];
+        s.start.store(0, Ordering::Release);
+        s.len.store(0, Ordering::Release);
+        // The Arc outlives this store: the handler may still hold the pointer
+        // only while a fault in this mapping is being handled, which cannot
+        // happen once the mapping's owner is being dropped.
+        s.flag.store(std::ptr::null_mut(), Ordering::Release);
+    }
+}
+
+fn install() {
+    INSTALL.call_once(|| {
+        // SAFETY: `sa` is fully initialised (zeroed, then the handler, mask
+        // and flags set); `old` receives the previous action, stored before
+        // any mapping is registered (registration happens after this call),
+        // so the handler never reads `PREVIOUS` while it is written.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = handler as *const () as usize;
+            sa.sa_flags = libc::SA_SIGINFO | libc::SA_NODEFER | libc::SA_ONSTACK;
+            libc::sigemptyset(&mut sa.sa_mask);
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(libc::SIGBUS, &sa, &mut old) == 0 {
+                PREVIOUS = Some(old);
+            }
+        }
+    });
+}
+
+extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
+    let addr = unsafe { (*info).si_addr() } as usize;
+    for s in &REGISTRY {
+        let start = s.start.load(Ordering::Acquire);
+        let len = s.len.load(Ordering::Acquire);
+        if start == 0 || addr < start || addr >= start + len {
+            continue;
+        }
+        let flag = s.flag.load(Ordering::Acquire);
+        let prot = s.prot.load(Ordering::Acquire) as libc::c_int;
+        // SAFETY: sysconf is async-signal-safe in practice (glibc reads a
+        // cached value); the result is the page size.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let at = addr & !(page - 1);
+        // SAFETY: `at` is a page inside a mapping this process registered and
+        // still owns; replacing that page with a private zero page of the
+        // same protection changes only what its accesses see (the file is
+        // gone there anyway). mmap is async-signal-safe.
+        let r = unsafe {
+            libc::mmap(
+                at as *mut libc::c_void,
+                page,
+                prot,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                -1,
+                0,
+            )
+        };
+        if r != libc::MAP_FAILED && !flag.is_null() {
+            // SAFETY: `flag` points into the Arc held by the mapping's Guard,
+            // which lives as long as the registration.
+            unsafe { (*flag).store(true, Ordering::Release) };
+            return;
+        }
+        break;
+    }
+    // Not ours: behave as if we were not installed.
+    // SAFETY: PREVIOUS was written once before any registration; reading it
+    // here is a plain load. Calling the previous handler with the same
+    // arguments is what the kernel would have done.
+    unsafe {
+        match *std::ptr::addr_of!(PREVIOUS) {
+            Some(old) if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN => {
+                if old.sa_flags & libc::SA_SIGINFO != 0 {
+                    let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                        std::mem::transmute(old.sa_sigaction);
+                    f(sig, info, ctx);
+                } else {
+                    let f: extern "C" fn(libc::c_int) = std::mem::transmute(old.sa_sigaction);
+                    f(sig);
+                }
+            }
+            _ => {
+                // Restore the default action; returning re-executes the
+                // faulting load, which then terminates the process as usual.
+                let mut sa: libc::sigaction = std::mem::zeroed();
+                sa.sa_sigaction = libc::SIG_DFL;
+                libc::sigaction(libc::SIGBUS, &sa, std::ptr::null_mut());
+            }
+        }
+    }
+}

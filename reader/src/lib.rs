@@ -1,0 +1,48 @@
+//! The perfabi reader: map a segment read-only and read any counter at memory
+//! speed — no system call, no copy through the kernel, no lock — and never a
+//! torn value, whatever the writer does.
+//!
+//! ```no_run
+//! use perfabi_reader::Segment;
+//!
+//! let mut seg = Segment::open("/dev/shm/myapp.perfabi")?;
+//! let rx = seg.counter("net.rx_bytes")?;
+//! println!("{} bytes ({:?} per CPU)", rx.total, rx.per_cpu);
+//! let snap = seg.snapshot()?; // every counter, one generation
+//! # Ok::<(), perfabi_reader::Error>(())
+//! ```
+//!
+//! * Every read goes through `perfabi::protocol`: 8-byte relaxed atomic loads
+//!   and acquire fences on a read-only mapping, never a reference to shared
+//!   data.
+//! * A writer that restarts (new file or new epoch at the same path) is
+//!   followed without re-opening; a grown file is mapped again.
+//! * Bounded retries give [`Error::Busy`]; a dead or silent writer gives
+//!   [`Error::Stale`]; a clean close gives [`Error::Closed`].
+//! * If the file is truncated under the reader, the process survives
+//!   (a SIGBUS guard) and the read reports [`Error::Truncated`].
+
+mod error;
+pub mod liveness;
+mod mapping;
+mod segment;
+
+pub use error::Error;
+pub use liveness::Liveness;
+pub use perfabi::damon::{Aggregation, Intervals, Region};
+pub use perfabi::{Info, Instance, Semantics, Snapshot, ValueType};
+pub use segment::{Counter, Handle, Options, ReadStats, Segment, SegmentInfo};
+
+/// The path `perfabi-cat` and the PCP agent read when given none:
+/// `$PERFABI_SEGMENT` if set, else `/dev/perfabi` if the kernel module is
+/// loaded, else `/dev/shm/perfabi.seg` (where `perfabi-exportd` writes).
+pub fn default_path() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("PERFABI_SEGMENT") {
+        return p.into();
+    }
+    let dev = std::path::Path::new("/dev/perfabi");
+    if dev.exists() {
+        return dev.to_path_buf();
+    }
+    std::path::PathBuf::from("/dev/shm/perfabi.seg")
+}

@@ -1,0 +1,286 @@
+//! The reader against real writers: values, permissions, memfds, torn-read
+//! detection, truncation, a writer killed and replaced.
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use perfabi::damon::{Intervals, Region};
+use perfabi::writer::{Config, Writer};
+use perfabi_reader::{Error, Liveness, Options, Segment};
+use support::*;
+
+fn config() -> Config {
+    Config {
+        max_instances: 64,
+        damon_capacity: 64,
+        ..Config::default()
+    }
+}
+
+/// Run by other tests as a child writer process (see `support`).
+#[test]
+#[ignore = "helper: the writer process that other tests start and kill"]
+fn child_writer() {
+    run_child_writer();
+}
+
+#[test]
+fn reads_what_the_writer_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let w = Writer::create(&path, &config()).unwrap();
+    let rx = w
+        .add("net.rx_bytes", "bytes", perfabi::Semantics::Counter)
+        .unwrap();
+    w.adjust(rx, 1500).unwrap();
+    w.publish_damon(
+        3,
+        1,
+        Intervals {
+            sample_us: 5000,
+            aggr_us: 100_000,
+        },
+        &[Region {
+            start: 0,
+            end: 4096,
+            nr_accesses: 7,
+            age: 1,
+        }],
+    )
+    .unwrap();
+    let mut seg = Segment::open(&path).unwrap();
+    let c = seg.counter("net.rx_bytes").unwrap();
+    assert_eq!(c.total, 1500);
+    assert_eq!(c.per_cpu.len(), seg.nr_cpus());
+    assert_eq!(c.instance.unit, "bytes");
+    assert_eq!(seg.instances().unwrap().len(), 1);
+    assert_eq!(seg.snapshot().unwrap().total(&c.instance), 1500);
+    let d = seg.damon().unwrap();
+    assert_eq!((d[0].monitor_id, d[0].regions[0].nr_accesses), (3, 7));
+    let info = seg.info().unwrap();
+    assert_eq!(info.header.epoch, w.epoch());
+    assert_eq!(info.liveness, Liveness::Alive);
+    assert!(matches!(seg.counter("nope"), Err(Error::NoSuchCounter(_))));
+
+    // A deleted counter's handle is refused, not misread.
+    let h = seg.handle("net.rx_bytes").unwrap();
+    w.del(rx).unwrap();
+    let mut out = vec![0; seg.nr_cpus()];
+    assert!(matches!(
+        seg.read(&h, &mut out),
+        Err(Error::Abi(perfabi::Error::UnknownInstance))
+    ));
+
+    w.close();
+    assert!(matches!(seg.counter("x"), Err(Error::Closed)));
+    let mut lenient = Segment::open_with(
+        &path,
+        Options {
+            require_live: false,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(lenient.info().unwrap().liveness, Liveness::Closed);
+    assert!(lenient.instances().unwrap().is_empty());
+}
+
+#[test]
+fn refuses_missing_writable_and_foreign_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let e = Segment::open(&path).err().unwrap();
+    assert!(matches!(e, Error::NotFound(_)));
+    assert!(e.to_string().contains("is the exporter running?"), "{e}");
+    let _w = Writer::create(&path, &config()).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let e = Segment::open(&path).err().unwrap();
+    assert!(matches!(e, Error::Writable(_, 0o666)), "{e}");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let me = std::fs::metadata(&path)
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+        .unwrap();
+    let e = Segment::open_with(
+        &path,
+        Options {
+            expected_uid: Some(me + 1),
+            ..Options::default()
+        },
+    )
+    .err()
+    .unwrap();
+    assert!(matches!(e, Error::Owner { .. }), "{e}");
+    assert!(Segment::open_with(
+        &path,
+        Options {
+            expected_uid: Some(me),
+            ..Options::default()
+        }
+    )
+    .is_ok());
+    let junk = dir.path().join("junk");
+    std::fs::write(&junk, b"not a segment at all, clearly").unwrap();
+    assert!(matches!(Segment::open(&junk), Err(Error::Truncated(_))));
+    std::fs::write(&junk, vec![b'x'; 4096]).unwrap();
+    assert!(matches!(
+        Segment::open(&junk),
+        Err(Error::Abi(perfabi::Error::BadMagic))
+    ));
+}
+
+#[test]
+fn reads_a_memfd_passed_as_a_file_descriptor() {
+    let w = Writer::create_memfd("reader-test", &config()).unwrap();
+    let id = w.add("x", "", perfabi::Semantics::Counter).unwrap();
+    w.adjust(id, 42).unwrap();
+    let fd = w.fd().try_clone_to_owned().unwrap();
+    let mut seg = Segment::from_fd(fd).unwrap();
+    assert_eq!(seg.counter("x").unwrap().total, 42);
+    assert!(seg.path().is_none());
+}
+
+/// Records that carry their own checksum: every group update adds
+/// (1, 2, 3, 6) to (a, b, c, sum), so on every CPU b = 2a, c = 3a and
+/// sum = a + b + c. A torn read breaks one of these.
+#[test]
+fn ten_million_reads_under_a_full_speed_writer_are_never_torn() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let w = Arc::new(Writer::create(&path, &config()).unwrap());
+    let ids: Vec<_> = ["a", "b", "c", "sum"]
+        .iter()
+        .map(|n| w.add(n, "", perfabi::Semantics::Counter).unwrap())
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (w, stop, ids) = (w.clone(), stop.clone(), ids.clone());
+        thread::spawn(move || {
+            let group = [(ids[0], 1), (ids[1], 2), (ids[2], 3), (ids[3], 6)];
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                w.adjust_group(&group).unwrap();
+                n += 1;
+            }
+            n
+        })
+    };
+    let mut seg = Segment::open(&path).unwrap();
+    let hs: Vec<_> = ["a", "b", "c", "sum"]
+        .iter()
+        .map(|n| seg.handle(n).unwrap())
+        .collect();
+    let cpus = seg.nr_cpus();
+    let mut out = vec![0u64; 4 * cpus];
+    let (mut good, mut bad, mut busy) = (0u64, 0u64, 0u64);
+    for _ in 0..10_000_000u64 {
+        match seg.read_many(&hs, &mut out) {
+            Ok(_) => {
+                for cpu in 0..cpus {
+                    let (a, b, c, s) = (
+                        out[cpu],
+                        out[cpus + cpu],
+                        out[2 * cpus + cpu],
+                        out[3 * cpus + cpu],
+                    );
+                    if b != 2 * a || c != 3 * a || s != a + b + c {
+                        bad += 1;
+                    }
+                }
+                good += 1;
+            }
+            Err(Error::Busy(_)) => busy += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let updates = writer.join().unwrap();
+    println!("torn-read test: {good} reads checked, {bad} bad, {busy} busy, against {updates} group updates");
+    assert_eq!(bad, 0);
+    assert!(good >= 9_000_000);
+    assert!(updates > 0);
+}
+
+#[test]
+fn truncation_under_a_live_reader_is_an_error_not_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let w = Writer::create(&path, &config()).unwrap();
+    let id = w.add("x", "", perfabi::Semantics::Counter).unwrap();
+    w.adjust(id, 5).unwrap();
+    let mut seg = Segment::open(&path).unwrap();
+    assert_eq!(seg.counter("x").unwrap().total, 5);
+    // Someone truncates the file under the mapping: pages past 4 KiB vanish.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(4096)
+        .unwrap();
+    let e = seg
+        .snapshot()
+        .expect_err("reading a truncated segment must fail");
+    assert!(matches!(e, Error::Truncated(_)), "{e}");
+    println!("truncated under the reader: {e}");
+    // The reader survives; the next read re-opens and finds the file too short.
+    let e = seg.snapshot().err().unwrap();
+    assert!(matches!(e, Error::Truncated(_) | Error::Abi(_)), "{e}");
+    // The writer survives the truncation of its own file too, and knows.
+    w.heartbeat();
+    assert!(w.damaged(), "the writer noticed its file was truncated");
+    drop(w);
+    // A writer re-creating the segment is followed.
+    let w2 = Writer::create(&path, &config()).unwrap();
+    let id2 = w2.add("x", "", perfabi::Semantics::Counter).unwrap();
+    w2.adjust(id2, 9).unwrap();
+    assert_eq!(seg.counter("x").unwrap().total, 9);
+    assert!(seg.stats().truncations >= 1);
+}
+
+#[test]
+fn a_killed_writer_is_reported_stale_and_its_successor_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let mut child = spawn_writer(&path, 1000);
+    let opts = Options {
+        recheck: Duration::from_millis(20),
+        max_silence: Duration::from_millis(300),
+        ..Options::default()
+    };
+    let mut seg = wait_for(Duration::from_secs(5), || {
+        Segment::open_with(&path, opts.clone()).ok()
+    })
+    .unwrap();
+    let epoch1 = seg.info().unwrap().header.epoch;
+    wait_for(Duration::from_secs(5), || {
+        seg.counter("ticks").ok().filter(|c| c.total > 0)
+    })
+    .expect("child counts");
+
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let e = wait_for(Duration::from_secs(5), || match seg.counter("ticks") {
+        Err(e @ Error::Stale { .. }) => Some(e),
+        _ => None,
+    })
+    .expect("a killed writer is reported stale");
+    println!("after SIGKILL: {e}");
+    assert!(matches!(e, Error::Stale { dead: true, .. }));
+
+    let mut child2 = spawn_writer(&path, 1000);
+    let c = wait_for(Duration::from_secs(5), || seg.counter("ticks").ok())
+        .expect("the new writer is followed");
+    let epoch2 = seg.info().unwrap().header.epoch;
+    println!(
+        "followed the new writer: epoch {epoch1:#x} -> {epoch2:#x}, ticks {}",
+        c.total
+    );
+    assert_ne!(epoch1, epoch2);
+    assert!(seg.stats().remaps >= 1);
+    child2.kill().unwrap();
+    child2.wait().unwrap();
+}

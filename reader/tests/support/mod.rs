@@ -1,0 +1,81 @@
+//! Test helpers: a writer in a child process, and waiting with a deadline.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Environment variable that turns the `child_writer` helper test into a
+/// writer process for the segment at its value.
+pub const CHILD_ENV: &str = "PERFABI_TEST_CHILD_WRITER";
+/// Adjusts per second the child makes on counter `ticks`.
+pub const RATE_ENV: &str = "PERFABI_TEST_CHILD_RATE";
+
+/// Starts this test binary's `child_writer` helper as a writer of `path`
+/// adjusting `ticks` `rate` times a second; returns once the segment exists.
+pub fn spawn_writer(path: &Path, rate: u64) -> Child {
+    let _ = std::fs::remove_file(path);
+    let child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "child_writer",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, path)
+        .env(RATE_ENV, rate.to_string())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn child writer");
+    wait_for(Duration::from_secs(10), || path.exists().then_some(()))
+        .expect("child writer created the segment");
+    child
+}
+
+/// The writer loop run in the child: heartbeat every 50 ms (promised 100 ms).
+pub fn run_child_writer() {
+    let Some(path) = std::env::var_os(CHILD_ENV) else {
+        return;
+    };
+    let rate: u64 = std::env::var(RATE_ENV)
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(1000);
+    let cfg = perfabi::writer::Config {
+        max_instances: 64,
+        damon_capacity: 64,
+        heartbeat_interval: Duration::from_millis(100),
+        ..Default::default()
+    };
+    let w = perfabi::writer::Writer::create(&path, &cfg).expect("child: create segment");
+    let ticks = w
+        .add("ticks", "count", perfabi::Semantics::Counter)
+        .unwrap();
+    let start = Instant::now();
+    let mut done = 0u64;
+    loop {
+        let due = (start.elapsed().as_secs_f64() * rate as f64) as u64;
+        if due > done {
+            w.adjust(ticks, (due - done) as i64).unwrap();
+            done = due;
+        }
+        w.heartbeat();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Polls `f` until it returns `Some` or `limit` passes.
+pub fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let end = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() > end {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
