@@ -1,0 +1,144 @@
+//! DAMON regions: a table and a terminal heatmap of access frequency over the
+//! address range (in the spirit of damo's `report heats`).
+
+use std::fmt::Write as _;
+
+use perfabi_reader::Aggregation;
+
+/// Characters from idle to hottest.
+const RAMP: &[u8] = b" .:-=+*#%@";
+
+/// `n` bytes as a short human size.
+fn size(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// The heatmap of one aggregation: `width` cells spanning the regions'
+/// address range; a cell shows the byte-weighted mean access frequency of
+/// the regions it covers (gaps between regions count as idle).
+pub fn heatmap(a: &Aggregation, width: usize) -> String {
+    let (Some(first), Some(last)) = (a.regions.first(), a.regions.last()) else {
+        return String::new();
+    };
+    let (lo, hi) = (first.start, last.end);
+    let span = (hi - lo).max(1) as f64;
+    let width = width.max(1);
+    let mut heat = vec![0f64; width];
+    for r in &a.regions {
+        let f = a.frequency(r);
+        let c0 = ((r.start - lo) as f64 / span * width as f64) as usize;
+        let c1 = (((r.end - lo) as f64 / span * width as f64).ceil() as usize).min(width);
+        let end = c1.max(c0 + 1).min(width);
+        for (c, h) in heat.iter_mut().enumerate().take(end).skip(c0) {
+            let cell_lo = lo as f64 + span * c as f64 / width as f64;
+            let cell_hi = lo as f64 + span * (c + 1) as f64 / width as f64;
+            let overlap = (cell_hi.min(r.end as f64) - cell_lo.max(r.start as f64)).max(0.0);
+            *h += f * overlap;
+        }
+    }
+    let cell = span / width as f64;
+    heat.iter()
+        .map(|&h| {
+            let f = (h / cell).clamp(0.0, 1.0);
+            RAMP[((f * (RAMP.len() - 1) as f64).round() as usize).min(RAMP.len() - 1)] as char
+        })
+        .collect()
+}
+
+/// Table and heatmap of every aggregation.
+pub fn report(aggs: &[Aggregation], width: usize) -> String {
+    let mut out = String::new();
+    if aggs.is_empty() {
+        out.push_str("(no complete DAMON aggregation in the segment)\n");
+    }
+    for a in aggs {
+        let total: u64 = a.regions.iter().map(|r| r.len()).sum();
+        let _ = writeln!(
+            out,
+            "monitor {} target {} aggregation {}: {} regions, {} monitored, sample {} us, aggregation {} us",
+            a.monitor_id,
+            a.target_id,
+            a.aggregation,
+            a.regions.len(),
+            size(total),
+            a.intervals.sample_us,
+            a.intervals.aggr_us
+        );
+        let _ = writeln!(
+            out,
+            "{:>4}  {:>18}  {:>18}  {:>10}  {:>11}  {:>5}  {:>6}",
+            "#", "START", "END", "SIZE", "NR_ACCESSES", "FREQ", "AGE"
+        );
+        for (i, r) in a.regions.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "{i:>4}  {:#18x}  {:#18x}  {:>10}  {:>11}  {:>4.0}%  {:>6}",
+                r.start,
+                r.end,
+                size(r.len()),
+                r.nr_accesses,
+                a.frequency(r) * 100.0,
+                r.age
+            );
+        }
+        let first = a.regions.first().map_or(0, |r| r.start);
+        let last = a.regions.last().map_or(0, |r| r.end);
+        let _ = writeln!(out, "heat |{}|", heatmap(a, width));
+        let _ = writeln!(
+            out,
+            "     {first:#x}{:>w$}",
+            format!("{last:#x}"),
+            w = width.saturating_sub(format!("{first:#x}").len()) + 2
+        );
+        let _ = writeln!(
+            out,
+            "     scale: '{}' = 0% .. 100% access frequency",
+            String::from_utf8_lossy(RAMP)
+        );
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use perfabi_reader::{Intervals, Region};
+
+    #[test]
+    fn hot_band_shows_where_it_is() {
+        let r = |s: u64, e: u64, n| Region {
+            start: s,
+            end: e,
+            nr_accesses: n,
+            age: 0,
+        };
+        let a = Aggregation {
+            monitor_id: 1,
+            target_id: 1,
+            aggregation: 1,
+            intervals: Intervals {
+                sample_us: 5000,
+                aggr_us: 100_000,
+            },
+            regions: vec![r(0, 100, 0), r(100, 200, 20), r(200, 400, 0)],
+        };
+        let h = heatmap(&a, 40);
+        assert_eq!(h.len(), 40);
+        assert_eq!(&h[..10], " ".repeat(10));
+        assert_eq!(&h[10..20], "@".repeat(10));
+        assert_eq!(&h[20..], " ".repeat(20));
+        assert!(report(&[a], 40).contains("100%"));
+    }
+}

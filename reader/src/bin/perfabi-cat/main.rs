@@ -1,0 +1,283 @@
+//! perfabi-cat: print the counters and DAMON regions of a perfabi segment.
+
+mod damon;
+mod render;
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use perfabi_reader::{Error, Options, Segment, Snapshot};
+
+const EXIT_HELP: &str = "\
+Exit status:
+  0  success
+  1  an I/O error (permission, a file that cannot be mapped)
+  2  bad command line
+  3  no segment at PATH (is the exporter running?)
+  4  the segment is malformed, of an unknown ABI, or refused (mode, owner)
+  5  the segment is busy, its writer is gone, or it was truncated: retry later
+
+PATH defaults to $PERFABI_SEGMENT, else /dev/perfabi (kernel module), else
+/dev/shm/perfabi.seg (perfabi-exportd).";
+
+/// Print the counters and DAMON regions of a perfabi segment.
+#[derive(Parser, Debug)]
+#[command(name = "perfabi-cat", version, after_help = EXIT_HELP)]
+struct Args {
+    /// Segment file (see below for the default).
+    path: Option<PathBuf>,
+    /// Show per-CPU values (table and OpenMetrics).
+    #[arg(long)]
+    cpu: bool,
+    /// Print JSON.
+    #[arg(long, conflicts_with = "openmetrics")]
+    json: bool,
+    /// Print OpenMetrics (Prometheus) text exposition.
+    #[arg(long)]
+    openmetrics: bool,
+    /// Print per-second rates every SECS seconds until interrupted.
+    #[arg(long, value_name = "SECS")]
+    watch: Option<f64>,
+    /// With --watch: stop after this many intervals.
+    #[arg(long, value_name = "N", requires = "watch")]
+    count: Option<u64>,
+    /// Show DAMON regions: a table and a heatmap of access frequency.
+    #[arg(long, conflicts_with_all = ["openmetrics", "watch"])]
+    damon: bool,
+    /// Heatmap width in characters.
+    #[arg(long, default_value_t = 64, value_name = "COLS")]
+    width: usize,
+    /// Show the header: ABI, epoch, generation, writer, liveness.
+    #[arg(long, conflicts_with_all = ["openmetrics", "watch", "damon"])]
+    info: bool,
+    /// Print the last values of a writer that is gone, instead of failing.
+    #[arg(long)]
+    allow_stale: bool,
+}
+
+fn exit_code(e: &Error) -> u8 {
+    match e {
+        Error::NotFound(_) => 3,
+        Error::Abi(_) | Error::Writable(..) | Error::Owner { .. } => 4,
+        Error::Busy(_) | Error::Stale { .. } | Error::Closed | Error::Truncated(_) => 5,
+        _ => 1,
+    }
+}
+
+/// An error of perfabi-cat itself: a reader error, or stdout closed early.
+enum Failure {
+    Read(Error),
+    Output(io::Error),
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Self::Read(e)
+    }
+}
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Self {
+        Self::Output(e)
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        // `perfabi-cat | head`: the reader of our output is done; so are we.
+        Err(Failure::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(Failure::Output(e)) => {
+            eprintln!("perfabi-cat: cannot write output: {e}");
+            ExitCode::from(1)
+        }
+        Err(Failure::Read(e)) => {
+            eprintln!("perfabi-cat: {e}");
+            ExitCode::from(exit_code(&e))
+        }
+    }
+}
+
+fn run(args: &Args) -> Result<(), Failure> {
+    let path = args
+        .path
+        .clone()
+        .unwrap_or_else(perfabi_reader::default_path);
+    let opts = Options {
+        require_live: !args.allow_stale && args.watch.is_some(),
+        ..Options::default()
+    };
+    let mut seg = Segment::open_with(&path, opts)?;
+    let mut out = io::stdout().lock();
+    if args.info {
+        let info = seg.info()?;
+        if args.json {
+            writeln!(out, "{}", render::json_info(&info))?;
+        } else {
+            print_info(&mut out, &info)?;
+        }
+        return Ok(());
+    }
+    if args.damon {
+        let aggs = seg.damon()?;
+        if args.json {
+            writeln!(
+                out,
+                "{}",
+                serde_json::to_string(&damon_json(&aggs, seg.damon_dropped())).expect("plain data")
+            )?;
+        } else {
+            write!(out, "{}", damon::report(&aggs, args.width))?;
+            let dropped = seg.damon_dropped();
+            if dropped > 0 {
+                writeln!(
+                    out,
+                    "regions dropped by the writer (rings too small): {dropped}"
+                )?;
+            }
+        }
+        return Ok(());
+    }
+    if let Some(secs) = args.watch {
+        return watch(&mut seg, &mut out, args, secs);
+    }
+    let snap = seg.snapshot()?;
+    if args.json {
+        let info = seg.info()?;
+        let doc = serde_json::json!({
+            "segment": render::json_info(&info),
+            "generation": snap.generation,
+            "counters": render::json_counters(&snap),
+        });
+        writeln!(out, "{doc}")?;
+    } else if args.openmetrics {
+        write!(out, "{}", render::openmetrics(&snap, args.cpu))?;
+    } else {
+        write!(out, "{}", render::table(&snap, args.cpu))?;
+    }
+    Ok(())
+}
+
+fn print_info(out: &mut impl Write, info: &perfabi_reader::SegmentInfo) -> io::Result<()> {
+    let h = &info.header;
+    if let Some(p) = &info.path {
+        writeln!(out, "path:               {}", p.display())?;
+    }
+    writeln!(out, "abi:                {}.{}", h.abi_major, h.abi_minor)?;
+    writeln!(out, "epoch:              {:#018x}", h.epoch)?;
+    writeln!(
+        out,
+        "generation:         {}{}",
+        h.generation,
+        if h.metadata_busy { " (changing)" } else { "" }
+    )?;
+    writeln!(out, "writer pid:         {}", h.writer_pid)?;
+    writeln!(out, "liveness:           {:?}", info.liveness)?;
+    writeln!(
+        out,
+        "heartbeat interval: {} ms",
+        h.heartbeat_interval_ns / 1_000_000
+    )?;
+    writeln!(out, "flags:              {:#x}", h.flags)?;
+    writeln!(out, "cpus:               {}", h.nr_cpus)?;
+    writeln!(out, "instance capacity:  {}", h.max_instances)?;
+    writeln!(out, "damon ring slots:   {} per CPU", h.damon_capacity)?;
+    writeln!(
+        out,
+        "segment size:       {} bytes ({} mapped)",
+        h.segment_size, info.mapped
+    )
+}
+
+fn damon_json(aggs: &[perfabi_reader::Aggregation], dropped: u64) -> serde_json::Value {
+    let list: Vec<_> = aggs
+        .iter()
+        .map(|a| {
+            serde_json::json!({
+                "monitor_id": a.monitor_id,
+                "target_id": a.target_id,
+                "aggregation": a.aggregation,
+                "sample_us": a.intervals.sample_us,
+                "aggr_us": a.intervals.aggr_us,
+                "regions": a.regions.iter().map(|r| serde_json::json!({
+                    "start": r.start, "end": r.end, "nr_accesses": r.nr_accesses,
+                    "age": r.age, "frequency": a.frequency(r),
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    serde_json::json!({ "aggregations": list, "dropped_regions": dropped })
+}
+
+/// Prints per-second rates of every counter (and the level of every instant
+/// value) each `secs` seconds.
+fn watch(seg: &mut Segment, out: &mut impl Write, args: &Args, secs: f64) -> Result<(), Failure> {
+    if !(secs.is_finite() && secs > 0.0) {
+        eprintln!("perfabi-cat: --watch needs a positive number of seconds");
+        std::process::exit(2);
+    }
+    let period = Duration::from_secs_f64(secs);
+    let mut prev = seg.snapshot()?;
+    let mut prev_t = Instant::now();
+    let mut cur = Snapshot::default();
+    let mut n = 0u64;
+    loop {
+        std::thread::sleep(period.saturating_sub(prev_t.elapsed()));
+        seg.snapshot_into(&mut cur)?;
+        let now = Instant::now();
+        let dt = now.duration_since(prev_t).as_secs_f64();
+        let rows: Vec<(String, String, f64)> = cur
+            .instances
+            .iter()
+            .map(|i| {
+                let v = match (
+                    i.semantics,
+                    prev.find(&i.name)
+                        .filter(|p| p.reg_id == i.reg_id && prev.epoch == cur.epoch),
+                ) {
+                    (perfabi_reader::Semantics::Counter, Some(p)) => {
+                        cur.total(i).wrapping_sub(prev.total(p)) as i64 as f64 / dt
+                    }
+                    (perfabi_reader::Semantics::Counter, None) => f64::NAN, // new: no rate yet
+                    (perfabi_reader::Semantics::Instant, _) => render::value_text(i, cur.total(i))
+                        .parse()
+                        .unwrap_or(f64::NAN),
+                };
+                (i.name.clone(), i.semantics.as_str().to_string(), v)
+            })
+            .collect();
+        if args.json {
+            let rates: serde_json::Map<String, serde_json::Value> = rows
+                .iter()
+                .map(|(name, _, v)| {
+                    (
+                        name.clone(),
+                        serde_json::Number::from_f64(*v)
+                            .map_or(serde_json::Value::Null, Into::into),
+                    )
+                })
+                .collect();
+            writeln!(
+                out,
+                "{}",
+                serde_json::json!({ "interval_s": dt, "generation": cur.generation, "rates": rates })
+            )?;
+        } else {
+            writeln!(out, "--- {:.2} s, generation {} ---", dt, cur.generation)?;
+            for (name, kind, v) in &rows {
+                let what = if kind == "counter" { "/s" } else { "" };
+                writeln!(out, "{name:<32} {v:>16.1}{what}")?;
+            }
+        }
+        out.flush()?;
+        std::mem::swap(&mut prev, &mut cur);
+        prev_t = now;
+        n += 1;
+        if args.count.is_some_and(|c| n >= c) {
+            return Ok(());
+        }
+    }
+}

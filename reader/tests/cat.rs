@@ -1,0 +1,247 @@
+//! perfabi-cat as a user runs it: JSON, OpenMetrics through a real parser,
+//! --watch rates against a writer of known rate, DAMON output, exit codes.
+
+mod support;
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use perfabi::damon::{Intervals, Region};
+use perfabi::writer::{Config, Writer};
+use perfabi::{Semantics, ValueType};
+use support::*;
+
+fn cat(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_perfabi-cat"))
+        .args(args)
+        .output()
+        .expect("run perfabi-cat")
+}
+
+/// Run by other tests as a child writer process (see `support`).
+#[test]
+#[ignore = "helper: the writer process that other tests start and kill"]
+fn child_writer() {
+    run_child_writer();
+}
+
+fn sample_writer(path: &Path) -> Writer {
+    let w = Writer::create(
+        path,
+        &Config {
+            max_instances: 32,
+            damon_capacity: 64,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    let rx = w.add("net.rx_bytes", "bytes", Semantics::Counter).unwrap();
+    let q = w
+        .add_typed("queue.depth", "", Semantics::Instant, ValueType::I64)
+        .unwrap();
+    let t = w
+        .add("requests_total", "count", Semantics::Counter)
+        .unwrap();
+    w.adjust(rx, 123_456).unwrap();
+    w.set(q, -4).unwrap();
+    w.adjust(t, 9).unwrap();
+    let iv = Intervals {
+        sample_us: 5_000,
+        aggr_us: 100_000,
+    };
+    let regions: Vec<Region> = (0..8u64)
+        .map(|i| Region {
+            start: i << 20,
+            end: (i + 1) << 20,
+            nr_accesses: if i == 2 { 20 } else { 0 },
+            age: 1,
+        })
+        .collect();
+    w.publish_damon(5, 1, iv, &regions).unwrap();
+    w
+}
+
+#[test]
+fn json_parses_and_matches_the_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let w = sample_writer(&path);
+    let out = cat(&[path.to_str().unwrap(), "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    let counters = doc["counters"].as_array().unwrap();
+    let by_name: HashMap<_, _> = counters
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap(), c))
+        .collect();
+    let snap = w.snapshot().unwrap();
+    for i in &snap.instances {
+        let c = by_name[i.name.as_str()];
+        match i.value_type {
+            ValueType::U64 => assert_eq!(c["total"].as_u64(), Some(snap.total(i))),
+            ValueType::I64 => assert_eq!(c["total"].as_i64(), Some(snap.total(i) as i64)),
+        }
+        assert_eq!(c["per_cpu"].as_array().unwrap().len(), snap.nr_cpus);
+    }
+    assert_eq!(by_name["queue.depth"]["total"], -4);
+    assert_eq!(doc["segment"]["liveness"]["state"], "alive");
+    println!(
+        "perfabi-cat --json: {} counters parsed and equal to the writer's snapshot",
+        counters.len()
+    );
+}
+
+#[test]
+fn openmetrics_passes_the_prometheus_client_parser() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let w = sample_writer(&path);
+    for per_cpu in [false, true] {
+        let mut args = vec![path.to_str().unwrap(), "--openmetrics"];
+        if per_cpu {
+            args.push("--cpu");
+        }
+        let out = cat(&args);
+        assert!(out.status.success());
+        let script = "import sys\n\
+            from prometheus_client.openmetrics.parser import text_string_to_metric_families\n\
+            for f in text_string_to_metric_families(sys.stdin.read()):\n\
+            \x20   for s in f.samples:\n\
+            \x20       print(f.type, s.name, s.labels.get('cpu', '-'), repr(s.value))\n";
+        let mut py = Command::new("python3")
+            .args(["-c", script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("python3 (apt-get install python3)");
+        py.stdin.take().unwrap().write_all(&out.stdout).unwrap();
+        let parsed = py.wait_with_output().unwrap();
+        assert!(
+            parsed.status.success(),
+            "the OpenMetrics parser refused the output (pip install prometheus_client if missing):\n{}\n{}",
+            String::from_utf8_lossy(&parsed.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let text = String::from_utf8(parsed.stdout).unwrap();
+        let snap = w.snapshot().unwrap();
+        let rx = snap.find("net.rx_bytes").unwrap();
+        if per_cpu {
+            for (cpu, v) in snap.per_cpu(rx).enumerate() {
+                assert!(
+                    text.contains(&format!("counter perfabi_net_rx_bytes_total {cpu} {v}")),
+                    "{text}"
+                );
+            }
+        } else {
+            assert!(
+                text.contains("counter perfabi_net_rx_bytes_total - 123456"),
+                "{text}"
+            );
+            assert!(text.contains("gauge perfabi_queue_depth - -4"), "{text}");
+            assert!(
+                text.contains("counter perfabi_requests_total - 9"),
+                "{text}"
+            );
+        }
+        println!(
+            "OpenMetrics (per_cpu={per_cpu}) parsed by prometheus_client: {} samples",
+            text.lines().count()
+        );
+    }
+}
+
+#[test]
+fn watch_rates_match_a_writer_of_known_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let rate = 5_000u64;
+    let mut child = spawn_writer(&path, rate);
+    let out = cat(&[
+        path.to_str().unwrap(),
+        "--watch",
+        "1",
+        "--count",
+        "3",
+        "--json",
+    ]);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let got = v["rates"]["ticks"].as_f64().unwrap();
+        let err = (got - rate as f64).abs() / rate as f64;
+        println!(
+            "--watch rate {got:.1}/s for a writer at {rate}/s: {:.2}% off",
+            err * 100.0
+        );
+        assert!(err < 0.05, "rate {got} is more than 5% off {rate}");
+    }
+    assert_eq!(text.lines().count(), 3);
+}
+
+#[test]
+fn damon_info_and_table_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let _w = sample_writer(&path);
+    let p = path.to_str().unwrap();
+    let out = String::from_utf8(cat(&[p, "--damon", "--width", "32"]).stdout).unwrap();
+    assert!(
+        out.contains("monitor 5 target 1 aggregation 1: 8 regions"),
+        "{out}"
+    );
+    let heat = out.lines().find(|l| l.starts_with("heat |")).unwrap();
+    assert_eq!(
+        &heat[6..38],
+        &format!("{}{}{}", " ".repeat(8), "@".repeat(4), " ".repeat(20)),
+        "{heat}"
+    );
+    let j: serde_json::Value =
+        serde_json::from_slice(&cat(&[p, "--damon", "--json"]).stdout).unwrap();
+    assert_eq!(j["aggregations"][0]["regions"][2]["frequency"], 1.0);
+    let info = String::from_utf8(cat(&[p, "--info"]).stdout).unwrap();
+    assert!(
+        info.contains("abi:                1.0") && info.contains("liveness:           Alive"),
+        "{info}"
+    );
+    let table = String::from_utf8(cat(&[p, "--cpu"]).stdout).unwrap();
+    assert!(table.lines().next().unwrap().contains("cpu0"), "{table}");
+    assert!(
+        table.contains("net.rx_bytes") && table.contains("123456"),
+        "{table}"
+    );
+}
+
+#[test]
+fn errors_are_one_line_with_documented_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing");
+    let out = cat(&[missing.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1);
+    assert!(err.contains("is the exporter running?"), "{err}");
+
+    let junk = dir.path().join("junk");
+    std::fs::write(&junk, vec![0u8; 8192]).unwrap();
+    let out = cat(&[junk.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(4));
+    assert_eq!(String::from_utf8(out.stderr).unwrap().lines().count(), 1);
+
+    assert_eq!(cat(&["--no-such-flag"]).status.code(), Some(2));
+    let help = String::from_utf8(cat(&["--help"]).stdout).unwrap();
+    assert!(help.contains("Exit status:"), "{help}");
+}
