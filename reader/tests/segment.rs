@@ -284,3 +284,21 @@ fn a_killed_writer_is_reported_stale_and_its_successor_followed() {
     child2.kill().unwrap();
     child2.wait().unwrap();
 }
+
+#[test]
+fn a_grown_segment_is_mapped_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let w = Writer::create(&path, &config()).unwrap();
+    let id = w.add("x", "", perfabi::Semantics::Counter).unwrap();
+    w.adjust(id, 3).unwrap();
+    let mut seg = Segment::open_with(&path, Options { recheck: Duration::ZERO, ..Options::default() }).unwrap();
+    let before = seg.info().unwrap().mapped;
+    // A later minor version may append sections: the file grows.
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(before as u64 + 65536).unwrap();
+    assert_eq!(seg.counter("x").unwrap().total, 3);
+    let info = seg.info().unwrap();
+    assert_eq!(info.mapped, before + 65536, "the grown file is mapped whole");
+    assert!(seg.stats().remaps >= 1);
+}
