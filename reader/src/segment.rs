@@ -109,6 +109,8 @@ pub struct Segment {
     checked: Instant,
     liveness: Liveness,
     stats: ReadStats,
+    /// (slot, registration id) of the handles of the current `read_many`.
+    keys: Vec<(u32, u64)>,
 }
 
 impl Segment {
@@ -150,6 +152,7 @@ impl Segment {
             checked: Instant::now(),
             liveness,
             stats: ReadStats::default(),
+            keys: Vec::new(),
         })
     }
 
@@ -341,21 +344,13 @@ impl Segment {
         if hs.iter().any(|h| h.epoch != self.map.layout.epoch) {
             return Err(Error::Abi(perfabi::Error::UnknownInstance));
         }
-        let mut slots = [(0u32, 0u64); 32];
-        let r = if hs.len() <= slots.len() {
-            for (s, h) in slots.iter_mut().zip(hs) {
-                *s = (h.instance.slot, h.instance.reg_id);
-            }
-            self.map
-                .view()
-                .read_slots(&slots[..hs.len()], out, self.opts.retries)
-        } else {
-            let slots: Vec<_> = hs
-                .iter()
-                .map(|h| (h.instance.slot, h.instance.reg_id))
-                .collect();
-            self.map.view().read_slots(&slots, out, self.opts.retries)
-        };
+        self.keys.clear();
+        self.keys
+            .extend(hs.iter().map(|h| (h.instance.slot, h.instance.reg_id)));
+        let r = self
+            .map
+            .view()
+            .read_slots(&self.keys, out, self.opts.retries);
         self.finish(r)
     }
 

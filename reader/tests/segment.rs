@@ -292,13 +292,24 @@ fn a_grown_segment_is_mapped_again() {
     let w = Writer::create(&path, &config()).unwrap();
     let id = w.add("x", "", perfabi::Semantics::Counter).unwrap();
     w.adjust(id, 3).unwrap();
-    let mut seg = Segment::open_with(&path, Options { recheck: Duration::ZERO, ..Options::default() }).unwrap();
+    let mut seg = Segment::open_with(
+        &path,
+        Options {
+            recheck: Duration::ZERO,
+            ..Options::default()
+        },
+    )
+    .unwrap();
     let before = seg.info().unwrap().mapped;
     // A later minor version may append sections: the file grows.
     let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
     f.set_len(before as u64 + 65536).unwrap();
     assert_eq!(seg.counter("x").unwrap().total, 3);
     let info = seg.info().unwrap();
-    assert_eq!(info.mapped, before + 65536, "the grown file is mapped whole");
+    assert_eq!(
+        info.mapped,
+        before + 65536,
+        "the grown file is mapped whole"
+    );
     assert!(seg.stats().remaps >= 1);
 }
