@@ -31,6 +31,8 @@ pub mod validate;
 pub mod view;
 
 #[cfg(all(feature = "std", target_os = "linux", not(loom)))]
+pub mod host;
+#[cfg(all(feature = "std", target_os = "linux", not(loom)))]
 pub mod sigbus;
 #[cfg(all(feature = "std", target_os = "linux", not(loom)))]
 pub mod writer;

@@ -33,19 +33,6 @@ fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64(d.as_secs_f64())
 }
 
-/// `CLOCK_BOOTTIME` now, in nanoseconds.
-pub fn boottime_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid out-pointer; CLOCK_BOOTTIME exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
-    (ts.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(ts.tv_nsec as u64)
-}
-
 /// Judges the writer from the header. `max_silence` is the longest gap
 /// between heartbeats accepted (at least 3 promised intervals are allowed).
 pub fn assess(info: &Info, max_silence: Duration) -> Liveness {
@@ -55,7 +42,8 @@ pub fn assess(info: &Info, max_silence: Duration) -> Liveness {
     if info.flags & FLAG_KERNEL != 0 {
         return Liveness::Kernel;
     }
-    let silent_for = Duration::from_nanos(boottime_ns().saturating_sub(info.heartbeat_ns));
+    let silent_for =
+        Duration::from_nanos(perfabi::host::boottime_ns().saturating_sub(info.heartbeat_ns));
     if info.writer_pid != 0 && !process_is(info.writer_pid, info.writer_start_ns) {
         return Liveness::Dead { silent_for };
     }
@@ -73,30 +61,21 @@ pub fn assess(info: &Info, max_silence: Duration) -> Liveness {
 /// Whether `pid` exists and started at `start_ns` (`CLOCK_BOOTTIME`), give
 /// or take a second: a reused pid names another process.
 fn process_is(pid: u64, start_ns: u64) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
+    let Ok(pid) = u32::try_from(pid) else {
+        return false;
+    };
+    let Ok(raw) = libc::pid_t::try_from(pid) else {
         return false;
     };
     // SAFETY: kill with signal 0 only checks existence and permission.
-    let r = unsafe { libc::kill(pid, 0) };
-    if r != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
+    let r = unsafe { libc::kill(raw, 0) };
+    let errno = std::io::Error::last_os_error().raw_os_error();
+    if r != 0 && errno == Some(libc::ESRCH) {
         return false;
     }
-    // Field 22 of /proc/PID/stat: start time in clock ticks since boot.
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return r == 0;
-    };
-    let Some(after_comm) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
-        return true;
-    };
-    let Some(ticks) = after_comm
-        .split(' ')
-        .nth(19)
-        .and_then(|t| t.parse::<u64>().ok())
-    else {
-        return true;
-    };
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    let started = ticks.saturating_mul(1_000_000_000 / hz);
-    started.abs_diff(start_ns) < 1_000_000_000
+    match perfabi::host::process_start_ns(Some(pid)) {
+        Some(started) => started.abs_diff(start_ns) < 1_000_000_000,
+        // No /proc: existence (or EPERM: another user's process) is all we know.
+        None => r == 0 || errno == Some(libc::EPERM),
+    }
 }

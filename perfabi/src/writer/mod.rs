@@ -39,8 +39,9 @@ use crate::sync::{AtomicU64, Ordering};
 use crate::validate::{validate_header, Geometry, Layout, WriterIdentity};
 use crate::view::{SegmentView, Snapshot};
 
+use crate::host::process_start_ns;
+pub use crate::host::{boottime_ns, possible_cpus};
 pub use percpu::{Method, MethodChoice, UpdateStats};
-pub use segment::{boottime_ns, possible_cpus, process_start_ns};
 
 /// What a writer creates.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -194,7 +195,7 @@ impl Writer {
             .header(&WriterIdentity {
                 epoch: u64::from_ne_bytes(epoch) | 1,
                 pid: u64::from(std::process::id()),
-                start_ns: process_start_ns().unwrap_or(now),
+                start_ns: process_start_ns(None).unwrap_or(now),
                 first_heartbeat_ns: now,
                 heartbeat_interval_ns: u64::try_from(config.heartbeat_interval.as_nanos())
                     .unwrap_or(u64::MAX),

@@ -161,7 +161,7 @@ impl Engine {
     fn probe_rseq(nr_cpus: usize) -> Method {
         #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
         if let Some(area) = rseq::area() {
-            let possible = super::segment::possible_cpus().unwrap_or(usize::MAX);
+            let possible = crate::host::possible_cpus().unwrap_or(usize::MAX);
             if rseq::cpu(area).is_some() && possible <= nr_cpus {
                 return Method::Rseq;
             }

@@ -102,34 +102,3 @@ pub(crate) fn publish(tmp: &Path, path: &Path) -> io::Result<()> {
         let _ = std::fs::remove_file(tmp);
     })
 }
-
-/// Number of possible CPUs (`/sys/devices/system/cpu/possible`: the highest
-/// id + 1), or `None` if it cannot be read.
-pub fn possible_cpus() -> Option<usize> {
-    let s = std::fs::read_to_string("/sys/devices/system/cpu/possible").ok()?;
-    let last = s
-        .trim()
-        .split([',', '-'])
-        .filter_map(|x| x.parse::<usize>().ok())
-        .max()?;
-    Some(last + 1)
-}
-
-/// `CLOCK_BOOTTIME` in nanoseconds (the clock of `heartbeat_ns`).
-pub fn boottime_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
-    (t.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(t.tv_nsec as u64)
-}
-
-/// `CLOCK_BOOTTIME` nanoseconds at which this process started (field 22 of
-/// `/proc/self/stat`, in clock ticks), so readers can tell this process from
-/// a later one that reuses its pid. `None` if `/proc` is unavailable.
-pub fn process_start_ns() -> Option<u64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    let after_comm = &stat[stat.rfind(')')? + 2..];
-    let ticks: u64 = after_comm.split(' ').nth(19)?.parse().ok()?;
-    let hz = rustix::param::clock_ticks_per_second();
-    Some(ticks.saturating_mul(1_000_000_000 / hz.max(1)))
-}
