@@ -34,12 +34,13 @@ module_param(damon_capacity, uint, 0444);
 MODULE_PARM_DESC(damon_capacity, "DAMON region records per CPU ring (0..1048576)");
 
 struct perfabi_seg perfabi_seg;
+struct perfabi_fast perfabi_fast;
+EXPORT_SYMBOL_GPL(perfabi_fast);
 
 static DEFINE_MUTEX(meta_lock);
 
-/* Bits of an id below the registration id: the slot. */
-#define ID_SLOT_BITS 16
-#define ID_SLOT_MASK ((1L << ID_SLOT_BITS) - 1)
+#define ID_SLOT_BITS PERFABI_ID_SLOT_BITS
+#define ID_SLOT_MASK PERFABI_ID_SLOT_MASK
 
 static u64 align_up(u64 v, u64 a)
 {
@@ -230,24 +231,6 @@ int perfabi_del(long id)
 }
 EXPORT_SYMBOL_GPL(perfabi_del);
 
-int perfabi_adjust(long id, s64 delta)
-{
-	struct perfabi_seg *s = &perfabi_seg;
-	unsigned int slot;
-
-	if (unlikely(!id_live(s, id, &slot)))
-		return -ENOENT;
-	/*
-	 * A single 8-byte add to this CPU's slot (spec 7.1, single counter):
-	 * local64_add is one instruction, atomic against interrupts on this
-	 * CPU, and preemption is off so the CPU cannot change under us.
-	 */
-	preempt_disable_notrace();
-	local64_add(delta, (local64_t *)perfabi_counter(s, smp_processor_id(), slot));
-	preempt_enable_notrace();
-	return 0;
-}
-EXPORT_SYMBOL_GPL(perfabi_adjust);
 
 static int perfabi_mmap(struct file *file, struct vm_area_struct *vma)
 {
@@ -293,6 +276,7 @@ static void seg_free(struct perfabi_seg *s)
 			if (s->pages[i])
 				put_page(s->pages[i]);
 	kvfree(s->pages);
+	memset(&perfabi_fast, 0, sizeof(perfabi_fast));
 	kvfree(s->live);
 	if (s->shm)
 		fput(s->shm);
@@ -331,6 +315,10 @@ static int seg_alloc(struct perfabi_seg *s)
 	memset(s->base, 0, s->size);
 	s->hdr = s->base;
 	s->instances = s->base + s->instances_offset;
+	perfabi_fast.live = s->live;
+	perfabi_fast.cpu0_counters = (u8 *)perfabi_counter(s, 0, 0);
+	perfabi_fast.cpu_stride = s->cpu_block_size;
+	perfabi_fast.max_instances = s->max_instances;
 	return 0;
 nomem:
 	err = -ENOMEM;

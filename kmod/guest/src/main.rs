@@ -1,0 +1,253 @@
+//! perfabi-guest-check: the checks of the kernel-module tests, run inside a
+//! qemu guest by `kmod/test/init`. Each check prints one line starting with
+//! `PERFABI-TEST <name> PASS` or `PERFABI-TEST <name> FAIL`, which the host
+//! grades; measurements print `PERFABI-MEASURE`.
+//!
+//! Subcommands:
+//! * `readonly`: writable mmap and mprotect(PROT_WRITE) of /dev/perfabi fail;
+//! * `rising NAME`: the counter NAME grows over 300 ms;
+//! * `workload FILE`: maps 64 MiB, touches it, then keeps its first 4 MiB hot
+//!   forever; writes "START END HOT_END PID" to FILE;
+//! * `damon FILE`: checks the latest DAMON aggregation of the workload;
+//! * `cost`: prints the self-test module's cost measurements.
+
+use std::time::Duration;
+
+use perfabi_reader::{Options, Segment};
+
+const DEV: &str = "/dev/perfabi";
+const MIB: usize = 1 << 20;
+
+fn verdict(name: &str, ok: bool, detail: &str) -> bool {
+    println!(
+        "PERFABI-TEST {name} {} {detail}",
+        if ok { "PASS" } else { "FAIL" }
+    );
+    ok
+}
+
+fn open() -> Segment {
+    Segment::open_with(
+        DEV,
+        Options {
+            require_live: false,
+            ..Options::default()
+        },
+    )
+    .unwrap_or_else(|e| {
+        println!("PERFABI-TEST open FAIL {e}");
+        std::process::exit(1)
+    })
+}
+
+fn readonly() -> bool {
+    let path = std::ffi::CString::new(DEV).unwrap();
+    let len = 4096;
+    // SAFETY: plain system calls on descriptors this function owns; the
+    // mappings are unmapped before returning and never dereferenced.
+    unsafe {
+        // Root passes the 0444 mode, so the module itself must refuse.
+        let rw = libc::open(path.as_ptr(), libc::O_RDWR);
+        let w = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            rw,
+            0,
+        );
+        let w_errno = std::io::Error::last_os_error().raw_os_error();
+        let r = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            rw,
+            0,
+        );
+        let mp = if r == libc::MAP_FAILED {
+            0
+        } else {
+            libc::mprotect(r, len, libc::PROT_READ | libc::PROT_WRITE)
+        };
+        let mp_errno = std::io::Error::last_os_error().raw_os_error();
+        let past = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            rw,
+            1 << 40,
+        );
+        if r != libc::MAP_FAILED {
+            libc::munmap(r, len);
+        }
+        libc::close(rw);
+        let ok = rw >= 0
+            && w == libc::MAP_FAILED
+            && w_errno == Some(libc::EPERM)
+            && r != libc::MAP_FAILED
+            && mp != 0
+            && mp_errno == Some(libc::EACCES)
+            && past == libc::MAP_FAILED;
+        verdict(
+            "readonly",
+            ok,
+            &format!(
+                "(writable mmap of an O_RDWR fd: errno {w_errno:?}, want EPERM; mprotect(PROT_WRITE): errno {mp_errno:?}, want EACCES; mmap past the end refused: {})",
+                past == libc::MAP_FAILED
+            ),
+        )
+    }
+}
+
+fn rising(name: &str) -> bool {
+    let mut seg = open();
+    let a = seg.counter(name).map(|c| c.total);
+    std::thread::sleep(Duration::from_millis(300));
+    let b = seg.counter(name).map(|c| c.total);
+    match (a, b) {
+        (Ok(a), Ok(b)) => verdict("rising", b > a, &format!("{name}: {a} -> {b}")),
+        (a, b) => verdict("rising", false, &format!("{name}: {a:?} {b:?}")),
+    }
+}
+
+fn workload(file: &str) -> ! {
+    let len = 64 * MIB;
+    // SAFETY: a private anonymous mapping owned by this process for its life.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    } as *mut u8;
+    assert!(p as *mut libc::c_void != libc::MAP_FAILED, "mmap 64 MiB");
+    // SAFETY: `p` points at `len` writable bytes mapped above.
+    let mem = unsafe { std::slice::from_raw_parts_mut(p, len) };
+    for i in (0..len).step_by(4096) {
+        mem[i] = 1;
+    }
+    let start = p as usize;
+    std::fs::write(
+        file,
+        format!(
+            "{} {} {} {}\n",
+            start,
+            start + len,
+            start + 4 * MIB,
+            std::process::id()
+        ),
+    )
+    .unwrap();
+    let mut x = 0u8;
+    loop {
+        for i in (0..4 * MIB).step_by(64) {
+            mem[i] = mem[i].wrapping_add(x);
+        }
+        x = x.wrapping_add(1);
+        std::hint::black_box(&mem[0]);
+    }
+}
+
+fn damon(file: &str) -> bool {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let v: Vec<usize> = text
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let [start, end, hot_end, _pid] = v[..] else {
+        return verdict("damon-hot-cold", false, "no workload address file");
+    };
+    let (start, end, hot_end) = (start as u64, end as u64, hot_end as u64);
+    let mut seg = open();
+    let aggs = match seg.damon() {
+        Ok(a) => a,
+        Err(e) => return verdict("damon-hot-cold", false, &e.to_string()),
+    };
+    // The aggregation that covers the workload's range.
+    let Some(a) = aggs
+        .iter()
+        .filter(|a| a.regions.iter().any(|r| r.start < end && r.end > start))
+        .max_by_key(|a| a.aggregation)
+    else {
+        return verdict(
+            "damon-hot-cold",
+            false,
+            &format!(
+                "no aggregation covers the workload ({} aggregations)",
+                aggs.len()
+            ),
+        );
+    };
+    let overlap = |r: &perfabi_reader::Region, lo: u64, hi: u64| {
+        r.end.min(hi).saturating_sub(r.start.max(lo))
+    };
+    // Frequency of the cold range: byte-weighted mean over it.
+    let cold_bytes = (end - hot_end) as f64;
+    let cold_mean: f64 = a
+        .regions
+        .iter()
+        .map(|r| a.frequency(r) * overlap(r, hot_end, end) as f64)
+        .sum::<f64>()
+        / cold_bytes;
+    // "Well above" the cold range's frequency.
+    let threshold = (cold_mean * 2.0).max(cold_mean + 0.1);
+    let hot_in_hot: u64 = a
+        .regions
+        .iter()
+        .filter(|r| a.frequency(r) > threshold)
+        .map(|r| overlap(r, start, hot_end))
+        .sum();
+    let cold_in_hot: u64 = a
+        .regions
+        .iter()
+        .filter(|r| a.frequency(r) > threshold)
+        .map(|r| overlap(r, hot_end, end))
+        .sum();
+    let hot_frac = hot_in_hot as f64 / (hot_end - start) as f64;
+    let cold_frac = cold_in_hot as f64 / cold_bytes;
+    println!("PERFABI-MEASURE damon hot_fraction={hot_frac:.3} cold_fraction={cold_frac:.3} cold_mean_frequency={cold_mean:.3} aggregation={} regions={}", a.aggregation, a.regions.len());
+    verdict(
+        "damon-hot-cold",
+        hot_frac >= 0.9 && cold_frac <= 0.1,
+        &format!("hot {hot_frac:.3} >= 0.9, cold {cold_frac:.3} <= 0.1"),
+    )
+}
+
+fn cost() -> bool {
+    let mut seg = open();
+    let get = |seg: &mut Segment, n: &str| seg.counter(n).map(|c| c.total as i64).unwrap_or(-1);
+    let a = get(&mut seg, "selftest.adjust_ps");
+    let p = get(&mut seg, "selftest.this_cpu_ps");
+    let pns = get(&mut seg, "selftest.damon_probe_ns");
+    let pev = get(&mut seg, "selftest.damon_probe_events");
+    let ratio = a as f64 / p.max(1) as f64;
+    println!("PERFABI-MEASURE adjust_ps={a} this_cpu_add_ps={p} ratio={ratio:.2} (target <= 2)");
+    if pev > 0 {
+        println!(
+            "PERFABI-MEASURE damon_probe ns_per_region={:.0} events={pev}",
+            pns as f64 / pev as f64
+        );
+    }
+    verdict("cost-measured", a > 0 && p > 0, "")
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let ok = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["readonly"] => readonly(),
+        ["rising", name] => rising(name),
+        ["workload", file] => workload(file),
+        ["damon", file] => damon(file),
+        ["cost"] => cost(),
+        _ => {
+            eprintln!("usage: perfabi-guest-check readonly | rising NAME | workload FILE | damon FILE | cost");
+            std::process::exit(2)
+        }
+    };
+    std::process::exit(if ok { 0 } else { 1 });
+}
