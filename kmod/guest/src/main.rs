@@ -223,10 +223,15 @@ fn cost() -> bool {
     let get = |seg: &mut Segment, n: &str| seg.counter(n).map(|c| c.total as i64).unwrap_or(-1);
     let a = get(&mut seg, "selftest.adjust_ps");
     let p = get(&mut seg, "selftest.this_cpu_ps");
+    let c = get(&mut seg, "selftest.check_this_cpu_ps");
     let pns = get(&mut seg, "selftest.damon_probe_ns");
     let pev = get(&mut seg, "selftest.damon_probe_events");
     let ratio = a as f64 / p.max(1) as f64;
     println!("PERFABI-MEASURE adjust_ps={a} this_cpu_add_ps={p} ratio={ratio:.2} (target <= 2)");
+    println!(
+        "PERFABI-MEASURE id_check_plus_this_cpu_add_ps={c} ratio={:.2} (the same API with counters in per-CPU memory)",
+        c as f64 / p.max(1) as f64
+    );
     if pev > 0 {
         println!(
             "PERFABI-MEASURE damon_probe ns_per_region={:.0} events={pev}",
