@@ -459,3 +459,25 @@ fn snapshots_never_pair_a_name_with_another_registrations_value() {
     println!("{registrations} registrations; {seen} instances checked in snapshots, {busy} busy, 0 mismatched");
     assert!(seen > 0);
 }
+
+#[test]
+fn external_instances_take_per_cpu_values_whole() {
+    let (_d, w) = new_writer(MethodChoice::Auto);
+    let n = w.layout().nr_cpus;
+    let e = w
+        .add_external("cpu.user", "us", Semantics::Counter, ValueType::U64)
+        .unwrap();
+    let values: Vec<u64> = (0..n as u64).map(|c| 1000 + c).collect();
+    w.publish_per_cpu(e, &values).unwrap();
+    let s = w.snapshot().unwrap();
+    let i = s.find("cpu.user").unwrap();
+    assert_eq!(s.per_cpu(i).collect::<Vec<_>>(), values);
+    // Fewer values than CPUs: the rest are 0.
+    w.publish_per_cpu(e, &[7]).unwrap();
+    let s = w.snapshot().unwrap();
+    assert_eq!(s.total(s.find("cpu.user").unwrap()), 7);
+    w.del_external(e).unwrap();
+    assert_eq!(w.publish_per_cpu(e, &[1]), Err(Error::UnknownInstance));
+    assert_eq!(w.del_external(e), Err(Error::UnknownInstance));
+    assert!(w.snapshot().unwrap().find("cpu.user").is_none());
+}

@@ -124,6 +124,12 @@ impl InstanceId {
     }
 }
 
+/// An instance whose per-CPU values come from outside (such as `/proc/stat`)
+/// and are stored whole with [`Writer::publish_per_cpu`]. It cannot be
+/// adjusted, so its stores never race a per-CPU update.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ExternalId(InstanceId);
+
 struct Meta {
     names: HashMap<String, u32>,
     /// Freed slots, reused oldest first.
@@ -141,6 +147,8 @@ pub struct Writer {
     meta: Mutex<Meta>,
     /// `live[slot]`: registration id of the live instance in `slot`, or 0.
     live: Box<[AtomicU64]>,
+    /// `external[slot]`: registration id of a live external instance, or 0.
+    external: Box<[AtomicU64]>,
     /// Semantics of the live instance in each slot (`set` needs it).
     semantics: Box<[AtomicU64]>,
     set_lock: Mutex<()>,
@@ -220,6 +228,7 @@ impl Writer {
                 used: 0,
             }),
             live: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            external: (0..n).map(|_| AtomicU64::new(0)).collect(),
             semantics: (0..n).map(|_| AtomicU64::new(0)).collect(),
             set_lock: Mutex::new(()),
             aggregations: Mutex::new(BTreeMap::new()),
@@ -324,6 +333,51 @@ impl Writer {
         self.semantics[slot as usize].store(semantics as u64, Ordering::Relaxed);
         self.live[slot as usize].store(reg_id, Ordering::Release);
         Ok(InstanceId { slot, reg_id })
+    }
+
+    /// Registers an instance whose per-CPU values are published from outside
+    /// with [`publish_per_cpu`](Self::publish_per_cpu).
+    pub fn add_external(
+        &self,
+        name: &str,
+        unit: &str,
+        semantics: Semantics,
+        value_type: ValueType,
+    ) -> Result<ExternalId, Error> {
+        let id = self.add_typed(name, unit, semantics, value_type)?;
+        // Only publish_per_cpu writes it: take it out of adjust's reach.
+        self.live[id.slot as usize].store(0, Ordering::Relaxed);
+        self.external[id.slot as usize].store(id.reg_id, Ordering::Relaxed);
+        Ok(ExternalId(id))
+    }
+
+    /// Stores `values[cpu]` as the value of `id` on each CPU (CPUs past
+    /// `values.len()` get 0). Each value is one atomic word; a reader sees
+    /// every value whole, but values of different CPUs may come from
+    /// different publications.
+    pub fn publish_per_cpu(&self, id: ExternalId, values: &[u64]) -> Result<(), Error> {
+        let slot = id.0.slot as usize;
+        if self.external.get(slot).map(|r| r.load(Ordering::Relaxed)) != Some(id.0.reg_id) {
+            return Err(Error::UnknownInstance);
+        }
+        let words = self.words();
+        for cpu in 0..self.layout.nr_cpus {
+            let v = values.get(cpu).copied().unwrap_or(0);
+            words[self.layout.counter_word(cpu, slot)].store(v, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Unregisters an external instance.
+    pub fn del_external(&self, id: ExternalId) -> Result<(), Error> {
+        let slot = id.0.slot as usize;
+        if self.external.get(slot).map(|r| r.load(Ordering::Relaxed)) != Some(id.0.reg_id) {
+            return Err(Error::UnknownInstance);
+        }
+        // del() checks `live`: give the id back to it for the removal.
+        self.external[slot].store(0, Ordering::Relaxed);
+        self.live[slot].store(id.0.reg_id, Ordering::Relaxed);
+        self.del(id.0)
     }
 
     fn store_entry(&self, slot: u32, e: &InstanceEntry) {

@@ -1,0 +1,185 @@
+//! The host-statistics source: per-CPU times from `/proc/stat`, per-CPU
+//! softirq counts from `/proc/softirqs`, and selected `/proc/vmstat` values,
+//! published as external per-CPU instances so that any number of agents read
+//! them at memory speed instead of each parsing `/proc`.
+
+use std::path::PathBuf;
+
+use perfabi::writer::{ExternalId, Writer};
+use perfabi::{Semantics, ValueType};
+
+use crate::procfs;
+
+/// Where the source reads (a different root lets tests feed it files).
+#[derive(Clone, Debug)]
+pub struct ProcPaths {
+    /// `/proc/stat`.
+    pub stat: PathBuf,
+    /// `/proc/softirqs`.
+    pub softirqs: PathBuf,
+    /// `/proc/vmstat`.
+    pub vmstat: PathBuf,
+}
+
+impl Default for ProcPaths {
+    fn default() -> Self {
+        Self {
+            stat: "/proc/stat".into(),
+            softirqs: "/proc/softirqs".into(),
+            vmstat: "/proc/vmstat".into(),
+        }
+    }
+}
+
+/// The vmstat values published when none are configured.
+pub const DEFAULT_VMSTAT: &[&str] = &[
+    "pgfault",
+    "pgmajfault",
+    "pgpgin",
+    "pgpgout",
+    "pswpin",
+    "pswpout",
+    "nr_free_pages",
+    "nr_dirty",
+    "nr_writeback",
+];
+
+/// Registered instances and the buffers of one refresh.
+pub struct HostSource {
+    paths: ProcPaths,
+    us_per_tick: u64,
+    cpu: Vec<ExternalId>,
+    softirq: Vec<(String, ExternalId)>,
+    vmstat: Vec<(String, ExternalId)>,
+    values: Vec<u64>,
+}
+
+/// Why the source cannot start.
+#[derive(Debug)]
+pub enum HostError {
+    /// A `/proc` file cannot be read.
+    Read(PathBuf, std::io::Error),
+    /// A configured vmstat name is not in this kernel's `/proc/vmstat`.
+    UnknownVmstat(String),
+    /// Registering an instance failed.
+    Abi(perfabi::Error),
+}
+
+impl std::fmt::Display for HostError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Read(p, e) => write!(f, "cannot read {}: {e}", p.display()),
+            Self::UnknownVmstat(n) => write!(f, "--vmstat {n}: no such counter in /proc/vmstat"),
+            Self::Abi(e) => write!(f, "cannot register host statistics: {e}"),
+        }
+    }
+}
+
+fn read(p: &PathBuf) -> Result<String, HostError> {
+    std::fs::read_to_string(p).map_err(|e| HostError::Read(p.clone(), e))
+}
+
+/// Checks the configuration against this host before anything is created:
+/// every file readable, every vmstat name present.
+pub fn check(paths: &ProcPaths, vmstat: &[String]) -> Result<(), HostError> {
+    read(&paths.stat)?;
+    read(&paths.softirqs)?;
+    let present = procfs::vmstat(&read(&paths.vmstat)?);
+    match vmstat.iter().find(|n| !present.contains_key(n.as_str())) {
+        Some(n) => Err(HostError::UnknownVmstat(n.clone())),
+        None => Ok(()),
+    }
+}
+
+impl HostSource {
+    /// Registers the instances in `w` and publishes a first refresh.
+    pub fn new(w: &Writer, paths: ProcPaths, vmstat: &[String]) -> Result<Self, HostError> {
+        check(&paths, vmstat)?;
+        let abi = HostError::Abi;
+        let hz = rustix::param::clock_ticks_per_second().max(1);
+        let cpu = procfs::CPU_FIELDS
+            .iter()
+            .map(|f| {
+                w.add_external(
+                    &format!("cpu.{f}"),
+                    "us",
+                    Semantics::Counter,
+                    ValueType::U64,
+                )
+            })
+            .collect::<Result<_, _>>()
+            .map_err(abi)?;
+        let softirq = procfs::softirqs(&read(&paths.softirqs)?)
+            .into_keys()
+            .filter(|n| perfabi::name::check_name(n).is_ok())
+            .map(|n| {
+                let id = w.add_external(
+                    &format!("softirq.{n}"),
+                    "count",
+                    Semantics::Counter,
+                    ValueType::U64,
+                )?;
+                Ok((n, id))
+            })
+            .collect::<Result<_, perfabi::Error>>()
+            .map_err(abi)?;
+        let vm = vmstat
+            .iter()
+            .map(|n| {
+                let (sem, unit) = if n.starts_with("nr_") {
+                    (Semantics::Instant, "pages")
+                } else {
+                    (Semantics::Counter, "count")
+                };
+                Ok((
+                    n.clone(),
+                    w.add_external(&format!("vmstat.{n}"), unit, sem, ValueType::U64)?,
+                ))
+            })
+            .collect::<Result<_, perfabi::Error>>()
+            .map_err(abi)?;
+        let mut s = Self {
+            paths,
+            us_per_tick: 1_000_000 / hz,
+            cpu,
+            softirq,
+            vmstat: vm,
+            values: vec![0; w.layout().nr_cpus],
+        };
+        s.refresh(w)?;
+        Ok(s)
+    }
+
+    /// Reads the three files once and publishes every value.
+    pub fn refresh(&mut self, w: &Writer) -> Result<(), HostError> {
+        let times = procfs::stat_times(&read(&self.paths.stat)?);
+        for (f, id) in self.cpu.iter().enumerate() {
+            self.values.fill(0);
+            for (&cpu, v) in &times {
+                if let Some(slot) = self.values.get_mut(cpu) {
+                    *slot = v[f] * self.us_per_tick;
+                }
+            }
+            w.publish_per_cpu(*id, &self.values)
+                .map_err(HostError::Abi)?;
+        }
+        let sirq = procfs::softirqs(&read(&self.paths.softirqs)?);
+        for (name, id) in &self.softirq {
+            self.values.fill(0);
+            for (&cpu, &v) in sirq.get(name).into_iter().flatten() {
+                if let Some(slot) = self.values.get_mut(cpu) {
+                    *slot = v;
+                }
+            }
+            w.publish_per_cpu(*id, &self.values)
+                .map_err(HostError::Abi)?;
+        }
+        let vm = procfs::vmstat(&read(&self.paths.vmstat)?);
+        for (name, id) in &self.vmstat {
+            // A machine-wide value: all of it on CPU 0, so the sum is right.
+            w.publish_per_cpu(*id, &[vm.get(name).copied().unwrap_or(0)])
+                .map_err(HostError::Abi)?;
+        }
+        Ok(())
+    }
+}

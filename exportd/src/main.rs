@@ -1,0 +1,188 @@
+//! perfabi-exportd: publishes host statistics as a perfabi segment, for
+//! machines where the kernel module cannot be loaded. Readers (the reader
+//! library, perfabi-cat, the PCP agent) cannot tell the difference.
+//!
+//! Lifecycle: the configuration is checked before anything is created; one
+//! daemon per segment path (a lock file); a heartbeat every interval;
+//! SIGINT/SIGTERM mark the segment closed; a restart creates it again at the
+//! same path with a new epoch, and readers follow.
+
+mod host;
+mod lock;
+mod procfs;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use perfabi::writer::{Config, Writer};
+use perfabi::Semantics;
+
+/// Publish host statistics as a perfabi segment.
+#[derive(Parser, Debug)]
+#[command(
+    name = "perfabi-exportd",
+    version,
+    after_help = "\
+Exit status: 0 after SIGINT/SIGTERM (segment marked closed), 1 runtime
+error, 2 bad configuration (nothing was created), 3 another daemon already
+writes the path."
+)]
+struct Args {
+    /// Segment file to create (on tmpfs).
+    #[arg(long, default_value = "/dev/shm/perfabi.seg")]
+    path: PathBuf,
+    /// Seconds between refreshes of the host statistics (and heartbeats).
+    #[arg(long, default_value_t = 1.0, value_name = "SECS")]
+    interval: f64,
+    /// A /proc/vmstat counter to publish (repeatable; default: a common set).
+    #[arg(long = "vmstat", value_name = "NAME")]
+    vmstat: Vec<String>,
+    /// Instance table capacity.
+    #[arg(long, default_value_t = 1024)]
+    max_instances: u32,
+    /// Folder holding stat, softirqs and vmstat (for tests; default /proc).
+    #[arg(long, hide = true)]
+    proc_root: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err((code, msg)) => {
+            eprintln!("perfabi-exportd: {msg}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn run(args: Args) -> Result<(), (u8, String)> {
+    // 1. Check the configuration; nothing exists yet.
+    let bad = |m: String| (2u8, m);
+    if !(args.interval.is_finite() && args.interval >= 0.01 && args.interval <= 3600.0) {
+        return Err(bad(format!(
+            "--interval {} must be between 0.01 and 3600 seconds",
+            args.interval
+        )));
+    }
+    let interval = Duration::from_secs_f64(args.interval);
+    match args.path.parent() {
+        Some(d) if d.as_os_str().is_empty() || d.is_dir() => {}
+        _ => {
+            return Err(bad(format!(
+                "--path {}: its folder does not exist",
+                args.path.display()
+            )))
+        }
+    }
+    let vmstat: Vec<String> = if args.vmstat.is_empty() {
+        default_vmstat()
+    } else {
+        args.vmstat.clone()
+    };
+    let paths = match &args.proc_root {
+        Some(r) => host::ProcPaths {
+            stat: r.join("stat"),
+            softirqs: r.join("softirqs"),
+            vmstat: r.join("vmstat"),
+        },
+        None => host::ProcPaths::default(),
+    };
+    host::check(&paths, &vmstat).map_err(|e| bad(e.to_string()))?;
+    let config = Config {
+        max_instances: args.max_instances,
+        heartbeat_interval: interval,
+        ..Config::default()
+    };
+    perfabi::Geometry {
+        page_size: 4096,
+        nr_cpus: 1,
+        max_instances: config.max_instances,
+        damon_capacity: config.damon_capacity,
+    }
+    .sizes()
+    .map_err(|e| bad(format!("--max-instances {}: {e}", args.max_instances)))?;
+
+    // 2. One daemon per path.
+    let lock = lock::PathLock::take(&args.path).map_err(|m| (3u8, m))?;
+
+    // 3. Create the segment (a new epoch) and the sources.
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone())
+            .map_err(|e| (1u8, format!("cannot handle signals: {e}")))?;
+    }
+    let w = Writer::create(&args.path, &config).map_err(|e| (1u8, e.to_string()))?;
+    let refreshes = w
+        .add("exportd.refreshes", "count", Semantics::Counter)
+        .map_err(|e| (1u8, e.to_string()))?;
+    let refresh_us = w
+        .add_typed(
+            "exportd.refresh_us",
+            "us",
+            Semantics::Instant,
+            perfabi::ValueType::U64,
+        )
+        .map_err(|e| (1u8, e.to_string()))?;
+    let mut hostsrc =
+        host::HostSource::new(&w, paths, &vmstat).map_err(|e| (1u8, e.to_string()))?;
+    eprintln!(
+        "perfabi-exportd: writing {} (epoch {:#x}, {} CPUs, every {:?}; lock {})",
+        args.path.display(),
+        w.epoch(),
+        w.layout().nr_cpus,
+        interval,
+        lock.path().display()
+    );
+
+    // 4. Refresh and heartbeat until told to stop.
+    let mut next = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        let t = Instant::now();
+        if let Err(e) = hostsrc.refresh(&w) {
+            eprintln!("perfabi-exportd: host statistics: {e}");
+        }
+        let _ = w.set(refresh_us, t.elapsed().as_micros() as i64);
+        let _ = w.adjust(refreshes, 1);
+        w.heartbeat();
+        if w.damaged() {
+            return Err((
+                1,
+                format!(
+                    "{} was truncated by someone else: restart to create it again",
+                    args.path.display()
+                ),
+            ));
+        }
+        next += interval;
+        while !stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            if now >= next {
+                break;
+            }
+            std::thread::sleep((next - now).min(Duration::from_millis(50)));
+        }
+    }
+    w.close();
+    eprintln!(
+        "perfabi-exportd: stopped; {} marked closed",
+        args.path.display()
+    );
+    Ok(())
+}
+
+/// The default vmstat set, limited to what this kernel has.
+fn default_vmstat() -> Vec<String> {
+    let present = std::fs::read_to_string("/proc/vmstat")
+        .map(|t| procfs::vmstat(&t))
+        .unwrap_or_default();
+    host::DEFAULT_VMSTAT
+        .iter()
+        .filter(|n| present.contains_key(**n))
+        .map(|n| n.to_string())
+        .collect()
+}

@@ -1,0 +1,218 @@
+//! perfabi-exportd as a process: values against /proc, lifecycle.
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use perfabi_reader::{Error, Options, Segment};
+
+const BIN: &str = env!("CARGO_BIN_EXE_perfabi-exportd");
+
+fn start(path: &Path, extra: &[&str]) -> Child {
+    let child = Command::new(BIN)
+        .arg("--path")
+        .arg(path)
+        .args(["--interval", "0.1"])
+        .args(extra)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(10);
+    while !path.exists() {
+        assert!(
+            Instant::now() < end,
+            "daemon did not create {}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child
+}
+
+/// SIGTERM, as a service manager stops the daemon, then its output.
+fn stop(child: Child) -> Output {
+    // SAFETY: kill(2) on our own child's pid, which we have not reaped yet.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    child.wait_with_output().unwrap()
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+/// Microseconds per /proc/stat clock tick (USER_HZ).
+fn ticks_us() -> u64 {
+    1_000_000 / rustix::param::clock_ticks_per_second()
+}
+
+/// Per-CPU `user` and `system` times of /proc/stat, in microseconds.
+fn proc_stat() -> Vec<(u64, u64)> {
+    std::fs::read_to_string("/proc/stat")
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
+        .map(|l| {
+            let f: Vec<u64> = l
+                .split_ascii_whitespace()
+                .skip(1)
+                .map(|x| x.parse().unwrap())
+                .collect();
+            (f[0] * ticks_us(), f[2] * ticks_us())
+        })
+        .collect()
+}
+
+#[test]
+fn published_host_values_match_proc_stat_read_in_the_same_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let child = start(&path, &[]);
+    let mut seg = Segment::open(&path).unwrap();
+    let mut checked = 0;
+    for _ in 0..5 {
+        let before = proc_stat();
+        // Wait for a refresh that started after `before` was read.
+        let r0 = seg.counter("exportd.refreshes").unwrap().total;
+        while seg.counter("exportd.refreshes").unwrap().total < r0 + 2 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let user = seg.counter("cpu.user").unwrap();
+        let system = seg.counter("cpu.system").unwrap();
+        let after = proc_stat();
+        for (cpu, ((b, a), (u, s))) in before
+            .iter()
+            .zip(&after)
+            .zip(user.per_cpu.iter().zip(&system.per_cpu))
+            .enumerate()
+        {
+            assert!(
+                b.0 <= *u && *u <= a.0,
+                "cpu{cpu} user: {} <= {u} <= {}",
+                b.0,
+                a.0
+            );
+            assert!(
+                b.1 <= *s && *s <= a.1,
+                "cpu{cpu} system: {} <= {s} <= {}",
+                b.1,
+                a.1
+            );
+            checked += 1;
+        }
+    }
+    let out = stop(child);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("host statistics: {checked} per-CPU user/system pairs lay between /proc/stat read before and after");
+}
+
+#[test]
+fn softirqs_and_vmstat_are_published() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let child = start(&path, &["--vmstat", "pgfault", "--vmstat", "nr_free_pages"]);
+    let mut seg = Segment::open(&path).unwrap();
+    let names: Vec<String> = seg
+        .instances()
+        .unwrap()
+        .into_iter()
+        .map(|i| i.name)
+        .collect();
+    assert!(names.iter().any(|n| n == "softirq.timer"), "{names:?}");
+    assert!(
+        names.iter().any(|n| n == "vmstat.pgfault")
+            && names.iter().any(|n| n == "vmstat.nr_free_pages")
+    );
+    let pf = seg.counter("vmstat.pgfault").unwrap();
+    assert!(
+        pf.total > 0 && pf.per_cpu[1..].iter().all(|&v| v == 0),
+        "machine-wide values sit on CPU 0"
+    );
+    assert_eq!(
+        seg.counter("vmstat.nr_free_pages")
+            .unwrap()
+            .instance
+            .semantics,
+        perfabi::Semantics::Instant
+    );
+    stop(child);
+}
+
+#[test]
+fn one_daemon_per_path_and_bad_configuration_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let first = start(&path, &[]);
+    let second = run(&["--path", path.to_str().unwrap()]);
+    assert_eq!(second.status.code(), Some(3));
+    let msg = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        msg.contains("already writes") && msg.contains(&first.id().to_string()),
+        "{msg}"
+    );
+    stop(first);
+
+    let fresh = dir.path().join("fresh");
+    for bad in [
+        vec!["--interval", "0"],
+        vec!["--interval", "nan"],
+        vec!["--vmstat", "no_such_counter"],
+        vec!["--max-instances", "0"],
+    ] {
+        let mut args = vec!["--path", fresh.to_str().unwrap()];
+        args.extend(&bad);
+        let out = run(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{bad:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
+        assert!(!fresh.exists(), "{bad:?} created the segment");
+        assert!(
+            !dir.path().join("fresh.lock").exists(),
+            "{bad:?} created the lock"
+        );
+    }
+    let out = run(&["--path", "/nonexistent/dir/seg"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn sigterm_closes_and_a_restart_is_followed_by_readers() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let child = start(&path, &[]);
+    let opts = Options {
+        recheck: Duration::from_millis(20),
+        ..Options::default()
+    };
+    let mut seg = Segment::open_with(&path, opts).unwrap();
+    let epoch1 = seg.info().unwrap().header.epoch;
+    assert!(seg.counter("cpu.user").is_ok());
+    let out = stop(child);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("marked closed"));
+    assert!(matches!(seg.counter("cpu.user"), Err(Error::Closed)));
+
+    let child = start(&path, &[]);
+    let end = Instant::now() + Duration::from_secs(5);
+    let c = loop {
+        match seg.counter("cpu.user") {
+            Ok(c) => break c,
+            Err(_) if Instant::now() < end => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => panic!("the restarted daemon was not followed: {e}"),
+        }
+    };
+    let epoch2 = seg.info().unwrap().header.epoch;
+    assert_ne!(epoch1, epoch2);
+    println!(
+        "restart followed: epoch {epoch1:#x} -> {epoch2:#x}, cpu.user total {} us",
+        c.total
+    );
+    stop(child);
+}
