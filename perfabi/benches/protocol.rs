@@ -7,7 +7,8 @@
 //! * `two_threads/*`: 2 threads, each `iters` updates; time per update per
 //!   thread, per-CPU `adjust` vs `fetch_add` on one shared `AtomicU64`;
 //! * `snapshot/*`: a consistent snapshot of 1,024 counters on every CPU vs
-//!   `memcpy` of the same number of bytes.
+//!   `memcpy` of the same number of bytes;
+//! * `damon/*`: publishing one aggregation of 10,000 regions.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -143,5 +144,34 @@ fn snapshot(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, adjust, contention, snapshot);
+fn damon(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Config {
+        max_instances: 16,
+        damon_capacity: 32_768,
+        ..Config::default()
+    };
+    let w = Writer::create(dir.path().join("damon"), &cfg).unwrap();
+    let iv = perfabi::damon::Intervals {
+        sample_us: 5_000,
+        aggr_us: 100_000,
+    };
+    let regions: Vec<perfabi::damon::Region> = (0..10_000u64)
+        .map(|i| perfabi::damon::Region {
+            start: i << 12,
+            end: (i + 1) << 12,
+            nr_accesses: (i % 21) as u32,
+            age: 1,
+        })
+        .collect();
+    let mut g = c.benchmark_group("damon");
+    g.throughput(Throughput::Elements(regions.len() as u64));
+    g.bench_function("publish_10000_regions", |b| {
+        b.iter(|| w.publish_damon(1, 1, iv, black_box(&regions)).unwrap())
+    });
+    g.finish();
+    assert_eq!(w.view().damon(64).unwrap()[0].regions.len(), 10_000);
+}
+
+criterion_group!(benches, adjust, contention, snapshot, damon);
 criterion_main!(benches);

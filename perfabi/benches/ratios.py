@@ -44,3 +44,7 @@ if reader is not None:
     print(f"reader: 10 stats x all CPUs:        {reader:8.1f} ns")
     print(f"text copy open+read+parse:          {text:8.1f} ns  ({text / reader:6.0f}x slower)")
     print(f"/proc/stat open+read+parse:         {proc:8.1f} ns  ({proc / reader:6.0f}x slower)  (target >= 300x)")
+
+damon = ns("damon", "publish_10000_regions", required=False)
+if damon is not None:
+    print(f"publish a 10,000-region aggregation: {damon / 1000:8.1f} us  (target < 100 us)")
