@@ -54,78 +54,29 @@ static enum hrtimer_restart tick(struct hrtimer *t)
 	return HRTIMER_RESTART;
 }
 
-/* Picoseconds per iteration of the best of 5 runs (least disturbed). */
-static u64 measure_adjust(void)
-{
-	u64 best = U64_MAX;
-	int run;
-
-	for (run = 0; run < 5; run++) {
-		u64 t0, dt;
-		unsigned int i;
-
-		preempt_disable();
-		t0 = ktime_get_ns();
-		for (i = 0; i < loops; i++)
-			perfabi_adjust(hot_id, 1);
-		dt = ktime_get_ns() - t0;
-		preempt_enable();
-		best = min(best, dt * 1000 / loops);
-	}
-	return best;
-}
-
 /*
- * What perfabi_adjust() would cost if its counters were real per-CPU
- * memory: the same id check, then this_cpu_add() (one %gs-relative add,
- * no preemption toggling). Measured to decide whether that redesign is
- * worth it; not what the module does today.
+ * Picoseconds per execution of `body`: the best of 5 runs (the least
+ * disturbed) of `loops` executions with preemption off.
  */
-static u64 measure_check_plus_this_cpu(void)
-{
-	unsigned long slot = (unsigned long)hot_id & PERFABI_ID_SLOT_MASK;
-	u64 reg = (u64)hot_id >> PERFABI_ID_SLOT_BITS;
-	u64 best = U64_MAX;
-	int run;
-
-	for (run = 0; run < 5; run++) {
-		u64 t0, dt;
-		unsigned int i;
-
-		preempt_disable();
-		t0 = ktime_get_ns();
-		for (i = 0; i < loops; i++) {
-			if (unlikely(hot_id < 0 || slot >= perfabi_fast.max_instances ||
-				     READ_ONCE(perfabi_fast.live[slot]) != reg))
-				break;
-			this_cpu_add(plain_counter, 1);
-		}
-		dt = ktime_get_ns() - t0;
-		preempt_enable();
-		best = min(best, dt * 1000 / loops);
-	}
-	return best;
-}
-
-static u64 measure_this_cpu(void)
-{
-	u64 best = U64_MAX;
-	int run;
-
-	for (run = 0; run < 5; run++) {
-		u64 t0, dt;
-		unsigned int i;
-
-		preempt_disable();
-		t0 = ktime_get_ns();
-		for (i = 0; i < loops; i++)
-			this_cpu_add(plain_counter, 1);
-		dt = ktime_get_ns() - t0;
-		preempt_enable();
-		best = min(best, dt * 1000 / loops);
-	}
-	return best;
-}
+#define MEASURE_PS(body) ({						\
+	u64 __best = U64_MAX;						\
+	int __run;							\
+									\
+	for (__run = 0; __run < 5; __run++) {				\
+		unsigned int __i;					\
+		u64 __t0, __dt;						\
+									\
+		preempt_disable();					\
+		__t0 = ktime_get_ns();					\
+		for (__i = 0; __i < loops; __i++) {			\
+			body;						\
+		}							\
+		__dt = ktime_get_ns() - __t0;				\
+		preempt_enable();					\
+		__best = min(__best, __dt * 1000 / loops);		\
+	}								\
+	__best;								\
+})
 
 static long add_or_warn(const char *name, const char *unit, u32 sem)
 {
@@ -138,7 +89,8 @@ static long add_or_warn(const char *name, const char *unit, u32 sem)
 
 static int __init selftest_init(void)
 {
-	u64 a, p, c;
+	unsigned long slot;
+	u64 a, p, c, reg;
 
 	ticks_id = add_or_warn("selftest.hrtimer_ticks", "count", PERFABI_COUNTER);
 	hot_id = add_or_warn("selftest.hot_path", "count", PERFABI_COUNTER);
@@ -151,6 +103,9 @@ static int __init selftest_init(void)
 	    probe_ns_id < 0 || probe_events_id < 0)
 		return -EINVAL;
 
+	slot = (unsigned long)hot_id & PERFABI_ID_SLOT_MASK;
+	reg = (u64)hot_id >> PERFABI_ID_SLOT_BITS;
+
 	/* Bad arguments are refused and change nothing. */
 	if (perfabi_add("bad name", "", PERFABI_COUNTER) != -EINVAL ||
 	    perfabi_add("selftest.hot_path", "", PERFABI_COUNTER) != -EEXIST ||
@@ -159,9 +114,17 @@ static int __init selftest_init(void)
 	else
 		pr_info("perfabi_selftest: PERFABI-TEST bad-arguments PASS\n");
 
-	a = measure_adjust();
-	p = measure_this_cpu();
-	c = measure_check_plus_this_cpu();
+	a = MEASURE_PS(perfabi_adjust(hot_id, 1));
+	p = MEASURE_PS(this_cpu_add(plain_counter, 1));
+	/*
+	 * What perfabi_adjust() would cost with its counters in real per-CPU
+	 * memory: the same id check, then one %gs-relative this_cpu_add(), no
+	 * preemption toggling. Measured to decide on that redesign.
+	 */
+	c = MEASURE_PS(if (unlikely(hot_id < 0 || slot >= perfabi_fast.max_instances ||
+				    READ_ONCE(perfabi_fast.live[slot]) != reg))
+				break;
+			this_cpu_add(plain_counter, 1));
 	perfabi_adjust(adjust_ps_id, a);
 	perfabi_adjust(this_cpu_ps_id, p);
 	perfabi_adjust(check_ps_id, c);

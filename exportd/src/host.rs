@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use perfabi::writer::{ExternalId, Writer};
 use perfabi::{Semantics, ValueType};
 
-use crate::procfs;
+use perfabi::host as procfs;
 
 /// Where the source reads (a different root lets tests feed it files).
 #[derive(Clone, Debug)]

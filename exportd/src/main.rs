@@ -9,7 +9,6 @@
 
 mod host;
 mod lock;
-mod procfs;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -178,7 +177,7 @@ fn run(args: Args) -> Result<(), (u8, String)> {
 /// The default vmstat set, limited to what this kernel has.
 fn default_vmstat() -> Vec<String> {
     let present = std::fs::read_to_string("/proc/vmstat")
-        .map(|t| procfs::vmstat(&t))
+        .map(|t| perfabi::host::vmstat(&t))
         .unwrap_or_default();
     host::DEFAULT_VMSTAT
         .iter()

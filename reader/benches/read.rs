@@ -12,46 +12,12 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use perfabi::writer::{Config, Writer};
 use perfabi_reader::Segment;
 
-const FIELDS: [&str; 10] = [
-    "user",
-    "nice",
-    "system",
-    "idle",
-    "iowait",
-    "irq",
-    "softirq",
-    "steal",
-    "guest",
-    "guest_nice",
-];
+use perfabi::host::CPU_FIELDS as FIELDS;
 
-/// Parses the `cpuN` lines of `/proc/stat` text into 10 values per CPU.
-fn parse_stat(text: &str, out: &mut Vec<[u64; 10]>) {
-    out.clear();
-    for line in text.lines() {
-        let Some(rest) = line.strip_prefix("cpu") else {
-            continue;
-        };
-        if !rest.starts_with(|c: char| c.is_ascii_digit()) {
-            continue; // the aggregate "cpu " line
-        }
-        let mut v = [0u64; 10];
-        for (slot, field) in v.iter_mut().zip(rest.split_ascii_whitespace().skip(1)) {
-            *slot = field.parse().unwrap_or(0);
-        }
-        out.push(v);
-    }
-}
-
-fn read_parse(path: &Path, out: &mut Vec<[u64; 10]>) {
+/// The text route: open, read and parse the per-CPU lines.
+fn read_parse(path: &Path) -> usize {
     let text = std::fs::read_to_string(path).unwrap();
-    parse_stat(&text, out);
-}
-
-fn pin(cpu: usize) {
-    let mut set = rustix::thread::CpuSet::new();
-    set.set(cpu);
-    rustix::thread::sched_setaffinity(None, &set).unwrap();
+    perfabi::host::stat_times(&text).len()
 }
 
 fn bench(c: &mut Criterion) {
@@ -59,8 +25,7 @@ fn bench(c: &mut Criterion) {
     let stat = std::fs::read_to_string("/proc/stat").unwrap();
     let copy = dir.path().join("stat.txt");
     std::fs::write(&copy, &stat).unwrap();
-    let mut per_cpu = Vec::new();
-    parse_stat(&stat, &mut per_cpu);
+    let per_cpu: Vec<[u64; 10]> = perfabi::host::stat_times(&stat).into_values().collect();
 
     // The same values in a segment, each CPU's in its own block.
     let seg_path = dir.path().join("stat.seg");
@@ -73,21 +38,18 @@ fn bench(c: &mut Criterion) {
         },
     )
     .unwrap();
-    let ids: Vec<_> = FIELDS
-        .iter()
-        .map(|f| {
-            w.add(&format!("cpu.{f}"), "ticks", perfabi::Semantics::Counter)
-                .unwrap()
-        })
-        .collect();
-    let all = rustix::thread::sched_getaffinity(None).unwrap();
-    for (cpu, vals) in per_cpu.iter().enumerate() {
-        pin(cpu);
-        for (id, &v) in ids.iter().zip(vals) {
-            w.adjust(*id, v as i64).unwrap();
-        }
+    for (f, field) in FIELDS.iter().enumerate() {
+        let id = w
+            .add_external(
+                &format!("cpu.{field}"),
+                "ticks",
+                perfabi::Semantics::Counter,
+                perfabi::ValueType::U64,
+            )
+            .unwrap();
+        let values: Vec<u64> = per_cpu.iter().map(|v| v[f]).collect();
+        w.publish_per_cpu(id, &values).unwrap();
     }
-    rustix::thread::sched_setaffinity(None, &all).unwrap();
 
     let mut seg = Segment::open(&seg_path).unwrap();
     let handles: Vec<_> = FIELDS
@@ -110,12 +72,11 @@ fn bench(c: &mut Criterion) {
     g.bench_function("perfabi_reader", |b| {
         b.iter(|| seg.read_many(black_box(&handles), &mut values).unwrap())
     });
-    let mut parsed = Vec::new();
     g.bench_function("text_copy_open_read_parse", |b| {
-        b.iter(|| read_parse(black_box(&copy), &mut parsed))
+        b.iter(|| read_parse(black_box(&copy)))
     });
     g.bench_function("proc_stat_open_read_parse", |b| {
-        b.iter(|| read_parse(black_box(Path::new("/proc/stat")), &mut parsed))
+        b.iter(|| read_parse(black_box(Path::new("/proc/stat"))))
     });
     g.finish();
     drop(w);
