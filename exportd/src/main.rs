@@ -9,6 +9,7 @@
 
 mod host;
 mod lock;
+mod replay;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -43,6 +44,22 @@ struct Args {
     /// Instance table capacity.
     #[arg(long, default_value_t = 1024)]
     max_instances: u32,
+    /// Replay a DAMON record (ftrace or perf script text of damon_aggregated
+    /// events) at its recorded cadence, in a loop.
+    #[arg(long, value_name = "FILE")]
+    replay: Option<PathBuf>,
+    /// Replay this many times faster than recorded.
+    #[arg(long, default_value_t = 1.0, value_name = "X", requires = "replay")]
+    replay_speed: f64,
+    /// Replay the record once instead of in a loop.
+    #[arg(long, requires = "replay")]
+    replay_once: bool,
+    /// Sampling interval of replayed regions, for records that do not name it.
+    #[arg(long, default_value_t = 5000, value_name = "US")]
+    damon_sample_us: u32,
+    /// Aggregation interval of replayed regions, for records that do not name it.
+    #[arg(long, default_value_t = 100_000, value_name = "US")]
+    damon_aggr_us: u32,
     /// Folder holding stat, softirqs and vmstat (for tests; default /proc).
     #[arg(long, hide = true)]
     proc_root: Option<PathBuf>,
@@ -92,6 +109,36 @@ fn run(args: Args) -> Result<(), (u8, String)> {
         None => host::ProcPaths::default(),
     };
     host::check(&paths, &vmstat).map_err(|e| bad(e.to_string()))?;
+    let record = match &args.replay {
+        Some(f) => {
+            let text = std::fs::read_to_string(f)
+                .map_err(|e| bad(format!("--replay {}: {e}", f.display())))?;
+            let r = replay::parse(&text);
+            if r.aggregations.is_empty() {
+                return Err(bad(format!(
+                    "--replay {}: no complete damon_aggregated aggregation in it",
+                    f.display()
+                )));
+            }
+            Some(r)
+        }
+        None => None,
+    };
+    if !(args.replay_speed.is_finite() && args.replay_speed > 0.0) {
+        return Err(bad(format!(
+            "--replay-speed {} must be positive",
+            args.replay_speed
+        )));
+    }
+    let default_iv = perfabi::damon::Intervals {
+        sample_us: args.damon_sample_us,
+        aggr_us: args.damon_aggr_us,
+    };
+    if default_iv.sample_us == 0 || default_iv.aggr_us == 0 {
+        return Err(bad(
+            "--damon-sample-us and --damon-aggr-us must be positive".into(),
+        ));
+    }
     let config = Config {
         max_instances: args.max_instances,
         heartbeat_interval: interval,
@@ -115,7 +162,7 @@ fn run(args: Args) -> Result<(), (u8, String)> {
         signal_hook::flag::register(sig, stop.clone())
             .map_err(|e| (1u8, format!("cannot handle signals: {e}")))?;
     }
-    let w = Writer::create(&args.path, &config).map_err(|e| (1u8, e.to_string()))?;
+    let w = Arc::new(Writer::create(&args.path, &config).map_err(|e| (1u8, e.to_string()))?);
     let refreshes = w
         .add("exportd.refreshes", "count", Semantics::Counter)
         .map_err(|e| (1u8, e.to_string()))?;
@@ -129,6 +176,30 @@ fn run(args: Args) -> Result<(), (u8, String)> {
         .map_err(|e| (1u8, e.to_string()))?;
     let mut hostsrc =
         host::HostSource::new(&w, paths, &vmstat).map_err(|e| (1u8, e.to_string()))?;
+    let replayer = match record {
+        Some(record) => {
+            let counter = w
+                .add("exportd.damon_aggregations", "count", Semantics::Counter)
+                .map_err(|e| (1u8, e.to_string()))?;
+            let (w, stop) = (w.clone(), stop.clone());
+            let (speed, repeat) = (args.replay_speed, !args.replay_once);
+            eprintln!(
+                "perfabi-exportd: replaying {} aggregations from {}",
+                record.aggregations.len(),
+                args.replay
+                    .as_ref()
+                    .map_or(String::new(), |p| p.display().to_string())
+            );
+            Some(std::thread::spawn(move || {
+                let done = || stop.load(Ordering::Relaxed);
+                if let Err(e) = replay::run(&w, &record, default_iv, speed, repeat, counter, &done)
+                {
+                    eprintln!("perfabi-exportd: replay: {e}");
+                }
+            }))
+        }
+        None => None,
+    };
     eprintln!(
         "perfabi-exportd: writing {} (epoch {:#x}, {} CPUs, every {:?}; lock {})",
         args.path.display(),
@@ -166,7 +237,13 @@ fn run(args: Args) -> Result<(), (u8, String)> {
             std::thread::sleep((next - now).min(Duration::from_millis(50)));
         }
     }
-    w.close();
+    if let Some(r) = replayer {
+        let _ = r.join();
+    }
+    match Arc::try_unwrap(w) {
+        Ok(w) => w.close(),
+        Err(_) => return Err((1, "internal: the writer is still shared at exit".into())),
+    }
     eprintln!(
         "perfabi-exportd: stopped; {} marked closed",
         args.path.display()

@@ -24,30 +24,30 @@ fn size(n: u64) -> String {
     }
 }
 
-/// The heatmap of one aggregation: `width` cells spanning the regions'
-/// address range; a cell shows the byte-weighted mean access frequency of
-/// the regions it covers (gaps between regions count as idle).
+/// The heatmap of one aggregation: `width` cells over the monitored bytes,
+/// regions laid end to end (the gaps between them, which for a process's
+/// address space span terabytes, are left out); a cell shows the
+/// byte-weighted mean access frequency of what it covers.
 pub fn heatmap(a: &Aggregation, width: usize) -> String {
-    let (Some(first), Some(last)) = (a.regions.first(), a.regions.last()) else {
+    let total: u64 = a.regions.iter().map(|r| r.len()).sum();
+    if total == 0 {
         return String::new();
-    };
-    let (lo, hi) = (first.start, last.end);
-    let span = (hi - lo).max(1) as f64;
+    }
     let width = width.max(1);
+    let cell = total as f64 / width as f64;
     let mut heat = vec![0f64; width];
+    let mut offset = 0f64;
     for r in &a.regions {
+        let (lo, hi) = (offset, offset + r.len() as f64);
+        offset = hi;
         let f = a.frequency(r);
-        let c0 = ((r.start - lo) as f64 / span * width as f64) as usize;
-        let c1 = (((r.end - lo) as f64 / span * width as f64).ceil() as usize).min(width);
-        let end = c1.max(c0 + 1).min(width);
-        for (c, h) in heat.iter_mut().enumerate().take(end).skip(c0) {
-            let cell_lo = lo as f64 + span * c as f64 / width as f64;
-            let cell_hi = lo as f64 + span * (c + 1) as f64 / width as f64;
-            let overlap = (cell_hi.min(r.end as f64) - cell_lo.max(r.start as f64)).max(0.0);
+        let first = (lo / cell) as usize;
+        let last = ((hi / cell).ceil() as usize).min(width);
+        for (c, h) in heat.iter_mut().enumerate().take(last).skip(first) {
+            let overlap = (hi.min((c + 1) as f64 * cell) - lo.max(c as f64 * cell)).max(0.0);
             *h += f * overlap;
         }
     }
-    let cell = span / width as f64;
     heat.iter()
         .map(|&h| {
             let f = (h / cell).clamp(0.0, 1.0);
@@ -101,6 +101,12 @@ pub fn report(aggs: &[Aggregation], width: usize) -> String {
             format!("{last:#x}"),
             w = width.saturating_sub(format!("{first:#x}").len()) + 2
         );
+        if a.regions.windows(2).any(|w| w[0].end < w[1].start) {
+            let _ = writeln!(
+                out,
+                "     (monitored bytes end to end; gaps between regions left out)"
+            );
+        }
         let _ = writeln!(
             out,
             "     scale: '{}' = 0% .. 100% access frequency",
