@@ -45,7 +45,8 @@ struct Args {
     #[arg(long, default_value_t = 1024)]
     max_instances: u32,
     /// Replay a DAMON record (ftrace or perf script text of damon_aggregated
-    /// events) at its recorded cadence, in a loop.
+    /// events, or a perfabi-cat --record recording) at its recorded cadence,
+    /// in a loop.
     #[arg(long, value_name = "FILE")]
     replay: Option<PathBuf>,
     /// Replay this many times faster than recorded.
@@ -113,7 +114,8 @@ fn run(args: Args) -> Result<(), (u8, String)> {
         Some(f) => {
             let text = std::fs::read_to_string(f)
                 .map_err(|e| bad(format!("--replay {}: {e}", f.display())))?;
-            let r = replay::parse(&text);
+            let r =
+                replay::parse(&text).map_err(|e| bad(format!("--replay {}: {e}", f.display())))?;
             if r.aggregations.is_empty() {
                 return Err(bad(format!(
                     "--replay {}: no complete damon_aggregated aggregation in it",

@@ -1,7 +1,8 @@
-//! The DAMON replay source: reads a record of `damon_aggregated` events —
-//! the text ftrace prints, or `perf script` output — and publishes its
-//! complete aggregations at the recorded cadence, so that demos and tests
-//! have real region data on any machine.
+//! The DAMON replay source: reads a record — the text ftrace or `perf
+//! script` prints for `damon_aggregated` events, or a recording made with
+//! `perfabi-cat --record` — and publishes its complete aggregations at the
+//! recorded cadence, so that demos and tests have real region data on any
+//! machine.
 //!
 //! A line looks like (ftrace, then perf script):
 //!
@@ -118,8 +119,31 @@ fn parse_seconds_ns(t: &str) -> Option<u64> {
     Some(s.parse::<u64>().ok()? * 1_000_000_000 + frac.get(..9)?.parse::<u64>().ok()?)
 }
 
-/// Parses a whole record (see the module documentation).
-pub fn parse(text: &str) -> Record {
+/// Parses a whole record: a recording of `perfabi-cat --record` (JSON lines,
+/// see `perfabi::record`), or trace text (see the module documentation).
+pub fn parse(text: &str) -> Result<Record, String> {
+    if text.trim_start().starts_with('{') {
+        let aggs = perfabi::record::aggregations(text)?;
+        let intervals = aggs.first().map(|(_, a)| a.intervals());
+        let aggregations = aggs
+            .into_iter()
+            .map(|(at_ns, a)| RecordedAggregation {
+                at_ns,
+                monitor: a.monitor_id,
+                target: a.target_id,
+                regions: a.regions(),
+            })
+            .collect();
+        return Ok(Record {
+            intervals,
+            aggregations,
+        });
+    }
+    Ok(parse_trace(text))
+}
+
+/// Parses trace text (see the module documentation).
+pub fn parse_trace(text: &str) -> Record {
     let mut intervals = None;
     let mut partial: BTreeMap<(u64, u64), (u64, u32, Vec<Region>)> = BTreeMap::new();
     let mut out = Vec::new();
@@ -234,7 +258,7 @@ mod tests {
 
     #[test]
     fn the_shipped_record_holds_complete_aggregations_with_the_hot_range() {
-        let r = parse(SHIPPED);
+        let r = parse(SHIPPED).unwrap();
         assert_eq!(
             r.intervals,
             Some(Intervals {
@@ -271,5 +295,60 @@ mod tests {
             gaps.iter().all(|&g| (50_000_000..200_000_000).contains(&g)),
             "cadence about 100 ms: {gaps:?}"
         );
+    }
+}
+
+#[cfg(test)]
+mod recording_tests {
+    use super::*;
+
+    #[test]
+    fn reads_back_a_perfabi_cat_recording() {
+        let a = perfabi::record::RecordedAggregation {
+            monitor_id: 9,
+            target_id: 1,
+            aggregation: 4,
+            sample_us: 1000,
+            aggr_us: 50_000,
+            regions: vec![perfabi::record::RecordedRegion {
+                start: 0,
+                end: 4096,
+                nr_accesses: 50,
+                age: 2,
+            }],
+        };
+        let line = |t_ns, damon: Vec<_>| {
+            perfabi::record::to_line(&perfabi::record::Snapshot {
+                t_ns,
+                epoch: "0x1".into(),
+                generation: 1,
+                counters: Default::default(),
+                damon,
+            })
+        };
+        let mut b = a.clone();
+        b.aggregation = 5;
+        // Aggregation 4 appears in two snapshots: it is replayed once.
+        let text = [
+            line(0, vec![a.clone()]),
+            line(40, vec![a.clone()]),
+            line(90, vec![b]),
+        ]
+        .join("\n");
+        let r = parse(&text).unwrap();
+        assert_eq!(
+            r.intervals,
+            Some(Intervals {
+                sample_us: 1000,
+                aggr_us: 50_000
+            })
+        );
+        assert_eq!(r.aggregations.len(), 2);
+        assert_eq!(
+            (r.aggregations[1].at_ns, r.aggregations[1].monitor),
+            (90, 9)
+        );
+        assert_eq!(r.aggregations[0].regions[0].nr_accesses, 50);
+        assert!(parse("{not json").is_err());
     }
 }

@@ -32,6 +32,8 @@ pub mod view;
 
 #[cfg(all(feature = "std", target_os = "linux", not(loom)))]
 pub mod host;
+#[cfg(all(feature = "std", not(loom)))]
+pub mod record;
 #[cfg(all(feature = "std", target_os = "linux", not(loom)))]
 pub mod sigbus;
 #[cfg(all(feature = "std", target_os = "linux", not(loom)))]

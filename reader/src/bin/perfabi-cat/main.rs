@@ -41,8 +41,8 @@ struct Args {
     /// Print per-second rates every SECS seconds until interrupted.
     #[arg(long, value_name = "SECS")]
     watch: Option<f64>,
-    /// With --watch: stop after this many intervals.
-    #[arg(long, value_name = "N", requires = "watch")]
+    /// With --watch or --record: stop after this many intervals.
+    #[arg(long, value_name = "N")]
     count: Option<u64>,
     /// Show DAMON regions: a table and a heatmap of access frequency.
     #[arg(long, conflicts_with_all = ["openmetrics", "watch"])]
@@ -53,6 +53,11 @@ struct Args {
     /// Show the header: ABI, epoch, generation, writer, liveness.
     #[arg(long, conflicts_with_all = ["openmetrics", "watch", "damon"])]
     info: bool,
+    /// Append a timestamped snapshot (counters and DAMON aggregations, one
+    /// JSON line) to FILE every --watch SECS (default 1) until interrupted
+    /// or --count; perfabi-exportd --replay reads it back.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["openmetrics", "damon", "info"])]
+    record: Option<PathBuf>,
     /// Print the last values of a writer that is gone, instead of failing.
     #[arg(long)]
     allow_stale: bool,
@@ -141,6 +146,9 @@ fn run(args: &Args) -> Result<(), Failure> {
         }
         return Ok(());
     }
+    if let Some(file) = &args.record {
+        return record(&mut seg, file, args);
+    }
     if let Some(secs) = args.watch {
         return watch(&mut seg, &mut out, args, secs);
     }
@@ -157,6 +165,45 @@ fn run(args: &Args) -> Result<(), Failure> {
         write!(out, "{}", render::openmetrics(&snap, args.cpu))?;
     } else {
         write!(out, "{}", render::table(&snap, args.cpu))?;
+    }
+    Ok(())
+}
+
+/// Appends one snapshot line per interval to `file` (see perfabi::record).
+fn record(seg: &mut Segment, file: &std::path::Path, args: &Args) -> Result<(), Failure> {
+    let secs = args.watch.unwrap_or(1.0);
+    if !(secs.is_finite() && secs > 0.0) {
+        eprintln!("perfabi-cat: --watch needs a positive number of seconds");
+        std::process::exit(2);
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)?;
+    let period = Duration::from_secs_f64(secs);
+    let start = Instant::now();
+    let mut snap = Snapshot::default();
+    for n in 1u64.. {
+        seg.snapshot_into(&mut snap)?;
+        let damon = seg.damon()?;
+        let counters = render::json_counters(&snap)
+            .into_iter()
+            .map(|c| (c.name.to_string(), c.total))
+            .collect();
+        let line = perfabi::record::Snapshot {
+            t_ns: start.elapsed().as_nanos() as u64,
+            epoch: format!("{:#018x}", snap.epoch),
+            generation: snap.generation,
+            counters,
+            damon: damon.iter().map(Into::into).collect(),
+        };
+        writeln!(f, "{}", perfabi::record::to_line(&line))?;
+        if args.count.is_some_and(|c| n >= c) {
+            return Ok(());
+        }
+        // The next snapshot is due at n periods after the start.
+        let due = period.mul_f64(n as f64);
+        std::thread::sleep(due.saturating_sub(start.elapsed()));
     }
     Ok(())
 }

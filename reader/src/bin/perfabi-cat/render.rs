@@ -59,12 +59,14 @@ pub fn table(s: &Snapshot, per_cpu: bool) -> String {
 /// One counter in JSON.
 #[derive(Serialize)]
 pub struct JsonCounter<'a> {
-    name: &'a str,
+    /// Instance name.
+    pub name: &'a str,
     unit: &'a str,
     semantics: &'static str,
     #[serde(rename = "type")]
     value_type: &'static str,
-    total: serde_json::Value,
+    /// Total over CPUs.
+    pub total: serde_json::Value,
     per_cpu: Vec<serde_json::Value>,
 }
 
