@@ -484,11 +484,17 @@ impl Writer {
         let mut aggs = self.aggregations.lock().unwrap_or_else(|p| p.into_inner());
         let agg = aggs.entry((monitor_id, target_id)).or_insert(0);
         *agg += 1;
-        for (i, r) in regions.iter().enumerate() {
-            let rec = damon::to_record(monitor_id, target_id, *agg, i as u32, n, intervals, r);
-            self.engine
-                .write_record(self.words(), &self.layout, &bytemuck::cast(rec))?;
-        }
+        let records: Vec<[u64; DAMON_RECORD_WORDS]> = regions
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                bytemuck::cast(damon::to_record(
+                    monitor_id, target_id, *agg, i as u32, n, intervals, r,
+                ))
+            })
+            .collect();
+        self.engine
+            .write_records(self.words(), &self.layout, &records)?;
         Ok(*agg)
     }
 

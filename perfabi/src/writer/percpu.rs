@@ -63,6 +63,12 @@ pub(crate) struct Word {
 
 /// Most words one multi-word update may carry.
 pub(crate) const MAX_WORDS: usize = 16;
+/// Most DAMON records one update of a ring carries.
+const MAX_BATCH: usize = 32;
+#[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+const _: () = assert!(
+    MAX_BATCH * DAMON_RECORD_WORDS <= rseq::JOURNAL_WORDS && MAX_WORDS <= rseq::JOURNAL_WORDS
+);
 
 struct PerCpuState {
     lock: AtomicBool,
@@ -248,9 +254,8 @@ impl Engine {
         debug_assert!(ops.len() <= MAX_WORDS);
         #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
         if self.method == Method::Rseq {
-            return self.run_multi(words, layout, Mode::Add, |_, buf| {
-                buf[..ops.len()].copy_from_slice(ops);
-                (ops.len(), None)
+            return self.run_rseq(words, layout, |area, cpu| {
+                self.multi_rseq(words, layout, area, cpu, ops, Mode::Add, None)
             });
         }
         self.locked(words, layout, |block| {
@@ -262,75 +267,85 @@ impl Engine {
         Ok(())
     }
 
-    /// Stores `record` in the next slot of the current CPU's DAMON ring and
-    /// advances the ring's `damon_next`, as one update readers see whole.
-    pub(crate) fn write_record(
+    /// Stores `records` in the next slots of the current CPU's DAMON ring
+    /// and advances the ring's `damon_next`: each batch of up to 32 records
+    /// is one update that readers see whole (if the thread migrates, later
+    /// batches go to another CPU's ring, which readers handle).
+    pub(crate) fn write_records(
         &self,
         words: &[AtomicU64],
         layout: &Layout,
-        record: &[u64; DAMON_RECORD_WORDS],
+        records: &[[u64; DAMON_RECORD_WORDS]],
     ) -> Result<(), Error> {
         let cap = layout.damon_capacity as u64;
-        let ring = layout.damon_offset / 8;
-        let ops_for = |next: u64| {
-            let slot = ring + (next % cap) as usize * DAMON_RECORD_WORDS;
-            let mut ops = [Word::default(); DAMON_RECORD_WORDS + 1];
-            for (i, (o, &v)) in ops.iter_mut().zip(record).enumerate() {
-                *o = Word {
-                    index: slot + i,
-                    val: v,
-                };
-            }
-            ops[DAMON_RECORD_WORDS] = Word {
-                index: CPU_DAMON_NEXT_WORD,
-                val: (next + 1) % cap,
-            };
-            ops
-        };
         #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
         if self.method == Method::Rseq {
-            return self.run_multi(words, layout, Mode::Store, |cpu, buf| {
-                let next = words[layout.cpu_block_word(cpu as usize) + CPU_DAMON_NEXT_WORD]
-                    .load(Ordering::Relaxed);
-                let ops = ops_for(next);
-                buf[..ops.len()].copy_from_slice(&ops);
-                // The guard makes the slot choice part of the section: if
-                // another section on this CPU advanced the ring meanwhile, retry.
-                (ops.len(), Some((CPU_DAMON_NEXT_WORD, next)))
-            });
+            let mut done = 0;
+            while done < records.len() {
+                let mut chunk = 0;
+                self.run_rseq(words, layout, |area, cpu| {
+                    let block = layout.cpu_block_word(cpu as usize);
+                    let next_raw = words[block + CPU_DAMON_NEXT_WORD].load(Ordering::Relaxed);
+                    let next = next_raw % cap;
+                    // Contiguous slots only: stop at the end of the ring.
+                    chunk = (records.len() - done)
+                        .min(MAX_BATCH)
+                        .min((cap - next) as usize);
+                    let args = rseq::CopyArgs {
+                        base: words[block].as_ptr(),
+                        journal: self.per_cpu[cpu as usize].journal.get(),
+                        src: records[done..done + chunk].as_ptr() as *const u64,
+                        n: (chunk * DAMON_RECORD_WORDS) as u64,
+                        dst_off: (layout.damon_offset + next as usize * DAMON_RECORD_WORDS * 8)
+                            as u64,
+                        guard_off: (CPU_DAMON_NEXT_WORD * 8) as u64,
+                        guard_val: next_raw,
+                        guard_new: (next + chunk as u64) % cap,
+                    };
+                    // SAFETY: `cpu < nr_cpus` (rseq was chosen only if blocks
+                    // cover every possible CPU); the range holds `chunk`
+                    // whole ring slots from `next`, inside the ring of the
+                    // block; `src` holds `chunk` records; `n <= 256 =
+                    // JOURNAL_WORDS`; the journal is CPU `cpu`'s.
+                    unsafe { rseq::copy(area, cpu, &args) }
+                })?;
+                done += chunk;
+            }
+            return Ok(());
         }
         self.locked(words, layout, |block| {
-            let next = words[block + CPU_DAMON_NEXT_WORD].load(Ordering::Relaxed);
-            for o in ops_for(next) {
-                words[block + o.index].store(o.val, Ordering::Relaxed);
+            let ring = block + layout.damon_offset / 8;
+            for r in records {
+                let next = words[block + CPU_DAMON_NEXT_WORD].load(Ordering::Relaxed) % cap;
+                let slot = ring + next as usize * DAMON_RECORD_WORDS;
+                for (w, &v) in words[slot..slot + DAMON_RECORD_WORDS].iter().zip(r) {
+                    w.store(v, Ordering::Relaxed);
+                }
+                words[block + CPU_DAMON_NEXT_WORD].store((next + 1) % cap, Ordering::Relaxed);
             }
         });
         Ok(())
     }
 
-    /// Runs a multi-word update as rseq sections until one commits.
-    /// `build(cpu, buf)` fills `buf` with the words of an attempt on `cpu`
-    /// and returns how many there are and the guard.
+    /// Runs `attempt(area, cpu)` (one rseq section on `cpu`) until it
+    /// commits; a guard mismatch (`Recover`) means "look again and retry".
     ///
     /// An attempt aborted after making its block's sequence odd is undone by
     /// the next section on that CPU. If this thread then commits on another
     /// CPU, nothing may run on the old one for a long time, so the thread
     /// repairs it itself: readers must never see a quiescent block busy.
     #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
-    fn run_multi(
+    fn run_rseq(
         &self,
         words: &[AtomicU64],
         layout: &Layout,
-        mode: Mode,
-        mut build: impl FnMut(u32, &mut [Word; MAX_WORDS]) -> (usize, Option<(usize, u64)>),
+        mut attempt: impl FnMut(*const u8, u32) -> rseq::Status,
     ) -> Result<(), Error> {
         let area = rseq::area().ok_or(Error::NoRseq)?;
         let mut aborted_on: Option<u32> = None;
-        let mut buf = [Word::default(); MAX_WORDS];
         loop {
             let cpu = rseq::cpu(area).ok_or(Error::NoRseq)?;
-            let (n, guard) = build(cpu, &mut buf);
-            match self.multi_rseq(words, layout, area, cpu, &buf[..n], mode, guard) {
+            match attempt(area, cpu) {
                 rseq::Status::Done => {
                     if let Some(old) = aborted_on.filter(|&c| c != cpu) {
                         if self.seq_odd(words, layout, old as usize) {
@@ -343,7 +358,7 @@ impl Engine {
                     self.aborted();
                     aborted_on = Some(cpu);
                 }
-                // The guard moved: rebuild and retry.
+                // The guard moved: look again and retry.
                 rseq::Status::Recover | rseq::Status::Unregistered => {}
             }
         }

@@ -82,26 +82,30 @@ pub(crate) fn cpu(area: *const u8) -> Option<u32> {
     (c < u32::MAX - 1).then_some(c)
 }
 
-/// Per-CPU undo journal of [`multi`] (process-private).
+/// Per-CPU undo journal of [`multi`] and [`copy`] (process-private).
+///
+/// `n` counts the saved words. If its top bit is set, they are one
+/// contiguous range starting at `addr[0]` (a [`copy`]); otherwise word `i`
+/// was at `addr[i]` (a [`multi`]). `old[i]` holds the word's value before
+/// the update.
 #[repr(C, align(64))]
 pub(crate) struct Journal {
-    /// Number of saved words.
     n: u64,
-    /// Addresses of the saved words.
-    addr: [u64; JOURNAL_WORDS],
-    /// Their values before the update.
-    old: [u64; JOURNAL_WORDS],
     /// Undo passes run on this CPU (diagnostic; an undo pass that is itself
     /// aborted counts again).
     undos: u64,
+    addr: [u64; JOURNAL_WORDS],
+    old: [u64; JOURNAL_WORDS],
 }
 
-/// Most words one multi-word update may write.
-pub(crate) const JOURNAL_WORDS: usize = 16;
-
-const _: () = assert!(
-    core::mem::offset_of!(Journal, old) == 136 && core::mem::offset_of!(Journal, undos) == 264
-);
+/// Most words one update may write: 32 DAMON records.
+pub(crate) const JOURNAL_WORDS: usize = 256;
+/// The top bit of `Journal::n`: the saved words are contiguous.
+const CONTIGUOUS: u64 = 1 << 63;
+const UNDOS_OFF: usize = core::mem::offset_of!(Journal, undos);
+const ADDR_OFF: usize = core::mem::offset_of!(Journal, addr);
+const OLD_OFF: usize = core::mem::offset_of!(Journal, old);
+const _: () = assert!(CONTIGUOUS > JOURNAL_WORDS as u64);
 
 impl Journal {
     /// Undo passes so far. Read racily: only the CPU's sections write it.
@@ -118,11 +122,46 @@ impl Journal {
     pub(crate) const fn new() -> Self {
         Self {
             n: 0,
+            undos: 0,
             addr: [0; JOURNAL_WORDS],
             old: [0; JOURNAL_WORDS],
-            undos: 0,
         }
     }
+}
+
+/// The undo pass, shared by [`multi`] and [`copy`]: entered with `{b}` the
+/// block, `{j}` the journal and `{s}` the odd sequence; restores every saved
+/// word and makes the sequence even. Uses `{k}`, `{a}`, `{v}`.
+macro_rules! undo_pass {
+    () => {
+        concat!(
+            "inc qword ptr [{j} + {undos}]\n",
+            "mov {k}, qword ptr [{j}]\n",
+            "btr {k}, 63\n",
+            "jnc 8f\n",
+            // Contiguous range at addr[0].
+            "mov {a}, qword ptr [{j} + {addr}]\n",
+            "19:\n",
+            "test {k}, {k}\n",
+            "jz 9f\n",
+            "dec {k}\n",
+            "mov {v}, qword ptr [{j} + {old} + {k}*8]\n",
+            "mov qword ptr [{a} + {k}*8], {v}\n",
+            "jmp 19b\n",
+            // Scattered words.
+            "8:\n",
+            "test {k}, {k}\n",
+            "jz 9f\n",
+            "dec {k}\n",
+            "mov {a}, qword ptr [{j} + {addr} + {k}*8]\n",
+            "mov {v}, qword ptr [{j} + {old} + {k}*8]\n",
+            "mov qword ptr [{a}], {v}\n",
+            "jmp 8b\n",
+            "9:\n",
+            "add {s}, 1\n",
+            "mov qword ptr [{b}], {s}\n",
+        )
+    };
 }
 
 /// One word of a multi-word update: byte offset in the block, and the value
@@ -279,19 +318,7 @@ pub(crate) unsafe fn multi(area: *const u8, cpu: u32, args: &MultiArgs) -> Statu
             "test {s}, 1",
             "jz 7f",
             // An earlier section was aborted mid-update: undo it.
-            "inc qword ptr [{j} + 264]",
-            "mov {k}, qword ptr [{j}]",
-            "8:",
-            "test {k}, {k}",
-            "jz 9f",
-            "dec {k}",
-            "mov {a}, qword ptr [{j} + 8 + {k}*8]",
-            "mov {v}, qword ptr [{j} + 136 + {k}*8]",
-            "mov qword ptr [{a}], {v}",
-            "jmp 8b",
-            "9:",
-            "add {s}, 1",
-            "mov qword ptr [{b}], {s}",
+            undo_pass!(),
             "7:",
             // Guard word.
             "mov {k}, qword ptr [{args} + 40]",
@@ -309,9 +336,9 @@ pub(crate) unsafe fn multi(area: *const u8, cpu: u32, args: &MultiArgs) -> Statu
             "jae 14f",
             "mov {a}, qword ptr [{t}]",
             "add {a}, {b}",
-            "mov qword ptr [{j} + 8 + {k}*8], {a}",
+            "mov qword ptr [{j} + {addr} + {k}*8], {a}",
             "mov {v}, qword ptr [{a}]",
-            "mov qword ptr [{j} + 136 + {k}*8], {v}",
+            "mov qword ptr [{j} + {old} + {k}*8], {v}",
             "add {t}, 16",
             "inc {k}",
             "jmp 13b",
@@ -327,7 +354,7 @@ pub(crate) unsafe fn multi(area: *const u8, cpu: u32, args: &MultiArgs) -> Statu
             "16:",
             "cmp {k}, qword ptr [{j}]",
             "jae 17f",
-            "mov {a}, qword ptr [{j} + 8 + {k}*8]",
+            "mov {a}, qword ptr [{j} + {addr} + {k}*8]",
             "mov {v}, qword ptr [{t} + 8]",
             "cmp qword ptr [{args} + 32], 0",
             "jne 18f",
@@ -366,6 +393,144 @@ pub(crate) unsafe fn multi(area: *const u8, cpu: u32, args: &MultiArgs) -> Statu
             v = out(reg) _,
             t = out(reg) _,
             st = lateout(reg) st,
+            undos = const UNDOS_OFF,
+            addr = const ADDR_OFF,
+            old = const OLD_OFF,
+            options(nostack),
+        );
+    }
+    status(st)
+}
+
+/// Arguments of [`copy`], read by the section from memory.
+#[repr(C)]
+pub(crate) struct CopyArgs {
+    /// Base of the CPU's block (its sequence word).
+    pub(crate) base: *mut u64,
+    /// The CPU's journal.
+    pub(crate) journal: *mut Journal,
+    /// The words to copy.
+    pub(crate) src: *const u64,
+    /// How many, at most [`JOURNAL_WORDS`].
+    pub(crate) n: u64,
+    /// Byte offset in the block of the first destination word.
+    pub(crate) dst_off: u64,
+    /// Byte offset in the block of the guard word (`damon_next`).
+    pub(crate) guard_off: u64,
+    /// The section copies only if the guard word holds this value...
+    pub(crate) guard_val: u64,
+    /// ...and then stores this one into it.
+    pub(crate) guard_new: u64,
+}
+
+/// Copies `n` words to a contiguous range of CPU `cpu`'s block as one
+/// update behind the sequence word (DAMON records into the ring), and
+/// advances the guard word. The old words are journaled as one contiguous
+/// range. The guard word is not journaled: it only says where the next
+/// records go, and an aborted copy that advanced it merely skips slots that
+/// keep their (restored) older records.
+///
+/// # Safety
+///
+/// As for [`multi`]; `args` points at valid arguments: `base` is the block,
+/// `journal` the CPU's journal, `[dst_off, dst_off + 8n)` and `guard_off`
+/// lie inside the block, `src` holds `n` words, and `n <= JOURNAL_WORDS`.
+#[inline]
+pub(crate) unsafe fn copy(area: *const u8, cpu: u32, args: &CopyArgs) -> Status {
+    let st: u32;
+    // SAFETY: the caller's contract. Before the sequence goes odd the journal
+    // holds the old value of every word of the range, so an abort anywhere
+    // after that point is undone by the next section on this CPU.
+    unsafe {
+        asm!(
+            ".pushsection __rseq_cs, \"aw\"",
+            ".balign 32",
+            "6:",
+            ".long 0, 0",
+            ".quad 2f, (3f - 2f), 4f",
+            ".popsection",
+            "lea {t}, [rip + 6b]",
+            "mov qword ptr [{rseq} + 8], {t}",
+            "2:",
+            "cmp dword ptr [{rseq} + 4], {cpu:e}",
+            "jne 4f",
+            "mov {b}, qword ptr [{args}]",
+            "mov {j}, qword ptr [{args} + 8]",
+            "mov {s}, qword ptr [{b}]",
+            "test {s}, 1",
+            "jz 7f",
+            undo_pass!(),
+            "7:",
+            // Guard word.
+            "mov {k}, qword ptr [{args} + 40]",
+            "mov {v}, qword ptr [{b} + {k}]",
+            "cmp {v}, qword ptr [{args} + 48]",
+            "jne 15f",
+            // Journal the old range.
+            "mov {a}, qword ptr [{args} + 32]",
+            "add {a}, {b}",
+            "mov qword ptr [{j} + {addr}], {a}",
+            "mov {k}, qword ptr [{args} + 24]",
+            "xor {t:e}, {t:e}",
+            "12:",
+            "cmp {t}, {k}",
+            "jae 13f",
+            "mov {v}, qword ptr [{a} + {t}*8]",
+            "mov qword ptr [{j} + {old} + {t}*8], {v}",
+            "inc {t}",
+            "jmp 12b",
+            "13:",
+            "bts {k}, 63",
+            "mov qword ptr [{j}], {k}",
+            // Sequence odd (x86 TSO: stores visible in order).
+            "lea {v}, [{s} + 1]",
+            "mov qword ptr [{b}], {v}",
+            // Copy.
+            "mov {k}, qword ptr [{args} + 24]",
+            "mov {j}, qword ptr [{args} + 16]",
+            "xor {t:e}, {t:e}",
+            "14:",
+            "cmp {t}, {k}",
+            "jae 16f",
+            "mov {v}, qword ptr [{j} + {t}*8]",
+            "mov qword ptr [{a} + {t}*8], {v}",
+            "inc {t}",
+            "jmp 14b",
+            "16:",
+            "mov {k}, qword ptr [{args} + 40]",
+            "mov {v}, qword ptr [{args} + 56]",
+            "mov qword ptr [{b} + {k}], {v}",
+            // Commit: sequence even again.
+            "add {s}, 2",
+            "mov qword ptr [{b}], {s}",
+            "3:",
+            "xor {st:e}, {st:e}",
+            "jmp 5f",
+            "15:",
+            "mov {st:e}, 2",
+            "jmp 5f",
+            ".pushsection __rseq_failure, \"ax\"",
+            ".byte 0x0f, 0xb9, 0x3d",
+            ".long 0x53053053",
+            "4:",
+            "mov {st:e}, 1",
+            "jmp 5f",
+            ".popsection",
+            "5:",
+            rseq = in(reg) area,
+            cpu = in(reg) cpu,
+            args = in(reg) args as *const CopyArgs,
+            b = out(reg) _,
+            j = out(reg) _,
+            s = out(reg) _,
+            k = out(reg) _,
+            a = out(reg) _,
+            v = out(reg) _,
+            t = out(reg) _,
+            st = lateout(reg) st,
+            undos = const UNDOS_OFF,
+            addr = const ADDR_OFF,
+            old = const OLD_OFF,
             options(nostack),
         );
     }
