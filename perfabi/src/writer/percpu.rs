@@ -45,15 +45,6 @@ pub enum MethodChoice {
     Lock,
 }
 
-/// What a multi-word update does with its values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Mode {
-    /// Add each value to its word (counter group).
-    Add,
-    /// Store each value (DAMON record).
-    Store,
-}
-
 /// One word of a multi-word update: its word index inside the block.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Word {
@@ -236,7 +227,7 @@ impl Engine {
                 rseq::Status::Recover => {
                     let area = rseq::area().ok_or(Error::NoRseq)?;
                     let cpu = rseq::cpu(area).ok_or(Error::NoRseq)?;
-                    self.multi_rseq(words, layout, area, cpu, &[], Mode::Add, None);
+                    self.multi_rseq(words, layout, area, cpu, &[]);
                 }
                 rseq::Status::Unregistered => return Err(Error::NoRseq),
             }
@@ -255,7 +246,7 @@ impl Engine {
         #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
         if self.method == Method::Rseq {
             return self.run_rseq(words, layout, |area, cpu| {
-                self.multi_rseq(words, layout, area, cpu, ops, Mode::Add, None)
+                self.multi_rseq(words, layout, area, cpu, ops)
             });
         }
         self.locked(words, layout, |block| {
@@ -391,7 +382,7 @@ impl Engine {
             }
             match rseq::cpu(area) {
                 Some(c) if c as usize == cpu => {
-                    self.multi_rseq(words, layout, area, c, &[], Mode::Add, None);
+                    self.multi_rseq(words, layout, area, c, &[]);
                 }
                 _ => std::thread::yield_now(), // the migration is pending
             }
@@ -415,7 +406,6 @@ impl Engine {
     }
 
     #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
-    #[allow(clippy::too_many_arguments)]
     fn multi_rseq(
         &self,
         words: &[AtomicU64],
@@ -423,8 +413,6 @@ impl Engine {
         area: *const u8,
         cpu: u32,
         ops: &[Word],
-        mode: Mode,
-        guard: Option<(usize, u64)>,
     ) -> rseq::Status {
         let mut raw = [rseq::Op::default(); MAX_WORDS];
         for (r, o) in raw.iter_mut().zip(ops) {
@@ -439,12 +427,9 @@ impl Engine {
             journal: state.journal.get(),
             ops: raw.as_ptr(),
             n: ops.len() as u64,
-            store: u64::from(mode == Mode::Store),
-            guard_off: guard.map_or(u64::MAX, |(i, _)| (i * 8) as u64),
-            guard_val: guard.map_or(0, |(_, v)| v),
         };
         // SAFETY: `cpu < nr_cpus` (rseq was chosen only if blocks cover every
-        // possible CPU); every op and the guard index a word of the block
+        // possible CPU); every op indexes a word of the block
         // (callers pass indices below the block size); `n <= MAX_WORDS`
         // (asserted by `multi`); the journal is CPU `cpu`'s.
         unsafe { rseq::multi(area, cpu, &args) }

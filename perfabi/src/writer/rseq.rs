@@ -35,7 +35,7 @@ pub(crate) enum Status {
     /// The section was aborted or the thread is on another CPU: retry.
     Aborted,
     /// `adjust`: the block's sequence is odd (an aborted multi-word update
-    /// must be undone first). `multi`: the guard word did not match.
+    /// must be undone first). `copy`: the guard word did not match.
     Recover,
     /// `adjust`: the thread has no registered rseq area.
     Unregistered,
@@ -164,8 +164,8 @@ macro_rules! undo_pass {
     };
 }
 
-/// One word of a multi-word update: byte offset in the block, and the value
-/// to store or the delta to add.
+/// One word of a multi-word update: byte offset in the block, and the delta
+/// to add to it.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Op {
@@ -181,16 +181,10 @@ pub(crate) struct MultiArgs {
     pub(crate) base: *mut u64,
     /// The CPU's journal.
     pub(crate) journal: *mut Journal,
-    /// The words to write.
+    /// The words to change.
     pub(crate) ops: *const Op,
     /// Number of ops, at most [`JOURNAL_WORDS`].
     pub(crate) n: u64,
-    /// 0: add `val` to the word; 1: store `val`.
-    pub(crate) store: u64,
-    /// Byte offset of a guard word in the block, or `u64::MAX` for none.
-    pub(crate) guard_off: u64,
-    /// The section only writes if the guard word holds this value.
-    pub(crate) guard_val: u64,
 }
 
 /// The counter word at `target0 + cpu * stride` (`cpu` being the CPU the
@@ -320,14 +314,6 @@ pub(crate) unsafe fn multi(area: *const u8, cpu: u32, args: &MultiArgs) -> Statu
             // An earlier section was aborted mid-update: undo it.
             undo_pass!(),
             "7:",
-            // Guard word.
-            "mov {k}, qword ptr [{args} + 40]",
-            "cmp {k}, -1",
-            "je 12f",
-            "mov {v}, qword ptr [{b} + {k}]",
-            "cmp {v}, qword ptr [{args} + 48]",
-            "jne 15f",
-            "12:",
             // Journal the old values.
             "mov {t}, qword ptr [{args} + 16]",
             "xor {k:e}, {k:e}",
@@ -356,10 +342,7 @@ pub(crate) unsafe fn multi(area: *const u8, cpu: u32, args: &MultiArgs) -> Statu
             "jae 17f",
             "mov {a}, qword ptr [{j} + {addr} + {k}*8]",
             "mov {v}, qword ptr [{t} + 8]",
-            "cmp qword ptr [{args} + 32], 0",
-            "jne 18f",
             "add {v}, qword ptr [{a}]",
-            "18:",
             "mov qword ptr [{a}], {v}",
             "add {t}, 16",
             "inc {k}",
@@ -370,9 +353,6 @@ pub(crate) unsafe fn multi(area: *const u8, cpu: u32, args: &MultiArgs) -> Statu
             "mov qword ptr [{b}], {s}",
             "3:",
             "xor {st:e}, {st:e}",
-            "jmp 5f",
-            "15:",
-            "mov {st:e}, 2",
             "jmp 5f",
             ".pushsection __rseq_failure, \"ax\"",
             ".byte 0x0f, 0xb9, 0x3d",
