@@ -10,7 +10,7 @@ use perfabi::{Semantics, ValueType};
 
 use perfabi::host as procfs;
 
-/// Where the source reads (a different root lets tests feed it files).
+/// The files the source reads.
 #[derive(Clone, Debug)]
 pub struct ProcPaths {
     /// `/proc/stat`.

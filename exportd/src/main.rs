@@ -61,9 +61,6 @@ struct Args {
     /// Aggregation interval of replayed regions, for records that do not name it.
     #[arg(long, default_value_t = 100_000, value_name = "US")]
     damon_aggr_us: u32,
-    /// Folder holding stat, softirqs and vmstat (for tests; default /proc).
-    #[arg(long, hide = true)]
-    proc_root: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -101,14 +98,7 @@ fn run(args: Args) -> Result<(), (u8, String)> {
     } else {
         args.vmstat.clone()
     };
-    let paths = match &args.proc_root {
-        Some(r) => host::ProcPaths {
-            stat: r.join("stat"),
-            softirqs: r.join("softirqs"),
-            vmstat: r.join("vmstat"),
-        },
-        None => host::ProcPaths::default(),
-    };
+    let paths = host::ProcPaths::default();
     host::check(&paths, &vmstat).map_err(|e| bad(e.to_string()))?;
     let record = match &args.replay {
         Some(f) => {
