@@ -131,7 +131,7 @@ pub fn parse(text: &str) -> Result<Record, String> {
                 at_ns,
                 monitor: a.monitor_id,
                 target: a.target_id,
-                regions: a.regions(),
+                regions: a.regions,
             })
             .collect();
         return Ok(Record {
@@ -310,7 +310,7 @@ mod recording_tests {
             aggregation: 4,
             sample_us: 1000,
             aggr_us: 50_000,
-            regions: vec![perfabi::record::RecordedRegion {
+            regions: vec![Region {
                 start: 0,
                 end: 4096,
                 nr_accesses: 50,

@@ -10,6 +10,7 @@ use crate::layout::DamonRecord;
 
 /// One region of an aggregation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
 pub struct Region {
     /// First address.
     pub start: u64,

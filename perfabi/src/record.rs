@@ -21,19 +21,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::damon::{Aggregation, Intervals, Region};
 
-/// One region, as recorded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RecordedRegion {
-    /// First address.
-    pub start: u64,
-    /// One past the last address.
-    pub end: u64,
-    /// Samples that saw an access.
-    pub nr_accesses: u32,
-    /// Aggregation intervals without change.
-    pub age: u32,
-}
-
 /// One aggregation, as recorded.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecordedAggregation {
@@ -48,7 +35,7 @@ pub struct RecordedAggregation {
     /// Aggregation interval, µs.
     pub aggr_us: u32,
     /// Regions in address order.
-    pub regions: Vec<RecordedRegion>,
+    pub regions: Vec<Region>,
 }
 
 /// One line of a record.
@@ -74,16 +61,7 @@ impl From<&Aggregation> for RecordedAggregation {
             aggregation: a.aggregation,
             sample_us: a.intervals.sample_us,
             aggr_us: a.intervals.aggr_us,
-            regions: a
-                .regions
-                .iter()
-                .map(|r| RecordedRegion {
-                    start: r.start,
-                    end: r.end,
-                    nr_accesses: r.nr_accesses,
-                    age: r.age,
-                })
-                .collect(),
+            regions: a.regions.clone(),
         }
     }
 }
@@ -95,18 +73,6 @@ impl RecordedAggregation {
             sample_us: self.sample_us,
             aggr_us: self.aggr_us,
         }
-    }
-    /// The regions as the writer API takes them.
-    pub fn regions(&self) -> Vec<Region> {
-        self.regions
-            .iter()
-            .map(|r| Region {
-                start: r.start,
-                end: r.end,
-                nr_accesses: r.nr_accesses,
-                age: r.age,
-            })
-            .collect()
     }
 }
 
