@@ -129,6 +129,41 @@ impl Journal {
     }
 }
 
+/// The critical-section descriptor of the Linux rseq ABI (x86_64), shared
+/// by every section: the section runs from label `2` up to label `3` (the
+/// post-commit point); an abort resumes at label `4`. Label `6` names the
+/// descriptor, which the section stores in the thread's `rseq_cs` first.
+macro_rules! rseq_descriptor {
+    () => {
+        concat!(
+            ".pushsection __rseq_cs, \"aw\"\n",
+            ".balign 32\n",
+            "6:\n",
+            ".long 0, 0\n",
+            ".quad 2f, (3f - 2f), 4f\n",
+            ".popsection\n",
+        )
+    };
+}
+
+/// The abort handler of every section: the signature the kernel checks
+/// right before the abort address (`RSEQ_SIG`, 0x53053053, behind an `ud1`
+/// prefix), then status 1 (aborted) into `{st}` and a jump to the end, `5`.
+macro_rules! rseq_abort_handler {
+    () => {
+        concat!(
+            ".pushsection __rseq_failure, \"ax\"\n",
+            ".byte 0x0f, 0xb9, 0x3d\n",
+            ".long 0x53053053\n",
+            "4:\n",
+            "mov {st:e}, 1\n",
+            "jmp 5f\n",
+            ".popsection\n",
+            "5:\n",
+        )
+    };
+}
+
 /// The undo pass, shared by [`multi`] and [`copy`]: entered with `{b}` the
 /// block, `{j}` the journal and `{s}` the odd sequence; restores every saved
 /// word and makes the sequence even. Uses `{k}`, `{a}`, `{v}`.
@@ -221,12 +256,7 @@ pub(crate) unsafe fn adjust(
     // follow the Linux rseq ABI for x86_64.
     unsafe {
         asm!(
-            ".pushsection __rseq_cs, \"aw\"",
-            ".balign 32",
-            "6:",
-            ".long 0, 0",
-            ".quad 2f, (3f - 2f), 4f",
-            ".popsection",
+            rseq_descriptor!(),
             "mov {a}, qword ptr fs:[0]",
             "add {a}, {offset}",
             "lea {t}, [rip + 6b]",
@@ -248,14 +278,7 @@ pub(crate) unsafe fn adjust(
             "16:",
             "mov {st:e}, 3",
             "jmp 5f",
-            ".pushsection __rseq_failure, \"ax\"",
-            ".byte 0x0f, 0xb9, 0x3d",
-            ".long 0x53053053",
-            "4:",
-            "mov {st:e}, 1",
-            "jmp 5f",
-            ".popsection",
-            "5:",
+            rseq_abort_handler!(),
             offset = in(reg) offset,
             ncpu = in(reg) nr_cpus,
             seq0 = in(reg) seq0,
@@ -295,12 +318,7 @@ pub(crate) unsafe fn multi(area: *const u8, cpu: u32, args: &MultiArgs) -> Statu
     // anywhere after that point is undone by the next section on this CPU.
     unsafe {
         asm!(
-            ".pushsection __rseq_cs, \"aw\"",
-            ".balign 32",
-            "6:",
-            ".long 0, 0",
-            ".quad 2f, (3f - 2f), 4f",
-            ".popsection",
+            rseq_descriptor!(),
             "lea {t}, [rip + 6b]",
             "mov qword ptr [{rseq} + 8], {t}",
             "2:",
@@ -354,14 +372,7 @@ pub(crate) unsafe fn multi(area: *const u8, cpu: u32, args: &MultiArgs) -> Statu
             "3:",
             "xor {st:e}, {st:e}",
             "jmp 5f",
-            ".pushsection __rseq_failure, \"ax\"",
-            ".byte 0x0f, 0xb9, 0x3d",
-            ".long 0x53053053",
-            "4:",
-            "mov {st:e}, 1",
-            "jmp 5f",
-            ".popsection",
-            "5:",
+            rseq_abort_handler!(),
             rseq = in(reg) area,
             cpu = in(reg) cpu,
             args = in(reg) args as *const MultiArgs,
@@ -423,12 +434,7 @@ pub(crate) unsafe fn copy(area: *const u8, cpu: u32, args: &CopyArgs) -> Status 
     // after that point is undone by the next section on this CPU.
     unsafe {
         asm!(
-            ".pushsection __rseq_cs, \"aw\"",
-            ".balign 32",
-            "6:",
-            ".long 0, 0",
-            ".quad 2f, (3f - 2f), 4f",
-            ".popsection",
+            rseq_descriptor!(),
             "lea {t}, [rip + 6b]",
             "mov qword ptr [{rseq} + 8], {t}",
             "2:",
@@ -489,14 +495,7 @@ pub(crate) unsafe fn copy(area: *const u8, cpu: u32, args: &CopyArgs) -> Status 
             "15:",
             "mov {st:e}, 2",
             "jmp 5f",
-            ".pushsection __rseq_failure, \"ax\"",
-            ".byte 0x0f, 0xb9, 0x3d",
-            ".long 0x53053053",
-            "4:",
-            "mov {st:e}, 1",
-            "jmp 5f",
-            ".popsection",
-            "5:",
+            rseq_abort_handler!(),
             rseq = in(reg) area,
             cpu = in(reg) cpu,
             args = in(reg) args as *const CopyArgs,
