@@ -105,7 +105,9 @@ pub struct Segment {
     source: Source,
     opts: Options,
     map: Mapping,
-    names: Snapshot,
+    /// Live instances at generation `names_gen`, for name look-ups.
+    names: Vec<Instance>,
+    names_gen: Option<u64>,
     checked: Instant,
     liveness: Liveness,
     stats: ReadStats,
@@ -148,7 +150,8 @@ impl Segment {
             source,
             opts,
             map,
-            names: Snapshot::default(),
+            names: Vec::new(),
+            names_gen: None,
             checked: Instant::now(),
             liveness,
             stats: ReadStats::default(),
@@ -186,7 +189,7 @@ impl Segment {
                     if FileId::of(&md) != self.map.id || grown || self.map.faulted() {
                         let path = path.clone();
                         self.map = map_path(&path, &self.opts)?;
-                        self.names = Snapshot::default();
+                        self.names_gen = None;
                         self.stats.remaps += 1;
                     }
                 }
@@ -202,7 +205,7 @@ impl Segment {
             if grown || self.map.faulted() {
                 let file = File::from(fd.try_clone().map_err(|e| Error::Io(fd_path(), e))?);
                 self.map = Mapping::new(file).map_err(|e| map_error(&fd_path(), e))?;
-                self.names = Snapshot::default();
+                self.names_gen = None;
                 self.stats.remaps += 1;
             }
         }
@@ -307,14 +310,19 @@ impl Segment {
     /// Looks a counter up by name, for repeated [`read`](Self::read)s.
     pub fn handle(&mut self, name: &str) -> Result<Handle, Error> {
         self.prepare()?;
-        let r = self
-            .map
-            .view()
-            .snapshot_into(&mut self.names, self.opts.retries);
-        self.finish(r)?;
+        // The instance table is decoded again only when the generation moved
+        // (one load to check); read() still checks each registration id.
+        let generation = self.map.view().info().generation;
+        if self.names_gen != Some(generation) {
+            let r = self.map.view().instances(self.opts.retries);
+            let (names, g) = self.finish(r)?;
+            self.names = names;
+            self.names_gen = Some(g);
+        }
         let instance = self
             .names
-            .find(name)
+            .iter()
+            .find(|i| i.name == name)
             .cloned()
             .ok_or_else(|| Error::NoSuchCounter(name.to_string()))?;
         Ok(Handle {
