@@ -1,15 +1,16 @@
-//! perfabi-exportd: publishes host statistics as a perfabi segment, for
-//! machines where the kernel module cannot be loaded. Readers (the reader
-//! library, perfabi-cat, the PCP agent) cannot tell the difference.
+//! perfabi-exportd: publishes host statistics and DAMON region statistics
+//! as a perfabi segment, for machines where the kernel module cannot be
+//! loaded. Readers (the reader library, perfabi-cat, the PCP agent) cannot
+//! tell the difference.
 //!
 //! Lifecycle: the configuration is checked before anything is created; one
 //! daemon per segment path (a lock file); a heartbeat every interval;
 //! SIGINT/SIGTERM mark the segment closed; a restart creates it again at the
 //! same path with a new epoch, and readers follow.
 
+mod damon;
 mod host;
 mod lock;
-mod replay;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,7 +22,7 @@ use clap::Parser;
 use perfabi::writer::{Config, Writer};
 use perfabi::Semantics;
 
-/// Publish host statistics as a perfabi segment.
+/// Publish host statistics and DAMON region statistics as a perfabi segment.
 #[derive(Parser, Debug)]
 #[command(
     name = "perfabi-exportd",
@@ -44,9 +45,15 @@ struct Args {
     /// Instance table capacity.
     #[arg(long, default_value_t = 1024)]
     max_instances: u32,
+    /// DAMON source: tracepoint (live damon_aggregated events, passive),
+    /// sysfs (own kdamond), replay (--replay FILE), auto (the best of these
+    /// available, logged), none. Default: replay if --replay is given, else
+    /// none.
+    #[arg(long, value_enum, value_name = "SOURCE")]
+    source: Option<damon::Choice>,
     /// Replay a DAMON record (ftrace or perf script text of damon_aggregated
-    /// events, or a perfabi-cat --record recording) at its recorded cadence,
-    /// in a loop.
+    /// events, a damo json or json_compressed record, or a perfabi-cat
+    /// --record recording) at its recorded cadence, in a loop.
     #[arg(long, value_name = "FILE")]
     replay: Option<PathBuf>,
     /// Replay this many times faster than recorded.
@@ -55,12 +62,26 @@ struct Args {
     /// Replay the record once instead of in a loop.
     #[arg(long, requires = "replay")]
     replay_once: bool,
-    /// Sampling interval of replayed regions, for records that do not name it.
+    /// DAMON sampling interval: of the sysfs source's kdamond, and of
+    /// replayed or traced regions whose intervals are not known otherwise.
     #[arg(long, default_value_t = 5000, value_name = "US")]
     damon_sample_us: u32,
-    /// Aggregation interval of replayed regions, for records that do not name it.
+    /// DAMON aggregation interval (as --damon-sample-us).
     #[arg(long, default_value_t = 100_000, value_name = "US")]
     damon_aggr_us: u32,
+    /// The sysfs source monitors this process's virtual address space
+    /// (vaddr); without it, physical memory (paddr).
+    #[arg(long, value_name = "PID")]
+    damon_pid: Option<u32>,
+    /// The sysfs source's minimum number of regions.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    damon_min_regions: u32,
+    /// The sysfs source's maximum number of regions.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    damon_max_regions: u32,
+    /// The tracepoint source's ring buffer per CPU, in pages (a power of two).
+    #[arg(long, default_value_t = 64, value_name = "PAGES")]
+    perf_pages: u32,
 }
 
 fn main() -> ExitCode {
@@ -102,10 +123,10 @@ fn run(args: Args) -> Result<(), (u8, String)> {
     host::check(&paths, &vmstat).map_err(|e| bad(e.to_string()))?;
     let record = match &args.replay {
         Some(f) => {
-            let text = std::fs::read_to_string(f)
+            let bytes =
+                std::fs::read(f).map_err(|e| bad(format!("--replay {}: {e}", f.display())))?;
+            let r = damon::replay::parse(&bytes)
                 .map_err(|e| bad(format!("--replay {}: {e}", f.display())))?;
-            let r =
-                replay::parse(&text).map_err(|e| bad(format!("--replay {}: {e}", f.display())))?;
             if r.aggregations.is_empty() {
                 return Err(bad(format!(
                     "--replay {}: no complete damon_aggregated aggregation in it",
@@ -126,11 +147,44 @@ fn run(args: Args) -> Result<(), (u8, String)> {
         sample_us: args.damon_sample_us,
         aggr_us: args.damon_aggr_us,
     };
-    if default_iv.sample_us == 0 || default_iv.aggr_us == 0 {
+    if default_iv.sample_us == 0 || default_iv.aggr_us < default_iv.sample_us {
         return Err(bad(
-            "--damon-sample-us and --damon-aggr-us must be positive".into(),
+            "--damon-sample-us must be positive and at most --damon-aggr-us".into(),
         ));
     }
+    let choice = args.source.unwrap_or(if record.is_some() {
+        damon::Choice::Replay
+    } else {
+        damon::Choice::None
+    });
+    if choice == damon::Choice::Replay && record.is_none() {
+        return Err(bad("--source replay needs --replay FILE".into()));
+    }
+    if args.damon_pid.is_some() && !matches!(choice, damon::Choice::Sysfs | damon::Choice::Auto) {
+        return Err(bad(
+            "--damon-pid applies to --source sysfs or auto only".into()
+        ));
+    }
+    if args.damon_min_regions < 3 || args.damon_max_regions < args.damon_min_regions {
+        return Err(bad(
+            "--damon-min-regions must be at least 3 and at most --damon-max-regions".into(),
+        ));
+    }
+    if !args.perf_pages.is_power_of_two() || !(1..=65536).contains(&args.perf_pages) {
+        return Err(bad(format!(
+            "--perf-pages {} must be a power of two between 1 and 65536",
+            args.perf_pages
+        )));
+    }
+    let sysfs_opts = damon::sysfs::Options {
+        target: match args.damon_pid {
+            Some(pid) => damon::sysfs::Target::Vaddr(pid),
+            None => damon::sysfs::Target::Paddr,
+        },
+        intervals: default_iv,
+        min_regions: args.damon_min_regions,
+        max_regions: args.damon_max_regions,
+    };
     let config = Config {
         max_instances: args.max_instances,
         heartbeat_interval: interval,
@@ -148,7 +202,17 @@ fn run(args: Args) -> Result<(), (u8, String)> {
     // 2. One daemon per path.
     let lock = lock::PathLock::take(&args.path).map_err(|m| (3u8, m))?;
 
-    // 3. Create the segment (a new epoch) and the sources.
+    // 3. Open the DAMON source: a refusal or missing permission is a
+    // configuration error, and nothing has been created yet.
+    let decision = damon::open(
+        choice,
+        &sysfs_opts,
+        record,
+        args.perf_pages.trailing_zeros(),
+    )
+    .map_err(|e| bad(format!("--source {choice}: {e}")))?;
+
+    // 4. Create the segment (a new epoch).
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone())
@@ -168,30 +232,26 @@ fn run(args: Args) -> Result<(), (u8, String)> {
         .map_err(|e| (1u8, e.to_string()))?;
     let mut hostsrc =
         host::HostSource::new(&w, paths, &vmstat).map_err(|e| (1u8, e.to_string()))?;
-    let replayer = match record {
-        Some(record) => {
-            let counter = w
-                .add("exportd.damon_aggregations", "count", Semantics::Counter)
-                .map_err(|e| (1u8, e.to_string()))?;
-            let (w, stop) = (w.clone(), stop.clone());
-            let (speed, repeat) = (args.replay_speed, !args.replay_once);
-            eprintln!(
-                "perfabi-exportd: replaying {} aggregations from {}",
-                record.aggregations.len(),
-                args.replay
-                    .as_ref()
-                    .map_or(String::new(), |p| p.display().to_string())
-            );
-            Some(std::thread::spawn(move || {
-                let done = || stop.load(Ordering::Relaxed);
-                if let Err(e) = replay::run(&w, &record, default_iv, speed, repeat, counter, &done)
-                {
-                    eprintln!("perfabi-exportd: replay: {e}");
+    let counters = damon::Published::add(&w).map_err(|e| (1u8, e.to_string()))?;
+    eprintln!("perfabi-exportd: DAMON: {}", decision.why);
+    let damon_thread = decision.source.map(|source| {
+        let (w, stop) = (w.clone(), stop.clone());
+        let (speed, repeat) = (args.replay_speed, !args.replay_once);
+        std::thread::spawn(move || {
+            let done = || stop.load(Ordering::Relaxed);
+            let res = match source {
+                damon::Source::Replay(r) => {
+                    damon::replay::run(&w, &r, default_iv, speed, repeat, &counters, &done)
+                        .map(drop)
                 }
-            }))
-        }
-        None => None,
-    };
+                damon::Source::Tracepoint(mut t) => t.run(&w, &counters, default_iv, &done),
+                damon::Source::Sysfs(k) => k.run(&w, &counters, &done),
+            };
+            if let Err(e) = res {
+                eprintln!("perfabi-exportd: DAMON source stopped: {e}");
+            }
+        })
+    });
     eprintln!(
         "perfabi-exportd: writing {} (epoch {:#x}, {} CPUs, every {:?}; lock {})",
         args.path.display(),
@@ -201,7 +261,7 @@ fn run(args: Args) -> Result<(), (u8, String)> {
         lock.path().display()
     );
 
-    // 4. Refresh and heartbeat until told to stop.
+    // 5. Refresh and heartbeat until told to stop.
     let mut next = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         let t = Instant::now();
@@ -229,8 +289,8 @@ fn run(args: Args) -> Result<(), (u8, String)> {
             std::thread::sleep((next - now).min(Duration::from_millis(50)));
         }
     }
-    if let Some(r) = replayer {
-        let _ = r.join();
+    if let Some(t) = damon_thread {
+        let _ = t.join();
     }
     match Arc::try_unwrap(w) {
         Ok(w) => w.close(),

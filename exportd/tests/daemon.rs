@@ -36,6 +36,15 @@ fn stop(child: Child) -> Output {
     child.wait_with_output().unwrap()
 }
 
+/// The daemon replaying `record` once, 20 times faster than recorded.
+fn replay_once_fast(path: &Path, record: &Path) -> Child {
+    let record = record.to_str().unwrap();
+    start(
+        path,
+        &["--replay", record, "--replay-speed", "20", "--replay-once"],
+    )
+}
+
 fn run(args: &[&str]) -> Output {
     Command::new(BIN).args(args).output().unwrap()
 }
@@ -161,6 +170,12 @@ fn one_daemon_per_path_and_bad_configuration_creates_nothing() {
         vec!["--interval", "nan"],
         vec!["--vmstat", "no_such_counter"],
         vec!["--max-instances", "0"],
+        vec!["--source", "replay"],
+        vec!["--damon-pid", "1"],
+        vec!["--source", "sysfs", "--damon-min-regions", "2"],
+        vec!["--source", "tracepoint", "--perf-pages", "3"],
+        vec!["--damon-sample-us", "0"],
+        vec!["--replay", "/nonexistent/record"],
     ] {
         let mut args = vec!["--path", fresh.to_str().unwrap()];
         args.extend(&bad);
@@ -180,6 +195,12 @@ fn one_daemon_per_path_and_bad_configuration_creates_nothing() {
     }
     let out = run(&["--path", "/nonexistent/dir/seg"]);
     assert_eq!(out.status.code(), Some(2));
+    // A usage error (clap's message, with the possible values) is exit 2 too.
+    let out = run(&["--path", fresh.to_str().unwrap(), "--source", "bogus"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("possible values: none, auto, tracepoint, sysfs, replay"));
+    assert!(!fresh.exists());
 }
 
 #[test]
@@ -226,16 +247,7 @@ fn replay_publishes_exactly_the_records_regions() {
     let record =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("records/guest-6.12-vaddr-hot4of64.trace");
     let text = std::fs::read_to_string(&record).unwrap();
-    let child = start(
-        &path,
-        &[
-            "--replay",
-            record.to_str().unwrap(),
-            "--replay-speed",
-            "20",
-            "--replay-once",
-        ],
-    );
+    let child = replay_once_fast(&path, &record);
     let mut seg = Segment::open(&path).unwrap();
     // Wait until the count stops growing: the whole record was published.
     let mut last = 0;
@@ -287,6 +299,76 @@ fn replay_publishes_exactly_the_records_regions() {
     println!(
         "replay: {last} aggregations published; the latest ({} regions) matches the record exactly",
         a.regions.len()
+    );
+    stop(child);
+}
+
+/// damo's own record of the same trace (`damo convert_record_format`,
+/// json_compressed), replayed: the latest published aggregation is damo's
+/// last snapshot, region for region.
+#[test]
+fn replay_of_a_damo_record_publishes_its_snapshots() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let record = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("records/guest-6.12-vaddr-hot4of64.damo.json.zlib");
+    let mut json = Vec::new();
+    flate2::read::ZlibDecoder::new(std::fs::File::open(&record).unwrap())
+        .read_to_end(&mut json)
+        .unwrap();
+    let damo: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    let snapshots = damo[0]["snapshots"].as_array().unwrap();
+    let num =
+        |v: &serde_json::Value| -> u64 { v.as_str().unwrap().replace(',', "").parse().unwrap() };
+    let last: Vec<(u64, u64, u64, u64)> = snapshots.last().unwrap()["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                num(&r["start"]),
+                num(&r["end"]),
+                r["nr_accesses"]["samples"].as_u64().unwrap(),
+                num(&r["age"]["aggr_intervals"]),
+            )
+        })
+        .collect();
+    let child = replay_once_fast(&path, &record);
+    let mut seg = Segment::open(&path).unwrap();
+    let end = Instant::now() + Duration::from_secs(20);
+    let published = loop {
+        let n = seg
+            .counter("exportd.damon_aggregations")
+            .map(|c| c.total)
+            .unwrap_or(0);
+        if n == snapshots.len() as u64 {
+            break n;
+        }
+        assert!(
+            Instant::now() < end,
+            "{n} of {} snapshots published",
+            snapshots.len()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let aggs = seg.damon().unwrap();
+    assert_eq!(aggs.len(), 1);
+    let a = &aggs[0];
+    // damo does not record the kdamond's thread: its index is the monitor.
+    assert_eq!(
+        (a.monitor_id, a.target_id, a.aggregation),
+        (0, 0, published)
+    );
+    let got: Vec<_> = a
+        .regions
+        .iter()
+        .map(|r| (r.start, r.end, u64::from(r.nr_accesses), u64::from(r.age)))
+        .collect();
+    assert_eq!(got, last);
+    println!(
+        "damo replay: {published} snapshots published; the last matches damo's, {} regions",
+        got.len()
     );
     stop(child);
 }

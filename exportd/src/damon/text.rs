@@ -1,0 +1,183 @@
+//! Trace text of `damon_aggregated` events, as ftrace or `perf script`
+//! print it:
+//!
+//! ```text
+//!   kdamond.0-160  [000] .....  16.032047: damon_aggregated: target_id=0 nr_regions=13 140374689447936-140374693646336: 20 96
+//!   kdamond.0   160 [000]  16.032047: damon:damon_aggregated: target_id=0 nr_regions=13 140374689447936-140374693646336: 20 96
+//! ```
+//!
+//! The tracepoint does not carry the intervals: a `PERFABI-TRACE-BEGIN …
+//! sample_us=N aggr_us=M` line gives them.
+
+use perfabi::damon::{Intervals, Region};
+
+use super::assemble::{Assembler, Event};
+use super::replay::{Record, RecordedAggregation};
+
+/// Parses one trace line; `None` for lines of other events or of no event.
+pub fn parse_event(line: &str) -> Option<Event> {
+    let at = line.find("damon_aggregated: ")?;
+    let (head, payload) = (&line[..at], &line[at + "damon_aggregated: ".len()..]);
+    // Timestamp: the last "SECONDS.FRACTION:" before the event name.
+    let ts = head
+        .split_ascii_whitespace()
+        .filter_map(|t| t.strip_suffix(':'))
+        .rev()
+        .find_map(parse_seconds_ns)?;
+    // ftrace: "comm-PID"; perf script: "comm PID".
+    let mut toks = head.split_ascii_whitespace();
+    let first = toks.next()?;
+    let monitor = first
+        .rsplit_once('-')
+        .and_then(|(_, pid)| pid.parse().ok())
+        .or_else(|| toks.next().and_then(|t| t.parse().ok()))
+        .unwrap_or(0);
+    let mut target = None;
+    let mut nr = None;
+    let mut range = None;
+    let mut rest = payload.split_ascii_whitespace();
+    for t in rest.by_ref() {
+        if let Some(v) = t.strip_prefix("target_id=") {
+            target = v.parse().ok();
+        } else if let Some(v) = t.strip_prefix("nr_regions=") {
+            nr = v.parse().ok();
+        } else if let Some(r) = t.strip_suffix(':') {
+            let (s, e) = r.split_once('-')?;
+            range = Some((s.parse().ok()?, e.parse().ok()?));
+            break;
+        }
+    }
+    let nr_accesses = rest.next()?.parse().ok()?;
+    let age = rest.next()?.parse().ok()?;
+    let (start, end) = range?;
+    Some(Event {
+        ts_ns: ts,
+        monitor,
+        target: target?,
+        nr_regions: nr?,
+        region: Region {
+            start,
+            end,
+            nr_accesses,
+            age,
+        },
+    })
+}
+
+fn parse_seconds_ns(t: &str) -> Option<u64> {
+    let (s, f) = t.split_once('.')?;
+    if s.is_empty() || f.is_empty() || !s.bytes().chain(f.bytes()).all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let frac = format!("{f:0<9}");
+    Some(s.parse::<u64>().ok()? * 1_000_000_000 + frac.get(..9)?.parse::<u64>().ok()?)
+}
+
+/// Parses trace text (see the module documentation). Aggregations cut by
+/// the start or end of the text are left out.
+pub fn parse(text: &str) -> Record {
+    let mut intervals = None;
+    let mut asm = Assembler::default();
+    let mut out = Vec::new();
+    let mut first_ts = None;
+    for line in text.lines() {
+        if line.starts_with("PERFABI-TRACE-BEGIN") {
+            let field = |k: &str| {
+                line.split_ascii_whitespace()
+                    .find_map(|t| t.strip_prefix(k)?.parse::<u32>().ok())
+            };
+            if let (Some(sample_us), Some(aggr_us)) = (field("sample_us="), field("aggr_us=")) {
+                intervals = Some(Intervals { sample_us, aggr_us });
+            }
+            continue;
+        }
+        let Some(e) = parse_event(line) else { continue };
+        let t0 = *first_ts.get_or_insert(e.ts_ns);
+        if let Some(a) = asm.push(e) {
+            out.push(RecordedAggregation {
+                at_ns: a.ts_ns.saturating_sub(t0),
+                monitor: a.monitor,
+                target: a.target,
+                regions: a.regions,
+            });
+        }
+    }
+    out.sort_by_key(|a| a.at_ns);
+    Record {
+        intervals,
+        aggregations: out,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SHIPPED: &str = include_str!("../../records/guest-6.12-vaddr-hot4of64.trace");
+
+    #[test]
+    fn decodes_ftrace_and_perf_script_lines_exactly() {
+        let ftrace = "       kdamond.0-160     [000] .....    16.032047: damon_aggregated: target_id=0 nr_regions=13 140374689447936-140374693646336: 20 96";
+        let perf = "kdamond.0   160 [000]    16.032047: damon:damon_aggregated: target_id=0 nr_regions=13 140374689447936-140374693646336: 20 96";
+        let want = Event {
+            ts_ns: 16_032_047_000,
+            monitor: 160,
+            target: 0,
+            nr_regions: 13,
+            region: Region {
+                start: 140374689447936,
+                end: 140374693646336,
+                nr_accesses: 20,
+                age: 96,
+            },
+        };
+        assert_eq!(parse_event(ftrace), Some(want));
+        assert_eq!(parse_event(perf), Some(want));
+        assert_eq!(
+            parse_event("kdamond.0-160 [000] 1.0: sched_switch: prev=x"),
+            None
+        );
+        assert_eq!(parse_event("garbage damon_aggregated: target_id=x"), None);
+    }
+
+    #[test]
+    fn the_shipped_record_holds_complete_aggregations_with_the_hot_range() {
+        let r = parse(SHIPPED);
+        assert_eq!(
+            r.intervals,
+            Some(Intervals {
+                sample_us: 5000,
+                aggr_us: 100_000
+            })
+        );
+        assert!(r.aggregations.len() >= 15, "{}", r.aggregations.len());
+        for a in &r.aggregations {
+            assert_eq!(a.monitor, 160);
+            assert!(perfabi::damon::check_regions(
+                &a.regions,
+                Intervals {
+                    sample_us: 5000,
+                    aggr_us: 100_000
+                },
+                4096
+            )
+            .is_ok());
+        }
+        // The workload kept 4 MiB at 140374689447936 hot: in every
+        // aggregation a region starting there saw at least 18 of 20 samples.
+        let hot = 140_374_689_447_936u64;
+        assert!(r.aggregations.iter().all(|a| a
+            .regions
+            .iter()
+            .any(|g| g.start == hot && g.nr_accesses >= 18)));
+        let gaps: Vec<u64> = r
+            .aggregations
+            .windows(2)
+            .map(|w| w[1].at_ns - w[0].at_ns)
+            .collect();
+        assert!(
+            gaps.iter().all(|&g| (50_000_000..200_000_000).contains(&g)),
+            "cadence about 100 ms: {gaps:?}"
+        );
+    }
+}
