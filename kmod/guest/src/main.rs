@@ -8,7 +8,11 @@
 //! * `rising NAME`: the counter NAME grows over 300 ms;
 //! * `workload FILE`: maps 64 MiB, touches it, then keeps its first 4 MiB hot
 //!   forever; writes "START END HOT_END PID" to FILE;
-//! * `damon FILE`: checks the latest DAMON aggregation of the workload;
+//! * `damon FILE [SEGMENT NAME]`: checks the latest DAMON aggregation of the
+//!   workload in SEGMENT (default /dev/perfabi), reported as check NAME;
+//! * `same-damon SEGMENT_A SEGMENT_B`: both segments show the same latest
+//!   aggregation of the same kdamond (the module's probe and the
+//!   exporter's tracepoint source saw the same events);
 //! * `cost`: prints the self-test module's cost measurements.
 
 use std::time::Duration;
@@ -27,8 +31,12 @@ fn verdict(name: &str, ok: bool, detail: &str) -> bool {
 }
 
 fn open() -> Segment {
+    open_path(DEV)
+}
+
+fn open_path(path: &str) -> Segment {
     Segment::open_with(
-        DEV,
+        path,
         Options {
             require_live: false,
             ..Options::default()
@@ -153,20 +161,20 @@ fn workload(file: &str) -> ! {
     }
 }
 
-fn damon(file: &str) -> bool {
+fn damon(file: &str, segment: &str, name: &str) -> bool {
     let text = std::fs::read_to_string(file).unwrap_or_default();
     let v: Vec<usize> = text
         .split_whitespace()
         .filter_map(|x| x.parse().ok())
         .collect();
     let [start, end, hot_end, _pid] = v[..] else {
-        return verdict("damon-hot-cold", false, "no workload address file");
+        return verdict(name, false, "no workload address file");
     };
     let (start, end, hot_end) = (start as u64, end as u64, hot_end as u64);
-    let mut seg = open();
+    let mut seg = open_path(segment);
     let aggs = match seg.damon() {
         Ok(a) => a,
-        Err(e) => return verdict("damon-hot-cold", false, &e.to_string()),
+        Err(e) => return verdict(name, false, &e.to_string()),
     };
     // The aggregation that covers the workload's range.
     let Some(a) = aggs
@@ -175,7 +183,7 @@ fn damon(file: &str) -> bool {
         .max_by_key(|a| a.aggregation)
     else {
         return verdict(
-            "damon-hot-cold",
+            name,
             false,
             &format!(
                 "no aggregation covers the workload ({} aggregations)",
@@ -210,12 +218,46 @@ fn damon(file: &str) -> bool {
         .sum();
     let hot_frac = hot_in_hot as f64 / (hot_end - start) as f64;
     let cold_frac = cold_in_hot as f64 / cold_bytes;
-    println!("PERFABI-MEASURE damon hot_fraction={hot_frac:.3} cold_fraction={cold_frac:.3} cold_mean_frequency={cold_mean:.3} aggregation={} regions={}", a.aggregation, a.regions.len());
+    println!("PERFABI-MEASURE {name} hot_fraction={hot_frac:.3} cold_fraction={cold_frac:.3} cold_mean_frequency={cold_mean:.3} aggregation={} regions={}", a.aggregation, a.regions.len());
     verdict(
-        "damon-hot-cold",
+        name,
         hot_frac >= 0.9 && cold_frac <= 0.1,
         &format!("hot {hot_frac:.3} >= 0.9, cold {cold_frac:.3} <= 0.1"),
     )
+}
+
+/// The latest aggregation of each (monitor, target) in `path`.
+fn latest(path: &str) -> Result<Vec<(u64, u64, Vec<perfabi_reader::Region>)>, String> {
+    let mut seg = open_path(path);
+    let aggs = seg.damon().map_err(|e| format!("{path}: {e}"))?;
+    let mut out: Vec<_> = aggs
+        .into_iter()
+        .map(|a| (a.monitor_id, a.target_id, a.regions))
+        .collect();
+    out.sort_by_key(|(m, t, _)| (*m, *t));
+    Ok(out)
+}
+
+fn same_damon(a: &str, b: &str) -> bool {
+    // The two writers publish each aggregation at slightly different
+    // moments: try for a few aggregation intervals.
+    let mut last = String::new();
+    for _ in 0..100 {
+        match (latest(a), latest(b)) {
+            (Ok(x), Ok(y)) if !x.is_empty() && x == y => {
+                let regions: usize = x.iter().map(|(_, _, r)| r.len()).sum();
+                return verdict(
+                    "exportd-same-as-kmod",
+                    true,
+                    &format!("{} aggregation(s), {regions} regions, identical", x.len()),
+                );
+            }
+            (x, y) => last = format!("{x:?} vs {y:?}"),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    last.truncate(600);
+    verdict("exportd-same-as-kmod", false, &last)
 }
 
 fn cost() -> bool {
@@ -247,10 +289,12 @@ fn main() {
         ["readonly"] => readonly(),
         ["rising", name] => rising(name),
         ["workload", file] => workload(file),
-        ["damon", file] => damon(file),
+        ["damon", file] => damon(file, DEV, "damon-hot-cold"),
+        ["damon", file, segment, name] => damon(file, segment, name),
+        ["same-damon", a, b] => same_damon(a, b),
         ["cost"] => cost(),
         _ => {
-            eprintln!("usage: perfabi-guest-check readonly | rising NAME | workload FILE | damon FILE | cost");
+            eprintln!("usage: perfabi-guest-check readonly | rising NAME | workload FILE | damon FILE [SEGMENT NAME] | same-damon SEG SEG | cost");
             std::process::exit(2)
         }
     };
