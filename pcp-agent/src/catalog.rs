@@ -1,0 +1,484 @@
+//! What the agent exports: every metric's name, identifier, descriptor and
+//! help text, the static ones and those following a segment's instance
+//! table. Pure Rust, no PCP library needed: tested on its own.
+//!
+//! Namespace (domain `D`):
+//!
+//! | cluster | metrics |
+//! |---|---|
+//! | 0 | `perfabi.segment.*`: the segment and its writer |
+//! | 1 | `perfabi.damon.*`: DAMON aggregations and their regions |
+//! | 16… | `perfabi.counter.<name>`: a counter per CPU (instance domain `D.0`) |
+//! | 2048… | `perfabi.total.<name>`: a counter summed over CPUs |
+//!
+//! A counter keeps its identifier for the agent's life, across writer
+//! restarts, so that rates and archives stay continuous.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::c_int;
+
+use perfabi::{Instance, Semantics, ValueType};
+
+use crate::ffi::{
+    self, pmUnits, PM_SEM_COUNTER, PM_SEM_DISCRETE, PM_SEM_INSTANT, PM_TYPE_64, PM_TYPE_DOUBLE,
+    PM_TYPE_STRING, PM_TYPE_U32, PM_TYPE_U64,
+};
+
+/// The agent's instance domains (their serial numbers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Indom {
+    /// CPUs of the segment: `cpu0`, `cpu1`, …
+    Cpu = 0,
+    /// DAMON (kdamond, target) pairs: `kdamond<PID>/target<N>`.
+    Stream = 1,
+    /// Regions of each pair's latest aggregation: `kdamond<PID>/target<N>/region<I>`.
+    Region = 2,
+}
+
+/// All instance domains, in serial order.
+pub const INDOMS: [Indom; 3] = [Indom::Cpu, Indom::Stream, Indom::Region];
+
+impl Indom {
+    /// One-line and long help.
+    pub fn help(self) -> (&'static str, &'static str) {
+        match self {
+            Indom::Cpu => (
+                "CPUs of the perfabi segment",
+                "One instance per per-CPU block of the segment, named cpuN.",
+            ),
+            Indom::Stream => (
+                "DAMON monitoring streams: (kdamond thread, target) pairs",
+                "One instance per DAMON kdamond thread and target whose latest\n\
+                 complete aggregation is in the segment, named kdamond<PID>/target<N>.",
+            ),
+            Indom::Region => (
+                "Regions of the latest DAMON aggregation of each stream",
+                "One instance per region of the latest complete aggregation of each\n\
+                 (kdamond, target) pair, in address order, named\n\
+                 kdamond<PID>/target<N>/region<I>. The set changes with every\n\
+                 aggregation: DAMON splits and merges regions as it adapts.",
+            ),
+        }
+    }
+}
+
+/// What a metric's values are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// 1 while a valid segment is mapped.
+    Available,
+    /// ABI version, "major.minor".
+    AbiVersion,
+    /// Writer incarnation.
+    Epoch,
+    /// Metadata generation.
+    Generation,
+    /// 1 while the writer is alive (or is the kernel).
+    WriterAlive,
+    /// Writer process id (0: the kernel).
+    WriterPid,
+    /// Reads that found the writer mid-update past the retry bound.
+    BusyReads,
+    /// Reads that found the writer gone.
+    StaleReads,
+    /// Segments mapped anew (restarts, growth) since the agent started.
+    Remaps,
+    /// Per-CPU blocks.
+    NrCpus,
+    /// Live counters.
+    NrCounters,
+    /// Path of the segment.
+    Path,
+    /// Regions in a stream's latest aggregation.
+    NrRegions,
+    /// A stream's aggregation index.
+    Aggregation,
+    /// A stream's sampling interval.
+    SampleUs,
+    /// A stream's aggregation interval.
+    AggrUs,
+    /// Region start address.
+    RegionStart,
+    /// Region end address.
+    RegionEnd,
+    /// Region size.
+    RegionSize,
+    /// Samples that saw an access.
+    RegionNrAccesses,
+    /// Aggregations the region kept its access level.
+    RegionAge,
+    /// `nr_accesses` over the samples in an aggregation.
+    RegionFrequency,
+    /// Regions the writer could not publish.
+    DroppedRegions,
+    /// DAMON streams in the segment.
+    NrStreams,
+    /// A counter on each CPU (its slot).
+    PerCpu(u32),
+    /// A counter summed over CPUs (its slot).
+    Total(u32),
+}
+
+/// One exported metric.
+#[derive(Clone, Debug)]
+pub struct Metric {
+    /// Full PCP name.
+    pub name: String,
+    /// Identifier.
+    pub pmid: ffi::pmID,
+    /// `PM_TYPE_*`.
+    pub type_: c_int,
+    /// Instance domain, if any.
+    pub indom: Option<Indom>,
+    /// `PM_SEM_*`.
+    pub sem: c_int,
+    /// Units.
+    pub units: pmUnits,
+    /// One-line help.
+    pub oneline: String,
+    /// Long help.
+    pub help: String,
+    /// Its values.
+    pub kind: Kind,
+}
+
+const NONE: pmUnits = pmUnits::new(0, 0, 0, 0, 0, 0);
+const COUNT: pmUnits = pmUnits::new(0, 0, 1, 0, 0, 0);
+const BYTES: pmUnits = pmUnits::new(1, 0, 0, 0, 0, 0);
+const USEC: pmUnits = pmUnits::new(0, 1, 0, 0, 1, 0);
+
+/// The metrics that do not depend on the segment's contents.
+pub fn fixed(domain: u32) -> Vec<Metric> {
+    use Kind::*;
+    /// cluster, item, name, type, indom, semantics, units, kind, one-line, help.
+    type Row = (
+        u32,
+        u32,
+        &'static str,
+        c_int,
+        Option<Indom>,
+        c_int,
+        pmUnits,
+        Kind,
+        &'static str,
+        &'static str,
+    );
+    #[rustfmt::skip]
+    let table: [Row; 24] = [
+        (0, 0, "segment.available", PM_TYPE_U32, None, PM_SEM_INSTANT, NONE, Available,
+         "1 while a valid perfabi segment is mapped, else 0",
+         "1 while the agent maps a valid segment at its path, 0 while the path is\n\
+          missing, truncated or not a valid segment (the agent logs why and\n\
+          retries at every request)."),
+        (0, 1, "segment.abi_version", PM_TYPE_STRING, None, PM_SEM_DISCRETE, NONE, AbiVersion,
+         "perfabi ABI version of the segment, major.minor",
+         "The ABI version in the segment header. The agent reads major version 1."),
+        (0, 2, "segment.epoch", PM_TYPE_U64, None, PM_SEM_DISCRETE, NONE, Epoch,
+         "incarnation id of the segment's writer",
+         "A random id chosen when the writer created the segment: it changes when\n\
+          the writer restarts, and counters may then start again from zero."),
+        (0, 3, "segment.generation", PM_TYPE_U64, None, PM_SEM_INSTANT, NONE, Generation,
+         "metadata generation of the segment",
+         "Incremented twice by every change of the instance table (a counter added\n\
+          or removed)."),
+        (0, 4, "segment.writer_alive", PM_TYPE_U32, None, PM_SEM_INSTANT, NONE, WriterAlive,
+         "1 while the segment's writer is alive",
+         "1 while the writer's process exists and its heartbeat is fresh (or the\n\
+          writer is the kernel module), 0 when it closed the segment, died or went\n\
+          silent. Values of a closed segment are its final values."),
+        (0, 5, "segment.writer_pid", PM_TYPE_U32, None, PM_SEM_DISCRETE, NONE, WriterPid,
+         "process id of the segment's writer (0: the kernel)",
+         "The writer's process id, as written in the segment header."),
+        (0, 6, "segment.busy_reads", PM_TYPE_U64, None, PM_SEM_COUNTER, COUNT, BusyReads,
+         "reads that found the writer mid-update beyond the retry bound",
+         "A read retries while a per-CPU block or the instance table is being\n\
+          updated; past its bound it is reported busy and counted here (the fetch\n\
+          then has no values). A writer that died mid-update shows as a growing count."),
+        (0, 7, "segment.stale_reads", PM_TYPE_U64, None, PM_SEM_COUNTER, COUNT, StaleReads,
+         "requests that found the writer gone",
+         "Requests served while the writer was dead or silent: their values are the\n\
+          last ones the writer published."),
+        (0, 8, "segment.remaps", PM_TYPE_U64, None, PM_SEM_COUNTER, COUNT, Remaps,
+         "times the agent mapped the segment anew",
+         "Counts writer restarts (a new file or epoch at the path), growth of the\n\
+          segment and recoveries after it went missing."),
+        (0, 9, "segment.nr_cpus", PM_TYPE_U32, None, PM_SEM_DISCRETE, NONE, NrCpus,
+         "number of per-CPU blocks in the segment", "The segment's per-CPU block count."),
+        (0, 10, "segment.nr_counters", PM_TYPE_U32, None, PM_SEM_INSTANT, NONE, NrCounters,
+         "number of live counters in the segment",
+         "Live instances of the segment's instance table: each is exported as\n\
+          perfabi.counter.NAME (per CPU) and perfabi.total.NAME."),
+        (0, 11, "segment.path", PM_TYPE_STRING, None, PM_SEM_DISCRETE, NONE, Path,
+         "path of the segment the agent reads",
+         "The segment path given to the agent (-s/--segment)."),
+        (1, 0, "damon.nr_regions", PM_TYPE_U32, Some(Indom::Stream), PM_SEM_INSTANT, NONE, NrRegions,
+         "regions in the latest DAMON aggregation of each stream",
+         "Number of regions of the latest complete aggregation of each (kdamond,\n\
+          target) pair."),
+        (1, 1, "damon.aggregation", PM_TYPE_U64, Some(Indom::Stream), PM_SEM_INSTANT, NONE, Aggregation,
+         "index of the latest DAMON aggregation of each stream",
+         "The writer's sequence number of the aggregation the perfabi.damon.region\n\
+          values come from; it grows by one per aggregation interval."),
+        (1, 2, "damon.sample_us", PM_TYPE_U32, Some(Indom::Stream), PM_SEM_DISCRETE, USEC, SampleUs,
+         "DAMON sampling interval of each stream",
+         "The interval between DAMON's access checks of a region."),
+        (1, 3, "damon.aggr_us", PM_TYPE_U32, Some(Indom::Stream), PM_SEM_DISCRETE, USEC, AggrUs,
+         "DAMON aggregation interval of each stream",
+         "The interval over which DAMON counts accesses before it reports regions."),
+        (1, 4, "damon.dropped_regions", PM_TYPE_U64, None, PM_SEM_COUNTER, COUNT, DroppedRegions,
+         "DAMON regions the writer could not publish",
+         "Regions dropped because a per-CPU DAMON area was full or an aggregation\n\
+          was larger than it."),
+        (1, 10, "damon.region.start", PM_TYPE_U64, Some(Indom::Region), PM_SEM_INSTANT, NONE, RegionStart,
+         "start address of each DAMON region",
+         "First address of the region (virtual for vaddr targets, physical for paddr)."),
+        (1, 11, "damon.region.end", PM_TYPE_U64, Some(Indom::Region), PM_SEM_INSTANT, NONE, RegionEnd,
+         "end address (exclusive) of each DAMON region", "One past the region's last address."),
+        (1, 12, "damon.region.size", PM_TYPE_U64, Some(Indom::Region), PM_SEM_INSTANT, BYTES, RegionSize,
+         "size of each DAMON region", "end - start, in bytes."),
+        (1, 13, "damon.region.nr_accesses", PM_TYPE_U32, Some(Indom::Region), PM_SEM_INSTANT, COUNT, RegionNrAccesses,
+         "samples of the last aggregation that saw each region accessed",
+         "How many of the aggregation's samples (aggr_us / sample_us of them) found\n\
+          the region accessed."),
+        (1, 14, "damon.region.age", PM_TYPE_U32, Some(Indom::Region), PM_SEM_INSTANT, NONE, RegionAge,
+         "aggregations each DAMON region has kept its access level",
+         "DAMON's age of the region: aggregation intervals since its access\n\
+          frequency last changed notably."),
+        (1, 15, "damon.region.frequency", PM_TYPE_DOUBLE, Some(Indom::Region), PM_SEM_INSTANT, NONE, RegionFrequency,
+         "access frequency of each DAMON region, 0 to 1",
+         "nr_accesses divided by the samples per aggregation (aggr_us / sample_us):\n\
+          1 means every sample saw the region accessed."),
+        (1, 16, "damon.streams", PM_TYPE_U32, None, PM_SEM_INSTANT, NONE, NrStreams,
+         "number of DAMON streams in the segment",
+         "(kdamond, target) pairs with a complete aggregation in the segment."),
+    ];
+    table
+        .into_iter()
+        .map(
+            |(cluster, item, name, type_, indom, sem, units, kind, oneline, help)| Metric {
+                name: format!("perfabi.{name}"),
+                pmid: ffi::pmid(domain, cluster, item),
+                type_,
+                indom,
+                sem,
+                units,
+                oneline: oneline.into(),
+                help: help.into(),
+                kind,
+            },
+        )
+        .collect()
+}
+
+/// First cluster of `perfabi.counter.*`, and of `perfabi.total.*`.
+const PER_CPU_CLUSTER: u32 = 16;
+const TOTAL_CLUSTER: u32 = 2048;
+/// Counters one agent can name in its life (clusters 16..2048, 1024 items each).
+pub const MAX_COUNTERS: u32 = (TOTAL_CLUSTER - PER_CPU_CLUSTER) * 1024;
+
+/// The PCP name of every counter name met so far, and its number, kept for
+/// the agent's life.
+#[derive(Default)]
+pub struct CounterNames {
+    by_name: HashMap<String, (u32, String)>,
+    taken: HashSet<String>,
+}
+
+impl CounterNames {
+    /// The number and PCP name component of `name`, assigned on first sight;
+    /// `None` once [`MAX_COUNTERS`] names were given out.
+    pub fn get(&mut self, name: &str) -> Option<(u32, &str)> {
+        if !self.by_name.contains_key(name) {
+            let n = self.by_name.len() as u32;
+            if n >= MAX_COUNTERS {
+                return None;
+            }
+            let base = component(name);
+            let mut pcp = base.clone();
+            let mut k = 2;
+            while self.taken.contains(&pcp) {
+                pcp = format!("{base}_{k}");
+                k += 1;
+            }
+            self.taken.insert(pcp.clone());
+            self.by_name.insert(name.to_string(), (n, pcp));
+        }
+        self.by_name.get(name).map(|(n, p)| (*n, p.as_str()))
+    }
+}
+
+/// A perfabi counter name as one PCP name component: letters, digits and
+/// `_`, starting with a letter (`exportd.refreshes` → `exportd_refreshes`).
+pub fn component(name: &str) -> String {
+    let mut s: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    if !s.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        s.insert(0, 'c');
+    }
+    s
+}
+
+/// PCP units for a perfabi unit string; `None` if PCP has no such unit (it
+/// is then named in the help text).
+pub fn units(unit: &str) -> Option<pmUnits> {
+    Some(match unit {
+        "" => NONE,
+        "count" | "events" | "calls" | "packets" | "pages" | "regions" => COUNT,
+        "ns" => pmUnits::new(0, 1, 0, 0, 0, 0),
+        "us" => USEC,
+        "ms" => pmUnits::new(0, 1, 0, 0, 2, 0),
+        "s" | "sec" => pmUnits::new(0, 1, 0, 0, 3, 0),
+        "B" | "bytes" => BYTES,
+        "KiB" => pmUnits::new(1, 0, 0, 1, 0, 0),
+        "MiB" => pmUnits::new(1, 0, 0, 2, 0, 0),
+        "GiB" => pmUnits::new(1, 0, 0, 3, 0, 0),
+        _ => return None,
+    })
+}
+
+/// `perfabi.counter.<name>` and `perfabi.total.<name>` for each instance.
+/// Instances past [`MAX_COUNTERS`] names are left out and returned apart.
+pub fn counters(
+    domain: u32,
+    instances: &[Instance],
+    names: &mut CounterNames,
+) -> (Vec<Metric>, Vec<String>) {
+    let mut out = Vec::with_capacity(instances.len() * 2);
+    let mut left_out = Vec::new();
+    for inst in instances {
+        let Some((n, pcp)) = names.get(&inst.name) else {
+            left_out.push(inst.name.clone());
+            continue;
+        };
+        let (type_, signed) = match inst.value_type {
+            ValueType::U64 => (PM_TYPE_U64, "unsigned"),
+            ValueType::I64 => (PM_TYPE_64, "signed"),
+        };
+        let (sem, what) = match inst.semantics {
+            Semantics::Counter => (PM_SEM_COUNTER, "a counter"),
+            Semantics::Instant => (PM_SEM_INSTANT, "an instant value (a level)"),
+        };
+        let unit = if inst.unit.is_empty() {
+            "none"
+        } else {
+            &inst.unit
+        };
+        let u = units(&inst.unit);
+        let help = |scope: &str| {
+            format!(
+                "The perfabi instance {:?}: {what}, {signed} 64-bit, unit {unit}{}.\n{scope}",
+                inst.name,
+                if u.is_some() {
+                    ""
+                } else {
+                    " (not a PCP unit: exported without units)"
+                }
+            )
+        };
+        for (cluster0, indom, prefix, oneline, scope) in [
+            (
+                PER_CPU_CLUSTER,
+                Some(Indom::Cpu),
+                "counter",
+                format!("{} on each CPU", inst.name),
+                "One value per CPU of the segment: each CPU's own contribution.",
+            ),
+            (
+                TOTAL_CLUSTER,
+                None,
+                "total",
+                format!("{} summed over CPUs", inst.name),
+                "The sum of the per-CPU values (perfabi.counter.* has them one by one).",
+            ),
+        ] {
+            out.push(Metric {
+                name: format!("perfabi.{prefix}.{pcp}"),
+                pmid: ffi::pmid(domain, cluster0 + n / 1024, n % 1024),
+                type_,
+                indom,
+                sem,
+                units: u.unwrap_or(NONE),
+                oneline,
+                help: help(scope),
+                kind: if indom.is_some() {
+                    Kind::PerCpu(inst.slot)
+                } else {
+                    Kind::Total(inst.slot)
+                },
+            });
+        }
+    }
+    (out, left_out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inst(slot: u32, name: &str, unit: &str) -> Instance {
+        Instance {
+            slot,
+            reg_id: 1,
+            name: name.into(),
+            unit: unit.into(),
+            semantics: Semantics::Counter,
+            value_type: ValueType::U64,
+        }
+    }
+
+    #[test]
+    fn names_are_valid_components_unique_and_stable() {
+        let mut n = CounterNames::default();
+        assert_eq!(n.get("exportd.refreshes"), Some((0, "exportd_refreshes")));
+        assert_eq!(n.get("exportd_refreshes"), Some((1, "exportd_refreshes_2")));
+        assert_eq!(n.get("9lives"), Some((2, "c9lives")));
+        // Seen again (after a writer restart): the same number and name.
+        assert_eq!(n.get("exportd.refreshes"), Some((0, "exportd_refreshes")));
+    }
+
+    #[test]
+    fn counters_get_a_per_cpu_and_a_total_metric_with_distinct_ids() {
+        let mut names = CounterNames::default();
+        let (m, left) = counters(
+            502,
+            &[inst(3, "net.rx", "bytes"), inst(0, "odd", "widgets")],
+            &mut names,
+        );
+        assert!(left.is_empty());
+        let got: Vec<_> = m
+            .iter()
+            .map(|m| (m.name.as_str(), m.kind, m.indom))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("perfabi.counter.net_rx", Kind::PerCpu(3), Some(Indom::Cpu)),
+                ("perfabi.total.net_rx", Kind::Total(3), None),
+                ("perfabi.counter.odd", Kind::PerCpu(0), Some(Indom::Cpu)),
+                ("perfabi.total.odd", Kind::Total(0), None),
+            ]
+        );
+        assert_eq!(m[0].units, BYTES);
+        assert!(m[2].help.contains("not a PCP unit"));
+        let mut all: Vec<_> = fixed(502).iter().chain(&m).map(|m| m.pmid).collect();
+        let n = all.len();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), n, "pmids are unique");
+        assert!(fixed(502).iter().all(|m| m.name.starts_with("perfabi.")
+            && !m.oneline.is_empty()
+            && !m.help.is_empty()));
+    }
+
+    #[test]
+    fn units_match_pcp_s_own_encoding() {
+        // PMDA_PMUNITS(0,1,0,0,PM_TIME_USEC,0) and (1,0,0,PM_SPACE_BYTE,0,0)
+        // as the C compiler lays them out (see tests/ffi_layout.rs).
+        assert_eq!(units("us"), Some(pmUnits(0x0100_1000)));
+        assert_eq!(units("bytes"), Some(pmUnits(0x1000_0000)));
+        assert_eq!(units("count"), Some(pmUnits(0x0010_0000)));
+        assert_eq!(units("furlongs"), None);
+    }
+}

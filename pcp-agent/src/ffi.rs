@@ -1,0 +1,351 @@
+//! The few parts of PCP's C API this agent uses, declared by hand from
+//! `pcp/pmapi.h` and `pcp/pmda.h` (PCP 6), and loaded at run time with
+//! `dlopen`, so that a missing PCP library is a one-line message saying
+//! what to install rather than a loader error. The layouts are checked
+//! against the real headers by `tests/ffi_layout.rs`.
+
+#![allow(non_camel_case_types, non_snake_case)]
+
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+
+/// `pmID`: domain (9 bits), cluster (12), item (10).
+pub type pmID = c_uint;
+/// `pmInDom`: domain (9 bits), serial (22).
+pub type pmInDom = c_uint;
+
+/// `PM_INDOM_NULL`.
+pub const PM_INDOM_NULL: pmInDom = 0xffff_ffff;
+/// `PMDA_INTERFACE_4`: dynamic namespace callbacks.
+pub const PMDA_INTERFACE_4: c_int = 4;
+/// `PMDA_EXT_FLAG_HASHED`: look metrics up by hash (the table is dynamic).
+pub const PMDA_EXT_FLAG_HASHED: c_int = 1 << 1;
+/// Fetch callback results.
+pub const PMDA_FETCH_NOVALUES: c_int = 0;
+/// The value is in the atom (strings: a pointer the agent keeps alive).
+pub const PMDA_FETCH_STATIC: c_int = 1;
+/// `pmDesc.type` values.
+pub const PM_TYPE_U32: c_int = 1;
+/// Signed 64-bit.
+pub const PM_TYPE_64: c_int = 2;
+/// Unsigned 64-bit.
+pub const PM_TYPE_U64: c_int = 3;
+/// Double.
+pub const PM_TYPE_DOUBLE: c_int = 5;
+/// String.
+pub const PM_TYPE_STRING: c_int = 6;
+/// `pmDesc.sem` values.
+pub const PM_SEM_COUNTER: c_int = 1;
+/// Instantaneous, continuous.
+pub const PM_SEM_INSTANT: c_int = 3;
+/// Instantaneous, discrete (changes rarely).
+pub const PM_SEM_DISCRETE: c_int = 4;
+/// `pmNotifyErr` levels (syslog's).
+pub const LOG_ERR: c_int = 3;
+/// Informational.
+pub const LOG_INFO: c_int = 6;
+/// Help text request bits.
+pub const PM_TEXT_ONELINE: c_int = 1;
+/// The request names a metric.
+pub const PM_TEXT_PMID: c_int = 4;
+/// The request names an instance domain.
+pub const PM_TEXT_INDOM: c_int = 8;
+const PM_ERR_BASE: c_int = 12345;
+/// Generic error.
+pub const PM_ERR_GENERIC: c_int = -PM_ERR_BASE;
+/// No help text.
+pub const PM_ERR_TEXT: c_int = -PM_ERR_BASE - 4;
+/// Unknown metric identifier.
+pub const PM_ERR_PMID: c_int = -PM_ERR_BASE - 13;
+
+/// `pmUnits` as its 32-bit word (x86_64 bit-field order).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct pmUnits(pub u32);
+
+impl pmUnits {
+    /// `PMDA_PMUNITS(dimSpace, dimTime, dimCount, scaleSpace, scaleTime, scaleCount)`.
+    pub const fn new(ds: i32, dt: i32, dc: i32, ss: u32, st: u32, sc: i32) -> pmUnits {
+        let (ds, dt, dc, sc) = (
+            ds as u32 & 0xf,
+            dt as u32 & 0xf,
+            dc as u32 & 0xf,
+            sc as u32 & 0xf,
+        );
+        pmUnits(ds << 28 | dt << 24 | dc << 20 | (ss & 0xf) << 16 | (st & 0xf) << 12 | sc << 8)
+    }
+}
+
+/// `pmDesc`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct pmDesc {
+    /// Metric id.
+    pub pmid: pmID,
+    /// `PM_TYPE_*`.
+    pub type_: c_int,
+    /// Instance domain or `PM_INDOM_NULL`.
+    pub indom: pmInDom,
+    /// `PM_SEM_*`.
+    pub sem: c_int,
+    /// Units.
+    pub units: pmUnits,
+}
+
+/// `pmdaMetric`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct pmdaMetric {
+    /// Agent's own data: here the index of the metric in the catalog.
+    pub m_user: *mut c_void,
+    /// Description.
+    pub m_desc: pmDesc,
+}
+
+/// `pmdaInstid`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct pmdaInstid {
+    /// Instance id.
+    pub i_inst: c_int,
+    /// Instance name.
+    pub i_name: *mut c_char,
+}
+
+/// `pmdaIndom`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct pmdaIndom {
+    /// The instance domain.
+    pub it_indom: pmInDom,
+    /// Instances in `it_set`.
+    pub it_numinst: c_int,
+    /// The instances.
+    pub it_set: *mut pmdaInstid,
+}
+
+/// `pmAtomValue`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union pmAtomValue {
+    /// U32.
+    pub ul: u32,
+    /// 64.
+    pub ll: i64,
+    /// U64.
+    pub ull: u64,
+    /// Double.
+    pub d: f64,
+    /// String.
+    pub cp: *const c_char,
+}
+
+/// `pmdaExt`: opaque here.
+#[repr(C)]
+pub struct pmdaExt {
+    _private: [u8; 0],
+}
+/// `pmdaNameSpace`: opaque.
+#[repr(C)]
+pub struct pmdaNameSpace {
+    _private: [u8; 0],
+}
+/// `pmResult`, `pmProfile`, `pmInResult`: opaque, passed through.
+pub type Opaque = c_void;
+
+/// `pmdaInterface` with the `four` member of its version union (the union
+/// is as large as its largest member, `seven`: 12 pointers, 10 of them
+/// in `four`).
+#[repr(C)]
+pub struct pmdaInterface {
+    /// Domain.
+    pub domain: c_int,
+    /// `comm` bit-fields.
+    pub comm: c_uint,
+    /// Status.
+    pub status: c_int,
+    /// The union's members, as version 4 names them.
+    pub four: Four,
+    _rest_of_union: [*mut c_void; 2],
+}
+
+/// The `four` member: the callbacks of a version 4 agent.
+#[repr(C)]
+pub struct Four {
+    /// The agent's pmdaExt.
+    pub ext: *mut pmdaExt,
+    /// Profile.
+    pub profile: Option<unsafe extern "C" fn(*mut Opaque, *mut pmdaExt) -> c_int>,
+    /// Fetch.
+    pub fetch: Option<FetchFn>,
+    /// Descriptor.
+    pub desc: Option<unsafe extern "C" fn(pmID, *mut pmDesc, *mut pmdaExt) -> c_int>,
+    /// Instances.
+    pub instance: Option<InstanceFn>,
+    /// Help text.
+    pub text: Option<TextFn>,
+    /// Store.
+    pub store: Option<unsafe extern "C" fn(*mut Opaque, *mut pmdaExt) -> c_int>,
+    /// Name to pmID.
+    pub pmid: Option<unsafe extern "C" fn(*const c_char, *mut pmID, *mut pmdaExt) -> c_int>,
+    /// pmID to names.
+    pub name: Option<unsafe extern "C" fn(pmID, *mut *mut *mut c_char, *mut pmdaExt) -> c_int>,
+    /// Children of a name.
+    pub children: Option<ChildrenFn>,
+}
+
+/// The fetch entry point.
+pub type FetchFn = unsafe extern "C" fn(c_int, *mut pmID, *mut *mut Opaque, *mut pmdaExt) -> c_int;
+/// The instance entry point.
+pub type InstanceFn =
+    unsafe extern "C" fn(pmInDom, c_int, *mut c_char, *mut *mut Opaque, *mut pmdaExt) -> c_int;
+/// The help text entry point.
+pub type TextFn = unsafe extern "C" fn(c_int, c_int, *mut *mut c_char, *mut pmdaExt) -> c_int;
+/// The children entry point.
+pub type ChildrenFn = unsafe extern "C" fn(
+    *const c_char,
+    c_int,
+    *mut *mut *mut c_char,
+    *mut *mut c_int,
+    *mut pmdaExt,
+) -> c_int;
+/// The per-value fetch callback.
+pub type FetchCallBack = unsafe extern "C" fn(*mut pmdaMetric, c_uint, *mut pmAtomValue) -> c_int;
+/// The per-PDU check callback.
+pub type CheckCallBack = unsafe extern "C" fn() -> c_int;
+
+/// The library's functions this agent calls.
+#[allow(missing_docs)]
+pub struct Pcp {
+    pub pmSetProgname: unsafe extern "C" fn(*const c_char),
+    pub pmNotifyErr: unsafe extern "C" fn(c_int, *const c_char, ...),
+    pub pmErrStr_r: unsafe extern "C" fn(c_int, *mut c_char, c_int) -> *mut c_char,
+    pub pmdaDaemon: unsafe extern "C" fn(
+        *mut pmdaInterface,
+        c_int,
+        *const c_char,
+        c_int,
+        *const c_char,
+        *const c_char,
+    ),
+    pub pmdaOpenLog: unsafe extern "C" fn(*mut pmdaInterface),
+    pub pmdaSetFlags: unsafe extern "C" fn(*mut pmdaInterface, c_int),
+    pub pmdaInit:
+        unsafe extern "C" fn(*mut pmdaInterface, *mut pmdaIndom, c_int, *mut pmdaMetric, c_int),
+    pub pmdaConnect: unsafe extern "C" fn(*mut pmdaInterface),
+    pub pmdaMain: unsafe extern "C" fn(*mut pmdaInterface),
+    pub pmdaSetFetchCallBack: unsafe extern "C" fn(*mut pmdaInterface, FetchCallBack),
+    pub pmdaSetCheckCallBack: unsafe extern "C" fn(*mut pmdaInterface, CheckCallBack),
+    pub pmdaRehash: unsafe extern "C" fn(*mut pmdaExt, *mut pmdaMetric, c_int),
+    pub pmdaTreeCreate: unsafe extern "C" fn(*mut *mut pmdaNameSpace) -> c_int,
+    pub pmdaTreeInsert: unsafe extern "C" fn(*mut pmdaNameSpace, pmID, *const c_char) -> c_int,
+    pub pmdaTreeRebuildHash: unsafe extern "C" fn(*mut pmdaNameSpace, c_int),
+    pub pmdaTreeRelease: unsafe extern "C" fn(*mut pmdaNameSpace),
+    pub pmdaTreePMID: unsafe extern "C" fn(*mut pmdaNameSpace, *const c_char, *mut pmID) -> c_int,
+    pub pmdaTreeName:
+        unsafe extern "C" fn(*mut pmdaNameSpace, pmID, *mut *mut *mut c_char) -> c_int,
+    pub pmdaTreeChildren: unsafe extern "C" fn(
+        *mut pmdaNameSpace,
+        *const c_char,
+        c_int,
+        *mut *mut *mut c_char,
+        *mut *mut c_int,
+    ) -> c_int,
+}
+
+/// The library file loaded (it pulls in libpcp.so.3).
+pub const LIBRARY: &str = "libpcp_pmda.so.3";
+
+impl Pcp {
+    /// Loads libpcp_pmda (and with it libpcp) and looks every function up.
+    pub fn load() -> Result<Pcp, String> {
+        let name = std::ffi::CString::new(LIBRARY).expect("no NUL");
+        // SAFETY: dlopen with a valid C string; the handle is never closed,
+        // so the function pointers below stay valid for the process.
+        let h = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
+        if h.is_null() {
+            return Err(format!(
+                "cannot load {LIBRARY} ({}): install PCP's agent library (Debian: apt-get install libpcp-pmda3)",
+                dlerror()
+            ));
+        }
+        macro_rules! sym {
+            ($name:ident) => {{
+                let s = concat!(stringify!($name), "\0");
+                // SAFETY: s is NUL-terminated; h is a live handle.
+                let p = unsafe { libc::dlsym(h, s.as_ptr().cast()) };
+                if p.is_null() {
+                    return Err(format!(
+                        "{LIBRARY} has no {}: this PCP is too old (PCP 4 or later is needed)",
+                        stringify!($name)
+                    ));
+                }
+                // SAFETY: the symbol is the C function declared in pmda.h or
+                // pmapi.h with exactly the signature of the field it fills.
+                unsafe { fn_from_symbol(p) }
+            }};
+        }
+        Ok(Pcp {
+            pmSetProgname: sym!(pmSetProgname),
+            pmNotifyErr: sym!(pmNotifyErr),
+            pmErrStr_r: sym!(pmErrStr_r),
+            pmdaDaemon: sym!(pmdaDaemon),
+            pmdaOpenLog: sym!(pmdaOpenLog),
+            pmdaSetFlags: sym!(pmdaSetFlags),
+            pmdaInit: sym!(pmdaInit),
+            pmdaConnect: sym!(pmdaConnect),
+            pmdaMain: sym!(pmdaMain),
+            pmdaSetFetchCallBack: sym!(pmdaSetFetchCallBack),
+            pmdaSetCheckCallBack: sym!(pmdaSetCheckCallBack),
+            pmdaRehash: sym!(pmdaRehash),
+            pmdaTreeCreate: sym!(pmdaTreeCreate),
+            pmdaTreeInsert: sym!(pmdaTreeInsert),
+            pmdaTreeRebuildHash: sym!(pmdaTreeRebuildHash),
+            pmdaTreeRelease: sym!(pmdaTreeRelease),
+            pmdaTreePMID: sym!(pmdaTreePMID),
+            pmdaTreeName: sym!(pmdaTreeName),
+            pmdaTreeChildren: sym!(pmdaTreeChildren),
+        })
+    }
+
+    /// PCP's text for an error code.
+    pub fn err_str(&self, code: c_int) -> String {
+        let mut buf = [0 as c_char; 256];
+        // SAFETY: pmErrStr_r writes at most the given length, NUL included.
+        let p = unsafe { (self.pmErrStr_r)(code, buf.as_mut_ptr(), buf.len() as c_int) };
+        if p.is_null() {
+            return format!("PCP error {code}");
+        }
+        // SAFETY: p points at buf, NUL-terminated by pmErrStr_r.
+        unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+    }
+}
+
+/// A function pointer of type `F` from a symbol's address.
+///
+/// # Safety
+/// `p` must be the address of a function whose C signature is `F`'s.
+unsafe fn fn_from_symbol<F: Copy>(p: *mut c_void) -> F {
+    assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
+    // SAFETY: same size (checked); the caller vouches for the signature.
+    unsafe { std::mem::transmute_copy(&p) }
+}
+
+fn dlerror() -> String {
+    // SAFETY: dlerror returns NULL or a thread-local NUL-terminated string.
+    let e = unsafe { libc::dlerror() };
+    if e.is_null() {
+        return "unknown error".into();
+    }
+    // SAFETY: non-null, NUL-terminated (above).
+    unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
+}
+
+/// `pmID_build(domain, cluster, item)`.
+pub const fn pmid(domain: u32, cluster: u32, item: u32) -> pmID {
+    (domain & 0x1ff) << 22 | (cluster & 0xfff) << 10 | (item & 0x3ff)
+}
+
+/// `pmInDom_build(domain, serial)`.
+pub const fn indom(domain: u32, serial: u32) -> pmInDom {
+    (domain & 0x1ff) << 22 | (serial & 0x3f_ffff)
+}

@@ -1,0 +1,93 @@
+//! pmdaperfabi: a Performance Co-Pilot daemon PMDA that serves a perfabi
+//! segment's counters, DAMON regions and writer state to pmcd.
+//!
+//! It runs as a pipe daemon under pmcd (pmcd.conf:
+//! `perfabi 502 pipe binary /var/lib/pcp/pmdas/perfabi/pmdaperfabi -d 502`),
+//! never inside pmcd, so nothing in reading a segment can take pmcd down.
+//! PCP's library is loaded at run time; see `ffi`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use perfabi_pcp_agent::{ffi, help_text, pmda, DEFAULT_DOMAIN};
+
+const USAGE: &str = "\
+Usage: pmdaperfabi [-d DOMAIN] [-l LOGFILE] [-s SEGMENT]
+       pmdaperfabi --help-text
+
+A PCP daemon PMDA serving a perfabi segment (run by pmcd, or by dbpmda).
+
+  -d, --domain DOMAIN    performance metrics domain (default 502)
+  -l, --logfile FILE     log file (default perfabi.log, in pmcd's log folder)
+  -s, --segment PATH     segment to serve (default: $PERFABI_SEGMENT, else
+                         /dev/perfabi if it exists, else /dev/shm/perfabi.seg)
+      --help-text        print the help text of the fixed metrics in
+                         newhelp(1) format and exit
+  -h, --help             this text
+
+Exit status: 0 when pmcd closes the pipe, 1 if PCP's library cannot be
+loaded or the agent cannot start, 2 on bad arguments.";
+
+struct Args {
+    domain: u32,
+    logfile: String,
+    segment: PathBuf,
+}
+
+fn parse(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
+    let mut a = Args {
+        domain: DEFAULT_DOMAIN,
+        logfile: "perfabi.log".into(),
+        segment: perfabi_reader::default_path(),
+    };
+    while let Some(arg) = it.next() {
+        let mut value = |flag: &str| it.next().ok_or_else(|| format!("{flag} needs a value"));
+        match arg.as_str() {
+            "-d" | "--domain" => {
+                let v = value(&arg)?;
+                a.domain = v
+                    .parse()
+                    .ok()
+                    .filter(|d| (1..511).contains(d))
+                    .ok_or_else(|| format!("{arg} {v}: a domain is a number from 1 to 510"))?;
+            }
+            "-l" | "--logfile" => a.logfile = value(&arg)?,
+            "-s" | "--segment" => a.segment = PathBuf::from(value(&arg)?),
+            "--help-text" => {
+                print!("{}", help_text(a.domain));
+                return Ok(None);
+            }
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return Ok(None);
+            }
+            other => return Err(format!("unknown argument {other:?} (see --help)")),
+        }
+    }
+    Ok(Some(a))
+}
+
+fn main() -> ExitCode {
+    let args = match parse(std::env::args().skip(1)) {
+        Ok(Some(a)) => a,
+        Ok(None) => return ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pmdaperfabi: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let pcp = match ffi::Pcp::load() {
+        Ok(p) => Box::leak(Box::new(p)),
+        Err(e) => {
+            eprintln!("pmdaperfabi: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match pmda::run(pcp, args.domain, &args.logfile, &args.segment) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pmdaperfabi: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! The hand-written declarations of `ffi` against PCP's own headers: a C
+//! program compiled against /usr/include/pcp prints sizes, offsets and
+//! macro values, which must equal the Rust ones.
+
+use std::mem::{offset_of, size_of};
+use std::process::Command;
+
+use perfabi_pcp_agent::ffi::*;
+
+const PROGRAM: &str = r#"
+#include <stddef.h>
+#include <stdio.h>
+#include <pcp/pmapi.h>
+#include <pcp/pmda.h>
+int main(void) {
+    pmUnits us = PMDA_PMUNITS(0,1,0,0,PM_TIME_USEC,0), b = PMDA_PMUNITS(1,0,0,PM_SPACE_BYTE,0,0);
+    pmUnits c = PMDA_PMUNITS(0,0,1,0,0,PM_COUNT_ONE), neg = PMDA_PMUNITS(-1,1,0,PM_SPACE_KBYTE,PM_TIME_SEC,0);
+    printf("sizeof_interface %zu\n", sizeof(pmdaInterface));
+    printf("offset_ext %zu\n", offsetof(pmdaInterface, version.four.ext));
+    printf("offset_fetch %zu\n", offsetof(pmdaInterface, version.four.fetch));
+    printf("offset_text %zu\n", offsetof(pmdaInterface, version.four.text));
+    printf("offset_children %zu\n", offsetof(pmdaInterface, version.four.children));
+    printf("sizeof_desc %zu\n", sizeof(pmDesc));
+    printf("offset_units %zu\n", offsetof(pmDesc, units));
+    printf("sizeof_metric %zu\n", sizeof(pmdaMetric));
+    printf("sizeof_indom %zu\n", sizeof(pmdaIndom));
+    printf("sizeof_instid %zu\n", sizeof(pmdaInstid));
+    printf("sizeof_atom %zu\n", sizeof(pmAtomValue));
+    printf("units_us %u\n", *(unsigned *)&us);
+    printf("units_bytes %u\n", *(unsigned *)&b);
+    printf("units_count %u\n", *(unsigned *)&c);
+    printf("units_neg %u\n", *(unsigned *)&neg);
+    printf("pmid %u\n", (unsigned)pmID_build(502, 2048, 1023));
+    printf("indom %u\n", (unsigned)pmInDom_build(502, 2));
+    printf("consts %d %d %d %d %d %d %d %d\n", PMDA_INTERFACE_4, PMDA_EXT_FLAG_HASHED,
+        PM_TYPE_U64, PM_SEM_DISCRETE, PM_TEXT_INDOM, PM_ERR_TEXT, PM_ERR_PMID, PMDA_FETCH_STATIC);
+    return 0;
+}
+"#;
+
+#[test]
+fn rust_declarations_match_pcp_s_headers() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("layout.c");
+    let bin = dir.path().join("layout");
+    std::fs::write(&src, PROGRAM).unwrap();
+    let cc = Command::new("cc")
+        .arg(&src)
+        .arg("-o")
+        .arg(&bin)
+        .arg("-lpcp")
+        .output()
+        .expect("a C compiler (cc) is needed: run tests/setup");
+    assert!(
+        cc.status.success(),
+        "compiling against PCP's headers failed (is libpcp3-dev installed? run tests/setup):\n{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    let out = String::from_utf8(Command::new(&bin).output().unwrap().stdout).unwrap();
+    let want = format!(
+        "sizeof_interface {}\noffset_ext {}\noffset_fetch {}\noffset_text {}\noffset_children {}\n\
+         sizeof_desc {}\noffset_units {}\nsizeof_metric {}\nsizeof_indom {}\nsizeof_instid {}\nsizeof_atom {}\n\
+         units_us {}\nunits_bytes {}\nunits_count {}\nunits_neg {}\npmid {}\nindom {}\nconsts {} {} {} {} {} {} {} {}\n",
+        size_of::<pmdaInterface>(),
+        offset_of!(pmdaInterface, four),
+        offset_of!(pmdaInterface, four) + offset_of!(Four, fetch),
+        offset_of!(pmdaInterface, four) + offset_of!(Four, text),
+        offset_of!(pmdaInterface, four) + offset_of!(Four, children),
+        size_of::<pmDesc>(),
+        offset_of!(pmDesc, units),
+        size_of::<pmdaMetric>(),
+        size_of::<pmdaIndom>(),
+        size_of::<pmdaInstid>(),
+        size_of::<pmAtomValue>(),
+        pmUnits::new(0, 1, 0, 0, 1, 0).0,
+        pmUnits::new(1, 0, 0, 0, 0, 0).0,
+        pmUnits::new(0, 0, 1, 0, 0, 0).0,
+        pmUnits::new(-1, 1, 0, 1, 3, 0).0,
+        pmid(502, 2048, 1023),
+        indom(502, 2),
+        PMDA_INTERFACE_4,
+        PMDA_EXT_FLAG_HASHED,
+        PM_TYPE_U64,
+        PM_SEM_DISCRETE,
+        PM_TEXT_INDOM,
+        PM_ERR_TEXT,
+        PM_ERR_PMID,
+        PMDA_FETCH_STATIC,
+    );
+    assert_eq!(out, want);
+}
