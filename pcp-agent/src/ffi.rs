@@ -252,19 +252,22 @@ pub struct Pcp {
     ) -> c_int,
 }
 
-/// The library file loaded (it pulls in libpcp.so.3).
+/// The library file loaded (it pulls in libpcp.so.3); the environment
+/// variable `PERFABI_PCP_LIBRARY` names another.
 pub const LIBRARY: &str = "libpcp_pmda.so.3";
 
 impl Pcp {
     /// Loads libpcp_pmda (and with it libpcp) and looks every function up.
     pub fn load() -> Result<Pcp, String> {
-        let name = std::ffi::CString::new(LIBRARY).expect("no NUL");
+        let file = std::env::var("PERFABI_PCP_LIBRARY").unwrap_or_else(|_| LIBRARY.into());
+        let name = std::ffi::CString::new(file.clone())
+            .map_err(|_| "PERFABI_PCP_LIBRARY contains a NUL byte".to_string())?;
         // SAFETY: dlopen with a valid C string; the handle is never closed,
         // so the function pointers below stay valid for the process.
         let h = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
         if h.is_null() {
             return Err(format!(
-                "cannot load {LIBRARY} ({}): install PCP's agent library (Debian: apt-get install libpcp-pmda3)",
+                "cannot load {file} ({}): install PCP's agent library (Debian: apt-get install libpcp-pmda3)",
                 dlerror()
             ));
         }

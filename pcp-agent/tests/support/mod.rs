@@ -1,0 +1,172 @@
+//! Helpers of the agent's tests: PCP's tools, a private pmcd started by
+//! the project's own script, and segments written in-process.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+pub const AGENT: &str = env!("CARGO_BIN_EXE_pmdaperfabi");
+
+/// A PCP tool, or a failure that says how to get it.
+pub fn tool(name: &str) -> Command {
+    let found = ["/usr/bin", "/usr/lib/pcp/bin", "/usr/libexec/pcp/bin"]
+        .iter()
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| {
+            panic!("PCP's {name} is missing: run tests/setup (Debian: apt-get install pcp)")
+        });
+    Command::new(found)
+}
+
+pub fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    out
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A port for test `n` of this process, on 127.0.0.1.
+pub fn port(n: u16) -> u16 {
+    40000 + (std::process::id() % 2000) as u16 * 8 + n
+}
+
+/// A private pmcd (see pcp-agent/test/private-pmcd); killed on drop.
+pub struct Pmcd {
+    pub dir: PathBuf,
+    pub port: u16,
+    pub pid: u32,
+}
+
+impl Pmcd {
+    pub fn start(dir: &Path, port: u16, segment: &Path, extra: &[&str]) -> Pmcd {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("test/private-pmcd");
+        let out = run(Command::new(&script)
+            .arg(dir)
+            .arg(port.to_string())
+            .arg(AGENT)
+            .arg(segment)
+            .args(extra));
+        assert!(
+            out.status.success(),
+            "private pmcd did not start: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let pid = stdout(&out).trim().parse().unwrap();
+        println!(
+            "private pmcd (pid {pid}) on 127.0.0.1:{port}, folder {}",
+            dir.display()
+        );
+        Pmcd {
+            dir: dir.to_path_buf(),
+            port,
+            pid,
+        }
+    }
+
+    pub fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// A PCP client tool aimed at this pmcd.
+    pub fn client(&self, name: &str) -> Command {
+        let mut c = tool(name);
+        c.arg("-h").arg(self.host());
+        c
+    }
+
+    /// `pminfo -f` of `names`: metric → [(instance name, value text)].
+    pub fn values(&self, names: &[&str]) -> BTreeMap<String, Vec<(Option<String>, String)>> {
+        let out = run(self.client("pminfo").arg("-f").args(names));
+        parse_pminfo(&stdout(&out))
+    }
+
+    /// One singular value of `name`, if it has one.
+    pub fn value(&self, name: &str) -> Option<String> {
+        self.values(&[name])
+            .remove(name)?
+            .into_iter()
+            .next()
+            .map(|(_, v)| v)
+    }
+
+    pub fn alive(&self) -> bool {
+        Path::new(&format!("/proc/{}", self.pid)).exists()
+    }
+
+    pub fn agent_log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("perfabi.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Pmcd {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on the pmcd this test started.
+        unsafe { libc::kill(self.pid as i32, libc::SIGTERM) };
+    }
+}
+
+/// Parses `pminfo -f` output.
+pub fn parse_pminfo(text: &str) -> BTreeMap<String, Vec<(Option<String>, String)>> {
+    let mut out: BTreeMap<String, Vec<(Option<String>, String)>> = BTreeMap::new();
+    let mut current = None;
+    for line in text.lines() {
+        if line.is_empty() {
+            continue;
+        }
+        if !line.starts_with(' ') {
+            current = Some(line.trim().to_string());
+            out.entry(line.trim().to_string()).or_default();
+            continue;
+        }
+        let Some(m) = &current else { continue };
+        let l = line.trim();
+        if let Some(v) = l.strip_prefix("value ") {
+            out.get_mut(m).unwrap().push((None, v.to_string()));
+        } else if let Some(rest) = l.strip_prefix("inst [") {
+            // inst [0 or "cpu0"] value 12
+            let name = rest.split('"').nth(1).map(str::to_string);
+            let v = rest
+                .rsplit_once("] value ")
+                .map(|(_, v)| v.to_string())
+                .unwrap_or_default();
+            out.get_mut(m).unwrap().push((name, v));
+        }
+    }
+    out
+}
+
+/// Polls `f` until it is true or `secs` pass.
+pub fn eventually(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + Duration::from_secs(secs);
+    while !f() {
+        assert!(Instant::now() < end, "not within {secs} s: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// perfabi-cat, built beside the agent by `cargo test --workspace` (built
+/// here if it is not).
+pub fn perfabi_cat() -> PathBuf {
+    let p = Path::new(AGENT).with_file_name("perfabi-cat");
+    if !p.exists() {
+        let st = Command::new(env!("CARGO"))
+            .args([
+                "build",
+                "-q",
+                "-p",
+                "perfabi-reader",
+                "--bin",
+                "perfabi-cat",
+            ])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    p
+}
