@@ -118,8 +118,25 @@ impl Source {
         }
         match seg.snapshot_into(&mut self.reading.snapshot) {
             Ok(()) => {}
-            // A consistent read did not come in time: keep the previous one.
-            Err(Error::Busy(_)) => self.busy += 1,
+            // No consistent copy of the values came within the retry bound
+            // (a writer updating the same CPU block without pause starves
+            // whole-block reads). Keep the previous values if they are of
+            // this generation; else export the names with no values yet.
+            Err(Error::Busy(_)) => {
+                self.busy += 1;
+                let s = &mut self.reading.snapshot;
+                if s.generation != info.header.generation || s.epoch != info.header.epoch {
+                    let instances = seg.instances().map_err(|e| e.to_string())?;
+                    *s = Snapshot {
+                        generation: info.header.generation,
+                        epoch: info.header.epoch,
+                        instances,
+                        nr_cpus: info.header.nr_cpus,
+                        slots: 0,
+                        values: Vec::new(),
+                    };
+                }
+            }
             Err(e) => return Err(e.to_string()),
         }
         match seg.damon() {

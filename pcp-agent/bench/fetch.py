@@ -1,0 +1,62 @@
+"""One PMAPI client for both sides: fetches the 1,000 counters of each side
+in one pmFetch, many times, timing each fetch and checking in each that the
+8 members of every group are equal.
+
+Usage: python3 fetch.py HOST:PORT FETCHES
+Prints one JSON object.
+"""
+import json
+import sys
+import time
+
+from pcp import pmapi
+import cpmapi as api
+
+def main():
+    host, n = sys.argv[1], int(sys.argv[2])
+    ctx = pmapi.pmContext(api.PM_CONTEXT_HOST, host)
+    sides = {
+        "perfabi": ["perfabi.total.bench_g%03d_c%d" % (g, c) for g in range(125) for c in range(8)],
+        "mmv": ["mmv.bench.g%03d_c%d" % (g, c) for g in range(125) for c in range(8)],
+    }
+    try:
+        pmids = {k: ctx.pmLookupName(v) for k, v in sides.items()}
+    except pmapi.pmErr as e:
+        sys.exit("fetch.py: %d names unknown to pmcd, first %s: is each writer running?" % (len(e.args[1]), e.args[1][0]) if len(e.args) > 1 else "fetch.py: %s" % e)
+    result = {}
+    for side in sides:
+        result[side] = {"latencies_us": [], "mismatched_fetches": 0, "mismatched_groups": 0, "values_missing": 0}
+    # Alternate sides in blocks of 50 so drift hits both alike.
+    for block in range(n // 50):
+        for side, ids in pmids.items():
+            r = result[side]
+            for _ in range(50):
+                t0 = time.perf_counter()
+                res = ctx.pmFetch(ids)
+                r["latencies_us"].append((time.perf_counter() - t0) * 1e6)
+                values = []
+                for i in range(res.contents.numpmid):
+                    vs = res.contents.get_vset(i)
+                    if vs.contents.numval < 1:
+                        values.append(None)
+                        continue
+                    values.append(ctx.pmExtractValue(vs.contents.valfmt, vs.contents.vlist[0],
+                                                     api.PM_TYPE_U64, api.PM_TYPE_U64).ull)
+                ctx.pmFreeResult(res)
+                if None in values:
+                    r["values_missing"] += 1
+                    continue
+                bad = sum(1 for g in range(125) if len(set(values[g * 8:(g + 1) * 8])) != 1)
+                r["mismatched_groups"] += bad
+                r["mismatched_fetches"] += bad > 0
+    out = {}
+    for side, r in result.items():
+        lat = sorted(r.pop("latencies_us"))
+        r["fetches"] = len(lat)
+        r["median_us"] = round(lat[len(lat) // 2], 1)
+        r["p90_us"] = round(lat[len(lat) * 9 // 10], 1)
+        out[side] = r
+    out["latency_ratio_perfabi_over_mmv"] = round(out["perfabi"]["median_us"] / out["mmv"]["median_us"], 3)
+    print(json.dumps(out))
+
+main()
