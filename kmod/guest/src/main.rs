@@ -158,6 +158,18 @@ fn workload(file: &str) -> ! {
         }
         x = x.wrapping_add(1);
         std::hint::black_box(&mem[0]);
+        // DAMON sees an access when the CPU sets a page's accessed bit again
+        // after DAMON cleared it, which the CPU does on a page-table walk:
+        // a TLB miss. A loop spinning alone on its CPU keeps its TLB entries
+        // (qemu's soft TLB too), so its accesses can go unseen. Taking write
+        // access away and back flushes the range from the TLB, as the
+        // context switches and TLB pressure of a busy machine would.
+        // SAFETY: the first 4 MiB of our own mapping; no reference to it is
+        // used while it is read-only.
+        unsafe {
+            libc::mprotect(p.cast(), 4 * MIB, libc::PROT_READ);
+            libc::mprotect(p.cast(), 4 * MIB, libc::PROT_READ | libc::PROT_WRITE);
+        }
     }
 }
 
