@@ -37,9 +37,14 @@ pub struct Agent {
     indom_texts: Vec<(CString, CString)>,
     names: CounterNames,
     key: Option<(u64, u64, usize)>,
+    /// What the instance domains were built from.
+    instances_key: Option<InstancesKey>,
     abi: CString,
     path: CString,
 }
+
+/// The CPU count and each DAMON stream's (monitor, target, regions).
+type InstancesKey = (usize, Vec<(u64, u64, usize)>);
 
 thread_local! {
     static AGENT: RefCell<Option<Agent>> = const { RefCell::new(None) };
@@ -70,11 +75,24 @@ impl Agent {
         });
         if key != self.key || self.metrics.is_empty() {
             self.key = key;
+            if let Some(i) = &self.source.reading.info {
+                self.abi = cstring(&format!("{}.{}", i.header.abi_major, i.header.abi_minor));
+            }
             self.rebuild_metrics();
         }
-        self.rebuild_instances();
-        if let Some(i) = &self.source.reading.info {
-            self.abi = cstring(&format!("{}.{}", i.header.abi_major, i.header.abi_minor));
+        // Instance domains change with the CPUs and the DAMON streams and
+        // their region counts: rebuilt then, not at every request.
+        let r = &self.source.reading;
+        let instances = (
+            r.info.as_ref().map_or(0, |i| i.header.nr_cpus),
+            r.damon
+                .iter()
+                .map(|a| (a.monitor_id, a.target_id, a.regions.len()))
+                .collect::<Vec<_>>(),
+        );
+        if self.instances_key.as_ref() != Some(&instances) {
+            self.instances_key = Some(instances);
+            self.rebuild_instances();
         }
     }
 
@@ -420,6 +438,7 @@ pub fn run(pcp: &'static Pcp, domain: u32, logfile: &str, segment: &Path) -> Res
             .collect(),
         names: CounterNames::default(),
         key: None,
+        instances_key: None,
         abi: cstring(""),
         path: cstring(&segment.display().to_string()),
     };
