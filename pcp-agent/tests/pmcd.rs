@@ -23,6 +23,14 @@ fn config() -> Config {
     }
 }
 
+/// A new segment at `path` with one counter at `value`.
+fn one_counter(path: &Path, name: &str, value: i64) -> Writer {
+    let w = Writer::create(path, &config()).unwrap();
+    let id = w.add(name, "count", Semantics::Counter).unwrap();
+    w.adjust(id, value).unwrap();
+    w
+}
+
 #[test]
 fn pminfo_values_equal_perfabi_cat_json_for_the_same_segment() {
     let dir = tempfile::tempdir().unwrap();
@@ -208,9 +216,7 @@ fn pmval_rates_follow_a_live_writer_at_a_known_rate() {
 fn new_counters_restarts_truncation_and_deletion_are_followed() {
     let dir = tempfile::tempdir().unwrap();
     let seg = dir.path().join("seg");
-    let w = Writer::create(&seg, &config()).unwrap();
-    let a = w.add("first", "count", Semantics::Counter).unwrap();
-    w.adjust(a, 5).unwrap();
+    let w = one_counter(&seg, "first", 5);
     let pmcd = Pmcd::start(&dir.path().join("pmcd"), port(2), &seg, &[]);
     assert_eq!(pmcd.value("perfabi.total.first").as_deref(), Some("5"));
 
@@ -239,9 +245,7 @@ fn new_counters_restarts_truncation_and_deletion_are_followed() {
         Some("5"),
         "final values stay"
     );
-    let w = Writer::create(&seg, &config()).unwrap();
-    let a = w.add("first", "count", Semantics::Counter).unwrap();
-    w.adjust(a, 2).unwrap();
+    let w = one_counter(&seg, "first", 2);
     assert_eq!(pmcd.value("perfabi.total.first").as_deref(), Some("2"));
     let epoch2 = pmcd.value("perfabi.segment.epoch").unwrap();
     assert_ne!(epoch1, epoch2);
@@ -271,9 +275,7 @@ fn new_counters_restarts_truncation_and_deletion_are_followed() {
         pmcd.value("perfabi.segment.available").as_deref(),
         Some("0")
     );
-    let w = Writer::create(&seg, &config()).unwrap();
-    let a = w.add("first", "count", Semantics::Counter).unwrap();
-    w.adjust(a, 3).unwrap();
+    let w = one_counter(&seg, "first", 3);
     eventually(5, "the agent maps the new segment", || {
         pmcd.value("perfabi.total.first").as_deref() == Some("3")
     });
@@ -299,9 +301,7 @@ fn new_counters_restarts_truncation_and_deletion_are_followed() {
 fn pmlogger_records_perfabi_metrics_and_pmdumplog_shows_them() {
     let dir = tempfile::tempdir().unwrap();
     let seg = dir.path().join("seg");
-    let w = Writer::create(&seg, &config()).unwrap();
-    let a = w.add("logged.events", "count", Semantics::Counter).unwrap();
-    w.adjust(a, 77).unwrap();
+    let _writer = one_counter(&seg, "logged.events", 77);
     let pmcd = Pmcd::start(&dir.path().join("pmcd"), port(3), &seg, &[]);
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("pmda/pmlogger.config");
     // The shipped configuration, at a test's pace.

@@ -23,8 +23,7 @@ pub fn tool(name: &str) -> Command {
 }
 
 pub fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    out
+    cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"))
 }
 
 pub fn stdout(out: &Output) -> String {
