@@ -31,9 +31,8 @@ use perfabi::Semantics;
 /// The counters every DAMON source keeps beside the regions it publishes.
 pub struct Published {
     aggregations: InstanceId,
-    lost_events: InstanceId,
-    unfinished: InstanceId,
-    unfinished_seen: Cell<u64>,
+    lost_events: (InstanceId, Cell<u64>),
+    unfinished: (InstanceId, Cell<u64>),
 }
 
 impl Published {
@@ -41,13 +40,18 @@ impl Published {
     pub fn add(w: &Writer) -> Result<Published, perfabi::Error> {
         Ok(Published {
             aggregations: w.add("exportd.damon_aggregations", "count", Semantics::Counter)?,
-            lost_events: w.add("exportd.damon_lost_events", "count", Semantics::Counter)?,
-            unfinished: w.add(
-                "exportd.damon_unfinished_aggregations",
-                "count",
-                Semantics::Counter,
-            )?,
-            unfinished_seen: Cell::new(0),
+            lost_events: (
+                w.add("exportd.damon_lost_events", "count", Semantics::Counter)?,
+                Cell::new(0),
+            ),
+            unfinished: (
+                w.add(
+                    "exportd.damon_unfinished_aggregations",
+                    "count",
+                    Semantics::Counter,
+                )?,
+                Cell::new(0),
+            ),
         })
     }
 
@@ -65,21 +69,24 @@ impl Published {
         w.adjust(self.aggregations, 1).map_err(|e| e.to_string())
     }
 
-    /// Counts events the kernel dropped.
-    pub fn lost(&self, w: &Writer, n: u64) -> Result<(), String> {
-        w.adjust(self.lost_events, n as i64)
-            .map_err(|e| e.to_string())
+    /// Brings the count of events the kernel dropped up to `total`.
+    pub fn lost(&self, w: &Writer, total: u64) -> Result<(), String> {
+        raise(w, &self.lost_events, total)
     }
 
     /// Brings the unfinished-aggregation count up to `total`.
     pub fn dropped(&self, w: &Writer, total: u64) -> Result<(), String> {
-        let new = total.saturating_sub(self.unfinished_seen.replace(total));
-        if new > 0 {
-            w.adjust(self.unfinished, new as i64)
-                .map_err(|e| e.to_string())?;
-        }
-        Ok(())
+        raise(w, &self.unfinished, total)
     }
+}
+
+/// Adds to counter `id` what `total` grew by since the last call.
+fn raise(w: &Writer, (id, seen): &(InstanceId, Cell<u64>), total: u64) -> Result<(), String> {
+    let new = total.saturating_sub(seen.replace(total));
+    if new > 0 {
+        w.adjust(*id, new as i64).map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 /// The intervals of the DAMON sysfs kdamond whose thread is `monitor`, read

@@ -154,17 +154,13 @@ impl TracepointSource {
         default_intervals: Intervals,
         stop: &dyn Fn() -> bool,
     ) -> Result<(), String> {
-        let mut lost_seen = 0;
         while !stop() {
             for a in self.poll(Duration::from_millis(50))? {
                 let iv = intervals_of(Path::new(super::sysfs::ADMIN), a.monitor)
                     .unwrap_or(default_intervals);
                 counters.publish(w, a.monitor, a.target, iv, &a.regions)?;
             }
-            if self.lost > lost_seen {
-                counters.lost(w, self.lost - lost_seen)?;
-                lost_seen = self.lost;
-            }
+            counters.lost(w, self.lost)?;
             counters.dropped(w, self.asm.dropped)?;
         }
         Ok(())
