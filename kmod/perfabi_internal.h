@@ -7,14 +7,25 @@
 #include <linux/fs.h>
 #include "perfabi.h"
 
+/*
+ * The segment's pages: the header and instance table, and per CPU a block
+ * whose first pcpu_pages pages are that CPU's share of one __alloc_percpu()
+ * area (head and counters, where perfabi_adjust() adds) and the rest the
+ * DAMON ring. All of it is vmap()ed once for the module's own writes and
+ * inserted page by page into readers' mappings.
+ */
 struct perfabi_seg {
-	struct file *shm;		/* the memory, as a shmem file */
-	struct page **pages;		/* its pages, pinned */
+	struct page **pages;		/* every page of the segment, in order */
+	int *pcpu_refs;			/* per-CPU pages: refcount when taken */
 	unsigned long nr_pages;
 	void *base;			/* vmap of the pages: the module writes here */
+	void __percpu *pcpu;		/* the per-CPU area: block head + counters */
+	unsigned int pcpu_pages;	/* its pages per CPU */
+	struct file *anchor;		/* the file readers' mappings hold */
 	struct perfabi_header *hdr;
 	struct perfabi_instance *instances;
-	u64 *live;			/* live[slot]: registration id, 0 = free */
+	u16 *id_gen;			/* registration number of each slot's last id */
+	bool reuse_needs_gp;		/* a slot was freed since the last grace period */
 	u64 next_reg;
 	u32 used;			/* instances_used */
 	u32 nr_cpus, max_instances, damon_capacity;
@@ -27,11 +38,6 @@ extern struct perfabi_seg perfabi_seg;
 static inline void *perfabi_cpu_block(struct perfabi_seg *s, unsigned int cpu)
 {
 	return s->base + s->cpu_area_offset + (u64)cpu * s->cpu_block_size;
-}
-
-static inline u64 *perfabi_counter(struct perfabi_seg *s, unsigned int cpu, unsigned int slot)
-{
-	return (u64 *)(perfabi_cpu_block(s, cpu) + s->counters_offset) + slot;
 }
 
 void perfabi_damon_start(void);

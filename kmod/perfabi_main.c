@@ -2,11 +2,19 @@
 /*
  * perfabi: the kernel writer of the perfabi ABI (spec/PERFABI.md).
  *
- * The segment lives in a kernel-internal shmem file, vmap()ed for the
- * module's own writes. mmap() of /dev/perfabi (mode 0444) hands the VMA over
- * to that shmem file, so a mapping holds no reference to this module: the
- * module can be unloaded while readers still map the segment (it marks it
- * closed first), and the memory lives until the last unmap.
+ * Each CPU's counters are that CPU's share of one per-CPU area, so that
+ * perfabi_adjust() is one this_cpu_add(); the other pages (header, instance
+ * table, DAMON rings) are ordinary pages. The module writes everything
+ * through one vmap() of all the pages.
+ *
+ * mmap() of /dev/perfabi (mode 0444) inserts every page into the reader's
+ * VMA at once, each holding a page reference, and hands the VMA over to an
+ * internal shmem file with the kernel's own (empty) vm_ops: a mapping holds
+ * no reference to this module. The module can therefore be unloaded while
+ * readers still map the segment (it marks it closed first). Ordinary pages
+ * live until the last unmap; the per-CPU area is not given back to the
+ * per-CPU allocator while any of its pages is still referenced (it is
+ * leaked, with a warning), so no reader ever sees other kernel data.
  */
 #include <linux/module.h>
 #include <linux/miscdevice.h>
@@ -14,12 +22,12 @@
 #include <linux/mm.h>
 #include <linux/shmem_fs.h>
 #include <linux/vmalloc.h>
+#include <linux/percpu.h>
+#include <linux/rcupdate.h>
 #include <linux/mutex.h>
 #include <linux/random.h>
 #include <linux/timekeeping.h>
 #include <linux/string.h>
-#include <linux/preempt.h>
-#include <asm/local64.h>
 
 #include "perfabi.h"
 #include "perfabi_kapi.h"
@@ -27,20 +35,43 @@
 
 static unsigned int max_instances = 1024;
 module_param(max_instances, uint, 0444);
-MODULE_PARM_DESC(max_instances, "instance table capacity (1..65536)");
+MODULE_PARM_DESC(max_instances, "instance table capacity (1..4080: a CPU's counters share one 32 KiB per-CPU area)");
 
 static unsigned int damon_capacity = 4096;
 module_param(damon_capacity, uint, 0444);
 MODULE_PARM_DESC(damon_capacity, "DAMON region records per CPU ring (0..1048576)");
 
+/* The most counters one per-CPU area holds after the block head. */
+#define KMOD_MAX_INSTANCES ((PCPU_MIN_UNIT_SIZE - sizeof(struct perfabi_cpu_head)) / 8)
+
 struct perfabi_seg perfabi_seg;
-struct perfabi_fast perfabi_fast;
-EXPORT_SYMBOL_GPL(perfabi_fast);
+long perfabi_ids[PERFABI_ID_TABLE_SIZE];
+EXPORT_SYMBOL_GPL(perfabi_ids);
+DEFINE_PER_CPU(u64, perfabi_sink);
+EXPORT_PER_CPU_SYMBOL_GPL(perfabi_sink);
 
 static DEFINE_MUTEX(meta_lock);
 
-#define ID_SLOT_BITS PERFABI_ID_SLOT_BITS
-#define ID_SLOT_MASK PERFABI_ID_SLOT_MASK
+#define ID_PTR_MASK ((1UL << PERFABI_ID_PTR_BITS) - 1)
+#define ID_GEN_MAX 32767	/* registration numbers: bits 48..62 */
+
+/* What a free perfabi_ids[] entry holds: negative, and indexing elsewhere. */
+static long id_empty(unsigned long index)
+{
+	return LONG_MIN | (long)(((index + 1) & (PERFABI_ID_TABLE_SIZE - 1)) << 3);
+}
+
+/* The per-CPU address of a slot's counter. */
+static u64 __percpu *slot_counter(struct perfabi_seg *s, unsigned int slot)
+{
+	return (u64 __percpu *)((char __percpu *)s->pcpu + s->counters_offset) + slot;
+}
+
+/* The slot of a registered id. */
+static unsigned int id_slot(struct perfabi_seg *s, long id)
+{
+	return ((unsigned long)perfabi_id_counter(id) - (unsigned long)slot_counter(s, 0)) / 8;
+}
 
 static u64 align_up(u64 v, u64 a)
 {
@@ -52,9 +83,16 @@ static int layout(struct perfabi_seg *s)
 {
 	u64 page = PAGE_SIZE;
 
-	if (max_instances < 1 || max_instances > PERFABI_MAX_INSTANCES ||
-	    damon_capacity > PERFABI_MAX_DAMON_CAPACITY)
+	if (max_instances < 1 || max_instances > KMOD_MAX_INSTANCES) {
+		pr_err("perfabi: max_instances=%u: must be 1..%lu\n", max_instances,
+		       (unsigned long)KMOD_MAX_INSTANCES);
 		return -EINVAL;
+	}
+	if (damon_capacity > PERFABI_MAX_DAMON_CAPACITY) {
+		pr_err("perfabi: damon_capacity=%u: must be 0..%u\n", damon_capacity,
+		       PERFABI_MAX_DAMON_CAPACITY);
+		return -EINVAL;
+	}
 	s->nr_cpus = nr_cpu_ids;
 	s->max_instances = max_instances;
 	s->damon_capacity = damon_capacity;
@@ -65,6 +103,7 @@ static int layout(struct perfabi_seg *s)
 	s->cpu_block_size = align_up(s->damon_offset +
 				     (u64)damon_capacity * sizeof(struct perfabi_damon_record), page);
 	s->cpu_area_offset = s->instances_offset + s->instances_size;
+	s->pcpu_pages = align_up(s->counters_offset + 8ULL * max_instances, page) >> PAGE_SHIFT;
 	s->size = s->cpu_area_offset + s->cpu_block_size * s->nr_cpus;
 	s->nr_pages = s->size >> PAGE_SHIFT;
 	return 0;
@@ -145,6 +184,7 @@ long perfabi_add(const char *name, const char *unit, u32 semantics)
 	struct perfabi_instance *e;
 	unsigned int slot, cpu, i;
 	u64 g, reg;
+	long id;
 
 	if (!name || !unit || !name_ok(name) || !unit_ok(unit) ||
 	    (semantics != PERFABI_COUNTER && semantics != PERFABI_INSTANT))
@@ -166,8 +206,19 @@ long perfabi_add(const char *name, const char *unit, u32 semantics)
 			return -ENOSPC;
 		}
 		slot = s->used;
+	} else if (s->reuse_needs_gp) {
+		/*
+		 * An adjust that checked a deleted id of this slot may still be
+		 * about to add to its counter: wait until every CPU has left
+		 * the non-preemptible section it ran in (perfabi_kapi.h).
+		 */
+		synchronize_rcu();
+		s->reuse_needs_gp = false;
 	}
 	reg = ++s->next_reg;
+	s->id_gen[slot] = s->id_gen[slot] % ID_GEN_MAX + 1;
+	id = (long)s->id_gen[slot] << PERFABI_ID_PTR_BITS |
+	     (long)((unsigned long)slot_counter(s, slot) & ID_PTR_MASK);
 
 	/* gen1 first (spec 7.3). */
 	g = h->gen1 + 1;
@@ -175,7 +226,7 @@ long perfabi_add(const char *name, const char *unit, u32 semantics)
 	smp_wmb();
 	/* The slot is free: no adjust writes it, zeroing it cannot race. */
 	for_each_possible_cpu(cpu)
-		WRITE_ONCE(*perfabi_counter(s, cpu, slot), 0);
+		WRITE_ONCE(*per_cpu_ptr(slot_counter(s, slot), cpu), 0);
 	e = &s->instances[slot];
 	memset(e, 0, sizeof(*e));
 	strscpy(e->name, name, sizeof(e->name));
@@ -191,21 +242,11 @@ long perfabi_add(const char *name, const char *unit, u32 semantics)
 	smp_wmb();
 	WRITE_ONCE(h->gen2, g);
 	/* Adjusts may use the id from now on. */
-	smp_store_release(&s->live[slot], reg);
+	smp_store_release(&perfabi_ids[perfabi_id_index(id)], id);
 	mutex_unlock(&meta_lock);
-	return (long)(reg << ID_SLOT_BITS) | slot;
+	return id;
 }
 EXPORT_SYMBOL_GPL(perfabi_add);
-
-static bool id_live(struct perfabi_seg *s, long id, unsigned int *slot)
-{
-	unsigned long sl = id & ID_SLOT_MASK;
-
-	if (id < 0 || sl >= s->max_instances)
-		return false;
-	*slot = sl;
-	return READ_ONCE(s->live[sl]) == ((u64)id >> ID_SLOT_BITS);
-}
 
 int perfabi_del(long id)
 {
@@ -215,11 +256,13 @@ int perfabi_del(long id)
 	u64 g;
 
 	mutex_lock(&meta_lock);
-	if (!id_live(s, id, &slot)) {
+	if (perfabi_ids[perfabi_id_index(id)] != id) {
 		mutex_unlock(&meta_lock);
 		return -ENOENT;
 	}
-	WRITE_ONCE(s->live[slot], 0);
+	slot = id_slot(s, id);
+	WRITE_ONCE(perfabi_ids[perfabi_id_index(id)], id_empty(perfabi_id_index(id)));
+	s->reuse_needs_gp = true;
 	g = h->gen1 + 1;
 	WRITE_ONCE(h->gen1, g);
 	smp_wmb();
@@ -232,24 +275,35 @@ int perfabi_del(long id)
 EXPORT_SYMBOL_GPL(perfabi_del);
 
 
+static void vma_flags_mod(struct vm_area_struct *vma, vm_flags_t set, vm_flags_t clear)
+{
+#ifdef PERFABI_HAVE_VM_FLAGS_CLEAR
+	vm_flags_mod(vma, set, clear);
+#else
+	vma->vm_flags = (vma->vm_flags | set) & ~clear;
+#endif
+}
+
 static int perfabi_mmap(struct file *file, struct vm_area_struct *vma)
 {
 	struct perfabi_seg *s = &perfabi_seg;
 	unsigned long pages = vma_pages(vma);
+	unsigned long left = pages;
+	int err;
 
 	if (vma->vm_flags & VM_WRITE)
 		return -EPERM;
 	if (vma->vm_pgoff >= s->nr_pages || pages > s->nr_pages - vma->vm_pgoff)
 		return -EINVAL;
-	/* No mprotect(PROT_WRITE) later. */
-#ifdef PERFABI_HAVE_VM_FLAGS_CLEAR
-	vm_flags_clear(vma, VM_MAYWRITE);
-#else
-	vma->vm_flags &= ~VM_MAYWRITE;
-#endif
-	/* The mapping now belongs to the shmem file, not to this module. */
-	vma_set_file(vma, s->shm);
-	return s->shm->f_op->mmap(s->shm, vma);
+	/* No mprotect(PROT_WRITE) later, no mremap() past the segment. */
+	vma_flags_mod(vma, VM_DONTEXPAND, VM_MAYWRITE);
+	/* Every page now: the VMA needs no fault handler of this module. */
+	err = vm_insert_pages(vma, vma->vm_start, s->pages + vma->vm_pgoff, &left);
+	if (err)
+		return err;
+	/* The mapping now holds the anchor file, not this module's device. */
+	vma_set_file(vma, s->anchor);
+	return 0;
 }
 
 static const struct file_operations perfabi_fops = {
@@ -265,60 +319,113 @@ static struct miscdevice perfabi_misc = {
 	.mode = 0444,
 };
 
+/*
+ * Whether segment page i is per-CPU memory, and then whose (*cpu) and which
+ * page of that CPU's share (*pg).
+ */
+static bool page_is_pcpu(struct perfabi_seg *s, unsigned long i, unsigned int *cpu,
+			 unsigned long *pg)
+{
+	unsigned long first = s->cpu_area_offset >> PAGE_SHIFT;
+	unsigned long per_cpu = s->cpu_block_size >> PAGE_SHIFT;
+
+	if (i < first)
+		return false;
+	*cpu = (i - first) / per_cpu;
+	*pg = (i - first) % per_cpu;
+	return *pg < s->pcpu_pages && cpu_possible(*cpu);
+}
+
+/* The page behind a per-CPU address (linear map or vmalloc space). */
+static struct page *pcpu_page(void *addr)
+{
+	if (is_vmalloc_addr(addr))
+		return vmalloc_to_page(addr);
+	return virt_addr_valid(addr) ? virt_to_page(addr) : NULL;
+}
+
 static void seg_free(struct perfabi_seg *s)
 {
-	unsigned long i;
+	unsigned long i, pg, held = 0;
+	unsigned int cpu;
 
 	if (s->base)
 		vunmap(s->base);
-	if (s->pages)
-		for (i = 0; i < s->nr_pages; i++)
-			if (s->pages[i])
-				put_page(s->pages[i]);
+	for (i = 0; s->pages && i < s->nr_pages; i++) {
+		if (!s->pages[i])
+			continue;
+		if (!page_is_pcpu(s, i, &cpu, &pg))
+			put_page(s->pages[i]);
+		else if (page_count(s->pages[i]) != s->pcpu_refs[i])
+			held++;
+	}
+	if (s->pcpu && held)
+		pr_warn("perfabi: %lu per-CPU pages are still mapped by readers: leaving the per-CPU area (%u pages per CPU) allocated\n",
+			held, s->pcpu_pages);
+	else
+		free_percpu(s->pcpu);
 	kvfree(s->pages);
-	memset(&perfabi_fast, 0, sizeof(perfabi_fast));
-	kvfree(s->live);
-	if (s->shm)
-		fput(s->shm);
+	kvfree(s->pcpu_refs);
+	kvfree(s->id_gen);
+	if (s->anchor)
+		fput(s->anchor);
 	memset(s, 0, sizeof(*s));
 }
 
 static int seg_alloc(struct perfabi_seg *s)
 {
-	unsigned long i;
+	unsigned long i, pg, top;
+	unsigned int cpu;
 	int err = layout(s);
 
 	if (err)
 		return err;
-	s->shm = shmem_file_setup("perfabi", s->size, VM_NORESERVE);
-	if (IS_ERR(s->shm)) {
-		err = PTR_ERR(s->shm);
-		s->shm = NULL;
+	for (i = 0; i < PERFABI_ID_TABLE_SIZE; i++)
+		perfabi_ids[i] = id_empty(i);
+	s->anchor = shmem_file_setup("perfabi", 0, VM_NORESERVE);
+	if (IS_ERR(s->anchor)) {
+		err = PTR_ERR(s->anchor);
+		s->anchor = NULL;
 		return err;
 	}
 	s->pages = kvcalloc(s->nr_pages, sizeof(*s->pages), GFP_KERNEL);
-	s->live = kvcalloc(s->max_instances, sizeof(*s->live), GFP_KERNEL);
-	if (!s->pages || !s->live)
+	s->pcpu_refs = kvcalloc(s->nr_pages, sizeof(*s->pcpu_refs), GFP_KERNEL);
+	s->id_gen = kvcalloc(s->max_instances, sizeof(*s->id_gen), GFP_KERNEL);
+	s->pcpu = __alloc_percpu(s->pcpu_pages << PAGE_SHIFT, PAGE_SIZE);
+	if (!s->pages || !s->pcpu_refs || !s->id_gen || !s->pcpu)
 		goto nomem;
+	/* Ids carry counter addresses in 48 bits (perfabi_kapi.h). */
+	top = (unsigned long)s->pcpu + (s->pcpu_pages << PAGE_SHIFT);
+	if (sign_extend64((unsigned long)s->pcpu, PERFABI_ID_PTR_BITS - 1) != (unsigned long)s->pcpu ||
+	    sign_extend64(top, PERFABI_ID_PTR_BITS - 1) != top) {
+		pr_err("perfabi: per-CPU addresses do not fit the %d bits of an id\n",
+		       PERFABI_ID_PTR_BITS);
+		err = -EOVERFLOW;
+		goto fail;
+	}
 	for (i = 0; i < s->nr_pages; i++) {
-		struct page *p = shmem_read_mapping_page(s->shm->f_mapping, i);
+		struct page *p;
 
-		if (IS_ERR(p)) {
-			err = PTR_ERR(p);
-			goto fail;
+		if (page_is_pcpu(s, i, &cpu, &pg)) {
+			p = pcpu_page((char *)per_cpu_ptr(s->pcpu, cpu) + (pg << PAGE_SHIFT));
+			if (!p) {
+				pr_err("perfabi: no page behind CPU %u's per-CPU area\n", cpu);
+				err = -EFAULT;
+				goto fail;
+			}
+			s->pcpu_refs[i] = page_count(p);
+		} else {
+			p = alloc_page(GFP_KERNEL | __GFP_ZERO);
+			if (!p)
+				goto nomem;
 		}
 		s->pages[i] = p;
 	}
 	s->base = vmap(s->pages, s->nr_pages, VM_MAP, PAGE_KERNEL);
 	if (!s->base)
 		goto nomem;
-	memset(s->base, 0, s->size);
 	s->hdr = s->base;
 	s->instances = s->base + s->instances_offset;
-	perfabi_fast.live = s->live;
-	perfabi_fast.cpu0_counters = (u8 *)perfabi_counter(s, 0, 0);
-	perfabi_fast.cpu_stride = s->cpu_block_size;
-	perfabi_fast.max_instances = s->max_instances;
 	return 0;
 nomem:
 	err = -ENOMEM;
