@@ -5,10 +5,13 @@
  *
  *  selftest.hrtimer_ticks  +1 every 10 ms from an hrtimer (hard IRQ context)
  *  selftest.hot_path       adjusted N times in a loop at load
- *  selftest.adjust_ps      picoseconds per perfabi_adjust() in that loop
- *  selftest.this_cpu_ps    picoseconds per this_cpu_add() on a per-CPU u64
- *  selftest.check_this_cpu_ps  the id check plus this_cpu_add(): what adjust
- *                          would cost with its counters in per-CPU memory
+ *  selftest.adjust_ps      picoseconds per perfabi_adjust() in that loop,
+ *                          the id held in a register
+ *  selftest.this_cpu_ps    picoseconds per plain this_cpu_add() on the same
+ *                          counter, its per-CPU address held in a register
+ *  selftest.adjust_mem_ps, selftest.this_cpu_mem_ps
+ *                          the same two, each loading its handle (the id, the
+ *                          counter's address) from memory at every call
  *  selftest.damon_probe_ns / selftest.damon_probe_events
  *                          the DAMON probe's total cost and event count
  */
@@ -25,8 +28,9 @@ static unsigned int loops = 200000;
 module_param(loops, uint, 0444);
 MODULE_PARM_DESC(loops, "iterations of the cost measurement at load");
 
-static DEFINE_PER_CPU(u64, plain_counter);
-static long ticks_id, hot_id, adjust_ps_id, this_cpu_ps_id, check_ps_id, probe_ns_id, probe_events_id;
+static long ticks_id, hot_id, adjust_ps_id, this_cpu_ps_id, adjust_mem_ps_id, this_cpu_mem_ps_id;
+static long probe_ns_id, probe_events_id;
+static u64 __percpu *hot_counter;
 static struct hrtimer timer;
 
 #ifdef PERFABI_HAVE_DAMON_TP
@@ -54,29 +58,23 @@ static enum hrtimer_restart tick(struct hrtimer *t)
 	return HRTIMER_RESTART;
 }
 
-/*
- * Picoseconds per execution of `body`: the best of 5 runs (the least
- * disturbed) of `loops` executions with preemption off.
- */
+/* Picoseconds per execution of `body` over `loops` runs, preemption off. */
 #define MEASURE_PS(body) ({						\
-	u64 __best = U64_MAX;						\
-	int __run;							\
+	unsigned int __i, __n = loops;	/* a register, not a load */	\
+	u64 __t0, __dt;							\
 									\
-	for (__run = 0; __run < 5; __run++) {				\
-		unsigned int __i;					\
-		u64 __t0, __dt;						\
-									\
-		preempt_disable();					\
-		__t0 = ktime_get_ns();					\
-		for (__i = 0; __i < loops; __i++) {			\
-			body;						\
-		}							\
-		__dt = ktime_get_ns() - __t0;				\
-		preempt_enable();					\
-		__best = min(__best, __dt * 1000 / loops);		\
+	preempt_disable();						\
+	__t0 = ktime_get_ns();						\
+	for (__i = 0; __i < __n; __i++) {				\
+		body;							\
 	}								\
-	__best;								\
+	__dt = ktime_get_ns() - __t0;					\
+	preempt_enable();						\
+	__dt * 1000 / __n;						\
 })
+
+/* Measurement runs; the two loops alternate, and each keeps its best run. */
+#define RUNS 25
 
 static long add_or_warn(const char *name, const char *unit, u32 sem)
 {
@@ -87,49 +85,75 @@ static long add_or_warn(const char *name, const char *unit, u32 sem)
 	return id;
 }
 
+/* Bad arguments are refused and change nothing; a deleted id stays dead. */
+static bool bad_arguments_refused(void)
+{
+	long old, again;
+	bool ok;
+
+	if (perfabi_add("bad name", "", PERFABI_COUNTER) != -EINVAL ||
+	    perfabi_add("selftest.hot_path", "", PERFABI_COUNTER) != -EEXIST ||
+	    perfabi_adjust(-1, 1) != -ENOENT || perfabi_adjust(0, 1) != -ENOENT ||
+	    perfabi_adjust(hot_id ^ (1L << PERFABI_ID_PTR_BITS), 1) != -ENOENT || perfabi_del(12345L << 16) != -ENOENT)
+		return false;
+	old = perfabi_add("selftest.reused", "count", PERFABI_COUNTER);
+	if (old < 0 || perfabi_del(old) != 0)
+		return false;
+	ok = perfabi_adjust(old, 1) == -ENOENT && perfabi_del(old) == -ENOENT;
+	/* The slot is free again: a new registration gets it with a new id. */
+	again = perfabi_add("selftest.reused", "count", PERFABI_COUNTER);
+	ok = ok && again >= 0 && again != old && perfabi_adjust(old, 1) == -ENOENT &&
+	     perfabi_adjust(again, 1) == 0;
+	return perfabi_del(again) == 0 && ok;
+}
+
 static int __init selftest_init(void)
 {
-	unsigned long slot;
-	u64 a, p, c, reg;
+	u64 a = U64_MAX, p = U64_MAX, am = U64_MAX, pm = U64_MAX;
+	u64 __percpu *counter;
+	long id;
+	int run;
 
 	ticks_id = add_or_warn("selftest.hrtimer_ticks", "count", PERFABI_COUNTER);
 	hot_id = add_or_warn("selftest.hot_path", "count", PERFABI_COUNTER);
 	adjust_ps_id = add_or_warn("selftest.adjust_ps", "ps", PERFABI_INSTANT);
 	this_cpu_ps_id = add_or_warn("selftest.this_cpu_ps", "ps", PERFABI_INSTANT);
-	check_ps_id = add_or_warn("selftest.check_this_cpu_ps", "ps", PERFABI_INSTANT);
+	adjust_mem_ps_id = add_or_warn("selftest.adjust_mem_ps", "ps", PERFABI_INSTANT);
+	this_cpu_mem_ps_id = add_or_warn("selftest.this_cpu_mem_ps", "ps", PERFABI_INSTANT);
 	probe_ns_id = add_or_warn("selftest.damon_probe_ns", "ns", PERFABI_COUNTER);
 	probe_events_id = add_or_warn("selftest.damon_probe_events", "count", PERFABI_COUNTER);
-	if (ticks_id < 0 || hot_id < 0 || adjust_ps_id < 0 || this_cpu_ps_id < 0 || check_ps_id < 0 ||
+	if (ticks_id < 0 || hot_id < 0 || adjust_ps_id < 0 || this_cpu_ps_id < 0 ||
+	    adjust_mem_ps_id < 0 || this_cpu_mem_ps_id < 0 ||
 	    probe_ns_id < 0 || probe_events_id < 0)
 		return -EINVAL;
 
-	slot = (unsigned long)hot_id & PERFABI_ID_SLOT_MASK;
-	reg = (u64)hot_id >> PERFABI_ID_SLOT_BITS;
-
-	/* Bad arguments are refused and change nothing. */
-	if (perfabi_add("bad name", "", PERFABI_COUNTER) != -EINVAL ||
-	    perfabi_add("selftest.hot_path", "", PERFABI_COUNTER) != -EEXIST ||
-	    perfabi_adjust(-1, 1) != -ENOENT || perfabi_del(12345L << 16) != -ENOENT)
-		pr_err("perfabi_selftest: PERFABI-TEST bad-arguments FAIL\n");
-	else
+	if (bad_arguments_refused())
 		pr_info("perfabi_selftest: PERFABI-TEST bad-arguments PASS\n");
+	else
+		pr_err("perfabi_selftest: PERFABI-TEST bad-arguments FAIL\n");
 
-	a = MEASURE_PS(perfabi_adjust(hot_id, 1));
-	p = MEASURE_PS(this_cpu_add(plain_counter, 1));
 	/*
-	 * What perfabi_adjust() would cost with its counters in real per-CPU
-	 * memory: the same id check, then one %gs-relative this_cpu_add(), no
-	 * preemption toggling. Measured to decide on that redesign.
+	 * perfabi_adjust() against the least a counter update can cost: a
+	 * this_cpu_add() on the very same counter. Once with both handles in
+	 * registers (a caller's loop), once with each loaded from memory at
+	 * every call (a caller that keeps its id, or its per-CPU pointer, in a
+	 * structure).
 	 */
-	c = MEASURE_PS(if (unlikely(hot_id < 0 || slot >= perfabi_fast.max_instances ||
-				    READ_ONCE(perfabi_fast.live[slot]) != reg))
-				break;
-			this_cpu_add(plain_counter, 1));
+	id = hot_id;
+	counter = perfabi_id_counter(id);
+	hot_counter = counter;
+	for (run = 0; run < RUNS; run++) {
+		a = min(a, MEASURE_PS(perfabi_adjust(id, 1)));
+		p = min(p, MEASURE_PS(this_cpu_add(*counter, 1)));
+		am = min(am, MEASURE_PS(perfabi_adjust(READ_ONCE(hot_id), 1)));
+		pm = min(pm, MEASURE_PS(this_cpu_add(*READ_ONCE(hot_counter), 1)));
+	}
 	perfabi_adjust(adjust_ps_id, a);
 	perfabi_adjust(this_cpu_ps_id, p);
-	perfabi_adjust(check_ps_id, c);
-	pr_info("perfabi_selftest: perfabi_adjust %llu ps/op, this_cpu_add %llu ps/op, id check + this_cpu_add %llu ps/op (%u loops, best of 5)\n",
-		a, p, c, loops);
+	perfabi_adjust(adjust_mem_ps_id, am);
+	perfabi_adjust(this_cpu_mem_ps_id, pm);
+	pr_info("perfabi_selftest: perfabi_adjust %llu ps/op, this_cpu_add %llu ps/op; handles loaded from memory: %llu and %llu ps/op (%u loops, best of %d)\n",
+		a, p, am, pm, loops, RUNS);
 
 	hrtimer_init(&timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_HARD);
 	timer.function = tick;
@@ -144,7 +168,8 @@ static void __exit selftest_exit(void)
 	perfabi_del(hot_id);
 	perfabi_del(adjust_ps_id);
 	perfabi_del(this_cpu_ps_id);
-	perfabi_del(check_ps_id);
+	perfabi_del(adjust_mem_ps_id);
+	perfabi_del(this_cpu_mem_ps_id);
 	perfabi_del(probe_ns_id);
 	perfabi_del(probe_events_id);
 }
