@@ -82,6 +82,7 @@ static u64 align_up(u64 v, u64 a)
 static int layout(struct perfabi_seg *s)
 {
 	u64 page = PAGE_SIZE;
+	u64 counters_end;
 
 	if (max_instances < 1 || max_instances > KMOD_MAX_INSTANCES) {
 		pr_err("perfabi: max_instances=%u: must be 1..%lu\n", max_instances,
@@ -99,11 +100,13 @@ static int layout(struct perfabi_seg *s)
 	s->instances_offset = page;
 	s->instances_size = align_up((u64)max_instances * sizeof(struct perfabi_instance), page);
 	s->counters_offset = sizeof(struct perfabi_cpu_head);
-	s->damon_offset = align_up(s->counters_offset + 8ULL * max_instances, PERFABI_CACHE_LINE);
+	counters_end = s->counters_offset + 8ULL * max_instances;
+	s->damon_offset = align_up(counters_end, PERFABI_CACHE_LINE);
 	s->cpu_block_size = align_up(s->damon_offset +
 				     (u64)damon_capacity * sizeof(struct perfabi_damon_record), page);
 	s->cpu_area_offset = s->instances_offset + s->instances_size;
-	s->pcpu_pages = align_up(s->counters_offset + 8ULL * max_instances, page) >> PAGE_SHIFT;
+	/* Head and counters: the per-CPU area. */
+	s->pcpu_pages = align_up(counters_end, page) >> PAGE_SHIFT;
 	s->size = s->cpu_area_offset + s->cpu_block_size * s->nr_cpus;
 	s->nr_pages = s->size >> PAGE_SHIFT;
 	return 0;

@@ -58,7 +58,7 @@ static enum hrtimer_restart tick(struct hrtimer *t)
 	return HRTIMER_RESTART;
 }
 
-/* Picoseconds per execution of `body` over `loops` runs, preemption off. */
+/* Picoseconds per execution of `body`, over `loops` executions, preemption off. */
 #define MEASURE_PS(body) ({						\
 	unsigned int __i, __n = loops;	/* a register, not a load */	\
 	u64 __t0, __dt;							\
