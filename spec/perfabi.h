@@ -79,7 +79,9 @@
 
 /* header.flags */
 #define PERFABI_FLAG_CLOSED	(1ull << 0)	/* writer closed the segment cleanly */
-#define PERFABI_FLAG_KERNEL	(1ull << 1)	/* writer is the kernel module */
+#define PERFABI_FLAG_KERNEL	(1ull << 1)	/* writer is the kernel module; readers
+						 * believe it only from the module's
+						 * root-owned device (PERFABI.md 11.3) */
 
 /* perfabi_instance.state */
 #define PERFABI_SLOT_FREE	0

@@ -123,6 +123,10 @@ pub struct Header {
     pub reserved: [u64; 3],
 }
 
+/// `magic` as the native 8-byte word it is read as.
+pub const MAGIC_WORD: u64 = u64::from_ne_bytes(MAGIC);
+/// Word index of `epoch`.
+pub const HEADER_EPOCH_WORD: usize = core::mem::offset_of!(Header, epoch) / 8;
 /// Word index (8-byte units from the start of the header) of `gen1`.
 pub const HEADER_GEN1_WORD: usize = core::mem::offset_of!(Header, gen1) / 8;
 /// Word index of `gen2`.

@@ -11,6 +11,7 @@
 //!   the [`sync`] facade so that loom checks the code that runs;
 //! * [`view`]: reading a live segment through that protocol;
 //! * [`damon`]: rebuilding complete DAMON aggregations;
+//! * [`trust`]: what a reader may believe about the writer;
 //! * `writer` (feature `std`, Linux): the userspace segment writer.
 //!
 //! The core is `#![no_std]` (it needs `alloc`).
@@ -27,6 +28,7 @@ pub mod layout;
 pub mod name;
 pub mod protocol;
 pub mod sync;
+pub mod trust;
 pub mod validate;
 pub mod view;
 
@@ -34,6 +36,8 @@ pub mod view;
 pub mod host;
 #[cfg(all(feature = "std", not(loom)))]
 pub mod record;
+#[cfg(all(feature = "std", target_os = "linux", not(loom)))]
+pub mod safe_open;
 #[cfg(all(feature = "std", target_os = "linux", not(loom)))]
 pub mod sigbus;
 #[cfg(all(feature = "std", target_os = "linux", not(loom)))]

@@ -1,4 +1,4 @@
-//! Surviving truncation: a SIGBUS guard for read-only segment mappings.
+//! Surviving truncation: a SIGBUS guard for segment mappings.
 //!
 //! If someone truncates a segment file a reader has mapped, the next load
 //! from a page past the new end of file raises `SIGBUS`, which would kill the
@@ -15,6 +15,11 @@
 //! segment. Faults outside any registered mapping go to the previous handler
 //! (or the default action).
 //!
+//! There is no limit on the number of mappings guarded at once: the registry
+//! is a list of fixed-size chunks that grows by one chunk when every slot is
+//! taken (chunks are never freed, so the handler can walk them at any time).
+//! Registration cannot fail, so no mapping is ever left unguarded.
+//!
 //! The handler only uses async-signal-safe operations: atomic loads and
 //! stores and the `mmap` system call.
 
@@ -22,14 +27,21 @@ use std::prelude::rust_2021::*;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{Arc, Once};
 
-/// Most mappings guarded at once in one process.
-const SLOTS: usize = 256;
+/// Slots per chunk of the registry.
+const CHUNK: usize = 64;
 
 struct Slot {
     start: AtomicUsize,
     len: AtomicUsize,
     prot: AtomicUsize,
     flag: AtomicPtr<AtomicBool>,
+}
+
+/// A block of slots; the registry is a singly linked list of them.
+struct Chunk {
+    slots: [Slot; CHUNK],
+    /// The next chunk, or null; set once, never cleared.
+    next: AtomicPtr<Chunk>,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
@@ -39,56 +51,105 @@ const EMPTY: Slot = Slot {
     prot: AtomicUsize::new(0),
     flag: AtomicPtr::new(std::ptr::null_mut()),
 };
-static REGISTRY: [Slot; SLOTS] = [EMPTY; SLOTS];
+static FIRST: Chunk = Chunk {
+    slots: [EMPTY; CHUNK],
+    next: AtomicPtr::new(std::ptr::null_mut()),
+};
 static INSTALL: Once = Once::new();
 static mut PREVIOUS: Option<libc::sigaction> = None;
 
+/// Every chunk of the registry, first to last.
+fn chunks() -> impl Iterator<Item = &'static Chunk> {
+    std::iter::successors(Some(&FIRST), |c| {
+        let next = c.next.load(Ordering::Acquire);
+        // SAFETY: a non-null `next` was published (Release) by `grow` from a
+        // leaked Box: it stays valid, initialised and unmoved forever.
+        (!next.is_null()).then(|| unsafe { &*next })
+    })
+}
+
+/// Appends a new, empty chunk to the registry and returns it (or the chunk
+/// another thread appended at the same moment).
+fn grow() -> &'static Chunk {
+    let fresh: &'static Chunk = Box::leak(Box::new(Chunk {
+        slots: [EMPTY; CHUNK],
+        next: AtomicPtr::new(std::ptr::null_mut()),
+    }));
+    let mut tail = chunks().last().expect("the first chunk always exists");
+    loop {
+        match tail.next.compare_exchange(
+            std::ptr::null_mut(),
+            fresh as *const Chunk as *mut Chunk,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => return fresh,
+            // SAFETY: as in `chunks`: published chunks live forever.
+            Err(other) => tail = unsafe { &*other },
+        }
+    }
+}
+
 /// Keeps a mapping registered with the guard while it lives.
 pub struct Guard {
-    slot: usize,
+    slot: &'static Slot,
     faulted: Arc<AtomicBool>,
 }
 
 impl Guard {
-    /// Registers the mapping `[start, start + len)`, writable or not; `None`
-    /// if every slot is taken (the mapping is then unguarded).
-    pub fn register(start: usize, len: usize, writable: bool) -> Option<Self> {
+    /// Registers the mapping `[start, start + len)`, writable or not. Never
+    /// fails: the registry grows when all its slots are taken.
+    pub fn register(start: usize, len: usize, writable: bool) -> Self {
         install();
         let faulted = Arc::new(AtomicBool::new(false));
-        for (i, s) in REGISTRY.iter().enumerate() {
-            if s.flag
+        let flag = Arc::as_ptr(&faulted) as *mut AtomicBool;
+        let claim = |s: &Slot| {
+            s.flag
                 .compare_exchange(
                     std::ptr::null_mut(),
-                    Arc::as_ptr(&faulted) as *mut _,
+                    flag,
                     Ordering::AcqRel,
                     Ordering::Relaxed,
                 )
                 .is_ok()
-            {
-                let prot = if writable {
-                    libc::PROT_READ | libc::PROT_WRITE
-                } else {
-                    libc::PROT_READ
-                };
-                s.prot.store(prot as usize, Ordering::Release);
-                s.len.store(len, Ordering::Release);
-                s.start.store(start, Ordering::Release);
-                return Some(Self { slot: i, faulted });
+        };
+        let slot = loop {
+            if let Some(s) = chunks().flat_map(|c| c.slots.iter()).find(|s| claim(s)) {
+                break s;
             }
-        }
-        None
+            if let Some(s) = grow().slots.iter().find(|s| claim(s)) {
+                break s;
+            }
+        };
+        let prot = if writable {
+            libc::PROT_READ | libc::PROT_WRITE
+        } else {
+            libc::PROT_READ
+        };
+        slot.prot.store(prot as usize, Ordering::Release);
+        slot.len.store(len, Ordering::Release);
+        // Last: the handler matches a slot by its start.
+        slot.start.store(start, Ordering::Release);
+        Self { slot, faulted }
     }
 
-    /// Whether a load from this mapping hit a truncated page since it was
-    /// mapped. Once set, it stays set.
+    /// Whether an access to this mapping hit a truncated page since it was
+    /// mapped (or since [`reset`](Self::reset)).
     pub fn faulted(&self) -> bool {
         self.faulted.load(Ordering::Acquire)
+    }
+
+    /// Clears the flag. Only for the owner of a writable mapping that has
+    /// just mapped its whole range anew (so no zero page of an earlier fault
+    /// is left in it).
+    pub fn reset(&self) {
+        self.faulted.store(false, Ordering::Release);
     }
 }
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        let s = &REGISTRY[self.slot];
+        let s = self.slot;
         s.start.store(0, Ordering::Release);
         s.len.store(0, Ordering::Release);
         // The Arc outlives this store: the handler may still hold the pointer
@@ -117,13 +178,13 @@ fn install() {
     });
 }
 
-extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
-    let addr = unsafe { (*info).si_addr() } as usize;
-    for s in &REGISTRY {
+/// Maps a zero page over the faulting page if `addr` lies in a registered
+/// mapping; true if it did (the fault is handled).
+fn cover(addr: usize) -> bool {
+    for s in chunks().flat_map(|c| c.slots.iter()) {
         let start = s.start.load(Ordering::Acquire);
         let len = s.len.load(Ordering::Acquire);
-        if start == 0 || addr < start || addr >= start + len {
+        if start == 0 || addr < start || addr - start >= len {
             continue;
         }
         let flag = s.flag.load(Ordering::Acquire);
@@ -150,9 +211,18 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
             // SAFETY: `flag` points into the Arc held by the mapping's Guard,
             // which lives as long as the registration.
             unsafe { (*flag).store(true, Ordering::Release) };
-            return;
+            return true;
         }
-        break;
+        return false;
+    }
+    false
+}
+
+extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
+    let addr = unsafe { (*info).si_addr() } as usize;
+    if cover(addr) {
+        return;
     }
     // Not ours: behave as if we were not installed.
     // SAFETY: PREVIOUS was written once before any registration; reading it

@@ -13,16 +13,41 @@ pub enum Error {
     NotFound(PathBuf),
     /// The segment could not be opened, inspected or mapped.
     Io(PathBuf, io::Error),
+    /// The path's last component is a symbolic link; readers do not follow
+    /// one (`spec/PERFABI.md` §11.2).
+    Symlink(PathBuf),
+    /// The path names something that cannot be a segment: a directory, a
+    /// FIFO, a socket, a block device, or a character device other than the
+    /// kernel module's (`kind` says which).
+    NotASegmentFile(PathBuf, &'static str),
     /// The segment file may be written by others than its owner.
     Writable(PathBuf, u32),
-    /// The segment file is not owned by the expected user.
-    Owner {
+    /// The segment file belongs to a user this reader does not trust (see
+    /// [`crate::Trust`]).
+    Untrusted {
         /// The file.
         path: PathBuf,
         /// Its owner.
         uid: u32,
-        /// The owner the caller asked for.
-        expected: u32,
+    },
+    /// The segment file has a hole at byte `at`, inside the segment: its
+    /// writer did not create it (writers fill every byte before they
+    /// publish a segment), or it was truncated and grown again.
+    Sparse {
+        /// The file.
+        path: PathBuf,
+        /// Offset of the first hole.
+        at: u64,
+    },
+    /// The segment is larger than this reader's limit
+    /// ([`crate::Options::max_segment_bytes`]).
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The segment size its header declares.
+        size: u64,
+        /// The limit.
+        limit: u64,
     },
     /// The segment is malformed, of an unknown ABI, or a read failed its
     /// protocol (see [`perfabi::Error`]).
@@ -30,8 +55,9 @@ pub enum Error {
     /// A consistent read did not succeed within its bound: the writer is
     /// updating too fast, or died mid-update (retry later).
     Busy(perfabi::Error),
-    /// The writer is gone: its process no longer exists, or it has not
-    /// refreshed its heartbeat for `silent_for`.
+    /// The writer is gone: its process no longer exists (or is not the
+    /// process the header names), or it has not refreshed its heartbeat for
+    /// `silent_for`.
     Stale {
         /// Writer process id (0: unknown).
         pid: u64,
@@ -45,6 +71,10 @@ pub enum Error {
     /// The segment file was truncated under the reader; the data of the read
     /// was discarded.
     Truncated(PathBuf),
+    /// The segment's header changed under the reader (zeroed, overwritten,
+    /// or the segment was created again in the same file); the data of the
+    /// read was discarded and the next read maps the segment again.
+    HeaderChanged(PathBuf),
     /// No live instance has this name.
     NoSuchCounter(String),
 }
@@ -58,8 +88,30 @@ impl Error {
                 | Self::Stale { .. }
                 | Self::Closed
                 | Self::Truncated(_)
+                | Self::HeaderChanged(_)
                 | Self::NotFound(_)
         )
+    }
+
+    /// Stable, lower-case, hyphenated code (`spec/PERFABI.md` §11.6); for
+    /// [`Error::Abi`] and [`Error::Busy`], the code of the ABI error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::NotFound(_) => "not-found",
+            Self::Io(..) => "io",
+            Self::Symlink(_) => "symlink",
+            Self::NotASegmentFile(..) => "not-a-segment-file",
+            Self::Writable(..) => "writable-by-others",
+            Self::Untrusted { .. } => "untrusted-owner",
+            Self::Sparse { .. } => "sparse",
+            Self::TooLarge { .. } => "too-large",
+            Self::Abi(e) | Self::Busy(e) => e.code(),
+            Self::Stale { .. } => "stale",
+            Self::Closed => "closed",
+            Self::Truncated(_) => "truncated-while-mapped",
+            Self::HeaderChanged(_) => "header-changed",
+            Self::NoSuchCounter(_) => "no-such-counter",
+        }
     }
 }
 
@@ -71,14 +123,37 @@ impl fmt::Display for Error {
                 write!(f, "cannot read {}: permission denied (run as its owner or a member of its group)", p.display())
             }
             Self::Io(p, e) => write!(f, "cannot use {}: {e}", p.display()),
+            Self::Symlink(p) => write!(
+                f,
+                "refusing {}: it is a symbolic link (give the segment's own path; links are not followed)",
+                p.display()
+            ),
+            Self::NotASegmentFile(p, kind) => write!(
+                f,
+                "{} is {kind}, not a perfabi segment (a regular file, or the kernel module's /dev/perfabi)",
+                p.display()
+            ),
             Self::Writable(p, mode) => write!(
                 f,
                 "refusing {}: mode {mode:o} lets others write it (chmod go-w, or ask its writer to create it 0644)",
                 p.display()
             ),
-            Self::Owner { path, uid, expected } => write!(
+            Self::Untrusted { path, uid } => write!(
                 f,
-                "refusing {}: owned by uid {uid}, expected uid {expected}",
+                "refusing {}: it belongs to uid {uid}, whom this reader does not trust \
+                 (it trusts its own uid and root; trust that uid explicitly to read it)",
+                path.display()
+            ),
+            Self::Sparse { path, at } => write!(
+                f,
+                "refusing {}: it has a hole at byte {at} (writers fill their whole segment; \
+                 this one was not made by a writer, or was truncated and grown again)",
+                path.display()
+            ),
+            Self::TooLarge { path, size, limit } => write!(
+                f,
+                "refusing {}: its segment is {size} bytes, more than the limit of {limit} \
+                 (raise the reader's limit to read it)",
                 path.display()
             ),
             Self::Abi(e) => write!(f, "bad segment: {e}"),
@@ -95,6 +170,11 @@ impl fmt::Display for Error {
             ),
             Self::Closed => f.write_str("the writer closed the segment; values are final"),
             Self::Truncated(p) => write!(f, "{} was truncated while mapped; reading again re-opens it", p.display()),
+            Self::HeaderChanged(p) => write!(
+                f,
+                "the header of {} changed under the reader (zeroed, overwritten or created again); reading again re-opens it",
+                p.display()
+            ),
             Self::NoSuchCounter(n) => write!(f, "no counter named {n:?} (perfabi-cat lists them)"),
         }
     }

@@ -21,17 +21,26 @@
 //!   [`Error::Stale`]; a clean close gives [`Error::Closed`].
 //! * If the file is truncated under the reader, the process survives
 //!   (a SIGBUS guard) and the read reports [`Error::Truncated`].
+//! * Paths are untrusted (`spec/PERFABI.md` §11): no symbolic link is
+//!   followed, nothing blocks in `open`, only a regular file of a trusted
+//!   owner ([`Trust`]) or the kernel module's device is read, and a reader's
+//!   cost is bounded by what the writer really allocated.
 
 mod error;
 pub mod liveness;
 mod mapping;
 mod segment;
+mod trust;
 
 pub use error::Error;
 pub use liveness::Liveness;
 pub use perfabi::damon::{Aggregation, Intervals, Region};
+pub use perfabi::trust::Origin;
 pub use perfabi::{Info, Instance, Semantics, Snapshot, ValueType};
-pub use segment::{Counter, Handle, Options, ReadStats, Segment, SegmentInfo};
+pub use segment::{
+    Counter, Handle, Options, ReadStats, Segment, SegmentInfo, DEFAULT_MAX_SEGMENT_BYTES,
+};
+pub use trust::Trust;
 
 /// The path `perfabi-cat` and the PCP agent read when given none:
 /// `$PERFABI_SEGMENT` if set, else `/dev/perfabi` if the kernel module is

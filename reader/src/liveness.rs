@@ -1,17 +1,20 @@
-//! Is the writer still there? Heartbeat age, process existence, flags.
+//! Is the writer still there? Heartbeat age, process existence and owner,
+//! flags — believing only what the segment's origin allows
+//! (`spec/PERFABI.md` §10, §11.3).
 
 use std::time::Duration;
 
-use perfabi::layout::{FLAG_CLOSED, FLAG_KERNEL};
+use perfabi::layout::FLAG_CLOSED;
+use perfabi::trust::{Origin, WriterClaim};
 use perfabi::Info;
 
 /// What a reader knows about its writer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum Liveness {
-    /// Heartbeat fresh and process present (or the kernel module).
+    /// Heartbeat fresh and the writer's process present.
     Alive,
-    /// The kernel module writes this segment.
+    /// The kernel module writes this segment (`FLAG_KERNEL` on its device).
     Kernel,
     /// The writer closed the segment cleanly.
     Closed,
@@ -21,7 +24,9 @@ pub enum Liveness {
         #[serde(serialize_with = "secs")]
         silent_for: Duration,
     },
-    /// The writer's process is gone (or its pid now names another process).
+    /// The writer's process is gone, its pid now names another process (or
+    /// one of another user than the segment's owner), or the header names
+    /// no process that could be checked.
     Dead {
         /// Time since the last heartbeat.
         #[serde(serialize_with = "secs")]
@@ -33,19 +38,22 @@ fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64(d.as_secs_f64())
 }
 
-/// Judges the writer from the header. `max_silence` is the longest gap
-/// between heartbeats accepted (at least 3 promised intervals are allowed).
-pub fn assess(info: &Info, max_silence: Duration) -> Liveness {
+/// Judges the writer from the header of a segment found at `origin` and
+/// owned by `owner`. `max_silence` is the longest gap between heartbeats
+/// accepted (at least 3 promised intervals are allowed).
+pub fn assess(info: &Info, origin: Origin, owner: u32, max_silence: Duration) -> Liveness {
     if info.flags & FLAG_CLOSED != 0 {
         return Liveness::Closed;
     }
-    if info.flags & FLAG_KERNEL != 0 {
+    let claim = WriterClaim::of(info, origin);
+    if claim == WriterClaim::Kernel {
         return Liveness::Kernel;
     }
     let silent_for =
         Duration::from_nanos(perfabi::host::boottime_ns().saturating_sub(info.heartbeat_ns));
-    if info.writer_pid != 0 && !process_is(info.writer_pid, info.writer_start_ns) {
-        return Liveness::Dead { silent_for };
+    match claim {
+        WriterClaim::Process { pid, start_ns } if process_is(pid, start_ns, owner) => {}
+        _ => return Liveness::Dead { silent_for },
     }
     if info.heartbeat_interval_ns > 0 {
         let allowed = max_silence.max(Duration::from_nanos(
@@ -58,9 +66,11 @@ pub fn assess(info: &Info, max_silence: Duration) -> Liveness {
     Liveness::Alive
 }
 
-/// Whether `pid` exists and started at `start_ns` (`CLOCK_BOOTTIME`), give
-/// or take a second: a reused pid names another process.
-fn process_is(pid: u64, start_ns: u64) -> bool {
+/// Whether `pid` exists, started at `start_ns` (`CLOCK_BOOTTIME`) give or
+/// take a second — a reused pid names another process — and runs as
+/// `owner` (one of its real, effective, saved or filesystem uids): a file
+/// cannot lend its owner another user's process.
+fn process_is(pid: u64, start_ns: u64, owner: u32) -> bool {
     let Ok(pid) = u32::try_from(pid) else {
         return false;
     };
@@ -73,9 +83,22 @@ fn process_is(pid: u64, start_ns: u64) -> bool {
     if r != 0 && errno == Some(libc::ESRCH) {
         return false;
     }
-    match perfabi::host::process_start_ns(Some(pid)) {
-        Some(started) => started.abs_diff(start_ns) < 1_000_000_000,
+    match (
+        perfabi::host::process_start_ns(Some(pid)),
+        process_uids(pid),
+    ) {
+        (Some(started), Some(uids)) => {
+            started.abs_diff(start_ns) < 1_000_000_000 && uids.contains(&owner)
+        }
         // No /proc: existence (or EPERM: another user's process) is all we know.
-        None => r == 0 || errno == Some(libc::EPERM),
+        _ => r == 0 || errno == Some(libc::EPERM),
     }
+}
+
+/// The real, effective, saved and filesystem uids of `pid` (`/proc/PID/status`).
+fn process_uids(pid: u32) -> Option<[u32; 4]> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("Uid:"))?;
+    let mut ids = line.split_ascii_whitespace().map(|v| v.parse().ok());
+    Some([ids.next()??, ids.next()??, ids.next()??, ids.next()??])
 }

@@ -1,15 +1,22 @@
 //! A read-only, SIGBUS-guarded mapping of a whole segment.
+//!
+//! Opening costs what the writer really allocated, never what a header
+//! claims (`spec/PERFABI.md` §11.4): a segment file must have no hole in its
+//! segment (on tmpfs, reading a hole allocates memory, so a 12 KB sparse
+//! file could make a reader allocate gigabytes) and must fit in the reader's
+//! size limit. Both are checked before anything past the first page is
+//! touched.
 
-use std::fs::File;
+use std::fs::{File, Metadata};
 use std::io;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 
 use memmap2::{MmapOptions, MmapRaw};
-use perfabi::layout::HEADER_SIZE_V1_0;
-use perfabi::sync::AtomicU64;
-use perfabi::Layout;
-
+use perfabi::layout::{HEADER_EPOCH_WORD, HEADER_SIZE_V1_0, HEADER_WORDS, MAGIC_WORD};
 use perfabi::sigbus::Guard;
+use perfabi::sync::AtomicU64;
+use perfabi::trust::Origin;
+use perfabi::Layout;
 
 /// Identity of the object behind a file descriptor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,7 +26,7 @@ pub(crate) struct FileId {
 }
 
 impl FileId {
-    pub(crate) fn of(md: &std::fs::Metadata) -> Self {
+    pub(crate) fn of(md: &Metadata) -> Self {
         Self {
             dev: md.dev(),
             ino: md.ino(),
@@ -30,7 +37,7 @@ impl FileId {
 /// A read-only mapping registered with the SIGBUS guard.
 struct Raw {
     // Field order: the guard must be dropped before the mapping it guards.
-    guard: Option<Guard>,
+    guard: Guard,
     map: MmapRaw,
 }
 
@@ -55,18 +62,15 @@ impl Raw {
     }
 
     fn faulted(&self) -> bool {
-        self.guard.as_ref().is_some_and(Guard::faulted)
+        self.guard.faulted()
     }
 
-    /// Validates the header (against an unbounded length) to learn the
-    /// segment's size.
+    /// The header's segment size, validated against an unbounded length.
     fn segment_size(&self) -> Result<u64, perfabi::Error> {
-        let mut h = [0u64; perfabi::layout::HEADER_WORDS];
+        let mut h = [0u64; HEADER_WORDS];
         perfabi::protocol::load_words(self.words(), 0, &mut h);
-        Ok(
-            perfabi::validate_header(&perfabi::layout::header_from_words(h), u64::MAX)?.segment_size
-                as u64,
-        )
+        let h = perfabi::layout::header_from_words(h);
+        Ok(perfabi::validate_header(&h, u64::MAX)?.segment_size as u64)
     }
 }
 
@@ -74,6 +78,8 @@ impl Raw {
 pub(crate) struct Mapping {
     raw: Raw,
     pub(crate) id: FileId,
+    /// The file's length when it was mapped (`None`: a device).
+    pub(crate) file_len: Option<u64>,
     pub(crate) layout: Layout,
 }
 
@@ -87,28 +93,71 @@ unsafe impl Sync for Mapping {}
 pub(crate) enum MapError {
     Io(io::Error),
     Abi(perfabi::Error),
+    /// A hole at this offset, inside the segment.
+    Sparse(u64),
+    /// The declared segment size, over the limit.
+    TooLarge(u64),
+    /// The header changed between the checks and the mapping.
+    Changed,
+    /// A file too short to hold a header.
+    TooShort,
 }
 
 impl Mapping {
-    /// Maps `file` read-only and validates it. A regular file is mapped at
-    /// its length; a device (the kernel module's `/dev/perfabi`, whose length
-    /// is not known from `stat`) is mapped in two steps: its first page, to
-    /// read `segment_size`, then the whole segment.
-    pub(crate) fn new(file: File) -> Result<Self, MapError> {
-        let md = file.metadata().map_err(MapError::Io)?;
-        let id = FileId::of(&md);
-        let len = if md.file_type().is_char_device() || md.file_type().is_block_device() {
-            let probe = Raw::new(&file, page_size()).map_err(MapError::Io)?;
-            probe.segment_size().map_err(MapError::Abi)?
-        } else {
-            md.len()
+    /// Maps `file` (described by `md`, found at `origin`) read-only and
+    /// validates it, touching nothing but its first page until the segment
+    /// is known to be at most `limit` bytes and, for a file, hole-free.
+    pub(crate) fn new(
+        file: File,
+        md: &Metadata,
+        origin: Origin,
+        limit: u64,
+    ) -> Result<Self, MapError> {
+        let id = FileId::of(md);
+        let page = page_size();
+        let file_len = (origin == Origin::File).then_some(md.len());
+        // Where the file's data ends (its first hole); devices have none.
+        let data_end = match file_len {
+            Some(len) => {
+                if len < HEADER_SIZE_V1_0 as u64 {
+                    return Err(MapError::TooShort);
+                }
+                let end = first_hole(&file, len).map_err(MapError::Io)?;
+                if end < len.min(page as u64) {
+                    return Err(MapError::Sparse(end));
+                }
+                end
+            }
+            None => u64::MAX,
         };
-        if len < HEADER_SIZE_V1_0 as u64 {
+        // The first page tells the declared size.
+        let probe_len = file_len.map_or(page, |len| page.min(len as usize)) & !7;
+        let probe = Raw::new(&file, probe_len).map_err(MapError::Io)?;
+        let declared = probe.segment_size().map_err(MapError::Abi)?;
+        if probe.faulted() {
             return Err(MapError::Abi(perfabi::Error::Truncated {
-                needed: HEADER_SIZE_V1_0 as u64,
-                have: len,
+                needed: declared,
+                have: 0,
             }));
         }
+        drop(probe);
+        if declared > limit {
+            return Err(MapError::TooLarge(declared));
+        }
+        if let Some(len) = file_len {
+            if declared > len {
+                return Err(MapError::Abi(perfabi::Error::Truncated {
+                    needed: declared,
+                    have: len,
+                }));
+            }
+        }
+        if data_end < declared {
+            return Err(MapError::Sparse(data_end));
+        }
+        // A file is mapped whole (a later minor may use more of it); only
+        // the segment's bytes are ever read.
+        let len = file_len.unwrap_or(declared);
         let len = usize::try_from(len).map_err(|_| MapError::Abi(perfabi::Error::BadConfig))? & !7;
         let raw = Raw::new(&file, len).map_err(MapError::Io)?;
         let layout = *perfabi::SegmentView::new(raw.words())
@@ -120,7 +169,15 @@ impl Mapping {
                 have: 0,
             }));
         }
-        Ok(Self { raw, id, layout })
+        if layout.segment_size as u64 != declared {
+            return Err(MapError::Changed);
+        }
+        Ok(Self {
+            raw,
+            id,
+            file_len,
+            layout,
+        })
     }
 
     /// A view of the segment through the protocol.
@@ -134,13 +191,33 @@ impl Mapping {
         self.raw.faulted()
     }
 
+    /// Whether the header still shows the segment this mapping validated:
+    /// the magic and the epoch are where they were. A file truncated to
+    /// nothing and grown again reads as zeros; a writer that created its
+    /// segment again in the same file wrote a new epoch.
+    pub(crate) fn intact(&self) -> bool {
+        let w = self.raw.words();
+        w[0].load(perfabi::sync::Ordering::Relaxed) == MAGIC_WORD
+            && w[HEADER_EPOCH_WORD].load(perfabi::sync::Ordering::Relaxed) == self.layout.epoch
+    }
+
     /// Bytes mapped.
     pub(crate) fn len(&self) -> usize {
         self.raw.map.len()
     }
 }
 
+/// The offset of the first hole of `file` (`len` if it has none, or if the
+/// filesystem cannot tell).
+fn first_hole(file: &File, len: u64) -> io::Result<u64> {
+    match rustix::fs::seek(file, rustix::fs::SeekFrom::Hole(0)) {
+        Ok(at) => Ok(at.min(len)),
+        // Filesystems without SEEK_HOLE support report none this way.
+        Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOTSUP) => Ok(len),
+        Err(e) => Err(e.into()),
+    }
+}
+
 fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    (unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).max(4096) as usize
+    rustix::param::page_size().max(4096)
 }

@@ -2,7 +2,6 @@
 
 use std::fs::File;
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -12,12 +11,21 @@ use perfabi::{Info, Instance, Snapshot};
 use crate::error::Error;
 use crate::liveness::{self, Liveness};
 use crate::mapping::{FileId, MapError, Mapping};
+use crate::trust::{self, Found, Trust};
+
+/// The default of [`Options::max_segment_bytes`]: 4 GiB, more than a
+/// writer's default geometry needs on 8,192 CPUs.
+pub const DEFAULT_MAX_SEGMENT_BYTES: u64 = 4 << 30;
 
 /// How a [`Segment`] is opened and read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Options {
-    /// Refuse a segment file not owned by this uid.
-    pub expected_uid: Option<u32>,
+    /// Whose segment files to believe (default: this user's and root's).
+    pub trust: Trust,
+    /// Largest segment to map (its header's `segment_size`): a reader's
+    /// time and memory grow with it, so a larger one is refused unless the
+    /// limit is raised.
+    pub max_segment_bytes: u64,
     /// Retry bound of each consistent read (see `spec/PERFABI.md` §7.5).
     pub retries: u32,
     /// Reads fail with [`Error::Stale`] / [`Error::Closed`] when the writer
@@ -33,7 +41,8 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Self {
-            expected_uid: None,
+            trust: Trust::default(),
+            max_segment_bytes: DEFAULT_MAX_SEGMENT_BYTES,
             retries: perfabi::view::DEFAULT_RETRIES,
             require_live: true,
             max_silence: Duration::from_secs(5),
@@ -67,6 +76,11 @@ pub struct SegmentInfo {
     pub path: Option<PathBuf>,
     /// Bytes mapped.
     pub mapped: usize,
+    /// The owner (uid) of the segment file or device.
+    pub owner: u32,
+    /// A file, or the kernel module's device (the kernel flag is believed
+    /// only from the device).
+    pub origin: perfabi::trust::Origin,
 }
 
 /// One counter: its description, per-CPU values and total.
@@ -105,6 +119,10 @@ pub struct Segment {
     source: Source,
     opts: Options,
     map: Mapping,
+    /// Origin and owner of what `map` maps.
+    found: Found,
+    /// A read found the header changed: map again before the next read.
+    remap: bool,
     /// Live instances at generation `names_gen`, for name look-ups.
     names: Vec<Instance>,
     names_gen: Option<u64>,
@@ -125,8 +143,8 @@ impl Segment {
     /// Opens the segment file at `path`.
     pub fn open_with(path: impl AsRef<Path>, opts: Options) -> Result<Self, Error> {
         let path = path.as_ref().to_path_buf();
-        let map = map_path(&path, &opts)?;
-        Self::new(Source::Path(path), map, opts)
+        let (map, found) = map_path(&path, &opts)?;
+        Self::new(Source::Path(path), map, found, opts)
     }
 
     /// Uses a segment handed over as a file descriptor (a writer's memfd).
@@ -136,20 +154,18 @@ impl Segment {
 
     /// Uses a segment handed over as a file descriptor.
     pub fn from_fd_with(fd: OwnedFd, opts: Options) -> Result<Self, Error> {
-        // A descriptor is handed over on purpose (memfds are mode 0777), so
-        // only the owner is checked, not the mode.
-        let file = File::from(fd.try_clone().map_err(|e| Error::Io(fd_path(), e))?);
-        check_owner(&file, &fd_path(), &opts)?;
-        let map = Mapping::new(file).map_err(|e| map_error(&fd_path(), e))?;
-        Self::new(Source::Fd(fd), map, opts)
+        let (map, found) = map_fd(&fd, &opts)?;
+        Self::new(Source::Fd(fd), map, found, opts)
     }
 
-    fn new(source: Source, map: Mapping, opts: Options) -> Result<Self, Error> {
-        let liveness = liveness::assess(&map.view().info(), opts.max_silence);
+    fn new(source: Source, map: Mapping, found: Found, opts: Options) -> Result<Self, Error> {
+        let liveness = assess(&map, found, &opts);
         Ok(Self {
             source,
             opts,
             map,
+            found,
+            remap: false,
             names: Vec::new(),
             names_gen: None,
             checked: Instant::now(),
@@ -178,17 +194,19 @@ impl Segment {
 
     /// Looks at the path and the writer now (normally done at most every
     /// [`Options::recheck`]): maps the segment again if the file at the path
-    /// was replaced (new inode, new epoch) or grew, and re-assesses liveness.
+    /// was replaced (new inode, new epoch), changed length, was truncated or
+    /// had its header changed, and re-assesses liveness.
     pub fn refresh(&mut self) -> Result<(), Error> {
         self.checked = Instant::now();
+        let damaged = self.remap || self.map.faulted() || !self.map.intact();
         if let Source::Path(path) = &self.source {
-            match std::fs::metadata(path) {
+            match std::fs::symlink_metadata(path) {
                 Ok(md) => {
-                    let grown =
-                        md.len() > self.map.len() as u64 && !md.file_type().is_file_like_device();
-                    if FileId::of(&md) != self.map.id || grown || self.map.faulted() {
+                    let resized = self.map.file_len.is_some_and(|len| md.len() != len);
+                    if FileId::of(&md) != self.map.id || resized || damaged {
                         let path = path.clone();
-                        self.map = map_path(&path, &self.opts)?;
+                        (self.map, self.found) = map_path(&path, &self.opts)?;
+                        self.remap = false;
                         self.names_gen = None;
                         self.stats.remaps += 1;
                     }
@@ -201,15 +219,15 @@ impl Segment {
             }
         }
         if let Source::Fd(fd) = &self.source {
-            let grown = file_len(fd).is_some_and(|len| len > self.map.len() as u64);
-            if grown || self.map.faulted() {
-                let file = File::from(fd.try_clone().map_err(|e| Error::Io(fd_path(), e))?);
-                self.map = Mapping::new(file).map_err(|e| map_error(&fd_path(), e))?;
+            let resized = file_len(fd) != self.map.file_len;
+            if resized || damaged {
+                (self.map, self.found) = map_fd(fd, &self.opts)?;
+                self.remap = false;
                 self.names_gen = None;
                 self.stats.remaps += 1;
             }
         }
-        self.liveness = liveness::assess(&self.map.view().info(), self.opts.max_silence);
+        self.liveness = assess(&self.map, self.found, &self.opts);
         Ok(())
     }
 
@@ -221,7 +239,9 @@ impl Segment {
                 self.liveness,
                 Liveness::Dead { .. } | Liveness::Silent { .. }
             )
-            || self.map.faulted();
+            || self.remap
+            || self.map.faulted()
+            || !self.map.intact();
         if gone || self.checked.elapsed() >= self.opts.recheck {
             self.refresh()?;
         }
@@ -242,12 +262,18 @@ impl Segment {
         Ok(())
     }
 
-    /// After a read: the data is void if the file was truncated under it;
-    /// a busy read is counted.
+    /// After a read: the data is void if the file was truncated under it
+    /// or its header changed (checked after the data was copied, so a copy
+    /// made of a truncated file's fresh zero pages is never returned); a
+    /// busy read is counted.
     fn finish<T>(&mut self, r: Result<T, perfabi::Error>) -> Result<T, Error> {
         if self.map.faulted() {
             self.stats.truncations += 1;
             return Err(Error::Truncated(self.display_path()));
+        }
+        if !self.map.intact() {
+            self.remap = true;
+            return Err(Error::HeaderChanged(self.display_path()));
         }
         r.map_err(|e| {
             if e.is_busy() {
@@ -266,6 +292,8 @@ impl Segment {
             liveness: self.liveness,
             path: self.path().map(Path::to_path_buf),
             mapped: self.map.len(),
+            owner: self.found.owner,
+            origin: self.found.origin,
         };
         self.finish(Ok(info))
     }
@@ -378,68 +406,56 @@ impl Segment {
     }
 }
 
-trait FileTypeDevice {
-    fn is_file_like_device(&self) -> bool;
-}
-impl FileTypeDevice for std::fs::FileType {
-    fn is_file_like_device(&self) -> bool {
-        use std::os::unix::fs::FileTypeExt;
-        self.is_char_device() || self.is_block_device()
-    }
-}
-
 /// The length of the file behind `fd` (`None` for devices).
 fn file_len(fd: &OwnedFd) -> Option<u64> {
     let md = File::from(fd.try_clone().ok()?).metadata().ok()?;
-    (!md.file_type().is_file_like_device()).then_some(md.len())
+    md.file_type().is_file().then_some(md.len())
 }
 
 fn fd_path() -> PathBuf {
     PathBuf::from("<file descriptor>")
 }
 
-fn map_path(path: &Path, opts: &Options) -> Result<Mapping, Error> {
-    let file = File::open(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => Error::NotFound(path.to_path_buf()),
-        _ => Error::Io(path.to_path_buf(), e),
-    })?;
-    check_file(&file, path, opts)?;
-    Mapping::new(file).map_err(|e| map_error(path, e))
+fn assess(map: &Mapping, found: Found, opts: &Options) -> Liveness {
+    liveness::assess(
+        &map.view().info(),
+        found.origin,
+        found.owner,
+        opts.max_silence,
+    )
 }
 
-fn map_error(path: &Path, e: MapError) -> Error {
+fn map_path(path: &Path, opts: &Options) -> Result<(Mapping, Found), Error> {
+    let (file, md, found) = trust::open_path(path, &opts.trust)?;
+    let map = Mapping::new(file, &md, found.origin, opts.max_segment_bytes)
+        .map_err(|e| map_error(path, e, opts))?;
+    Ok((map, found))
+}
+
+fn map_fd(fd: &OwnedFd, opts: &Options) -> Result<(Mapping, Found), Error> {
+    // A descriptor is handed over on purpose (memfds are mode 0777), so
+    // only the owner is checked, not the mode.
+    let file = File::from(fd.try_clone().map_err(|e| Error::Io(fd_path(), e))?);
+    let (md, found) = trust::check_descriptor(&file, &fd_path(), &opts.trust)?;
+    let map = Mapping::new(file, &md, found.origin, opts.max_segment_bytes)
+        .map_err(|e| map_error(&fd_path(), e, opts))?;
+    Ok((map, found))
+}
+
+fn map_error(path: &Path, e: MapError, opts: &Options) -> Error {
+    let path = path.to_path_buf();
     match e {
-        MapError::Io(e) => Error::Io(path.to_path_buf(), e),
-        MapError::Abi(perfabi::Error::Truncated { .. }) => Error::Truncated(path.to_path_buf()),
+        MapError::Io(e) => Error::Io(path, e),
         MapError::Abi(e) => Error::Abi(e),
-    }
-}
-
-/// Refuses files others may write, and files of an unexpected owner.
-fn check_file(file: &File, path: &Path, opts: &Options) -> Result<(), Error> {
-    let md = file
-        .metadata()
-        .map_err(|e| Error::Io(path.to_path_buf(), e))?;
-    let mode = md.permissions().mode();
-    if md.file_type().is_file() && mode & 0o022 != 0 {
-        return Err(Error::Writable(path.to_path_buf(), mode & 0o7777));
-    }
-    check_owner(file, path, opts)
-}
-
-/// Refuses a file not owned by the expected user, if one is expected.
-fn check_owner(file: &File, path: &Path, opts: &Options) -> Result<(), Error> {
-    let md = file
-        .metadata()
-        .map_err(|e| Error::Io(path.to_path_buf(), e))?;
-    if let Some(expected) = opts.expected_uid {
-        if md.uid() != expected {
-            return Err(Error::Owner {
-                path: path.to_path_buf(),
-                uid: md.uid(),
-                expected,
-            });
+        MapError::Sparse(at) => Error::Sparse { path, at },
+        MapError::TooLarge(size) => Error::TooLarge {
+            path,
+            size,
+            limit: opts.max_segment_bytes,
+        },
+        MapError::Changed => Error::HeaderChanged(path),
+        MapError::TooShort => {
+            Error::NotASegmentFile(path, "a file too short to hold a segment header")
         }
     }
-    Ok(())
 }

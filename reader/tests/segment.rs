@@ -10,8 +10,8 @@ use std::thread;
 use std::time::Duration;
 
 use perfabi::damon::{Intervals, Region};
-use perfabi::writer::{Config, Writer};
-use perfabi_reader::{Error, Liveness, Options, Segment};
+use perfabi::writer::{Config, Health, Writer};
+use perfabi_reader::{Error, Liveness, Options, Segment, Trust};
 use support::*;
 
 fn config() -> Config {
@@ -102,30 +102,26 @@ fn refuses_missing_writable_and_foreign_files() {
     let e = Segment::open(&path).err().unwrap();
     assert!(matches!(e, Error::Writable(_, 0o666)), "{e}");
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let me = std::fs::metadata(&path)
-        .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
-        .unwrap();
-    let e = Segment::open_with(
-        &path,
-        Options {
-            expected_uid: Some(me + 1),
-            ..Options::default()
-        },
-    )
-    .err()
-    .unwrap();
-    assert!(matches!(e, Error::Owner { .. }), "{e}");
+    // Another user's segment is refused unless that user is trusted.
+    let other = 64_123;
+    std::os::unix::fs::chown(&path, Some(other), None).unwrap();
+    let e = Segment::open(&path).err().unwrap();
+    assert!(matches!(e, Error::Untrusted { uid: 64_123, .. }), "{e}");
     assert!(Segment::open_with(
         &path,
         Options {
-            expected_uid: Some(me),
+            trust: Trust::Also(vec![other]),
             ..Options::default()
         }
     )
     .is_ok());
     let junk = dir.path().join("junk");
     std::fs::write(&junk, b"not a segment at all, clearly").unwrap();
-    assert!(matches!(Segment::open(&junk), Err(Error::Truncated(_))));
+    // Too short for a header: not a segment (not "truncated, retry later").
+    assert!(matches!(
+        Segment::open(&junk),
+        Err(Error::NotASegmentFile(_, _))
+    ));
     std::fs::write(&junk, vec![b'x'; 4096]).unwrap();
     assert!(matches!(
         Segment::open(&junk),
@@ -229,9 +225,21 @@ fn truncation_under_a_live_reader_is_an_error_not_a_crash() {
     // The reader survives; the next read re-opens and finds the file too short.
     let e = seg.snapshot().err().unwrap();
     assert!(matches!(e, Error::Truncated(_) | Error::Abi(_)), "{e}");
-    // The writer survives the truncation of its own file too, and knows.
-    w.heartbeat();
-    assert!(w.damaged(), "the writer noticed its file was truncated");
+    // The writer survives the truncation of its own file too: its heartbeat
+    // notices and creates the segment again under a new epoch, with the same
+    // instances and ids (their values start again from zero).
+    let old_epoch = w.epoch();
+    match w.heartbeat() {
+        Health::Recreated { why, epoch } => {
+            assert_ne!(epoch, old_epoch);
+            println!("the writer created its segment again: {why}");
+        }
+        h => panic!("the writer did not notice the truncation: {h:?}"),
+    }
+    assert!(!w.damaged());
+    w.adjust(id, 4).unwrap();
+    assert_eq!(seg.counter("x").unwrap().total, 4);
+    assert_eq!(seg.info().unwrap().header.epoch, w.epoch());
     drop(w);
     // A writer re-creating the segment is followed.
     let w2 = Writer::create(&path, &config()).unwrap();

@@ -15,6 +15,11 @@
 //! and published with the `gen1`/`gen2` protocol. The segment is created
 //! complete under a temporary name and renamed into place, so no reader ever
 //! sees a half-built header; it never shrinks while it exists.
+//!
+//! The writer keeps its segment healthy: [`Writer::heartbeat`] checks that
+//! the file is still whole (not truncated, zeroed, overwritten or holed by
+//! someone else) and, if it is not, creates it again at its path under a new
+//! epoch, with the same instances (see [`Health`]).
 
 mod percpu;
 #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
@@ -132,17 +137,54 @@ pub struct ExternalId(InstanceId);
 
 struct Meta {
     names: HashMap<String, u32>,
+    /// The entry of every live slot (to lay the table out again in a
+    /// re-created segment).
+    entries: BTreeMap<u32, InstanceEntry>,
     /// Freed slots, reused oldest first.
     free: VecDeque<u32>,
     next_reg: u64,
     used: u32,
 }
 
+/// What [`Writer::heartbeat`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Health {
+    /// The segment is whole.
+    Intact,
+    /// Someone damaged the segment (`why`); the writer created it again at
+    /// its path, under the new `epoch`, with the same instances (whose
+    /// values start again from zero) and the same ids.
+    Recreated {
+        /// What was wrong.
+        why: String,
+        /// The new epoch.
+        epoch: u64,
+    },
+    /// Someone damaged the segment (`why`) and it could not be created
+    /// again (`error`; a memfd has no path to create it at). Readers see an
+    /// error; the writer keeps accepting updates and tries again at the
+    /// next heartbeat.
+    Damaged {
+        /// What is wrong.
+        why: String,
+        /// Why it could not be created again.
+        error: String,
+    },
+}
+
 /// The writer of one segment.
 pub struct Writer {
     backing: segment::Backing,
     path: Option<PathBuf>,
+    /// The geometry; its `epoch` is the first one (see [`Writer::epoch`]).
     layout: Layout,
+    /// The header as this writer laid it out (its fixed part is compared
+    /// with the segment's at every heartbeat).
+    header: Mutex<Header>,
+    /// The current epoch (new after a re-creation).
+    epoch: AtomicU64,
+    /// The last heartbeat found the segment damaged and could not mend it.
+    damaged: core::sync::atomic::AtomicBool,
     engine: percpu::Engine,
     meta: Mutex<Meta>,
     /// `live[slot]`: registration id of the live instance in `slot`, or 0.
@@ -162,6 +204,14 @@ impl Writer {
     /// and epoch).
     pub fn create(path: impl AsRef<Path>, config: &Config) -> Result<Self, CreateError> {
         let path = path.as_ref();
+        if let Ok(md) = std::fs::symlink_metadata(path) {
+            if md.is_dir() {
+                return Err(CreateError::Io(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{} is a directory", path.display()),
+                )));
+            }
+        }
         let geometry = geometry(config)?;
         let sizes = geometry.sizes().map_err(CreateError::Abi)?;
         let (backing, tmp) = segment::Backing::temp_file(path, sizes.segment_size)?;
@@ -195,13 +245,10 @@ impl Writer {
         config: &Config,
     ) -> Result<Self, CreateError> {
         let s = g.sizes().map_err(CreateError::Abi)?;
-        let mut epoch = [0u8; 8];
-        rustix::rand::getrandom(&mut epoch, rustix::rand::GetRandomFlags::empty())
-            .map_err(io::Error::from)?;
         let now = boottime_ns();
         let h = g
             .header(&WriterIdentity {
-                epoch: u64::from_ne_bytes(epoch) | 1,
+                epoch: new_epoch()?,
                 pid: u64::from(std::process::id()),
                 start_ns: process_start_ns(None).unwrap_or(now),
                 first_heartbeat_ns: now,
@@ -210,19 +257,19 @@ impl Writer {
             })
             .map_err(CreateError::Abi)?;
         let layout = validate_header(&h, s.segment_size).map_err(CreateError::Abi)?;
-        let words = backing.words();
-        let hw: [u64; HEADER_WORDS] = bytemuck::cast(h);
-        for (w, v) in words.iter().zip(hw) {
-            w.store(v, Ordering::Relaxed);
-        }
+        store_header(backing.words(), &h);
         let n = g.max_instances as usize;
         Ok(Self {
             engine: percpu::Engine::new(backing.words(), &layout, config.method),
             backing,
             path,
             layout,
+            header: Mutex::new(h),
+            epoch: AtomicU64::new(h.epoch),
+            damaged: core::sync::atomic::AtomicBool::new(false),
             meta: Mutex::new(Meta {
                 names: HashMap::new(),
+                entries: BTreeMap::new(),
                 free: VecDeque::new(),
                 next_reg: 1,
                 used: 0,
@@ -251,28 +298,36 @@ impl Writer {
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.backing.file.as_fd()
     }
-    /// This incarnation's epoch.
+    /// This incarnation's epoch (a new one after the segment was created
+    /// again, see [`Health::Recreated`]).
     pub fn epoch(&self) -> u64 {
-        self.layout.epoch
+        self.epoch.load(Ordering::Relaxed)
     }
     /// How per-CPU updates are made exclusive in this process.
     pub fn method(&self) -> Method {
         self.engine.method()
     }
-    /// True once an access found the segment file truncated by someone else:
-    /// the segment is broken (readers see an error) and should be created
-    /// again. The writer itself keeps running.
+    /// True while the segment is known to be damaged by someone else (an
+    /// access found the file truncated, or the last [`heartbeat`](Self::heartbeat)
+    /// found it damaged and could not create it again): readers see an
+    /// error. The writer itself keeps running.
     pub fn damaged(&self) -> bool {
-        self.backing.damaged()
+        self.backing.faulted() || self.damaged.load(Ordering::Relaxed)
     }
 
     /// How often the update engine took its slow paths in this process.
     pub fn update_stats(&self) -> UpdateStats {
         self.engine.stats()
     }
-    /// A reader's view of this writer's own segment.
+    /// A reader's view of this writer's own segment (through the geometry
+    /// the writer laid out, which holds even if someone damaged the file).
     pub fn view(&self) -> SegmentView<'_> {
-        SegmentView::new(self.words()).expect("a writer's own segment is valid")
+        let layout = Layout {
+            epoch: self.epoch(),
+            ..self.layout
+        };
+        SegmentView::from_validated(self.words(), layout)
+            .expect("the writer maps its whole segment")
     }
     /// A consistent snapshot of this writer's own segment.
     pub fn snapshot(&self) -> Result<Snapshot, Error> {
@@ -330,6 +385,7 @@ impl Writer {
         }
         gen_write_end::<Sound>(&words[HEADER_GEN2_WORD], g);
         m.names.insert(name.to_string(), slot);
+        m.entries.insert(slot, entry);
         self.semantics[slot as usize].store(semantics as u64, Ordering::Relaxed);
         self.live[slot as usize].store(reg_id, Ordering::Release);
         Ok(InstanceId { slot, reg_id })
@@ -408,6 +464,7 @@ impl Writer {
         words[base + state_word].store(ew[state_word], Ordering::Relaxed);
         gen_write_end::<Sound>(&words[HEADER_GEN2_WORD], g);
         m.names.retain(|_, s| *s != id.slot);
+        m.entries.remove(&id.slot);
         m.free.push_back(id.slot);
         Ok(())
     }
@@ -507,11 +564,109 @@ impl Writer {
 
     /// Refreshes the heartbeat; call at least every `heartbeat_interval`.
     /// Also repairs any block an aborted update left busy (see
-    /// [`UpdateStats::repairs`]); the calling thread may briefly pin itself
-    /// to that block's CPU.
-    pub fn heartbeat(&self) {
+    /// [`UpdateStats::repairs`]; the calling thread may briefly pin itself
+    /// to that block's CPU), and checks that the segment is still whole:
+    /// if someone truncated, zeroed, overwrote or punched a hole in it, the
+    /// writer creates it again at its path (see [`Health`]).
+    pub fn heartbeat(&self) -> Health {
+        let health = match self.diagnose() {
+            None => Health::Intact,
+            Some(why) => match self.recreate() {
+                Ok(epoch) => Health::Recreated { why, epoch },
+                Err(e) => Health::Damaged {
+                    why,
+                    error: e.to_string(),
+                },
+            },
+        };
+        self.damaged
+            .store(matches!(health, Health::Damaged { .. }), Ordering::Relaxed);
+        self.beat();
+        health
+    }
+
+    /// Repairs blocks left busy, then stores the heartbeat.
+    fn beat(&self) {
         self.engine.sweep(self.words(), &self.layout);
         self.words()[HEADER_HEARTBEAT_WORD].store(boottime_ns(), Ordering::Release);
+    }
+
+    /// What is wrong with the segment, if anything: a page truncated away,
+    /// a file shorter than the segment or with a hole in it, or a fixed
+    /// header field that is no longer what this writer wrote.
+    fn diagnose(&self) -> Option<String> {
+        if self.backing.faulted() {
+            return Some("a page of it was truncated away under the writer".into());
+        }
+        if self.path.is_some() {
+            let size = self.backing.len();
+            match self.backing.extent() {
+                Some((len, _)) if len < size => {
+                    return Some(format!("it was truncated to {len} of {size} bytes"))
+                }
+                Some((_, hole)) if hole < size => {
+                    return Some(format!(
+                        "it has a hole at byte {hole} (truncated and grown again, or punched)"
+                    ))
+                }
+                _ => {}
+            }
+        }
+        let expected: [u64; HEADER_WORDS] =
+            bytemuck::cast(*self.header.lock().unwrap_or_else(|p| p.into_inner()));
+        let words = self.words();
+        (0..HEADER_GEN1_WORD)
+            .any(|i| words[i].load(Ordering::Relaxed) != expected[i])
+            .then(|| "its header was overwritten".into())
+    }
+
+    /// Creates the segment again at its path: a new file under a new epoch,
+    /// mapped where the old one was (so updates running meanwhile keep
+    /// going), with this writer's live instances in their slots under their
+    /// ids, then renamed over the damaged file. Returns the new epoch.
+    fn recreate(&self) -> io::Result<u64> {
+        let path = self.path.as_deref().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a memfd segment has no path to be created again at",
+            )
+        })?;
+        let m = self.meta.lock().unwrap_or_else(|p| p.into_inner());
+        if self.diagnose().is_none() {
+            // Another thread's heartbeat mended it meanwhile.
+            return Ok(self.epoch());
+        }
+        // Never over another writer's segment: only where ours is, or nothing.
+        let ours = self.backing.id()?;
+        if let Ok(md) = std::fs::symlink_metadata(path) {
+            use std::os::unix::fs::MetadataExt;
+            if (md.dev(), md.ino()) != ours {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!(
+                        "{} names another file now: not replacing it",
+                        path.display()
+                    ),
+                ));
+            }
+        }
+        let mut h = *self.header.lock().unwrap_or_else(|p| p.into_inner());
+        h.epoch = new_epoch().map_err(|e| match e {
+            CreateError::Io(e) => e,
+            CreateError::Abi(e) => io::Error::other(e),
+        })?;
+        let tmp = self.backing.replace(path)?;
+        h.heartbeat_ns = boottime_ns();
+        h.instances_used = u64::from(m.used);
+        let words = self.words();
+        store_header(words, &h);
+        for (&slot, e) in &m.entries {
+            self.store_entry(slot, e);
+        }
+        segment::publish(&tmp, path)?;
+        self.epoch.store(h.epoch, Ordering::Relaxed);
+        *self.header.lock().unwrap_or_else(|p| p.into_inner()) = h;
+        Ok(h.epoch)
     }
 
     /// Marks the segment closed: readers report the writer as gone, with the
@@ -521,7 +676,7 @@ impl Writer {
     }
 
     fn mark_closed(&self) {
-        self.heartbeat(); // also repairs blocks left busy, so final values read
+        self.beat(); // also repairs blocks left busy, so final values read
         self.words()[HEADER_FLAGS_WORD].fetch_or(FLAG_CLOSED, Ordering::Release);
     }
 }
@@ -529,6 +684,22 @@ impl Writer {
 impl Drop for Writer {
     fn drop(&mut self) {
         self.mark_closed();
+    }
+}
+
+/// A new random, non-zero epoch.
+fn new_epoch() -> Result<u64, CreateError> {
+    let mut epoch = [0u8; 8];
+    rustix::rand::getrandom(&mut epoch, rustix::rand::GetRandomFlags::empty())
+        .map_err(io::Error::from)?;
+    Ok(u64::from_ne_bytes(epoch) | 1)
+}
+
+/// Stores the words of `h` at the start of the segment.
+fn store_header(words: &[AtomicU64], h: &Header) {
+    let hw: [u64; HEADER_WORDS] = bytemuck::cast(*h);
+    for (w, v) in words.iter().zip(hw) {
+        w.store(v, Ordering::Relaxed);
     }
 }
 

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use perfabi::damon::{to_record, Intervals, Region};
 use perfabi::layout::*;
 use perfabi::sync::AtomicU64;
+use perfabi::trust::{Origin, WriterClaim};
 use perfabi::{Geometry, SegmentView, WriterIdentity};
 
 const GEOMETRY: Geometry = Geometry {
@@ -243,6 +244,13 @@ pub fn all() -> Vec<(&'static str, Vec<u8>)> {
         i
     }));
     v.push(("metadata_mid_change", with_header(|h| h.gen1 = h.gen2 + 1)));
+    v.push((
+        "forged_kernel_flag",
+        with_header(|h| {
+            h.flags = FLAG_KERNEL;
+            h.writer_pid = 0;
+        }),
+    ));
     v.push(("bad_entry_semantics", {
         let mut i = base();
         let at = i.layout().instance_word(0) * 8 + std::mem::offset_of!(InstanceEntry, semantics);
@@ -295,6 +303,14 @@ pub fn describe(bytes: &[u8]) -> String {
         info.generation,
         info.writer_pid,
         info.flags & FLAG_CLOSED != 0
+    )
+    .unwrap();
+    let claim = |origin| WriterClaim::of(&info, origin).describe();
+    writeln!(
+        out,
+        "writer: file={} device={}",
+        claim(Origin::File),
+        claim(Origin::KernelDevice)
     )
     .unwrap();
     match view.snapshot(4) {

@@ -12,23 +12,37 @@ pub const CHILD_ENV: &str = "PERFABI_TEST_CHILD_WRITER";
 /// Adjusts per second the child makes on counter `ticks`.
 pub const RATE_ENV: &str = "PERFABI_TEST_CHILD_RATE";
 
+/// Umask (octal) the child writer sets before it creates its segment.
+pub const UMASK_ENV: &str = "PERFABI_TEST_CHILD_UMASK";
+
 /// Starts this test binary's `child_writer` helper as a writer of `path`
 /// adjusting `ticks` `rate` times a second; returns once the segment exists.
 pub fn spawn_writer(path: &Path, rate: u64) -> Child {
+    spawn_writer_with(path, rate, &std::env::current_exe().unwrap(), |_| {})
+}
+
+/// [`spawn_writer`] running the test binary `exe` (a copy, say), with
+/// `setup` applied to the command (another uid, an umask).
+pub fn spawn_writer_with(
+    path: &Path,
+    rate: u64,
+    exe: &Path,
+    setup: impl FnOnce(&mut Command),
+) -> Child {
     let _ = std::fs::remove_file(path);
-    let child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--ignored",
-            "--exact",
-            "child_writer",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, path)
-        .env(RATE_ENV, rate.to_string())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("spawn child writer");
+    let mut cmd = Command::new(exe);
+    cmd.args([
+        "--ignored",
+        "--exact",
+        "child_writer",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(CHILD_ENV, path)
+    .env(RATE_ENV, rate.to_string())
+    .stdout(Stdio::null());
+    setup(&mut cmd);
+    let child = cmd.spawn().expect("spawn child writer");
     wait_for(Duration::from_secs(10), || path.exists().then_some(()))
         .expect("child writer created the segment");
     child
@@ -49,6 +63,14 @@ pub fn run_child_writer() {
         heartbeat_interval: Duration::from_millis(100),
         ..Default::default()
     };
+    if let Some(mask) = std::env::var(UMASK_ENV)
+        .ok()
+        .and_then(|m| libc::mode_t::from_str_radix(&m, 8).ok())
+    {
+        // SAFETY: umask has no memory-safety preconditions; it sets this
+        // helper process's file mode mask, which only its writer uses.
+        unsafe { libc::umask(mask) };
+    }
     let w = perfabi::writer::Writer::create(&path, &cfg).expect("child: create segment");
     let ticks = w
         .add("ticks", "count", perfabi::Semantics::Counter)

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use perfabi_reader::{Error, Options, Segment, Snapshot};
+use perfabi_reader::{Error, Options, Segment, Snapshot, Trust};
 
 const EXIT_HELP: &str = "\
 Exit status:
@@ -17,11 +17,50 @@ Exit status:
   1  an I/O error (permission, a file that cannot be mapped)
   2  bad command line
   3  no segment at PATH (is the exporter running?)
-  4  the segment is malformed, of an unknown ABI, or refused (mode, owner)
-  5  the segment is busy, its writer is gone, or it was truncated: retry later
+  4  the segment is malformed, of an unknown ABI, or refused (a symbolic
+     link, not a regular file or the module's device, writable by others,
+     owned by an untrusted user, with holes, or larger than --max-size)
+  5  the segment is busy, its writer is gone, or it was truncated or changed
+     under the reader: retry later
 
 PATH defaults to $PERFABI_SEGMENT, else /dev/perfabi (kernel module), else
-/dev/shm/perfabi.seg (perfabi-exportd).";
+/dev/shm/perfabi.seg (perfabi-exportd). A segment is read only if it belongs
+to this user or root (see --trust-uid), and symbolic links are not followed.";
+
+/// Longest --watch interval: a day.
+const MAX_WATCH_SECS: f64 = 86_400.0;
+
+/// `--watch SECS`: a number of seconds from 0.01 to a day.
+fn parse_secs(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if v.is_finite() && (0.01..=MAX_WATCH_SECS).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{s} must be between 0.01 and {MAX_WATCH_SECS} seconds"
+        ))
+    }
+}
+
+/// `--max-size SIZE`: bytes, or with a binary suffix K, M, G or T.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim_end_matches(['B', 'b']).trim_end_matches(['i', 'I']);
+    let (digits, shift) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 10),
+        Some((i, 'm' | 'M')) => (&t[..i], 20),
+        Some((i, 'g' | 'G')) => (&t[..i], 30),
+        Some((i, 't' | 'T')) => (&t[..i], 40),
+        _ => (t, 0),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .filter(|&n| n >= 4096)
+        .ok_or_else(|| format!("{s:?} is not a size of at least 4096 bytes (such as 8G)"))
+}
 
 /// Print the counters and DAMON regions of a perfabi segment.
 #[derive(Parser, Debug)]
@@ -38,8 +77,9 @@ struct Args {
     /// Print OpenMetrics (Prometheus) text exposition.
     #[arg(long)]
     openmetrics: bool,
-    /// Print per-second rates every SECS seconds until interrupted.
-    #[arg(long, value_name = "SECS")]
+    /// Print per-second rates every SECS seconds (0.01 to 86400) until
+    /// interrupted.
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
     watch: Option<f64>,
     /// With --watch or --record: stop after this many intervals.
     #[arg(long, value_name = "N")]
@@ -47,9 +87,10 @@ struct Args {
     /// Show DAMON regions: a table and a heatmap of access frequency.
     #[arg(long, conflicts_with_all = ["openmetrics", "watch"])]
     damon: bool,
-    /// Heatmap width in characters.
-    #[arg(long, default_value_t = 64, value_name = "COLS")]
-    width: usize,
+    /// Heatmap width in characters (8 to 4096).
+    #[arg(long, default_value_t = 64, value_name = "COLS",
+          value_parser = clap::value_parser!(u16).range(8..=4096))]
+    width: u16,
     /// Show the header: ABI, epoch, generation, writer, liveness.
     #[arg(long, conflicts_with_all = ["openmetrics", "watch", "damon"])]
     info: bool,
@@ -61,21 +102,44 @@ struct Args {
     /// Print the last values of a writer that is gone, instead of failing.
     #[arg(long)]
     allow_stale: bool,
+    /// Also read segments owned by this uid (repeatable); by default only
+    /// this user's and root's are read.
+    #[arg(long, value_name = "UID")]
+    trust_uid: Vec<u32>,
+    /// Read segments of any owner (their writer must still run as the
+    /// file's owner to count as alive).
+    #[arg(long, conflicts_with = "trust_uid")]
+    trust_anyone: bool,
+    /// Refuse segments larger than SIZE (bytes, or with K, M, G, T).
+    #[arg(long, value_name = "SIZE", default_value = "4G", value_parser = parse_size)]
+    max_size: u64,
 }
 
 fn exit_code(e: &Error) -> u8 {
     match e {
         Error::NotFound(_) => 3,
-        Error::Abi(_) | Error::Writable(..) | Error::Owner { .. } => 4,
-        Error::Busy(_) | Error::Stale { .. } | Error::Closed | Error::Truncated(_) => 5,
+        Error::Abi(_)
+        | Error::Symlink(_)
+        | Error::NotASegmentFile(..)
+        | Error::Writable(..)
+        | Error::Untrusted { .. }
+        | Error::Sparse { .. }
+        | Error::TooLarge { .. } => 4,
+        Error::Busy(_)
+        | Error::Stale { .. }
+        | Error::Closed
+        | Error::Truncated(_)
+        | Error::HeaderChanged(_) => 5,
         _ => 1,
     }
 }
 
-/// An error of perfabi-cat itself: a reader error, or stdout closed early.
+/// An error of perfabi-cat itself: a reader error, stdout closed early, or
+/// a --record file refused.
 enum Failure {
     Read(Error),
     Output(io::Error),
+    Record(perfabi::safe_open::PathError),
 }
 
 impl From<Error> for Failure {
@@ -103,6 +167,10 @@ fn main() -> ExitCode {
             eprintln!("perfabi-cat: {e}");
             ExitCode::from(exit_code(&e))
         }
+        Err(Failure::Record(e)) => {
+            eprintln!("perfabi-cat: --record {e}");
+            ExitCode::from(if e.io().is_some() { 1 } else { 2 })
+        }
     }
 }
 
@@ -111,8 +179,17 @@ fn run(args: &Args) -> Result<(), Failure> {
         .path
         .clone()
         .unwrap_or_else(perfabi_reader::default_path);
+    let trust = if args.trust_anyone {
+        Trust::Anyone
+    } else if args.trust_uid.is_empty() {
+        Trust::OwnerOrRoot
+    } else {
+        Trust::Also(args.trust_uid.clone())
+    };
     let opts = Options {
         require_live: !args.allow_stale && args.watch.is_some(),
+        trust,
+        max_segment_bytes: args.max_size,
         ..Options::default()
     };
     let mut seg = Segment::open_with(&path, opts)?;
@@ -135,7 +212,7 @@ fn run(args: &Args) -> Result<(), Failure> {
                 serde_json::to_string(&damon_json(&aggs, seg.damon_dropped())).expect("plain data")
             )?;
         } else {
-            write!(out, "{}", damon::report(&aggs, args.width))?;
+            write!(out, "{}", damon::report(&aggs, usize::from(args.width)))?;
             let dropped = seg.damon_dropped();
             if dropped > 0 {
                 writeln!(
@@ -172,14 +249,10 @@ fn run(args: &Args) -> Result<(), Failure> {
 /// Appends one snapshot line per interval to `file` (see perfabi::record).
 fn record(seg: &mut Segment, file: &std::path::Path, args: &Args) -> Result<(), Failure> {
     let secs = args.watch.unwrap_or(1.0);
-    if !(secs.is_finite() && secs > 0.0) {
-        eprintln!("perfabi-cat: --watch needs a positive number of seconds");
-        std::process::exit(2);
-    }
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(file)?;
+    // Never through a planted link, never into another user's file.
+    let (mut f, _) =
+        perfabi::safe_open::open_private(file, perfabi::safe_open::Access::Append, 0o644)
+            .map_err(Failure::Record)?;
     let period = Duration::from_secs_f64(secs);
     let start = Instant::now();
     let mut snap = Snapshot::default();
@@ -220,6 +293,15 @@ fn print_info(out: &mut impl Write, info: &perfabi_reader::SegmentInfo) -> io::R
         "generation:         {}{}",
         h.generation,
         if h.metadata_busy { " (changing)" } else { "" }
+    )?;
+    writeln!(out, "owner:              uid {}", info.owner)?;
+    writeln!(
+        out,
+        "origin:             {}",
+        match info.origin {
+            perfabi_reader::Origin::KernelDevice => "kernel module device",
+            perfabi_reader::Origin::File => "file",
+        }
     )?;
     writeln!(out, "writer pid:         {}", h.writer_pid)?;
     writeln!(out, "liveness:           {:?}", info.liveness)?;
@@ -262,10 +344,6 @@ fn damon_json(aggs: &[perfabi_reader::Aggregation], dropped: u64) -> serde_json:
 /// Prints per-second rates of every counter (and the level of every instant
 /// value) each `secs` seconds.
 fn watch(seg: &mut Segment, out: &mut impl Write, args: &Args, secs: f64) -> Result<(), Failure> {
-    if !(secs.is_finite() && secs > 0.0) {
-        eprintln!("perfabi-cat: --watch needs a positive number of seconds");
-        std::process::exit(2);
-    }
     let period = Duration::from_secs_f64(secs);
     let mut prev = seg.snapshot()?;
     let mut prev_t = Instant::now();

@@ -111,6 +111,11 @@ pub fn json_info(info: &SegmentInfo) -> serde_json::Value {
         "damon_capacity": h.damon_capacity,
         "segment_size": h.segment_size,
         "mapped": info.mapped,
+        "owner_uid": info.owner,
+        "origin": match info.origin {
+            perfabi_reader::Origin::KernelDevice => "kernel-device",
+            perfabi_reader::Origin::File => "file",
+        },
     })
 }
 
