@@ -61,6 +61,8 @@ pub enum HostError {
     Read(PathBuf, std::io::Error),
     /// A configured vmstat name is not in this kernel's `/proc/vmstat`.
     UnknownVmstat(String),
+    /// A vmstat name is given twice.
+    DuplicateVmstat(String),
     /// Registering an instance failed.
     Abi(perfabi::Error),
 }
@@ -70,6 +72,7 @@ impl std::fmt::Display for HostError {
         match self {
             Self::Read(p, e) => write!(f, "cannot read {}: {e}", p.display()),
             Self::UnknownVmstat(n) => write!(f, "--vmstat {n}: no such counter in /proc/vmstat"),
+            Self::DuplicateVmstat(n) => write!(f, "--vmstat {n} is given twice"),
             Self::Abi(e) => write!(f, "cannot register host statistics: {e}"),
         }
     }
@@ -84,11 +87,27 @@ fn read(p: &PathBuf) -> Result<String, HostError> {
 pub fn check(paths: &ProcPaths, vmstat: &[String]) -> Result<(), HostError> {
     read(&paths.stat)?;
     read(&paths.softirqs)?;
+    if let Some((_, n)) = vmstat
+        .iter()
+        .enumerate()
+        .find(|(i, n)| vmstat[..*i].contains(n))
+    {
+        return Err(HostError::DuplicateVmstat(n.to_string()));
+    }
     let present = procfs::vmstat(&read(&paths.vmstat)?);
     match vmstat.iter().find(|n| !present.contains_key(n.as_str())) {
         Some(n) => Err(HostError::UnknownVmstat(n.clone())),
         None => Ok(()),
     }
+}
+
+/// How many instances [`HostSource::new`] registers on this host.
+pub fn instances(paths: &ProcPaths, vmstat: &[String]) -> Result<usize, HostError> {
+    let softirqs = procfs::softirqs(&read(&paths.softirqs)?)
+        .into_keys()
+        .filter(|n| perfabi::name::check_name(n).is_ok())
+        .count();
+    Ok(procfs::CPU_FIELDS.len() + softirqs + vmstat.len())
 }
 
 impl HostSource {

@@ -12,14 +12,16 @@ mod damon;
 mod host;
 mod lock;
 
-use std::path::PathBuf;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use perfabi::writer::{Config, Writer};
+use perfabi::writer::{Config, Health, Writer};
 use perfabi::Semantics;
 
 /// Publish host statistics and DAMON region statistics as a perfabi segment.
@@ -29,8 +31,14 @@ use perfabi::Semantics;
     version,
     after_help = "\
 Exit status: 0 after SIGINT/SIGTERM (segment marked closed), 1 runtime
-error, 2 bad configuration (nothing was created), 3 another daemon already
-writes the path."
+error (including a segment that cannot be created, such as on a full
+filesystem), 2 bad configuration or a refused path (nothing was created),
+3 another daemon already writes the path.
+
+The segment's folder must not let other users replace files in it (owned by
+root or this user; if others may write it, sticky like /dev/shm). The lock
+file PATH.lock is private (0600) to this user; a lock file of another user,
+or a symbolic link in its place, is refused."
 )]
 struct Args {
     /// Segment file to create (on tmpfs).
@@ -82,11 +90,19 @@ struct Args {
     /// The tracepoint source's ring buffer per CPU, in pages (a power of two).
     #[arg(long, default_value_t = 64, value_name = "PAGES")]
     perf_pages: u32,
+    /// Largest --replay record to read, and to decompress, in MiB.
+    #[arg(long, default_value_t = damon::replay::DEFAULT_MAX_RECORD_BYTES >> 20, value_name = "MIB",
+          value_parser = clap::value_parser!(u64).range(1..=65536))]
+    replay_max_mib: u64,
 }
+
+/// A failure: the exit code (see `--help`) and one line.
+type Fail = (u8, String);
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    match run(args) {
+    let r = configure(&args).and_then(|plan| run(&args, plan));
+    match r {
         Ok(()) => ExitCode::SUCCESS,
         Err((code, msg)) => {
             eprintln!("perfabi-exportd: {msg}");
@@ -95,8 +111,23 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: Args) -> Result<(), (u8, String)> {
-    // 1. Check the configuration; nothing exists yet.
+/// Everything checked before anything is created.
+struct Plan {
+    interval: Duration,
+    vmstat: Vec<String>,
+    paths: host::ProcPaths,
+    record: Option<damon::replay::Record>,
+    default_iv: perfabi::damon::Intervals,
+    choice: damon::Choice,
+    sysfs_opts: damon::sysfs::Options,
+    config: Config,
+}
+
+/// Instances the daemon registers beside the host statistics.
+const OWN_INSTANCES: usize = 2 + damon::Published::INSTANCES;
+
+/// 1. Checks the whole configuration (exit 2); nothing exists yet.
+fn configure(args: &Args) -> Result<Plan, Fail> {
     let bad = |m: String| (2u8, m);
     if !(args.interval.is_finite() && args.interval >= 0.01 && args.interval <= 3600.0) {
         return Err(bad(format!(
@@ -104,16 +135,7 @@ fn run(args: Args) -> Result<(), (u8, String)> {
             args.interval
         )));
     }
-    let interval = Duration::from_secs_f64(args.interval);
-    match args.path.parent() {
-        Some(d) if d.as_os_str().is_empty() || d.is_dir() => {}
-        _ => {
-            return Err(bad(format!(
-                "--path {}: its folder does not exist",
-                args.path.display()
-            )))
-        }
-    }
+    check_path(&args.path).map_err(bad)?;
     let vmstat: Vec<String> = if args.vmstat.is_empty() {
         default_vmstat()
     } else {
@@ -121,11 +143,20 @@ fn run(args: Args) -> Result<(), (u8, String)> {
     };
     let paths = host::ProcPaths::default();
     host::check(&paths, &vmstat).map_err(|e| bad(e.to_string()))?;
+    let limit = args.replay_max_mib << 20;
     let record = match &args.replay {
         Some(f) => {
-            let bytes =
-                std::fs::read(f).map_err(|e| bad(format!("--replay {}: {e}", f.display())))?;
-            let r = damon::replay::parse(&bytes)
+            let mut bytes = Vec::new();
+            perfabi::safe_open::open_input(f, limit)
+                .map_err(|e| match e.problem {
+                    perfabi::safe_open::Problem::TooLarge { .. } => {
+                        bad(format!("--replay: {e} (raise --replay-max-mib to read it)"))
+                    }
+                    _ => bad(format!("--replay: {e}")),
+                })?
+                .read_to_end(&mut bytes)
+                .map_err(|e| bad(format!("--replay {}: {e}", f.display())))?;
+            let r = damon::replay::parse(&bytes, limit)
                 .map_err(|e| bad(format!("--replay {}: {e}", f.display())))?;
             if r.aggregations.is_empty() {
                 return Err(bad(format!(
@@ -137,9 +168,9 @@ fn run(args: Args) -> Result<(), (u8, String)> {
         }
         None => None,
     };
-    if !(args.replay_speed.is_finite() && args.replay_speed > 0.0) {
+    if !(args.replay_speed.is_finite() && args.replay_speed > 0.0 && args.replay_speed <= 1e6) {
         return Err(bad(format!(
-            "--replay-speed {} must be positive",
+            "--replay-speed {} must be positive and at most 1000000",
             args.replay_speed
         )));
     }
@@ -187,7 +218,7 @@ fn run(args: Args) -> Result<(), (u8, String)> {
     };
     let config = Config {
         max_instances: args.max_instances,
-        heartbeat_interval: interval,
+        heartbeat_interval: Duration::from_secs_f64(args.interval),
         ..Config::default()
     };
     perfabi::Geometry {
@@ -198,19 +229,76 @@ fn run(args: Args) -> Result<(), (u8, String)> {
     }
     .sizes()
     .map_err(|e| bad(format!("--max-instances {}: {e}", args.max_instances)))?;
+    let needed = host::instances(&paths, &vmstat).map_err(|e| bad(e.to_string()))? + OWN_INSTANCES;
+    if (args.max_instances as usize) < needed {
+        return Err(bad(format!(
+            "--max-instances {} is too small: this daemon registers {needed} instances here",
+            args.max_instances
+        )));
+    }
+    Ok(Plan {
+        interval: Duration::from_secs_f64(args.interval),
+        vmstat,
+        paths,
+        record,
+        default_iv,
+        choice,
+        sysfs_opts,
+        config,
+    })
+}
 
+/// `--path` must name a file (not a folder) in a folder that exists and in
+/// which other users cannot replace files.
+fn check_path(path: &Path) -> Result<(), String> {
+    let shown = path.display();
+    if path.as_os_str().as_bytes().ends_with(b"/") || path.file_name().is_none() {
+        return Err(format!(
+            "--path {shown}: names a folder, not a segment file"
+        ));
+    }
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+        return Err(format!("--path {shown}: is a folder, not a segment file"));
+    }
+    let dir = perfabi::safe_open::folder_of(path);
+    if !dir.is_dir() {
+        return Err(format!("--path {shown}: its folder does not exist"));
+    }
+    perfabi::safe_open::check_folder(dir).map_err(|e| format!("--path {shown}: {e}"))
+}
+
+/// 2–5: locks the path, opens the DAMON source, creates the segment, then
+/// refreshes and heartbeats until told to stop.
+fn run(args: &Args, plan: Plan) -> Result<(), Fail> {
+    let Plan {
+        interval,
+        vmstat,
+        paths,
+        record,
+        default_iv,
+        choice,
+        sysfs_opts,
+        config,
+    } = plan;
     // 2. One daemon per path.
-    let lock = lock::PathLock::take(&args.path).map_err(|m| (3u8, m))?;
+    let lock = lock::PathLock::take(&args.path).map_err(|e| {
+        let code = match e {
+            lock::LockError::Held { .. } => 3,
+            lock::LockError::Refused(_) => 2,
+            lock::LockError::Io(_) => 1,
+        };
+        (code, e.to_string())
+    })?;
 
     // 3. Open the DAMON source: a refusal or missing permission is a
-    // configuration error, and nothing has been created yet.
+    // configuration error; the lock file goes with the lock.
     let decision = damon::open(
         choice,
         &sysfs_opts,
         record,
         args.perf_pages.trailing_zeros(),
     )
-    .map_err(|e| bad(format!("--source {choice}: {e}")))?;
+    .map_err(|e| (2u8, format!("--source {choice}: {e}")))?;
 
     // 4. Create the segment (a new epoch).
     let stop = Arc::new(AtomicBool::new(false));
@@ -218,7 +306,12 @@ fn run(args: Args) -> Result<(), (u8, String)> {
         signal_hook::flag::register(sig, stop.clone())
             .map_err(|e| (1u8, format!("cannot handle signals: {e}")))?;
     }
-    let w = Arc::new(Writer::create(&args.path, &config).map_err(|e| (1u8, e.to_string()))?);
+    let w = Arc::new(Writer::create(&args.path, &config).map_err(|e| {
+        (
+            1u8,
+            format!("cannot create segment {}: {e}", args.path.display()),
+        )
+    })?);
     let refreshes = w
         .add("exportd.refreshes", "count", Semantics::Counter)
         .map_err(|e| (1u8, e.to_string()))?;
@@ -263,6 +356,8 @@ fn run(args: Args) -> Result<(), (u8, String)> {
 
     // 5. Refresh and heartbeat until told to stop.
     let mut next = Instant::now();
+    let mut last_damage = None;
+    let mut result = Ok(());
     while !stop.load(Ordering::Relaxed) {
         let t = Instant::now();
         if let Err(e) = hostsrc.refresh(&w) {
@@ -270,15 +365,36 @@ fn run(args: Args) -> Result<(), (u8, String)> {
         }
         let _ = w.set(refresh_us, t.elapsed().as_micros() as i64);
         let _ = w.adjust(refreshes, 1);
-        w.heartbeat();
-        if w.damaged() {
-            return Err((
+        match w.heartbeat() {
+            Health::Intact => last_damage = None,
+            Health::Recreated { why, epoch } => {
+                last_damage = None;
+                eprintln!(
+                    "perfabi-exportd: {} was damaged by someone else ({why}): created it again (epoch {epoch:#x})",
+                    args.path.display()
+                );
+            }
+            Health::Damaged { why, error } => {
+                let line = format!(
+                    "{} was damaged by someone else ({why}) and cannot be created again: {error}; retrying every interval",
+                    args.path.display()
+                );
+                if last_damage.as_ref() != Some(&line) {
+                    eprintln!("perfabi-exportd: {line}");
+                }
+                last_damage = Some(line);
+            }
+        }
+        if !lock.still_held() {
+            result = Err((
                 1,
                 format!(
-                    "{} was truncated by someone else: restart to create it again",
-                    args.path.display()
+                    "lock file {} was removed or replaced: stopping, so that two daemons never write one path",
+                    lock.path().display()
                 ),
             ));
+            stop.store(true, Ordering::Relaxed);
+            break;
         }
         next += interval;
         while !stop.load(Ordering::Relaxed) {
@@ -296,11 +412,13 @@ fn run(args: Args) -> Result<(), (u8, String)> {
         Ok(w) => w.close(),
         Err(_) => return Err((1, "internal: the writer is still shared at exit".into())),
     }
-    eprintln!(
-        "perfabi-exportd: stopped; {} marked closed",
-        args.path.display()
-    );
-    Ok(())
+    if result.is_ok() {
+        eprintln!(
+            "perfabi-exportd: stopped; {} marked closed",
+            args.path.display()
+        );
+    }
+    result
 }
 
 /// The default vmstat set, limited to what this kernel has.

@@ -1,53 +1,12 @@
 //! perfabi-exportd as a process: values against /proc, lifecycle.
 
+mod support;
+
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use perfabi_reader::{Error, Options, Segment};
-
-const BIN: &str = env!("CARGO_BIN_EXE_perfabi-exportd");
-
-fn start(path: &Path, extra: &[&str]) -> Child {
-    let child = Command::new(BIN)
-        .arg("--path")
-        .arg(path)
-        .args(["--interval", "0.1"])
-        .args(extra)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let end = Instant::now() + Duration::from_secs(10);
-    while !path.exists() {
-        assert!(
-            Instant::now() < end,
-            "daemon did not create {}",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    child
-}
-
-/// SIGTERM, as a service manager stops the daemon, then its output.
-fn stop(child: Child) -> Output {
-    // SAFETY: kill(2) on our own child's pid, which we have not reaped yet.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-    child.wait_with_output().unwrap()
-}
-
-/// The daemon replaying `record` once, 20 times faster than recorded.
-fn replay_once_fast(path: &Path, record: &Path) -> Child {
-    let record = record.to_str().unwrap();
-    start(
-        path,
-        &["--replay", record, "--replay-speed", "20", "--replay-once"],
-    )
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().unwrap()
-}
+use support::*;
 
 /// Microseconds per /proc/stat clock tick (USER_HZ).
 fn ticks_us() -> u64 {

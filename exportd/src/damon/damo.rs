@@ -26,13 +26,21 @@ pub fn is_damo(bytes: &[u8]) -> bool {
     bytes.starts_with(&ZLIB_MAGIC) || bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[')
 }
 
-/// Parses a damo record (`json` or `json_compressed`).
-pub fn parse(bytes: &[u8]) -> Result<Record, String> {
+/// Parses a damo record (`json` or `json_compressed`); a compressed record
+/// must not decompress to more than `limit` bytes.
+pub fn parse(bytes: &[u8], limit: u64) -> Result<Record, String> {
     let mut text = Vec::new();
     let bytes = if bytes.starts_with(&ZLIB_MAGIC) {
         flate2::read::ZlibDecoder::new(bytes)
+            .take(limit.saturating_add(1))
             .read_to_end(&mut text)
             .map_err(|e| format!("damo json_compressed record: {e}"))?;
+        if text.len() as u64 > limit {
+            return Err(format!(
+                "damo json_compressed record decompresses to more than {limit} bytes \
+                 (raise --replay-max-mib to read it)"
+            ));
+        }
         &text[..]
     } else {
         bytes
@@ -161,12 +169,13 @@ mod tests {
     use super::*;
 
     /// Made by damo 3.4.3 itself from the shipped trace: see records/README.md.
+    const LIMIT: u64 = super::super::replay::DEFAULT_MAX_RECORD_BYTES;
     const SHIPPED: &[u8] = include_bytes!("../../records/guest-6.12-vaddr-hot4of64.damo.json.zlib");
     const TRACE: &str = include_str!("../../records/guest-6.12-vaddr-hot4of64.trace");
 
     #[test]
     fn damo_s_own_conversion_of_the_shipped_trace_gives_the_same_aggregations() {
-        let damo = parse(SHIPPED).unwrap();
+        let damo = parse(SHIPPED, LIMIT).unwrap();
         let trace = super::super::text::parse(TRACE);
         assert_eq!(damo.intervals, None, "damo did not know them");
         assert_eq!(damo.aggregations.len(), 17);
@@ -193,12 +202,12 @@ mod tests {
             .read_to_end(&mut json)
             .unwrap();
         assert!(is_damo(&json));
-        assert_eq!(parse(&json).unwrap(), parse(SHIPPED).unwrap());
+        assert_eq!(parse(&json, LIMIT).unwrap(), parse(SHIPPED, LIMIT).unwrap());
         // damo 1.x/2.x style: plain numbers, intervals in microseconds.
         let old = br#"[{"target_id": 3, "intervals": {"sample": 5000, "aggr": "100 ms", "ops_update": 1000000},
             "snapshots": [{"start_time": 10, "end_time": 100000010,
               "regions": [{"start": 4096, "end": 8192, "nr_accesses": 7, "age": 2}]}]}]"#;
-        let r = parse(old).unwrap();
+        let r = parse(old, LIMIT).unwrap();
         assert_eq!(
             r.intervals,
             Some(Intervals {
@@ -215,7 +224,11 @@ mod tests {
             b"[1,",
             &SHIPPED[..100],
         ] {
-            assert!(parse(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+            assert!(
+                parse(bad, LIMIT).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 }

@@ -36,6 +36,9 @@ pub struct Published {
 }
 
 impl Published {
+    /// How many instances [`add`](Self::add) registers.
+    pub const INSTANCES: usize = 3;
+
     /// Registers the counters in `w`.
     pub fn add(w: &Writer) -> Result<Published, perfabi::Error> {
         Ok(Published {

@@ -35,10 +35,14 @@ pub struct Record {
     pub aggregations: Vec<RecordedAggregation>,
 }
 
-/// Parses a whole record in any of the formats of the module documentation.
-pub fn parse(bytes: &[u8]) -> Result<Record, String> {
+/// The default bound on a record, read or decompressed: 64 MiB.
+pub const DEFAULT_MAX_RECORD_BYTES: u64 = 64 << 20;
+
+/// Parses a whole record in any of the formats of the module documentation;
+/// a compressed one must not decompress to more than `limit` bytes.
+pub fn parse(bytes: &[u8], limit: u64) -> Result<Record, String> {
     if super::damo::is_damo(bytes) {
-        return super::damo::parse(bytes);
+        return super::damo::parse(bytes, limit);
     }
     let text = std::str::from_utf8(bytes)
         .map_err(|_| "neither text nor a damo record (json or json_compressed)".to_string())?;
@@ -133,7 +137,7 @@ mod recording_tests {
             line(90, vec![b]),
         ]
         .join("\n");
-        let r = parse(text.as_bytes()).unwrap();
+        let r = parse(text.as_bytes(), DEFAULT_MAX_RECORD_BYTES).unwrap();
         assert_eq!(
             r.intervals,
             Some(Intervals {
@@ -147,6 +151,6 @@ mod recording_tests {
             (90, 9)
         );
         assert_eq!(r.aggregations[0].regions[0].nr_accesses, 50);
-        assert!(parse(b"{not json").is_err());
+        assert!(parse(b"{not json", DEFAULT_MAX_RECORD_BYTES).is_err());
     }
 }

@@ -1,0 +1,95 @@
+//! Helpers of the daemon's tests: the daemon as a child process.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The daemon under test (see `perfabi_test_harness::bin`).
+pub fn bin() -> std::path::PathBuf {
+    perfabi_test_harness::bin("perfabi-exportd", env!("CARGO_BIN_EXE_perfabi-exportd"))
+}
+
+/// A daemon started by a test; killed (SIGKILL) if the test drops it
+/// without [`stop`]ping it, so a failing test leaves no daemon behind.
+pub struct Running(Option<Child>);
+
+impl Running {
+    /// Its pid.
+    pub fn id(&self) -> u32 {
+        self.0.as_ref().expect("running").id()
+    }
+    /// The child process.
+    pub fn child(&mut self) -> &mut Child {
+        self.0.as_mut().expect("running")
+    }
+    /// Waits for it to end by itself; its output.
+    pub fn wait(mut self) -> Output {
+        self.0.take().expect("running").wait_with_output().unwrap()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Starts the daemon on `path` (with a 0.1 s interval and `extra`); returns
+/// once the segment exists.
+pub fn start(path: &Path, extra: &[&str]) -> Running {
+    spawn_until(path, extra, || path.exists())
+}
+
+/// Starts the daemon on `path`; returns once `ready()` holds.
+pub fn spawn_until(path: &Path, extra: &[&str], mut ready: impl FnMut() -> bool) -> Running {
+    let child = Command::new(bin())
+        .arg("--path")
+        .arg(path)
+        .args(["--interval", "0.1"])
+        .args(extra)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut r = Running(Some(child));
+    let end = Instant::now() + Duration::from_secs(10);
+    while !ready() {
+        assert!(
+            r.child().try_wait().unwrap().is_none(),
+            "the daemon on {} exited",
+            path.display()
+        );
+        assert!(
+            Instant::now() < end,
+            "daemon did not create {}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    r
+}
+
+/// SIGTERM, as a service manager stops the daemon, then its output.
+pub fn stop(mut r: Running) -> Output {
+    let child = r.0.take().expect("running");
+    // SAFETY: kill(2) on our own child's pid, which we have not reaped yet.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    child.wait_with_output().unwrap()
+}
+
+/// The daemon replaying `record` once, 20 times faster than recorded.
+pub fn replay_once_fast(path: &Path, record: &Path) -> Running {
+    let record = record.to_str().unwrap();
+    start(
+        path,
+        &["--replay", record, "--replay-speed", "20", "--replay-once"],
+    )
+}
+
+pub fn run(args: &[&str]) -> Output {
+    Command::new(bin()).args(args).output().unwrap()
+}
