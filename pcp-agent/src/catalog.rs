@@ -89,6 +89,8 @@ pub enum Kind {
     NrCounters,
     /// Path of the segment.
     Path,
+    /// Owner (uid) of the segment file or device.
+    OwnerUid,
     /// Regions in a stream's latest aggregation.
     NrRegions,
     /// A stream's aggregation index.
@@ -164,7 +166,7 @@ pub fn fixed(domain: u32) -> Vec<Metric> {
         &'static str,
     );
     #[rustfmt::skip]
-    let table: [Row; 24] = [
+    let table: [Row; 25] = [
         (0, 0, "segment.available", PM_TYPE_U32, None, PM_SEM_INSTANT, NONE, Available,
          "1 while a valid perfabi segment is mapped, else 0",
          "1 while the agent maps a valid segment at its path, 0 while the path is\n\
@@ -211,6 +213,12 @@ pub fn fixed(domain: u32) -> Vec<Metric> {
         (0, 11, "segment.path", PM_TYPE_STRING, None, PM_SEM_DISCRETE, NONE, Path,
          "path of the segment the agent reads",
          "The segment path given to the agent (-s/--segment)."),
+        (0, 12, "segment.owner_uid", PM_TYPE_U32, None, PM_SEM_DISCRETE, NONE, OwnerUid,
+         "user id owning the segment file the agent reads",
+         "The uid that owns the segment file (0 for root or the kernel module's\n\
+          device). The agent reads only segments of its own user or root unless\n\
+          told to trust others (-t UID); see the Security section of perfabi's\n\
+          README."),
         (1, 0, "damon.nr_regions", PM_TYPE_U32, Some(Indom::Stream), PM_SEM_INSTANT, NONE, NrRegions,
          "regions in the latest DAMON aggregation of each stream",
          "Number of regions of the latest complete aggregation of each (kdamond,\n\

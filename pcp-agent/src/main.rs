@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use perfabi_pcp_agent::{ffi, help_text, pmda, DEFAULT_DOMAIN};
 
 const USAGE: &str = "\
-Usage: pmdaperfabi [-d DOMAIN] [-l LOGFILE] [-s SEGMENT]
+Usage: pmdaperfabi [-d DOMAIN] [-l LOGFILE] [-s SEGMENT] [-t UID]...
        pmdaperfabi --help-text
 
 A PCP daemon PMDA serving a perfabi segment (run by pmcd, or by dbpmda).
@@ -21,6 +21,8 @@ A PCP daemon PMDA serving a perfabi segment (run by pmcd, or by dbpmda).
   -l, --logfile FILE     log file (default perfabi.log, in pmcd's log folder)
   -s, --segment PATH     segment to serve (default: $PERFABI_SEGMENT, else
                          /dev/perfabi if it exists, else /dev/shm/perfabi.seg)
+  -t, --trust-uid UID    also serve a segment owned by UID (repeatable); by
+                         default only the agent's own user's and root's
       --help-text        print the help text of the fixed metrics in
                          newhelp(1) format and exit
   -h, --help             this text
@@ -32,6 +34,7 @@ struct Args {
     domain: u32,
     logfile: String,
     segment: PathBuf,
+    trust: Vec<u32>,
 }
 
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
@@ -39,6 +42,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
         domain: DEFAULT_DOMAIN,
         logfile: "perfabi.log".into(),
         segment: perfabi_reader::default_path(),
+        trust: Vec::new(),
     };
     while let Some(arg) = it.next() {
         let mut value = |flag: &str| it.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -53,6 +57,13 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
             }
             "-l" | "--logfile" => a.logfile = value(&arg)?,
             "-s" | "--segment" => a.segment = PathBuf::from(value(&arg)?),
+            "-t" | "--trust-uid" => {
+                let v = value(&arg)?;
+                a.trust.push(
+                    v.parse()
+                        .map_err(|_| format!("{arg} {v}: a uid is a number"))?,
+                );
+            }
             "--help-text" => {
                 print!("{}", help_text(a.domain));
                 return Ok(None);
@@ -83,7 +94,12 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match pmda::run(pcp, args.domain, &args.logfile, &args.segment) {
+    let trust = if args.trust.is_empty() {
+        perfabi_reader::Trust::OwnerOrRoot
+    } else {
+        perfabi_reader::Trust::Also(args.trust)
+    };
+    match pmda::run(pcp, args.domain, &args.logfile, &args.segment, trust) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("pmdaperfabi: {e}");

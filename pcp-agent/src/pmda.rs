@@ -248,6 +248,7 @@ impl Agent {
                 ) as u32)
             }),
             Kind::WriterPid => info.map(|i| V::U32(i.header.writer_pid as u32)),
+            Kind::OwnerUid => info.map(|i| V::U32(i.owner)),
             Kind::NrCpus => info.map(|i| V::U32(i.header.nr_cpus as u32)),
             Kind::NrCounters => Some(V::U32(s.instances.len() as u32)),
             Kind::NrStreams => Some(V::U32(r.damon.len() as u32)),
@@ -379,7 +380,13 @@ unsafe extern "C" fn children_cb(
 
 /// Runs the agent as a daemon PMDA on stdin/stdout (pmcd's pipe); returns
 /// when pmcd closes the pipe.
-pub fn run(pcp: &'static Pcp, domain: u32, logfile: &str, segment: &Path) -> Result<(), String> {
+pub fn run(
+    pcp: &'static Pcp,
+    domain: u32,
+    logfile: &str,
+    segment: &Path,
+    trust: perfabi_reader::Trust,
+) -> Result<(), String> {
     let name = c"pmdaperfabi";
     let log = CString::new(logfile).map_err(|_| "--logfile contains a NUL byte".to_string())?;
     // SAFETY: plain calls with valid C strings; libpcp copies them.
@@ -417,7 +424,7 @@ pub fn run(pcp: &'static Pcp, domain: u32, logfile: &str, segment: &Path) -> Res
         pcp,
         ext: std::ptr::null_mut(),
         domain,
-        source: Source::new(segment),
+        source: Source::new(segment, trust),
         metrics: Vec::new(),
         table: Vec::new(),
         indoms: Box::new(INDOMS.map(|d| pmdaIndom {

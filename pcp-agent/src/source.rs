@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use perfabi::damon::Aggregation;
 use perfabi::Snapshot;
-use perfabi_reader::{Error, Liveness, Options, Segment, SegmentInfo};
+use perfabi_reader::{Error, Liveness, Options, Segment, SegmentInfo, Trust};
 
 /// What the latest request read.
 #[derive(Default)]
@@ -26,6 +26,7 @@ pub struct Reading {
 /// The segment at a path, kept mapped across requests.
 pub struct Source {
     path: PathBuf,
+    trust: Trust,
     seg: Option<Segment>,
     last_problem: Option<String>,
     /// The latest reading.
@@ -39,10 +40,12 @@ pub struct Source {
 }
 
 impl Source {
-    /// A source for `path`; nothing is opened yet.
-    pub fn new(path: &Path) -> Source {
+    /// A source for `path`, believing segments of the owners `trust`
+    /// allows; nothing is opened yet.
+    pub fn new(path: &Path, trust: Trust) -> Source {
         Source {
             path: path.to_path_buf(),
+            trust,
             seg: None,
             last_problem: None,
             reading: Reading::default(),
@@ -89,7 +92,7 @@ impl Source {
 
     fn try_refresh(&mut self) -> Result<(), String> {
         // The reader keeps a removed file mapped; the agent follows the path.
-        match std::fs::metadata(&self.path) {
+        match std::fs::symlink_metadata(&self.path) {
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err("no segment at this path".into())
@@ -99,6 +102,7 @@ impl Source {
         if self.seg.is_none() {
             let opts = Options {
                 require_live: false,
+                trust: self.trust.clone(),
                 ..Options::default()
             };
             let seg = Segment::open_with(&self.path, opts).map_err(|e| e.to_string())?;
