@@ -338,3 +338,70 @@ fn pmlogger_records_perfabi_metrics_and_pmdumplog_shows_them() {
     assert!(dump.contains("(perfabi.counter.logged_events)"), "{dump}");
     assert!(dump.contains("(perfabi.segment.epoch)"), "{dump}");
 }
+
+#[test]
+fn a_fifo_or_a_giant_sparse_file_at_the_path_answers_at_once_and_the_agent_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let seg = dir.path().join("seg");
+    // Any local user can park a FIFO at the path while no writer runs.
+    rustix::fs::mkfifoat(rustix::fs::CWD, &seg, rustix::fs::Mode::from(0o644)).unwrap();
+    let pmcd = Pmcd::start(&dir.path().join("pmcd"), port(4), &seg, &[]);
+    let t = Instant::now();
+    assert_eq!(
+        pmcd.value("perfabi.segment.available").as_deref(),
+        Some("0")
+    );
+    println!("FIFO at the path: answered in {:?}", t.elapsed());
+    assert!(
+        pmcd.agent_log().contains("is a FIFO"),
+        "{}",
+        pmcd.agent_log()
+    );
+
+    // A sparse file claiming the largest geometry: refused, nothing read.
+    std::fs::remove_file(&seg).unwrap();
+    let g = perfabi::Geometry {
+        page_size: 4096,
+        nr_cpus: perfabi::layout::MAX_CPUS,
+        max_instances: perfabi::layout::MAX_INSTANCES,
+        damon_capacity: perfabi::layout::MAX_DAMON_CAPACITY,
+    };
+    let h = g
+        .header(&perfabi::WriterIdentity {
+            epoch: 3,
+            pid: u64::from(std::process::id()),
+            start_ns: 0,
+            heartbeat_interval_ns: 0,
+            first_heartbeat_ns: 0,
+        })
+        .unwrap();
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::File::create(&seg).unwrap();
+        f.set_len(h.segment_size).unwrap();
+        f.write_all_at(bytemuck::bytes_of(&h), 0).unwrap();
+    }
+    assert_eq!(
+        pmcd.value("perfabi.segment.available").as_deref(),
+        Some("0")
+    );
+    assert!(pmcd.alive());
+
+    // A writer's segment replaces it: picked up by the same agent.
+    std::fs::remove_file(&seg).unwrap();
+    let w = one_counter(&seg, "first", 7);
+    eventually(5, "the agent maps the new segment", || {
+        pmcd.value("perfabi.total.first").as_deref() == Some("7")
+    });
+    assert_eq!(
+        pmcd.value("perfabi.segment.owner_uid").as_deref(),
+        Some(rustix::process::geteuid().as_raw().to_string().as_str())
+    );
+    assert!(pmcd.alive());
+    let pmcd_log = std::fs::read_to_string(pmcd.dir.join("pmcd.log")).unwrap();
+    assert!(
+        !pmcd_log.contains("terminated") && !pmcd_log.contains("exit status"),
+        "{pmcd_log}"
+    );
+    drop(w);
+}

@@ -1,0 +1,449 @@
+//! The reader and perfabi-cat against a hostile local user and hostile
+//! files (`spec/PERFABI.md` §11): special files and links at the path,
+//! another user's segments and forged writer claims, a sparse file with the
+//! largest legal geometry, a thousand truncated segments, a segment zeroed
+//! and grown again, and absurd command-line numbers.
+//!
+//! The two-user cases play the other user with a throw-away uid
+//! (`perfabi_test_harness::OTHER_UID`) on a tmpfs the test mounts.
+
+#[path = "support/giant.rs"]
+mod giant;
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::Duration;
+
+use perfabi::layout::{FLAG_KERNEL, HEADER_FLAGS_WORD};
+use perfabi::writer::{Config, Health, Writer};
+use perfabi::{Geometry, Semantics, WriterIdentity};
+use perfabi_reader::{Error, Liveness, Options, Segment, Trust};
+use perfabi_test_harness::{self as harness, Tmpfs, OTHER_UID};
+use support::*;
+
+fn cat_bin() -> std::path::PathBuf {
+    harness::bin("perfabi-cat", env!("CARGO_BIN_EXE_perfabi-cat"))
+}
+
+/// Run by other tests as a child writer process (see `support`).
+#[test]
+#[ignore = "helper: the writer process that other tests start and kill"]
+fn child_writer() {
+    run_child_writer();
+}
+
+fn small() -> Config {
+    Config {
+        max_instances: 16,
+        damon_capacity: 16,
+        ..Config::default()
+    }
+}
+
+/// Every mode of perfabi-cat, as arguments after the path.
+fn modes(record_to: &Path) -> Vec<Vec<String>> {
+    let r = record_to.display().to_string();
+    [
+        vec![],
+        vec!["--cpu"],
+        vec!["--json"],
+        vec!["--openmetrics"],
+        vec!["--openmetrics", "--cpu"],
+        vec!["--damon"],
+        vec!["--damon", "--json"],
+        vec!["--info"],
+        vec!["--info", "--json"],
+        vec!["--watch", "0.1", "--count", "2"],
+        vec!["--watch", "0.1", "--count", "2", "--json"],
+        vec!["--record", &r, "--watch", "0.1", "--count", "2"],
+    ]
+    .into_iter()
+    .map(|m| m.into_iter().map(String::from).collect())
+    .collect()
+}
+
+fn strs(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| s.to_string()).collect()
+}
+
+fn cat(path: &Path, args: &[String]) -> harness::Finished {
+    let mut all = vec![path.display().to_string()];
+    all.extend_from_slice(args);
+    harness::run_measured(&cat_bin(), &all, Duration::from_secs(20))
+}
+
+#[test]
+fn a_fifo_at_the_path_is_refused_at_once_in_every_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("seg");
+    rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, rustix::fs::Mode::from(0o644)).unwrap();
+    for m in modes(&dir.path().join("rec")) {
+        let f = cat(&fifo, &m);
+        assert!(f.status.is_some(), "perfabi-cat {m:?} hung on a FIFO");
+        assert_eq!(f.code(), Some(4), "{m:?}: {}", f.stderr);
+        assert!(
+            f.stderr.contains("is a FIFO, not a perfabi segment"),
+            "{}",
+            f.stderr
+        );
+        assert_eq!(f.stderr.lines().count(), 1, "{}", f.stderr);
+    }
+    assert!(matches!(
+        Segment::open(&fifo),
+        Err(Error::NotASegmentFile(_, "a FIFO"))
+    ));
+    // Other things that are not segments: each a one-line refusal.
+    for (p, what) in [
+        (Path::new("/dev/null"), "character device other than"),
+        (Path::new("/dev/zero"), "character device other than"),
+        (dir.path(), "is a directory"),
+    ] {
+        let f = cat(p, &[]);
+        assert_eq!(f.code(), Some(4), "{}: {}", p.display(), f.stderr);
+        assert!(f.stderr.contains(what), "{}", f.stderr);
+    }
+}
+
+#[test]
+fn a_symbolic_link_at_the_path_is_not_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real");
+    let w = Writer::create(&real, &small()).unwrap();
+    w.add("x", "", Semantics::Counter).unwrap();
+    let link = dir.path().join("seg");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    assert!(matches!(Segment::open(&link), Err(Error::Symlink(_))));
+    let f = cat(&link, &[]);
+    assert_eq!(f.code(), Some(4), "{}", f.stderr);
+    assert!(f.stderr.contains("symbolic link"), "{}", f.stderr);
+    // --record never follows a planted link either: the target is untouched.
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, b"keep").unwrap();
+    let rec = dir.path().join("rec");
+    std::os::unix::fs::symlink(&victim, &rec).unwrap();
+    let f = cat(
+        &real,
+        &strs(&["--record", rec.to_str().unwrap(), "--count", "1"]),
+    );
+    assert_eq!(f.code(), Some(2), "{}", f.stderr);
+    assert!(f.stderr.contains("symbolic link"), "{}", f.stderr);
+    assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+}
+
+#[test]
+fn another_users_segment_is_refused_unless_trusted_and_its_writer_must_be_that_user() {
+    if !harness::need_root("another_users_segment_is_refused_unless_trusted") {
+        return;
+    }
+    let fs = Tmpfs::mount("64m");
+    let exe = harness::executable_copy(&std::env::current_exe().unwrap(), fs.path());
+    let path = fs.join("seg");
+    let _child = harness::KillOnDrop(spawn_writer_with(&path, 100, &exe, |c| {
+        harness::as_other_user(c);
+    }));
+    // Refused by default: the reader trusts its own uid and root only.
+    let e = Segment::open(&path).err().expect("refused");
+    assert!(matches!(e, Error::Untrusted { uid: OTHER_UID, .. }), "{e}");
+    let f = cat(&path, &[]);
+    assert_eq!(f.code(), Some(4), "{}", f.stderr);
+    assert!(
+        f.stderr.contains(&format!("uid {OTHER_UID}")),
+        "{}",
+        f.stderr
+    );
+    // Trusted explicitly: read, and its writer (running as the owner) alive.
+    let mut seg = Segment::open_with(
+        &path,
+        Options {
+            trust: Trust::Also(vec![OTHER_UID]),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let info = seg.info().unwrap();
+    assert_eq!(info.owner, OTHER_UID);
+    assert_eq!(info.liveness, Liveness::Alive);
+    let uid = OTHER_UID.to_string();
+    let f = cat(&path, &strs(&["--info", "--trust-uid", &uid]));
+    assert_eq!(f.code(), Some(0), "{}", f.stderr);
+    assert!(
+        f.stdout
+            .contains(&format!("owner:              uid {OTHER_UID}")),
+        "{}",
+        f.stdout
+    );
+}
+
+/// A segment file owned by the other user whose header claims `claim`:
+/// (flags, writer pid, writer start).
+fn forged(fs: &Tmpfs, name: &str, flags: u64, pid: u64, start_ns: u64) -> std::path::PathBuf {
+    let g = Geometry {
+        page_size: 4096,
+        nr_cpus: 1,
+        max_instances: 4,
+        damon_capacity: 0,
+    };
+    let mut h = g
+        .header(&WriterIdentity {
+            epoch: 7,
+            pid,
+            start_ns,
+            heartbeat_interval_ns: 0,
+            first_heartbeat_ns: perfabi::host::boottime_ns(),
+        })
+        .unwrap();
+    h.flags = flags;
+    let mut bytes = vec![0u8; h.segment_size as usize];
+    bytes[..std::mem::size_of_val(&h)].copy_from_slice(bytemuck::bytes_of(&h));
+    let p = fs.join(name);
+    std::fs::write(&p, &bytes).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+    harness::give_to_other_user(&p);
+    p
+}
+
+#[test]
+fn a_forged_kernel_flag_or_another_users_pid_is_not_believed() {
+    if !harness::need_root("a_forged_kernel_flag_or_another_users_pid_is_not_believed") {
+        return;
+    }
+    let fs = Tmpfs::mount("16m");
+    let init_start = perfabi::host::process_start_ns(Some(1)).unwrap();
+    let trusting = Options {
+        trust: Trust::Also(vec![OTHER_UID]),
+        require_live: false,
+        ..Options::default()
+    };
+    for (name, flags, pid, start) in [
+        ("kernel-flag", FLAG_KERNEL, 0, 0),
+        ("pid-of-init", 0, 1, init_start),
+        ("pid-of-init-kernel-flag", FLAG_KERNEL, 1, init_start),
+    ] {
+        let p = forged(&fs, name, flags, pid, start);
+        // Never shown as the kernel or as alive, even when its owner is trusted.
+        let mut seg = Segment::open_with(&p, trusting.clone()).unwrap();
+        let l = seg.info().unwrap().liveness;
+        assert!(matches!(l, Liveness::Dead { .. }), "{name}: {l:?}");
+        let uid = OTHER_UID.to_string();
+        let f = cat(&p, &strs(&["--info", "--trust-uid", &uid]));
+        assert!(f.stdout.contains("Dead"), "{name}: {}", f.stdout);
+        let f = cat(
+            &p,
+            &strs(&["--watch", "0.1", "--count", "1", "--trust-uid", &uid]),
+        );
+        assert_eq!(
+            f.code(),
+            Some(5),
+            "{name}: --watch accepted a forged writer: {}",
+            f.stdout
+        );
+        // And by default it is not read at all.
+        assert!(matches!(Segment::open(&p), Err(Error::Untrusted { .. })));
+    }
+}
+
+#[test]
+fn a_sparse_file_of_the_largest_geometry_allocates_nothing_in_any_mode() {
+    if !harness::need_root("a_sparse_file_of_the_largest_geometry_allocates_nothing") {
+        return;
+    }
+    let fs = Tmpfs::mount("64m");
+    let path = fs.join("giant");
+    let size = giant::sparse_giant(&path);
+    let used = fs.used_bytes();
+    assert!(used <= 16 << 10, "the file holds {used} bytes");
+    let rec = fs.join("rec");
+    for max in ["4G", "1T"] {
+        for m in modes(&rec) {
+            let mut args = strs(&["--max-size", max]);
+            args.extend(m.iter().cloned());
+            let f = cat(&path, &args);
+            assert!(f.status.is_some(), "perfabi-cat {args:?} hung");
+            assert_eq!(f.code(), Some(4), "{args:?}: {}", f.stderr);
+            let why = if max == "4G" {
+                "more than the limit"
+            } else {
+                "has a hole"
+            };
+            assert!(f.stderr.contains(why), "{args:?}: {}", f.stderr);
+            assert_eq!(
+                fs.used_bytes(),
+                used,
+                "perfabi-cat {args:?} made tmpfs allocate memory"
+            );
+            println!(
+                "sparse {size}-byte segment, perfabi-cat {args:?}: exit 4 in {:?}, peak {} KiB",
+                f.elapsed, f.max_rss_kib
+            );
+        }
+    }
+    let e = Segment::open_with(
+        &path,
+        Options {
+            max_segment_bytes: u64::MAX,
+            ..Options::default()
+        },
+    )
+    .err()
+    .unwrap();
+    // Its data ends after the header page and the first table page.
+    assert!(matches!(e, Error::Sparse { at: 8192, .. }), "{e}");
+    assert!(matches!(Segment::open(&path), Err(Error::TooLarge { .. })));
+    assert_eq!(fs.used_bytes(), used);
+}
+
+#[test]
+fn a_thousand_mapped_segments_each_truncated_kill_no_process() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let cfg = Config {
+        nr_cpus: Some(1),
+        max_instances: 1,
+        damon_capacity: 0,
+        method: perfabi::writer::MethodChoice::Lock,
+        ..Config::default()
+    };
+    let lenient = Options {
+        require_live: false,
+        ..Options::default()
+    };
+    let mut readers = Vec::new();
+    for i in 0..1000i64 {
+        let p = dir.path().join(format!("seg{i}"));
+        let w = Writer::create(&p, &cfg).unwrap();
+        let id = w.add("x", "", Semantics::Counter).unwrap();
+        w.adjust(id, i).unwrap();
+        drop(w);
+        let mut seg = Segment::open_with(&p, lenient.clone()).unwrap();
+        assert_eq!(seg.counter("x").unwrap().total, i as u64);
+        readers.push((p, seg));
+    }
+    for (p, _) in &readers {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(p)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+    }
+    // Every read touches truncated pages (a SIGBUS each, caught by the
+    // guard): each must be an error, and the process must live.
+    let mut kinds = std::collections::BTreeMap::new();
+    for (p, seg) in &mut readers {
+        let e = seg
+            .snapshot()
+            .err()
+            .unwrap_or_else(|| panic!("{}", p.display()));
+        assert!(
+            matches!(e, Error::Truncated(_) | Error::NotASegmentFile(..)),
+            "{e}"
+        );
+        *kinds.entry(e.code()).or_insert(0) += 1;
+    }
+    println!("1000 mapped segments truncated: every read refused ({kinds:?}), the process lives");
+}
+
+#[test]
+fn a_segment_zeroed_and_grown_again_is_never_read_as_valid() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let w = Writer::create(&path, &small()).unwrap();
+    let id = w.add("x", "", Semantics::Counter).unwrap();
+    w.adjust(id, 5).unwrap();
+    let mut seg = Segment::open(&path).unwrap();
+    assert_eq!(seg.counter("x").unwrap().total, 5);
+    let len = std::fs::metadata(&path).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(0).unwrap();
+    f.set_len(len).unwrap();
+    // The running reader: an error, never "generation 0, no counters".
+    let e = seg.snapshot().expect_err("a zeroed header read as valid");
+    assert!(
+        matches!(e, Error::HeaderChanged(_) | Error::Sparse { .. }),
+        "{e}"
+    );
+    // A fresh reader: the file has holes now.
+    assert!(matches!(Segment::open(&path), Err(Error::Sparse { .. })));
+    // The writer notices and creates its segment again; readers follow.
+    let old = w.epoch();
+    assert!(matches!(w.heartbeat(), Health::Recreated { .. }));
+    assert_ne!(w.epoch(), old);
+    w.adjust(id, 2).unwrap();
+    assert_eq!(seg.counter("x").unwrap().total, 2);
+    assert_eq!(Segment::open(&path).unwrap().counter("x").unwrap().total, 2);
+}
+
+#[test]
+fn segments_written_under_common_umasks_are_accepted_by_readers() {
+    let dir = tempfile::tempdir().unwrap();
+    for mask in ["002", "000", "022", "077"] {
+        let path = dir.path().join(format!("seg{mask}"));
+        let child = harness::KillOnDrop(spawn_writer_with(
+            &path,
+            10,
+            &std::env::current_exe().unwrap(),
+            |c| {
+                c.env(UMASK_ENV, mask);
+            },
+        ));
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        let r = Segment::open(&path).map(|mut s| s.counter("ticks").map(|_| ()));
+        drop(child);
+        assert!(
+            matches!(r, Ok(Ok(()))),
+            "umask {mask}: mode {mode:o} refused: {:?}",
+            r.err()
+        );
+        assert_eq!(mode & 0o022, 0, "umask {mask} gave mode {mode:o}");
+    }
+}
+
+#[test]
+fn absurd_numbers_on_the_command_line_are_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let w = Writer::create(&path, &small()).unwrap();
+    w.add("x", "", Semantics::Counter).unwrap();
+    let rec = dir.path().join("rec").display().to_string();
+    for args in [
+        vec!["--watch", "1e300"],
+        vec!["--watch", "0"],
+        vec!["--watch", "-1"],
+        vec!["--watch", "nan"],
+        vec!["--record", &rec, "--watch", "1e300"],
+        vec!["--damon", "--width", "70000"],
+        vec!["--width", "4e9"],
+        vec!["--width", "18446744073709551615"],
+        vec!["--width", "0"],
+        vec!["--max-size", "1e300"],
+        vec!["--max-size", "99999999999999999999T"],
+    ] {
+        let f = cat(&path, &strs(&args));
+        assert!(f.status.is_some(), "{args:?} hung");
+        assert_eq!(f.code(), Some(2), "{args:?}: {}", f.stderr);
+        assert!(f.max_rss_kib < 64 << 10, "{args:?}: {} KiB", f.max_rss_kib);
+        assert!(f.stderr.starts_with("error: "), "{}", f.stderr);
+    }
+    assert!(
+        !Path::new(&rec).exists(),
+        "nothing is recorded on a bad command line"
+    );
+}
+
+#[test]
+fn the_flags_word_of_a_file_never_makes_a_kernel_writer() {
+    // Our own file, trusted: FLAG_KERNEL written into it changes nothing but
+    // makes the writer unverifiable — it is a process, and its pid says so.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let w = Writer::create(&path, &small()).unwrap();
+    let mut seg = Segment::open(&path).unwrap();
+    assert_eq!(seg.info().unwrap().liveness, Liveness::Alive);
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.write_all_at(&FLAG_KERNEL.to_ne_bytes(), (HEADER_FLAGS_WORD * 8) as u64)
+        .unwrap();
+    assert_eq!(seg.info().unwrap().liveness, Liveness::Alive);
+    assert_eq!(seg.info().unwrap().origin, perfabi_reader::Origin::File);
+    drop(w);
+}
