@@ -219,6 +219,8 @@ fn configure(args: &Args) -> Result<Plan, Fail> {
     let config = Config {
         max_instances: args.max_instances,
         heartbeat_interval: Duration::from_secs_f64(args.interval),
+        // The daemon's loop beats at every refresh and logs what it finds.
+        auto_heartbeat: false,
         ..Config::default()
     };
     perfabi::Geometry {

@@ -21,10 +21,13 @@
 //! someone else) and, if it is not, creates it again at its path under a new
 //! epoch, with the same instances (see [`Health`]).
 
+mod health;
+mod heartbeat;
 mod percpu;
 #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
 mod rseq;
 mod segment;
+mod state;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
@@ -32,7 +35,7 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 use std::prelude::rust_2021::*;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::damon::{self, Intervals, Region};
@@ -44,6 +47,7 @@ use crate::sync::{AtomicU64, Ordering};
 use crate::validate::{validate_header, Geometry, Layout, WriterIdentity};
 use crate::view::{SegmentView, Snapshot};
 
+use self::state::State;
 use crate::host::process_start_ns;
 pub use crate::host::{boottime_ns, possible_cpus};
 pub use percpu::{Method, MethodChoice, UpdateStats};
@@ -61,6 +65,10 @@ pub struct Config {
     pub damon_capacity: u32,
     /// Heartbeat interval promised to readers (0: no heartbeat).
     pub heartbeat_interval: Duration,
+    /// A thread of the writer's own keeps the promise: it calls
+    /// [`Writer::heartbeat`] every half interval (default). Turn it off only
+    /// if the application calls `heartbeat` itself often enough.
+    pub auto_heartbeat: bool,
     /// How per-CPU updates are made exclusive.
     pub method: MethodChoice,
 }
@@ -72,6 +80,7 @@ impl Default for Config {
             max_instances: 1024,
             damon_capacity: 4096,
             heartbeat_interval: Duration::from_secs(1),
+            auto_heartbeat: true,
             method: MethodChoice::Auto,
         }
     }
@@ -135,15 +144,15 @@ impl InstanceId {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ExternalId(InstanceId);
 
-struct Meta {
-    names: HashMap<String, u32>,
+pub(crate) struct Meta {
+    pub(crate) names: HashMap<String, u32>,
     /// The entry of every live slot (to lay the table out again in a
     /// re-created segment).
-    entries: BTreeMap<u32, InstanceEntry>,
+    pub(crate) entries: BTreeMap<u32, InstanceEntry>,
     /// Freed slots, reused oldest first.
-    free: VecDeque<u32>,
-    next_reg: u64,
-    used: u32,
+    pub(crate) free: VecDeque<u32>,
+    pub(crate) next_reg: u64,
+    pub(crate) used: u32,
 }
 
 /// What [`Writer::heartbeat`] found.
@@ -173,28 +182,14 @@ pub enum Health {
 }
 
 /// The writer of one segment.
+///
+/// Unless [`Config::auto_heartbeat`] is off, a thread of its own refreshes
+/// the heartbeat and keeps the segment whole (see [`Writer::heartbeat`])
+/// every half `heartbeat_interval`; it stops when the writer is closed or
+/// dropped.
 pub struct Writer {
-    backing: segment::Backing,
-    path: Option<PathBuf>,
-    /// The geometry; its `epoch` is the first one (see [`Writer::epoch`]).
-    layout: Layout,
-    /// The header as this writer laid it out (its fixed part is compared
-    /// with the segment's at every heartbeat).
-    header: Mutex<Header>,
-    /// The current epoch (new after a re-creation).
-    epoch: AtomicU64,
-    /// The last heartbeat found the segment damaged and could not mend it.
-    damaged: core::sync::atomic::AtomicBool,
-    engine: percpu::Engine,
-    meta: Mutex<Meta>,
-    /// `live[slot]`: registration id of the live instance in `slot`, or 0.
-    live: Box<[AtomicU64]>,
-    /// `external[slot]`: registration id of a live external instance, or 0.
-    external: Box<[AtomicU64]>,
-    /// Semantics of the live instance in each slot (`set` needs it).
-    semantics: Box<[AtomicU64]>,
-    set_lock: Mutex<()>,
-    aggregations: Mutex<BTreeMap<(u64, u64), u64>>,
+    state: Arc<State>,
+    heart: Option<heartbeat::Thread>,
 }
 
 impl Writer {
@@ -215,11 +210,11 @@ impl Writer {
         let geometry = geometry(config)?;
         let sizes = geometry.sizes().map_err(CreateError::Abi)?;
         let (backing, tmp) = segment::Backing::temp_file(path, sizes.segment_size)?;
-        let w = Self::init(backing, Some(path.to_path_buf()), geometry, config);
-        match w {
-            Ok(w) => {
+        let state = Self::init(backing, Some(path.to_path_buf()), geometry, config);
+        match state {
+            Ok(state) => {
                 segment::publish(&tmp, path)?;
-                Ok(w)
+                Ok(Self::start(state, config))
             }
             Err(e) => {
                 let _ = std::fs::remove_file(&tmp);
@@ -235,7 +230,18 @@ impl Writer {
         let geometry = geometry(config)?;
         let sizes = geometry.sizes().map_err(CreateError::Abi)?;
         let backing = segment::Backing::memfd(name, sizes.segment_size)?;
-        Self::init(backing, None, geometry, config)
+        Ok(Self::start(
+            Self::init(backing, None, geometry, config)?,
+            config,
+        ))
+    }
+
+    /// The writer of `state`, with its heartbeat thread if configured.
+    fn start(state: State, config: &Config) -> Self {
+        let state = Arc::new(state);
+        let heart = (config.auto_heartbeat && !config.heartbeat_interval.is_zero())
+            .then(|| heartbeat::Thread::start(&state, config.heartbeat_interval / 2));
+        Self { state, heart }
     }
 
     fn init(
@@ -243,7 +249,7 @@ impl Writer {
         path: Option<PathBuf>,
         g: Geometry,
         config: &Config,
-    ) -> Result<Self, CreateError> {
+    ) -> Result<State, CreateError> {
         let s = g.sizes().map_err(CreateError::Abi)?;
         let now = boottime_ns();
         let h = g
@@ -259,14 +265,15 @@ impl Writer {
         let layout = validate_header(&h, s.segment_size).map_err(CreateError::Abi)?;
         store_header(backing.words(), &h);
         let n = g.max_instances as usize;
-        Ok(Self {
+        Ok(State {
             engine: percpu::Engine::new(backing.words(), &layout, config.method),
             backing,
             path,
             layout,
             header: Mutex::new(h),
             epoch: AtomicU64::new(h.epoch),
-            damaged: core::sync::atomic::AtomicBool::new(false),
+            damaged: std::sync::atomic::AtomicBool::new(false),
+            health: Mutex::new(Health::Intact),
             meta: Mutex::new(Meta {
                 names: HashMap::new(),
                 entries: BTreeMap::new(),
@@ -282,51 +289,47 @@ impl Writer {
         })
     }
 
-    fn words(&self) -> &[AtomicU64] {
-        self.backing.words()
-    }
-
     /// The segment's validated geometry.
     pub fn layout(&self) -> &Layout {
-        &self.layout
+        &self.state.layout
     }
     /// Where the segment file is (`None` for a memfd).
     pub fn path(&self) -> Option<&Path> {
-        self.path.as_deref()
+        self.state.path.as_deref()
     }
     /// The segment's file descriptor (to pass a memfd to readers).
     pub fn fd(&self) -> BorrowedFd<'_> {
-        self.backing.file.as_fd()
+        self.state.backing.file.as_fd()
     }
     /// This incarnation's epoch (a new one after the segment was created
     /// again, see [`Health::Recreated`]).
     pub fn epoch(&self) -> u64 {
-        self.epoch.load(Ordering::Relaxed)
+        self.state.epoch.load(Ordering::Relaxed)
     }
     /// How per-CPU updates are made exclusive in this process.
     pub fn method(&self) -> Method {
-        self.engine.method()
+        self.state.engine.method()
     }
     /// True while the segment is known to be damaged by someone else (an
     /// access found the file truncated, or the last [`heartbeat`](Self::heartbeat)
     /// found it damaged and could not create it again): readers see an
     /// error. The writer itself keeps running.
     pub fn damaged(&self) -> bool {
-        self.backing.faulted() || self.damaged.load(Ordering::Relaxed)
+        self.state.backing.faulted() || self.state.damaged.load(Ordering::Relaxed)
     }
 
     /// How often the update engine took its slow paths in this process.
     pub fn update_stats(&self) -> UpdateStats {
-        self.engine.stats()
+        self.state.engine.stats()
     }
     /// A reader's view of this writer's own segment (through the geometry
     /// the writer laid out, which holds even if someone damaged the file).
     pub fn view(&self) -> SegmentView<'_> {
         let layout = Layout {
             epoch: self.epoch(),
-            ..self.layout
+            ..self.state.layout
         };
-        SegmentView::from_validated(self.words(), layout)
+        SegmentView::from_validated(self.state.words(), layout)
             .expect("the writer maps its whole segment")
     }
     /// A consistent snapshot of this writer's own segment.
@@ -349,13 +352,13 @@ impl Writer {
     ) -> Result<InstanceId, Error> {
         name::check_name(name)?;
         name::check_unit(unit)?;
-        let mut m = self.meta.lock().unwrap_or_else(|p| p.into_inner());
+        let mut m = self.state.meta.lock().unwrap_or_else(|p| p.into_inner());
         if m.names.contains_key(name) {
             return Err(Error::DuplicateName);
         }
         let slot = match m.free.pop_front() {
             Some(s) => s,
-            None if (m.used as usize) < self.layout.max_instances => m.used,
+            None if (m.used as usize) < self.state.layout.max_instances => m.used,
             None => return Err(Error::TableFull),
         };
         let reg_id = m.next_reg;
@@ -370,15 +373,15 @@ impl Writer {
             reserved0: 0,
             reserved: [0; 3],
         };
-        let words = self.words();
+        let words = self.state.words();
         let g = gen_write_begin::<Sound>(&words[HEADER_GEN1_WORD]);
         // The slot is free: no adjust writes it, so zeroing it on every CPU
         // cannot race with a per-CPU update; readers ignore the in-between
         // state because the generation is moving.
-        for cpu in 0..self.layout.nr_cpus {
-            words[self.layout.counter_word(cpu, slot as usize)].store(0, Ordering::Relaxed);
+        for cpu in 0..self.state.layout.nr_cpus {
+            words[self.state.layout.counter_word(cpu, slot as usize)].store(0, Ordering::Relaxed);
         }
-        self.store_entry(slot, &entry);
+        self.state.store_entry(slot, &entry);
         if slot == m.used {
             m.used += 1;
             words[HEADER_USED_WORD].store(u64::from(m.used), Ordering::Relaxed);
@@ -386,8 +389,8 @@ impl Writer {
         gen_write_end::<Sound>(&words[HEADER_GEN2_WORD], g);
         m.names.insert(name.to_string(), slot);
         m.entries.insert(slot, entry);
-        self.semantics[slot as usize].store(semantics as u64, Ordering::Relaxed);
-        self.live[slot as usize].store(reg_id, Ordering::Release);
+        self.state.semantics[slot as usize].store(semantics as u64, Ordering::Relaxed);
+        self.state.live[slot as usize].store(reg_id, Ordering::Release);
         Ok(InstanceId { slot, reg_id })
     }
 
@@ -402,8 +405,8 @@ impl Writer {
     ) -> Result<ExternalId, Error> {
         let id = self.add_typed(name, unit, semantics, value_type)?;
         // Only publish_per_cpu writes it: take it out of adjust's reach.
-        self.live[id.slot as usize].store(0, Ordering::Relaxed);
-        self.external[id.slot as usize].store(id.reg_id, Ordering::Relaxed);
+        self.state.live[id.slot as usize].store(0, Ordering::Relaxed);
+        self.state.external[id.slot as usize].store(id.reg_id, Ordering::Relaxed);
         Ok(ExternalId(id))
     }
 
@@ -413,13 +416,19 @@ impl Writer {
     /// different publications.
     pub fn publish_per_cpu(&self, id: ExternalId, values: &[u64]) -> Result<(), Error> {
         let slot = id.0.slot as usize;
-        if self.external.get(slot).map(|r| r.load(Ordering::Relaxed)) != Some(id.0.reg_id) {
+        if self
+            .state
+            .external
+            .get(slot)
+            .map(|r| r.load(Ordering::Relaxed))
+            != Some(id.0.reg_id)
+        {
             return Err(Error::UnknownInstance);
         }
-        let words = self.words();
-        for cpu in 0..self.layout.nr_cpus {
+        let words = self.state.words();
+        for cpu in 0..self.state.layout.nr_cpus {
             let v = values.get(cpu).copied().unwrap_or(0);
-            words[self.layout.counter_word(cpu, slot)].store(v, Ordering::Relaxed);
+            words[self.state.layout.counter_word(cpu, slot)].store(v, Ordering::Relaxed);
         }
         Ok(())
     }
@@ -427,21 +436,19 @@ impl Writer {
     /// Unregisters an external instance.
     pub fn del_external(&self, id: ExternalId) -> Result<(), Error> {
         let slot = id.0.slot as usize;
-        if self.external.get(slot).map(|r| r.load(Ordering::Relaxed)) != Some(id.0.reg_id) {
+        if self
+            .state
+            .external
+            .get(slot)
+            .map(|r| r.load(Ordering::Relaxed))
+            != Some(id.0.reg_id)
+        {
             return Err(Error::UnknownInstance);
         }
         // del() checks `live`: give the id back to it for the removal.
-        self.external[slot].store(0, Ordering::Relaxed);
-        self.live[slot].store(id.0.reg_id, Ordering::Relaxed);
+        self.state.external[slot].store(0, Ordering::Relaxed);
+        self.state.live[slot].store(id.0.reg_id, Ordering::Relaxed);
         self.del(id.0)
-    }
-
-    fn store_entry(&self, slot: u32, e: &InstanceEntry) {
-        let ew: [u64; INSTANCE_ENTRY_WORDS] = bytemuck::cast(*e);
-        let base = self.layout.instance_word(slot as usize);
-        for (i, v) in ew.into_iter().enumerate() {
-            self.words()[base + i].store(v, Ordering::Relaxed);
-        }
     }
 
     /// Unregisters an instance. Its slot is reused last, under a new
@@ -449,12 +456,12 @@ impl Writer {
     /// Adjusting an id concurrently with deleting it is a caller bug; its
     /// only effect is on that slot's values.
     pub fn del(&self, id: InstanceId) -> Result<(), Error> {
-        let mut m = self.meta.lock().unwrap_or_else(|p| p.into_inner());
+        let mut m = self.state.meta.lock().unwrap_or_else(|p| p.into_inner());
         self.check(id)?;
-        self.live[id.slot as usize].store(0, Ordering::Relaxed);
-        let words = self.words();
+        self.state.live[id.slot as usize].store(0, Ordering::Relaxed);
+        let words = self.state.words();
         let g = gen_write_begin::<Sound>(&words[HEADER_GEN1_WORD]);
-        let base = self.layout.instance_word(id.slot as usize);
+        let base = self.state.layout.instance_word(id.slot as usize);
         let state_word = core::mem::offset_of!(InstanceEntry, state) / 8;
         let mut e: [u64; INSTANCE_ENTRY_WORDS] = [0; INSTANCE_ENTRY_WORDS];
         crate::protocol::load_words(words, base, &mut e);
@@ -471,7 +478,7 @@ impl Writer {
 
     #[inline]
     fn check(&self, id: InstanceId) -> Result<(), Error> {
-        match self.live.get(id.slot as usize) {
+        match self.state.live.get(id.slot as usize) {
             Some(r) if r.load(Ordering::Relaxed) == id.reg_id => Ok(()),
             _ => Err(Error::UnknownInstance),
         }
@@ -482,9 +489,10 @@ impl Writer {
     #[inline]
     pub fn adjust(&self, id: InstanceId, delta: i64) -> Result<(), Error> {
         self.check(id)?;
-        let index = self.layout.counters_offset / 8 + id.slot as usize;
-        self.engine
-            .adjust(self.words(), &self.layout, index, delta as u64)
+        let index = self.state.layout.counters_offset / 8 + id.slot as usize;
+        self.state
+            .engine
+            .adjust(self.state.words(), &self.state.layout, index, delta as u64)
     }
 
     /// Adds several deltas as one update: a reader sees all of them or none
@@ -497,12 +505,13 @@ impl Writer {
         for (o, &(id, d)) in ops.iter_mut().zip(deltas) {
             self.check(id)?;
             *o = percpu::Word {
-                index: self.layout.counters_offset / 8 + id.slot as usize,
+                index: self.state.layout.counters_offset / 8 + id.slot as usize,
                 val: d as u64,
             };
         }
-        self.engine
-            .group(self.words(), &self.layout, &ops[..deltas.len()])
+        self.state
+            .engine
+            .group(self.state.words(), &self.state.layout, &ops[..deltas.len()])
     }
 
     /// Sets an [`Semantics::Instant`] instance so that its value (the sum
@@ -511,13 +520,21 @@ impl Writer {
     /// after it; concurrent `set`s are serialised.
     pub fn set(&self, id: InstanceId, value: i64) -> Result<(), Error> {
         self.check(id)?;
-        if self.semantics[id.slot as usize].load(Ordering::Relaxed) != Semantics::Instant as u64 {
+        if self.state.semantics[id.slot as usize].load(Ordering::Relaxed)
+            != Semantics::Instant as u64
+        {
             return Err(Error::UnknownInstance);
         }
-        let _g = self.set_lock.lock().unwrap_or_else(|p| p.into_inner());
-        let words = self.words();
-        let total = (0..self.layout.nr_cpus)
-            .map(|c| words[self.layout.counter_word(c, id.slot as usize)].load(Ordering::Relaxed))
+        let _g = self
+            .state
+            .set_lock
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let words = self.state.words();
+        let total = (0..self.state.layout.nr_cpus)
+            .map(|c| {
+                words[self.state.layout.counter_word(c, id.slot as usize)].load(Ordering::Relaxed)
+            })
             .fold(0u64, u64::wrapping_add);
         self.adjust(id, (value as u64).wrapping_sub(total) as i64)
     }
@@ -532,13 +549,17 @@ impl Writer {
         intervals: Intervals,
         regions: &[Region],
     ) -> Result<u64, Error> {
-        if regions.len() > self.layout.damon_capacity {
+        if regions.len() > self.state.layout.damon_capacity {
             // It could never be complete in a ring: count it as dropped.
             self.count_dropped_regions(regions.len() as u64)?;
         }
-        damon::check_regions(regions, intervals, self.layout.damon_capacity)?;
+        damon::check_regions(regions, intervals, self.state.layout.damon_capacity)?;
         let n = regions.len() as u32;
-        let mut aggs = self.aggregations.lock().unwrap_or_else(|p| p.into_inner());
+        let mut aggs = self
+            .state
+            .aggregations
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         let agg = aggs.entry((monitor_id, target_id)).or_insert(0);
         *agg += 1;
         let records: Vec<[u64; DAMON_RECORD_WORDS]> = regions
@@ -550,123 +571,38 @@ impl Writer {
                 ))
             })
             .collect();
-        self.engine
-            .write_records(self.words(), &self.layout, &records)?;
+        self.state
+            .engine
+            .write_records(self.state.words(), &self.state.layout, &records)?;
         Ok(*agg)
     }
 
     /// Records that `n` DAMON regions could not be published (a source that
     /// lost events), in the current CPU's `damon_dropped`.
     pub fn count_dropped_regions(&self, n: u64) -> Result<(), Error> {
-        self.engine
-            .adjust(self.words(), &self.layout, CPU_DAMON_DROPPED_WORD, n)
+        self.state.engine.adjust(
+            self.state.words(),
+            &self.state.layout,
+            CPU_DAMON_DROPPED_WORD,
+            n,
+        )
     }
 
-    /// Refreshes the heartbeat; call at least every `heartbeat_interval`.
-    /// Also repairs any block an aborted update left busy (see
-    /// [`UpdateStats::repairs`]; the calling thread may briefly pin itself
-    /// to that block's CPU), and checks that the segment is still whole:
-    /// if someone truncated, zeroed, overwrote or punched a hole in it, the
-    /// writer creates it again at its path (see [`Health`]).
+    /// Refreshes the heartbeat (done by the writer's own thread unless
+    /// [`Config::auto_heartbeat`] is off; then call it at least every
+    /// `heartbeat_interval`). Also repairs any block an aborted update left
+    /// busy (see [`UpdateStats::repairs`]; the calling thread may briefly
+    /// pin itself to that block's CPU), and checks that the segment is still
+    /// whole: if someone truncated, zeroed, overwrote or punched a hole in
+    /// it, the writer creates it again at its path (see [`Health`]).
     pub fn heartbeat(&self) -> Health {
-        let health = match self.diagnose() {
-            None => Health::Intact,
-            Some(why) => match self.recreate() {
-                Ok(epoch) => Health::Recreated { why, epoch },
-                Err(e) => Health::Damaged {
-                    why,
-                    error: e.to_string(),
-                },
-            },
-        };
-        self.damaged
-            .store(matches!(health, Health::Damaged { .. }), Ordering::Relaxed);
-        self.beat();
-        health
+        self.state.heartbeat()
     }
 
-    /// Repairs blocks left busy, then stores the heartbeat.
-    fn beat(&self) {
-        self.engine.sweep(self.words(), &self.layout);
-        self.words()[HEADER_HEARTBEAT_WORD].store(boottime_ns(), Ordering::Release);
-    }
-
-    /// What is wrong with the segment, if anything: a page truncated away,
-    /// a file shorter than the segment or with a hole in it, or a fixed
-    /// header field that is no longer what this writer wrote.
-    fn diagnose(&self) -> Option<String> {
-        if self.backing.faulted() {
-            return Some("a page of it was truncated away under the writer".into());
-        }
-        if self.path.is_some() {
-            let size = self.backing.len();
-            match self.backing.extent() {
-                Some((len, _)) if len < size => {
-                    return Some(format!("it was truncated to {len} of {size} bytes"))
-                }
-                Some((_, hole)) if hole < size => {
-                    return Some(format!(
-                        "it has a hole at byte {hole} (truncated and grown again, or punched)"
-                    ))
-                }
-                _ => {}
-            }
-        }
-        let expected: [u64; HEADER_WORDS] =
-            bytemuck::cast(*self.header.lock().unwrap_or_else(|p| p.into_inner()));
-        let words = self.words();
-        (0..HEADER_GEN1_WORD)
-            .any(|i| words[i].load(Ordering::Relaxed) != expected[i])
-            .then(|| "its header was overwritten".into())
-    }
-
-    /// Creates the segment again at its path: a new file under a new epoch,
-    /// mapped where the old one was (so updates running meanwhile keep
-    /// going), with this writer's live instances in their slots under their
-    /// ids, then renamed over the damaged file. Returns the new epoch.
-    fn recreate(&self) -> io::Result<u64> {
-        let path = self.path.as_deref().ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::Unsupported,
-                "a memfd segment has no path to be created again at",
-            )
-        })?;
-        let m = self.meta.lock().unwrap_or_else(|p| p.into_inner());
-        if self.diagnose().is_none() {
-            // Another thread's heartbeat mended it meanwhile.
-            return Ok(self.epoch());
-        }
-        // Never over another writer's segment: only where ours is, or nothing.
-        let ours = self.backing.id()?;
-        if let Ok(md) = std::fs::symlink_metadata(path) {
-            use std::os::unix::fs::MetadataExt;
-            if (md.dev(), md.ino()) != ours {
-                return Err(io::Error::new(
-                    io::ErrorKind::AlreadyExists,
-                    format!(
-                        "{} names another file now: not replacing it",
-                        path.display()
-                    ),
-                ));
-            }
-        }
-        let mut h = *self.header.lock().unwrap_or_else(|p| p.into_inner());
-        h.epoch = new_epoch().map_err(|e| match e {
-            CreateError::Io(e) => e,
-            CreateError::Abi(e) => io::Error::other(e),
-        })?;
-        let tmp = self.backing.replace(path)?;
-        h.heartbeat_ns = boottime_ns();
-        h.instances_used = u64::from(m.used);
-        let words = self.words();
-        store_header(words, &h);
-        for (&slot, e) in &m.entries {
-            self.store_entry(slot, e);
-        }
-        segment::publish(&tmp, path)?;
-        self.epoch.store(h.epoch, Ordering::Relaxed);
-        *self.header.lock().unwrap_or_else(|p| p.into_inner()) = h;
-        Ok(h.epoch)
+    /// What the last heartbeat found (by the writer's thread or a call of
+    /// [`heartbeat`](Self::heartbeat)); `Intact` before the first.
+    pub fn health(&self) -> Health {
+        self.state.last_health()
     }
 
     /// Marks the segment closed: readers report the writer as gone, with the
@@ -674,21 +610,18 @@ impl Writer {
     pub fn close(self) {
         drop(self);
     }
-
-    fn mark_closed(&self) {
-        self.beat(); // also repairs blocks left busy, so final values read
-        self.words()[HEADER_FLAGS_WORD].fetch_or(FLAG_CLOSED, Ordering::Release);
-    }
 }
 
 impl Drop for Writer {
     fn drop(&mut self) {
-        self.mark_closed();
+        // The heartbeat thread first: it must not refresh a closed segment.
+        drop(self.heart.take());
+        self.state.mark_closed();
     }
 }
 
 /// A new random, non-zero epoch.
-fn new_epoch() -> Result<u64, CreateError> {
+pub(crate) fn new_epoch() -> Result<u64, CreateError> {
     let mut epoch = [0u8; 8];
     rustix::rand::getrandom(&mut epoch, rustix::rand::GetRandomFlags::empty())
         .map_err(io::Error::from)?;
@@ -696,7 +629,7 @@ fn new_epoch() -> Result<u64, CreateError> {
 }
 
 /// Stores the words of `h` at the start of the segment.
-fn store_header(words: &[AtomicU64], h: &Header) {
+pub(crate) fn store_header(words: &[AtomicU64], h: &Header) {
     let hw: [u64; HEADER_WORDS] = bytemuck::cast(*h);
     for (w, v) in words.iter().zip(hw) {
         w.store(v, Ordering::Relaxed);

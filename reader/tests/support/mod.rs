@@ -71,10 +71,15 @@ pub fn run_child_writer() {
         // helper process's file mode mask, which only its writer uses.
         unsafe { libc::umask(mask) };
     }
-    let w = perfabi::writer::Writer::create(&path, &cfg).expect("child: create segment");
+    let w = std::sync::Arc::new(
+        perfabi::writer::Writer::create(&path, &cfg).expect("child: create segment"),
+    );
     let ticks = w
         .add("ticks", "count", perfabi::Semantics::Counter)
         .unwrap();
+    if std::env::var_os(LOAD_ENV).is_some() {
+        start_load(&w);
+    }
     let start = Instant::now();
     let mut done = 0u64;
     loop {
@@ -83,9 +88,51 @@ pub fn run_child_writer() {
             w.adjust(ticks, (due - done) as i64).unwrap();
             done = due;
         }
-        w.heartbeat();
+        // No heartbeat call: the writer's own thread sends it.
         std::thread::sleep(Duration::from_millis(1));
     }
+}
+
+/// Set to make the child writer also a normally busy one: three threads
+/// updating a group of 8 counters without pause and one publishing DAMON
+/// aggregations of 48 regions back to back (the load of the issue that made
+/// 4–20 % of one-shot reads fail).
+pub const LOAD_ENV: &str = "PERFABI_TEST_CHILD_LOAD";
+
+fn start_load(w: &std::sync::Arc<perfabi::writer::Writer>) {
+    let ids: Vec<_> = (0..8)
+        .map(|i| {
+            w.add(&format!("load.g{i}"), "count", perfabi::Semantics::Counter)
+                .unwrap()
+        })
+        .collect();
+    for _ in 0..3 {
+        let (w, ids) = (w.clone(), ids.clone());
+        std::thread::spawn(move || {
+            let group: Vec<_> = ids.iter().map(|&id| (id, 1)).collect();
+            loop {
+                w.adjust_group(&group).unwrap();
+            }
+        });
+    }
+    let w = w.clone();
+    std::thread::spawn(move || {
+        let iv = perfabi::damon::Intervals {
+            sample_us: 5000,
+            aggr_us: 100_000,
+        };
+        let regions: Vec<_> = (0..48u64)
+            .map(|i| perfabi::damon::Region {
+                start: i << 12,
+                end: (i + 1) << 12,
+                nr_accesses: (i % 20) as u32,
+                age: 1,
+            })
+            .collect();
+        loop {
+            w.publish_damon(1, 1, iv, &regions).unwrap();
+        }
+    });
 }
 
 /// Polls `f` until it returns `Some` or `limit` passes.

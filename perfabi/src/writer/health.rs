@@ -1,0 +1,131 @@
+//! Keeping the promises of the header: the heartbeat, the repair of
+//! blocks left busy, and the segment kept whole (`spec/PERFABI.md` §10,
+//! §11.5).
+
+use std::io;
+use std::prelude::rust_2021::*;
+
+use crate::layout::*;
+use crate::sync::Ordering;
+
+use super::state::State;
+use super::{boottime_ns, new_epoch, segment, store_header, CreateError, Health};
+
+impl State {
+    /// One heartbeat: see [`Writer::heartbeat`](super::Writer::heartbeat).
+    pub(crate) fn heartbeat(&self) -> Health {
+        let health = match self.diagnose() {
+            None => Health::Intact,
+            Some(why) => match self.recreate() {
+                Ok(epoch) => Health::Recreated { why, epoch },
+                Err(e) => Health::Damaged {
+                    why,
+                    error: e.to_string(),
+                },
+            },
+        };
+        self.damaged
+            .store(matches!(health, Health::Damaged { .. }), Ordering::Relaxed);
+        self.beat();
+        *self.health.lock().unwrap_or_else(|p| p.into_inner()) = health.clone();
+        health
+    }
+
+    /// What the last heartbeat found.
+    pub(crate) fn last_health(&self) -> Health {
+        self.health
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Repairs blocks left busy, then stores the heartbeat.
+    fn beat(&self) {
+        self.engine.sweep(self.words(), &self.layout);
+        self.words()[HEADER_HEARTBEAT_WORD].store(boottime_ns(), Ordering::Release);
+    }
+
+    /// What is wrong with the segment, if anything: a page truncated away,
+    /// a file shorter than the segment or with a hole in it, or a fixed
+    /// header field that is no longer what this writer wrote.
+    fn diagnose(&self) -> Option<String> {
+        if self.backing.faulted() {
+            return Some("a page of it was truncated away under the writer".into());
+        }
+        if self.path.is_some() {
+            let size = self.backing.len();
+            match self.backing.extent() {
+                Some((len, _)) if len < size => {
+                    return Some(format!("it was truncated to {len} of {size} bytes"))
+                }
+                Some((_, hole)) if hole < size => {
+                    return Some(format!(
+                        "it has a hole at byte {hole} (truncated and grown again, or punched)"
+                    ))
+                }
+                _ => {}
+            }
+        }
+        let expected: [u64; HEADER_WORDS] =
+            bytemuck::cast(*self.header.lock().unwrap_or_else(|p| p.into_inner()));
+        let words = self.words();
+        (0..HEADER_GEN1_WORD)
+            .any(|i| words[i].load(Ordering::Relaxed) != expected[i])
+            .then(|| "its header was overwritten".into())
+    }
+
+    /// Creates the segment again at its path: a new file under a new epoch,
+    /// mapped where the old one was (so updates running meanwhile keep
+    /// going), with this writer's live instances in their slots under their
+    /// ids, then renamed over the damaged file. Returns the new epoch.
+    fn recreate(&self) -> io::Result<u64> {
+        let path = self.path.as_deref().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a memfd segment has no path to be created again at",
+            )
+        })?;
+        let m = self.meta.lock().unwrap_or_else(|p| p.into_inner());
+        if self.diagnose().is_none() {
+            // Another thread's heartbeat mended it meanwhile.
+            return Ok(self.epoch());
+        }
+        // Never over another writer's segment: only where ours is, or nothing.
+        let ours = self.backing.id()?;
+        if let Ok(md) = std::fs::symlink_metadata(path) {
+            use std::os::unix::fs::MetadataExt;
+            if (md.dev(), md.ino()) != ours {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!(
+                        "{} names another file now: not replacing it",
+                        path.display()
+                    ),
+                ));
+            }
+        }
+        let mut h = *self.header.lock().unwrap_or_else(|p| p.into_inner());
+        h.epoch = new_epoch().map_err(|e| match e {
+            CreateError::Io(e) => e,
+            CreateError::Abi(e) => io::Error::other(e),
+        })?;
+        let tmp = self.backing.replace(path)?;
+        h.heartbeat_ns = boottime_ns();
+        h.instances_used = u64::from(m.used);
+        let words = self.words();
+        store_header(words, &h);
+        for (&slot, e) in &m.entries {
+            self.store_entry(slot, e);
+        }
+        segment::publish(&tmp, path)?;
+        self.epoch.store(h.epoch, Ordering::Relaxed);
+        *self.header.lock().unwrap_or_else(|p| p.into_inner()) = h;
+        Ok(h.epoch)
+    }
+
+    /// Marks the segment closed (its last heartbeat first).
+    pub(crate) fn mark_closed(&self) {
+        self.beat(); // also repairs blocks left busy, so final values read
+        self.words()[HEADER_FLAGS_WORD].fetch_or(FLAG_CLOSED, Ordering::Release);
+    }
+}

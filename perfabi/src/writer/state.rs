@@ -1,0 +1,62 @@
+//! The writer's state: everything a [`Writer`](super::Writer) and its
+//! heartbeat thread share.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::prelude::rust_2021::*;
+use std::sync::atomic::AtomicBool;
+use std::sync::Mutex;
+
+use crate::layout::{Header, InstanceEntry, INSTANCE_ENTRY_WORDS};
+use crate::sync::{AtomicU64, Ordering};
+use crate::validate::Layout;
+
+use super::{percpu, segment, Health, Meta};
+
+/// The writer's state, shared with its heartbeat thread.
+pub(crate) struct State {
+    pub(crate) backing: segment::Backing,
+    pub(crate) path: Option<PathBuf>,
+    /// The geometry; its `epoch` is the first one (see [`Writer::epoch`]).
+    pub(crate) layout: Layout,
+    /// The header as this writer laid it out (its fixed part is compared
+    /// with the segment's at every heartbeat).
+    pub(crate) header: Mutex<Header>,
+    /// The current epoch (new after a re-creation).
+    pub(crate) epoch: AtomicU64,
+    /// The last heartbeat found the segment damaged and could not mend it.
+    pub(crate) damaged: AtomicBool,
+    /// What the last heartbeat found.
+    pub(crate) health: Mutex<Health>,
+    pub(crate) engine: percpu::Engine,
+    pub(crate) meta: Mutex<Meta>,
+    /// `live[slot]`: registration id of the live instance in `slot`, or 0.
+    pub(crate) live: Box<[AtomicU64]>,
+    /// `external[slot]`: registration id of a live external instance, or 0.
+    pub(crate) external: Box<[AtomicU64]>,
+    /// Semantics of the live instance in each slot (`set` needs it).
+    pub(crate) semantics: Box<[AtomicU64]>,
+    pub(crate) set_lock: Mutex<()>,
+    pub(crate) aggregations: Mutex<BTreeMap<(u64, u64), u64>>,
+}
+
+impl State {
+    /// The segment as atomic words.
+    pub(crate) fn words(&self) -> &[AtomicU64] {
+        self.backing.words()
+    }
+
+    /// The current epoch.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Relaxed)
+    }
+
+    /// Stores instance entry `e` in `slot` of the table.
+    pub(crate) fn store_entry(&self, slot: u32, e: &InstanceEntry) {
+        let ew: [u64; INSTANCE_ENTRY_WORDS] = bytemuck::cast(*e);
+        let base = self.layout.instance_word(slot as usize);
+        for (i, v) in ew.into_iter().enumerate() {
+            self.words()[base + i].store(v, Ordering::Relaxed);
+        }
+    }
+}

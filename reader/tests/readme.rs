@@ -1,0 +1,70 @@
+//! The README's writer example, exactly as the README shows it, keeps its
+//! writer alive under a reader with no help from the application: the
+//! writer's own thread sends the heartbeat it promises.
+
+use std::time::{Duration, Instant};
+
+use perfabi_reader::{Liveness, Segment};
+
+/// The writer example of the README's "Using the writer", between the
+/// markers (a test below checks that it is the README's text, verbatim).
+#[rustfmt::skip]
+fn writer_example() -> Result<perfabi::writer::Writer, Box<dyn std::error::Error>> {
+    // README BEGIN
+    use perfabi::writer::{Config, Writer};
+    use perfabi::Semantics;
+
+    let w = Writer::create("/dev/shm/myapp.perfabi", &Config::default())?;
+    let rx = w.add("net.rx_bytes", "bytes", Semantics::Counter)?;
+    w.adjust(rx, 1500)?;                        // ~2 ns, from any thread, never blocks
+    let s = w.snapshot()?;                      // what any reader sees
+    println!("{}", s.total(s.find("net.rx_bytes").unwrap()));
+    // README END
+    Ok(w)
+}
+
+/// The code block after `heading` in the README.
+fn readme_block(heading: &str) -> String {
+    let readme = include_str!("../../README.md");
+    let after = &readme[readme.find(heading).expect("heading in README")..];
+    let start = after.find("```rust\n").expect("a rust block") + "```rust\n".len();
+    let len = after[start..].find("```").unwrap();
+    after[start..start + len].to_string()
+}
+
+#[test]
+fn the_test_holds_the_readme_writer_example_verbatim() {
+    let me = include_str!("readme.rs");
+    let start = me.find("    // README BEGIN\n").unwrap() + "    // README BEGIN\n".len();
+    let end = me.find("    // README END\n").unwrap();
+    let copy: String = me[start..end]
+        .lines()
+        .map(|l| l.strip_prefix("    ").unwrap_or(l))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(copy, readme_block("## Using the writer"));
+}
+
+#[test]
+fn the_readme_writer_example_stays_alive_for_10_s_under_a_reader() {
+    let w = writer_example().unwrap();
+    let mut seg = Segment::open("/dev/shm/myapp.perfabi").unwrap();
+    let start = Instant::now();
+    let mut checks = 0;
+    while start.elapsed() < Duration::from_secs(10) {
+        let info = seg.info().unwrap();
+        assert_eq!(
+            info.liveness,
+            Liveness::Alive,
+            "after {:?}",
+            start.elapsed()
+        );
+        assert_eq!(seg.counter("net.rx_bytes").unwrap().total, 1500);
+        checks += 1;
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    println!("the README writer was alive at {checks} checks over 10 s");
+    drop(w);
+    assert_eq!(seg.info().unwrap().liveness, Liveness::Closed);
+    let _ = std::fs::remove_file("/dev/shm/myapp.perfabi");
+}
