@@ -46,7 +46,7 @@ fn the_tracepoint_source_publishes_the_host_kdamonds_aggregations_passively() {
     let end = Instant::now() + Duration::from_secs(30);
     let aggs = loop {
         if let Ok(mut seg) = Segment::open(&path) {
-            if let Ok(a) = seg.damon() {
+            if let Ok(a) = seg.damon().map(|d| d.aggregations) {
                 if !a.is_empty() {
                     break a;
                 }

@@ -143,13 +143,33 @@ impl Source {
             }
             Err(e) => return Err(e.to_string()),
         }
-        match seg.damon() {
-            Ok(d) => self.reading.damon = d,
-            Err(Error::Busy(_)) => self.busy += 1,
-            Err(e) => return Err(e.to_string()),
+        let d = seg.damon().map_err(|e| e.to_string())?;
+        if d.busy_cpus.is_empty() {
+            self.reading.damon = d.aggregations;
+        } else {
+            // A busy block may hide a stream's latest regions: keep what the
+            // last reading had for a stream now missing or older.
+            self.busy += 1;
+            self.reading.damon = merge_newest(&self.reading.damon, d.aggregations);
         }
         self.reading.damon_dropped = seg.damon_dropped();
         self.reading.info = Some(info);
         Ok(())
     }
+}
+
+/// `new`, plus each stream of `old` that `new` lacks, each stream at its
+/// newest aggregation; sorted by (monitor, target).
+fn merge_newest(old: &[Aggregation], new: Vec<Aggregation>) -> Vec<Aggregation> {
+    let mut by: std::collections::BTreeMap<(u64, u64), Aggregation> = old
+        .iter()
+        .map(|a| ((a.monitor_id, a.target_id), a.clone()))
+        .collect();
+    for a in new {
+        let key = (a.monitor_id, a.target_id);
+        if by.get(&key).is_none_or(|o| o.aggregation <= a.aggregation) {
+            by.insert(key, a);
+        }
+    }
+    by.into_values().collect()
 }

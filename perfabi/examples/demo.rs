@@ -138,7 +138,7 @@ fn run(path: &std::path::Path, seconds: u64) -> Result<(), Box<dyn std::error::E
         if let Some(r) = rate {
             println!("demo.ops rate: {r:.0}/s");
         }
-        for a in w.view().damon(64)? {
+        for a in w.view().damon(64).aggregations {
             let hot: Vec<String> = a
                 .regions
                 .iter()

@@ -43,9 +43,18 @@ pub struct Intervals {
 }
 
 impl Intervals {
-    /// Samples per aggregation: the largest possible `nr_accesses`.
-    pub fn max_accesses(&self) -> u32 {
-        (self.aggr_us / self.sample_us.max(1)).max(1)
+    /// Access frequency of a region that `nr_accesses` samples found
+    /// accessed (`spec/PERFABI.md` §6.3): `nr_accesses × sample_us /
+    /// aggr_us`, the share of the aggregation's samples that saw an access,
+    /// computed exactly (not with the integer number of samples) and
+    /// clamped to 0..=1 (DAMON may count one sample more than fit, and a
+    /// writer may publish anything). 0 if `aggr_us` is 0.
+    pub fn frequency(&self, nr_accesses: u32) -> f64 {
+        if self.aggr_us == 0 {
+            return 0.0;
+        }
+        (f64::from(nr_accesses) * f64::from(self.sample_us) / f64::from(self.aggr_us))
+            .clamp(0.0, 1.0)
     }
 }
 
@@ -65,11 +74,21 @@ pub struct Aggregation {
 }
 
 impl Aggregation {
-    /// Access frequency of a region as a ratio in 0..=1: `nr_accesses`
-    /// divided by the number of samples per aggregation.
+    /// Access frequency of a region, 0..=1 (see [`Intervals::frequency`]).
     pub fn frequency(&self, r: &Region) -> f64 {
-        f64::from(r.nr_accesses) / f64::from(self.intervals.max_accesses())
+        self.intervals.frequency(r.nr_accesses)
     }
+}
+
+/// What a read of the DAMON rings found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DamonRead {
+    /// The latest complete aggregation of each (monitor, target), sorted.
+    pub aggregations: Vec<Aggregation>,
+    /// CPUs whose block stayed busy, whose records (from the busy slot on)
+    /// were left out; an aggregation with regions there may be missing or
+    /// an older one.
+    pub busy_cpus: Vec<u32>,
 }
 
 /// Checks regions a writer is about to publish: 1..=`capacity` regions,
@@ -268,6 +287,22 @@ mod tests {
         let mut iv = recs(1, &[(0, 10), (10, 20)]);
         iv[1].aggr_us = 1;
         assert!(rebuild(iv).is_empty());
+    }
+
+    #[test]
+    fn frequency_is_exact_and_clamped() {
+        let iv = |sample_us, aggr_us| Intervals { sample_us, aggr_us };
+        // 100 ms / 5 ms: 20 samples.
+        assert_eq!(iv(5_000, 100_000).frequency(20), 1.0);
+        assert_eq!(iv(5_000, 100_000).frequency(4), 0.2);
+        // 100 ms / 1.5 ms = 66.7 samples, not 66: 100 accesses is all of them.
+        assert_eq!(iv(1_500, 100_000).frequency(100), 1.0);
+        assert!((iv(1_500, 100_000).frequency(33) - 0.495).abs() < 1e-12);
+        // More samples than fit, an aggregation shorter than a sample.
+        assert_eq!(iv(5_000, 100_000).frequency(1000), 1.0);
+        assert_eq!(iv(200_000, 100_000).frequency(1000), 1.0);
+        assert_eq!(iv(200_000, 100_000).frequency(0), 0.0);
+        assert_eq!(iv(5_000, 0).frequency(3), 0.0);
     }
 
     #[test]

@@ -9,7 +9,7 @@
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
-use crate::damon::{self, Aggregation};
+use crate::damon::{self, DamonRead};
 use crate::error::Error;
 use crate::layout::*;
 use crate::name;
@@ -371,30 +371,56 @@ impl<'a> SegmentView<'a> {
         Ok(s)
     }
 
-    /// Every non-empty DAMON record of every CPU's ring, each copied between
-    /// two equal even loads of its CPU's sequence word.
-    pub fn damon_records(&self, retries: u32) -> Result<Vec<DamonRecord>, Error> {
-        let mut out = Vec::new();
+    /// Appends to `out` the non-empty DAMON records of `cpu`'s ring from
+    /// slot `from` on, each copied between two equal even loads of the CPU's
+    /// sequence word. If a slot stays busy for the retry bound, returns
+    /// `Err(slot)`: the records before it are in `out`, and a later call
+    /// may go on from that slot.
+    pub fn damon_cpu_records(
+        &self,
+        cpu: usize,
+        from: usize,
+        retries: u32,
+        out: &mut Vec<DamonRecord>,
+    ) -> Result<(), usize> {
+        if cpu >= self.layout.nr_cpus {
+            return Ok(());
+        }
         let mut rw = [0u64; DAMON_RECORD_WORDS];
-        for cpu in 0..self.layout.nr_cpus {
-            for slot in 0..self.layout.damon_capacity {
-                let at = self.layout.damon_word(cpu, slot);
-                seq_read::<Sound, _>(self.seq(cpu), retries, || {
-                    load_words(self.words, at, &mut rw)
-                })
-                .ok_or(Error::BusyCpu(cpu as u32))?;
-                let r: DamonRecord = bytemuck::cast(rw);
-                if r.aggregation != 0 {
-                    out.push(r);
-                }
+        for slot in from..self.layout.damon_capacity {
+            let at = self.layout.damon_word(cpu, slot);
+            seq_read::<Sound, _>(self.seq(cpu), retries, || {
+                load_words(self.words, at, &mut rw)
+            })
+            .ok_or(slot)?;
+            let r: DamonRecord = bytemuck::cast(rw);
+            if r.aggregation != 0 {
+                out.push(r);
             }
         }
-        Ok(out)
+        Ok(())
     }
 
-    /// The most recent complete aggregation of every (monitor, target).
-    pub fn damon(&self, retries: u32) -> Result<Vec<Aggregation>, Error> {
-        Ok(damon::rebuild(self.damon_records(retries)?))
+    /// The most recent complete aggregation of every (monitor, target),
+    /// rebuilt from the rings of every CPU whose records could be read
+    /// (`spec/PERFABI.md` §6.4): a CPU whose block stays busy for the retry
+    /// bound is left out and named in [`DamonRead::busy_cpus`], so one block
+    /// mid-publication never hides the others' regions.
+    pub fn damon(&self, retries: u32) -> DamonRead {
+        let mut records = Vec::new();
+        let mut busy_cpus = Vec::new();
+        for cpu in 0..self.layout.nr_cpus {
+            if self
+                .damon_cpu_records(cpu, 0, retries, &mut records)
+                .is_err()
+            {
+                busy_cpus.push(cpu as u32);
+            }
+        }
+        DamonRead {
+            aggregations: damon::rebuild(records),
+            busy_cpus,
+        }
     }
 
     /// `damon_dropped` of `cpu` (records its writer could not store).

@@ -17,7 +17,8 @@
 //!   data.
 //! * A writer that restarts (new file or new epoch at the same path) is
 //!   followed without re-opening; a grown file is mapped again.
-//! * Bounded retries give [`Error::Busy`]; a dead or silent writer gives
+//! * A busy writer is retried with back-off for [`Options::busy_timeout`];
+//!   then bounded retries give [`Error::Busy`]; a dead or silent writer gives
 //!   [`Error::Stale`]; a clean close gives [`Error::Closed`].
 //! * If the file is truncated under the reader, the process survives
 //!   (a SIGBUS guard) and the read reports [`Error::Truncated`].
@@ -34,11 +35,12 @@ mod trust;
 
 pub use error::Error;
 pub use liveness::Liveness;
-pub use perfabi::damon::{Aggregation, Intervals, Region};
+pub use perfabi::damon::{Aggregation, DamonRead, Intervals, Region};
 pub use perfabi::trust::Origin;
 pub use perfabi::{Info, Instance, Semantics, Snapshot, ValueType};
 pub use segment::{
-    Counter, Handle, Options, ReadStats, Segment, SegmentInfo, DEFAULT_MAX_SEGMENT_BYTES,
+    Counter, Handle, Options, ReadStats, Segment, SegmentInfo, DEFAULT_BUSY_TIMEOUT,
+    DEFAULT_MAX_SEGMENT_BYTES,
 };
 pub use trust::Trust;
 

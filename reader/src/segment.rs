@@ -5,13 +5,16 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use perfabi::damon::Aggregation;
+use perfabi::damon::DamonRead;
 use perfabi::{Info, Instance, Snapshot};
 
 use crate::error::Error;
 use crate::liveness::{self, Liveness};
 use crate::mapping::{FileId, MapError, Mapping};
 use crate::trust::{self, Found, Trust};
+
+/// The default of [`Options::busy_timeout`]: 200 ms.
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_millis(200);
 
 /// The default of [`Options::max_segment_bytes`]: 4 GiB, more than a
 /// writer's default geometry needs on 8,192 CPUs.
@@ -26,8 +29,13 @@ pub struct Options {
     /// time and memory grow with it, so a larger one is refused unless the
     /// limit is raised.
     pub max_segment_bytes: u64,
-    /// Retry bound of each consistent read (see `spec/PERFABI.md` §7.5).
+    /// Retry bound of each attempt at a consistent read, in tight
+    /// iterations (see `spec/PERFABI.md` §7.5).
     pub retries: u32,
+    /// How long a read keeps trying, with back-off between attempts, while
+    /// the writer keeps a block or the metadata busy, before it reports
+    /// [`Error::Busy`] (a writer that died mid-update is busy forever).
+    pub busy_timeout: Duration,
     /// Reads fail with [`Error::Stale`] / [`Error::Closed`] when the writer
     /// is gone, instead of returning its last values.
     pub require_live: bool,
@@ -44,6 +52,7 @@ impl Default for Options {
             trust: Trust::default(),
             max_segment_bytes: DEFAULT_MAX_SEGMENT_BYTES,
             retries: perfabi::view::DEFAULT_RETRIES,
+            busy_timeout: DEFAULT_BUSY_TIMEOUT,
             require_live: true,
             max_silence: Duration::from_secs(5),
             recheck: Duration::from_secs(1),
@@ -301,7 +310,8 @@ impl Segment {
     /// The live instances.
     pub fn instances(&mut self) -> Result<Vec<Instance>, Error> {
         self.prepare()?;
-        let r = self.map.view().instances(self.opts.retries).map(|(v, _)| v);
+        let (view, retries) = (self.map.view(), self.opts.retries);
+        let r = patiently(&self.opts, || view.instances(retries).map(|(v, _)| v));
         self.finish(r)
     }
 
@@ -316,7 +326,8 @@ impl Segment {
     /// decoded names while the generation is unchanged).
     pub fn snapshot_into(&mut self, snap: &mut Snapshot) -> Result<(), Error> {
         self.prepare()?;
-        let r = self.map.view().snapshot_into(snap, self.opts.retries);
+        let (view, retries) = (self.map.view(), self.opts.retries);
+        let r = patiently(&self.opts, || view.snapshot_into(snap, retries));
         self.finish(r)
     }
 
@@ -342,7 +353,8 @@ impl Segment {
         // (one load to check); read() still checks each registration id.
         let generation = self.map.view().info().generation;
         if self.names_gen != Some(generation) {
-            let r = self.map.view().instances(self.opts.retries);
+            let (view, retries) = (self.map.view(), self.opts.retries);
+            let r = patiently(&self.opts, || view.instances(retries));
             let (names, g) = self.finish(r)?;
             self.names = names;
             self.names_gen = Some(g);
@@ -383,18 +395,39 @@ impl Segment {
         self.keys.clear();
         self.keys
             .extend(hs.iter().map(|h| (h.instance.slot, h.instance.reg_id)));
-        let r = self
-            .map
-            .view()
-            .read_slots(&self.keys, out, self.opts.retries);
+        let (view, retries, keys) = (self.map.view(), self.opts.retries, &self.keys);
+        let r = patiently(&self.opts, || view.read_slots(keys, out, retries));
         self.finish(r)
     }
 
-    /// The most recent complete DAMON aggregation of every (monitor, target).
-    pub fn damon(&mut self) -> Result<Vec<Aggregation>, Error> {
+    /// The most recent complete DAMON aggregation of every (monitor,
+    /// target). A CPU whose block stays busy for [`Options::busy_timeout`]
+    /// is left out and named in [`DamonRead::busy_cpus`]: the other CPUs'
+    /// regions are still returned.
+    pub fn damon(&mut self) -> Result<DamonRead, Error> {
         self.prepare()?;
-        let r = self.map.view().damon(self.opts.retries);
-        self.finish(r)
+        let view = self.map.view();
+        let mut records = Vec::new();
+        let mut busy_cpus = Vec::new();
+        let mut patience = Patience::new(&self.opts);
+        for cpu in 0..self.map.layout.nr_cpus {
+            let mut from = 0;
+            while let Err(slot) = view.damon_cpu_records(cpu, from, self.opts.retries, &mut records)
+            {
+                from = slot;
+                if !patience.wait(Some(cpu as u32)) {
+                    busy_cpus.push(cpu as u32);
+                    break;
+                }
+            }
+        }
+        drop(patience);
+        self.stats.busy += busy_cpus.len() as u64;
+        let read = DamonRead {
+            aggregations: perfabi::damon::rebuild(records),
+            busy_cpus,
+        };
+        self.finish(Ok(read))
     }
 
     /// DAMON region records the writer could not store, summed over CPUs.
@@ -456,6 +489,106 @@ fn map_error(path: &Path, e: MapError, opts: &Options) -> Error {
         MapError::Changed => Error::HeaderChanged(path),
         MapError::TooShort => {
             Error::NotASegmentFile(path, "a file too short to hold a segment header")
+        }
+    }
+}
+
+/// Runs `attempt` (one consistent read, bounded by `Options::retries`)
+/// again while it reports busy, for at most `Options::busy_timeout`
+/// (`spec/PERFABI.md` §7.5), with [`Patience`] between attempts.
+fn patiently<T>(
+    opts: &Options,
+    mut attempt: impl FnMut() -> Result<T, perfabi::Error>,
+) -> Result<T, perfabi::Error> {
+    let mut r = attempt();
+    let mut patience = Patience::new(opts);
+    loop {
+        let cpu = match &r {
+            Err(perfabi::Error::BusyCpu(c)) => Some(*c),
+            Err(e) if e.is_busy() => None,
+            _ => return r,
+        };
+        if !patience.wait(cpu) {
+            return r;
+        }
+        r = attempt();
+    }
+}
+
+/// Waiting for a busy writer, within `Options::busy_timeout`.
+///
+/// A writer updates only the block of the CPU it runs on (rseq, or the
+/// kernel with preemption off). A reader on another CPU can starve: a busy
+/// writer never leaves its block quiet for as long as a copy takes. So the
+/// reader moves itself onto the busy CPU and yields: while the reader runs
+/// there, that CPU's writers do not, and its block stays still (an update
+/// that was preempted half-way is undone by the writer's next update there,
+/// which the yield lets run). The thread's affinity is restored when the
+/// wait ends. Where it cannot move (the CPU is outside its affinity), and
+/// for busy metadata, it sleeps, from 10 µs doubling to 1 ms. It gives up
+/// when the time is over and it waited at least 16 times.
+struct Patience {
+    until: Instant,
+    /// Waits so far: at least [`MIN_WAITS`] are made, however long they
+    /// take, so a reader starved of CPU time still gets its attempts.
+    waits: u32,
+    pause: Duration,
+    /// The affinity to restore, once the thread moved.
+    restore: Option<rustix::thread::CpuSet>,
+    on: Option<u32>,
+}
+
+impl Patience {
+    fn new(opts: &Options) -> Self {
+        Self {
+            until: Instant::now() + opts.busy_timeout,
+            waits: 0,
+            pause: Duration::from_micros(10),
+            restore: None,
+            on: None,
+        }
+    }
+
+    /// Waits before the next attempt, if time is left (false: give up).
+    /// `cpu` is the CPU whose block was busy, if it was one.
+    fn wait(&mut self, cpu: Option<u32>) -> bool {
+        if Instant::now() >= self.until && self.waits >= MIN_WAITS {
+            return false;
+        }
+        self.waits += 1;
+        if let Some(c) = cpu.filter(|&c| self.on != Some(c)) {
+            self.move_to(c);
+        }
+        if cpu.is_some() && self.on == cpu {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(self.pause);
+            self.pause = (self.pause * 2).min(Duration::from_millis(1));
+        }
+        true
+    }
+
+    fn move_to(&mut self, cpu: u32) {
+        use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
+        if self.restore.is_none() {
+            match sched_getaffinity(None) {
+                Ok(old) if old.is_set(cpu as usize) => self.restore = Some(old),
+                _ => return,
+            }
+        }
+        let mut only = CpuSet::new();
+        only.set(cpu as usize);
+        self.on = sched_setaffinity(None, &only).ok().map(|()| cpu);
+    }
+}
+
+/// Waits a busy read makes at least, even past `Options::busy_timeout`.
+const MIN_WAITS: u32 = 16;
+
+impl Drop for Patience {
+    fn drop(&mut self) {
+        if let Some(old) = &self.restore {
+            let _ = rustix::thread::sched_setaffinity(None, old);
         }
     }
 }

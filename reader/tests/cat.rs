@@ -245,3 +245,112 @@ fn errors_are_one_line_with_documented_exit_codes() {
     let help = String::from_utf8(cat(&["--help"]).stdout).unwrap();
     assert!(help.contains("Exit status:"), "{help}");
 }
+
+/// Under a normally busy writer (support::LOAD_ENV) for 60 s: one-shot
+/// perfabi-cat runs (table and DAMON) never fail, and a `--watch 0.1` running
+/// all along never exits (a busy sample is skipped and said so).
+#[test]
+fn a_normally_busy_writer_fails_no_read_and_never_stops_a_watch() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let cat_bin = perfabi_test_harness::bin("perfabi-cat", env!("CARGO_BIN_EXE_perfabi-cat"));
+    let _writer = perfabi_test_harness::KillOnDrop(spawn_writer_with(
+        &path,
+        1000,
+        &std::env::current_exe().unwrap(),
+        |c| {
+            c.env(LOAD_ENV, "1");
+        },
+    ));
+    let mut watch = perfabi_test_harness::KillOnDrop(
+        Command::new(&cat_bin)
+            .arg(&path)
+            .args(["--watch", "0.1"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let start = std::time::Instant::now();
+    let (mut runs, mut failed) = (0u32, Vec::new());
+    while runs < 1000 || start.elapsed() < std::time::Duration::from_secs(60) {
+        let mut args = vec![path.to_str().unwrap()];
+        if runs % 4 == 3 {
+            args.push("--damon");
+        }
+        let out = Command::new(&cat_bin).args(&args).output().unwrap();
+        if !out.status.success() {
+            failed.push(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        runs += 1;
+    }
+    let still = watch.0.try_wait().unwrap().is_none();
+    watch.0.kill().unwrap();
+    let out = std::mem::replace(&mut watch.0, Command::new("true").spawn().unwrap())
+        .wait_with_output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let samples = text.matches("--- ").count();
+    let skipped = text.matches("sample skipped").count();
+    println!(
+        "busy writer, {:.0} s: {runs} one-shot runs, {} failed; --watch 0.1: {samples} samples, {skipped} skipped, running: {still}",
+        start.elapsed().as_secs_f64(),
+        failed.len()
+    );
+    assert!(
+        failed.is_empty(),
+        "{} failed, first: {}",
+        failed.len(),
+        failed[0]
+    );
+    assert!(
+        still,
+        "--watch exited: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(samples >= 60, "{samples} samples in 60 s");
+}
+
+/// What --help says about a writer that is gone is what perfabi-cat does,
+/// in every mode: exit 5 with one line, unless --allow-stale prints the
+/// final values (exit 0); --info always describes the segment.
+#[test]
+fn a_gone_writer_fails_every_mode_unless_allow_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    drop(sample_writer(&path)); // closed: its values are final
+    let p = path.to_str().unwrap();
+    let help = String::from_utf8(cat(&["--help"]).stdout).unwrap();
+    assert!(
+        help.contains("5  the segment is busy, its writer is gone"),
+        "{help}"
+    );
+    for mode in [
+        &[][..],
+        &["--json"],
+        &["--openmetrics"],
+        &["--damon"],
+        &["--watch", "0.1", "--count", "1"],
+    ] {
+        let mut args = vec![p];
+        args.extend_from_slice(mode);
+        let out = cat(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(5), "{mode:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("closed"), "{err}");
+        args.push("--allow-stale");
+        let out = cat(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{mode:?} --allow-stale: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = cat(&[p, "--allow-stale"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("net.rx_bytes"));
+    let out = cat(&[p, "--info"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Closed"));
+}

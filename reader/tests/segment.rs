@@ -60,7 +60,7 @@ fn reads_what_the_writer_wrote() {
     assert_eq!(c.instance.unit, "bytes");
     assert_eq!(seg.instances().unwrap().len(), 1);
     assert_eq!(seg.snapshot().unwrap().total(&c.instance), 1500);
-    let d = seg.damon().unwrap();
+    let d = seg.damon().unwrap().aggregations;
     assert_eq!((d[0].monitor_id, d[0].regions[0].nr_accesses), (3, 7));
     let info = seg.info().unwrap();
     assert_eq!(info.header.epoch, w.epoch());
@@ -320,4 +320,144 @@ fn a_grown_segment_is_mapped_again() {
         "the grown file is mapped whole"
     );
     assert!(seg.stats().remaps >= 1);
+}
+
+/// A segment image (2 CPUs) with one aggregation in CPU 0's ring and one in
+/// CPU 1's, whose block a writer left mid-update (odd sequence).
+fn one_cpu_busy_image() -> Vec<u8> {
+    use perfabi::layout::DamonRecord;
+    let g = perfabi::Geometry {
+        page_size: 4096,
+        nr_cpus: 2,
+        max_instances: 4,
+        damon_capacity: 8,
+    };
+    let h = g
+        .header(&perfabi::WriterIdentity {
+            epoch: 5,
+            pid: u64::from(std::process::id()),
+            start_ns: perfabi::host::process_start_ns(None).unwrap(),
+            heartbeat_interval_ns: 0,
+            first_heartbeat_ns: perfabi::host::boottime_ns(),
+        })
+        .unwrap();
+    let mut b = vec![0u8; h.segment_size as usize];
+    b[..std::mem::size_of_val(&h)].copy_from_slice(bytemuck::bytes_of(&h));
+    let l = perfabi::validate(&b).unwrap();
+    let iv = Intervals {
+        sample_us: 5000,
+        aggr_us: 100_000,
+    };
+    let r = |s, e| Region {
+        start: s,
+        end: e,
+        nr_accesses: 3,
+        age: 0,
+    };
+    let mut put = |cpu, slot, rec: DamonRecord| {
+        let at = l.damon_word(cpu, slot) * 8;
+        b[at..at + 64].copy_from_slice(bytemuck::bytes_of(&rec));
+    };
+    put(
+        0,
+        0,
+        perfabi::damon::to_record(1, 1, 1, 0, 2, iv, &r(0, 4096)),
+    );
+    put(
+        0,
+        1,
+        perfabi::damon::to_record(1, 1, 1, 1, 2, iv, &r(4096, 8192)),
+    );
+    put(
+        1,
+        0,
+        perfabi::damon::to_record(2, 1, 1, 0, 1, iv, &r(0, 4096)),
+    );
+    let seq = l.cpu_block_word(1) * 8;
+    b[seq..seq + 8].copy_from_slice(&11u64.to_ne_bytes());
+    b
+}
+
+#[test]
+fn a_busy_cpu_block_hides_only_its_own_damon_regions() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    std::fs::write(&path, one_cpu_busy_image()).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut seg = Segment::open_with(
+        &path,
+        Options {
+            busy_timeout: Duration::from_millis(20),
+            require_live: false,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let d = seg.damon().expect("CPU 0's regions are still read");
+    assert_eq!(d.busy_cpus, [1]);
+    assert_eq!(d.aggregations.len(), 1);
+    assert_eq!(d.aggregations[0].monitor_id, 1);
+    assert_eq!(d.aggregations[0].regions.len(), 2);
+    assert!(seg.stats().busy >= 1);
+    // A consistent copy of every counter needs CPU 1 too: busy, after the
+    // time bound.
+    let t = std::time::Instant::now();
+    assert!(matches!(seg.snapshot(), Err(Error::Busy(_))));
+    assert!(t.elapsed() >= Duration::from_millis(20));
+}
+
+/// A writer that keeps both CPUs' blocks busy most of the time (group
+/// updates without pause) is read within the time bound, not refused after
+/// 1,024 tight spins.
+#[test]
+fn a_busy_writer_is_waited_for_with_back_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let w = Arc::new(
+        Writer::create(
+            &path,
+            &Config {
+                method: perfabi::writer::MethodChoice::Lock,
+                ..config()
+            },
+        )
+        .unwrap(),
+    );
+    let ids: Vec<_> = (0..8)
+        .map(|i| {
+            w.add(&format!("g{i}"), "", perfabi::Semantics::Counter)
+                .unwrap()
+        })
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..2)
+        .map(|_| {
+            let (w, stop, ids) = (w.clone(), stop.clone(), ids.clone());
+            thread::spawn(move || {
+                let group: Vec<_> = ids.iter().map(|&id| (id, 1)).collect();
+                while !stop.load(Ordering::Relaxed) {
+                    w.adjust_group(&group).unwrap();
+                }
+            })
+        })
+        .collect();
+    let mut seg = Segment::open(&path).unwrap();
+    let (mut ok, mut busy) = (0, 0);
+    for _ in 0..300 {
+        match seg.snapshot() {
+            Ok(s) => {
+                let totals: Vec<u64> = s.instances.iter().map(|i| s.total(i)).collect();
+                assert!(totals.windows(2).all(|p| p[0] == p[1]), "{totals:?}");
+                ok += 1;
+            }
+            Err(Error::Busy(_)) => busy += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in writers {
+        t.join().unwrap();
+    }
+    println!("snapshots of a writer busy on every CPU: {ok} read, {busy} busy");
+    assert_eq!(busy, 0);
 }

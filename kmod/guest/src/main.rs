@@ -184,7 +184,7 @@ fn damon(file: &str, segment: &str, name: &str) -> bool {
     };
     let (start, end, hot_end) = (start as u64, end as u64, hot_end as u64);
     let mut seg = open_path(segment);
-    let aggs = match seg.damon() {
+    let aggs = match seg.damon().map(|d| d.aggregations) {
         Ok(a) => a,
         Err(e) => return verdict(name, false, &e.to_string()),
     };
@@ -241,7 +241,10 @@ fn damon(file: &str, segment: &str, name: &str) -> bool {
 /// The latest aggregation of each (monitor, target) in `path`.
 fn latest(path: &str) -> Result<Vec<(u64, u64, Vec<perfabi_reader::Region>)>, String> {
     let mut seg = open_path(path);
-    let aggs = seg.damon().map_err(|e| format!("{path}: {e}"))?;
+    let aggs = seg
+        .damon()
+        .map_err(|e| format!("{path}: {e}"))?
+        .aggregations;
     let mut out: Vec<_> = aggs
         .into_iter()
         .map(|a| (a.monitor_id, a.target_id, a.regions))

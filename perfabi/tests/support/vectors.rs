@@ -244,6 +244,35 @@ pub fn all() -> Vec<(&'static str, Vec<u8>)> {
         i
     }));
     v.push(("metadata_mid_change", with_header(|h| h.gen1 = h.gen2 + 1)));
+    v.push(("damon_frequency_clamped", {
+        // 100 ms / 1.5 ms is 66.7 samples (not 66), and DAMON may report more
+        // accesses than fit: frequencies are exact and at most 1.
+        let mut i = base();
+        let r = |start, end, nr_accesses| Region {
+            start,
+            end,
+            nr_accesses,
+            age: 0,
+        };
+        let odd = Intervals {
+            sample_us: 1_500,
+            aggr_us: 100_000,
+        };
+        let regions = [r(0x1000, 0x2000, 100), r(0x2000, 0x3000, 33)];
+        for (k, reg) in regions.iter().enumerate() {
+            i.record(0, 2 + k, &to_record(78, 2, 1, k as u32, 2, odd, reg));
+        }
+        let short = Intervals {
+            sample_us: 200_000,
+            aggr_us: 100_000,
+        };
+        i.record(
+            1,
+            2,
+            &to_record(78, 3, 1, 0, 1, short, &r(0x1000, 0x2000, 1000)),
+        );
+        i
+    }));
     v.push((
         "forged_kernel_flag",
         with_header(|h| {
@@ -345,36 +374,36 @@ pub fn describe(bytes: &[u8]) -> String {
         }
         Err(e) => writeln!(out, "snapshot: error {} ({e})", e.code()).unwrap(),
     }
-    match view.damon(4) {
-        Ok(aggs) => {
-            writeln!(out, "damon: ok aggregations: {}", aggs.len()).unwrap();
-            for a in &aggs {
-                writeln!(
-                    out,
-                    "aggregation monitor={} target={} index={} sample_us={} aggr_us={} regions={}",
-                    a.monitor_id,
-                    a.target_id,
-                    a.aggregation,
-                    a.intervals.sample_us,
-                    a.intervals.aggr_us,
-                    a.regions.len()
-                )
-                .unwrap();
-                for r in &a.regions {
-                    writeln!(
-                        out,
-                        "region {:#x}-{:#x} nr_accesses={} age={} frequency={:.3}",
-                        r.start,
-                        r.end,
-                        r.nr_accesses,
-                        r.age,
-                        a.frequency(r)
-                    )
-                    .unwrap();
-                }
-            }
+    let read = view.damon(4);
+    write!(out, "damon: ok aggregations: {}", read.aggregations.len()).unwrap();
+    if !read.busy_cpus.is_empty() {
+        write!(out, " busy_cpus: {:?}", read.busy_cpus).unwrap();
+    }
+    out.push('\n');
+    for a in &read.aggregations {
+        writeln!(
+            out,
+            "aggregation monitor={} target={} index={} sample_us={} aggr_us={} regions={}",
+            a.monitor_id,
+            a.target_id,
+            a.aggregation,
+            a.intervals.sample_us,
+            a.intervals.aggr_us,
+            a.regions.len()
+        )
+        .unwrap();
+        for r in &a.regions {
+            writeln!(
+                out,
+                "region {:#x}-{:#x} nr_accesses={} age={} frequency={:.3}",
+                r.start,
+                r.end,
+                r.nr_accesses,
+                r.age,
+                a.frequency(r)
+            )
+            .unwrap();
         }
-        Err(e) => writeln!(out, "damon: error {} ({e})", e.code()).unwrap(),
     }
     out
 }

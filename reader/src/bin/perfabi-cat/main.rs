@@ -99,7 +99,8 @@ struct Args {
     /// or --count; perfabi-exportd --replay reads it back.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["openmetrics", "damon", "info"])]
     record: Option<PathBuf>,
-    /// Print the last values of a writer that is gone, instead of failing.
+    /// Print the last values of a writer that is gone (closed, dead or
+    /// silent) instead of failing with exit 5.
     #[arg(long)]
     allow_stale: bool,
     /// Also read segments owned by this uid (repeatable); by default only
@@ -187,7 +188,9 @@ fn run(args: &Args) -> Result<(), Failure> {
         Trust::Also(args.trust_uid.clone())
     };
     let opts = Options {
-        require_live: !args.allow_stale && args.watch.is_some(),
+        // Values of a writer that is gone are refused, in every mode, unless
+        // --allow-stale (--info describes any segment, gone or not).
+        require_live: !args.allow_stale && !args.info,
         trust,
         max_segment_bytes: args.max_size,
         ..Options::default()
@@ -204,20 +207,31 @@ fn run(args: &Args) -> Result<(), Failure> {
         return Ok(());
     }
     if args.damon {
-        let aggs = seg.damon()?;
+        let read = seg.damon()?;
         if args.json {
             writeln!(
                 out,
                 "{}",
-                serde_json::to_string(&damon_json(&aggs, seg.damon_dropped())).expect("plain data")
+                serde_json::to_string(&damon_json(&read, seg.damon_dropped())).expect("plain data")
             )?;
         } else {
-            write!(out, "{}", damon::report(&aggs, usize::from(args.width)))?;
+            write!(
+                out,
+                "{}",
+                damon::report(&read.aggregations, usize::from(args.width))
+            )?;
             let dropped = seg.damon_dropped();
             if dropped > 0 {
                 writeln!(
                     out,
                     "regions dropped by the writer (rings too small): {dropped}"
+                )?;
+            }
+            if !read.busy_cpus.is_empty() {
+                writeln!(
+                    out,
+                    "left out: the rings of CPU {:?}, busy with an update (their regions may be missing or older)",
+                    read.busy_cpus
                 )?;
             }
         }
@@ -268,7 +282,7 @@ fn record(seg: &mut Segment, file: &std::path::Path, args: &Args) -> Result<(), 
             epoch: format!("{:#018x}", snap.epoch),
             generation: snap.generation,
             counters,
-            damon: damon.iter().map(Into::into).collect(),
+            damon: damon.aggregations.iter().map(Into::into).collect(),
         };
         writeln!(f, "{}", perfabi::record::to_line(&line))?;
         if args.count.is_some_and(|c| n >= c) {
@@ -321,8 +335,9 @@ fn print_info(out: &mut impl Write, info: &perfabi_reader::SegmentInfo) -> io::R
     )
 }
 
-fn damon_json(aggs: &[perfabi_reader::Aggregation], dropped: u64) -> serde_json::Value {
-    let list: Vec<_> = aggs
+fn damon_json(read: &perfabi_reader::DamonRead, dropped: u64) -> serde_json::Value {
+    let list: Vec<_> = read
+        .aggregations
         .iter()
         .map(|a| {
             serde_json::json!({
@@ -338,20 +353,50 @@ fn damon_json(aggs: &[perfabi_reader::Aggregation], dropped: u64) -> serde_json:
             })
         })
         .collect();
-    serde_json::json!({ "aggregations": list, "dropped_regions": dropped })
+    serde_json::json!({
+        "aggregations": list,
+        "dropped_regions": dropped,
+        "busy_cpus": read.busy_cpus,
+    })
 }
 
 /// Prints per-second rates of every counter (and the level of every instant
 /// value) each `secs` seconds.
 fn watch(seg: &mut Segment, out: &mut impl Write, args: &Args, secs: f64) -> Result<(), Failure> {
     let period = Duration::from_secs_f64(secs);
-    let mut prev = seg.snapshot()?;
+    let mut prev = Snapshot::default();
     let mut prev_t = Instant::now();
     let mut cur = Snapshot::default();
     let mut n = 0u64;
+    // A busy writer costs a sample, never the watch: the sample is skipped,
+    // said so, and the next one taken on time.
+    let mut started = false;
+    while !started {
+        match seg.snapshot_into(&mut prev) {
+            Ok(()) => started = true,
+            Err(e @ Error::Busy(_)) => skipped(out, args, &e)?,
+            Err(e) => return Err(e.into()),
+        }
+        prev_t = Instant::now();
+        if !started {
+            std::thread::sleep(period);
+        }
+    }
     loop {
         std::thread::sleep(period.saturating_sub(prev_t.elapsed()));
-        seg.snapshot_into(&mut cur)?;
+        match seg.snapshot_into(&mut cur) {
+            Ok(()) => {}
+            Err(e @ Error::Busy(_)) => {
+                skipped(out, args, &e)?;
+                n += 1;
+                if args.count.is_some_and(|c| n >= c) {
+                    return Ok(());
+                }
+                std::thread::sleep(period);
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        }
         let now = Instant::now();
         let dt = now.duration_since(prev_t).as_secs_f64();
         let rows: Vec<(String, String, f64)> = cur
@@ -405,4 +450,14 @@ fn watch(seg: &mut Segment, out: &mut impl Write, args: &Args, secs: f64) -> Res
             return Ok(());
         }
     }
+}
+
+/// Says that a --watch sample was skipped, and why.
+fn skipped(out: &mut impl Write, args: &Args, e: &Error) -> io::Result<()> {
+    if args.json {
+        writeln!(out, "{}", serde_json::json!({ "skipped": e.to_string() }))?;
+    } else {
+        writeln!(out, "--- sample skipped: {e} ---")?;
+    }
+    out.flush()
 }
