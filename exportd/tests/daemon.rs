@@ -221,7 +221,7 @@ fn replay_publishes_exactly_the_records_regions() {
         }
         last = n;
     }
-    let aggs = seg.damon().unwrap();
+    let aggs = seg.damon().unwrap().aggregations;
     assert_eq!(aggs.len(), 1, "one (kdamond, target) in the record");
     let a = &aggs[0];
     assert_eq!((a.monitor_id, a.target_id, a.aggregation), (160, 0, last));
@@ -311,7 +311,7 @@ fn replay_of_a_damo_record_publishes_its_snapshots() {
         );
         std::thread::sleep(Duration::from_millis(50));
     };
-    let aggs = seg.damon().unwrap();
+    let aggs = seg.damon().unwrap().aggregations;
     assert_eq!(aggs.len(), 1);
     let a = &aggs[0];
     // damo does not record the kdamond's thread: its index is the monitor.
@@ -330,4 +330,94 @@ fn replay_of_a_damo_record_publishes_its_snapshots() {
         got.len()
     );
     stop(child);
+}
+
+/// A recording whose second aggregation is malformed (overlapping regions)
+/// and whose third changes the intervals: the replay skips the bad one,
+/// counts it, logs it once, goes on, and publishes each aggregation with its
+/// own intervals.
+#[test]
+fn a_bad_aggregation_is_skipped_and_counted_and_each_keeps_its_intervals() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let rec = dir.path().join("rec.jsonl");
+    let region = |start, end| perfabi::damon::Region {
+        start,
+        end,
+        nr_accesses: 4,
+        age: 1,
+    };
+    let agg = |n, sample_us, aggr_us, regions| perfabi::record::RecordedAggregation {
+        monitor_id: 5,
+        target_id: 1,
+        aggregation: n,
+        sample_us,
+        aggr_us,
+        regions,
+    };
+    let line = |t_ns, a| {
+        perfabi::record::to_line(&perfabi::record::Snapshot {
+            t_ns,
+            epoch: "0x1".into(),
+            generation: 1,
+            counters: Default::default(),
+            damon: vec![a],
+        })
+    };
+    let text = [
+        line(0, agg(1, 5_000, 100_000, vec![region(0, 4096)])),
+        line(
+            100_000_000,
+            agg(
+                2,
+                5_000,
+                100_000,
+                vec![region(0, 8192), region(4096, 12288)],
+            ),
+        ),
+        line(
+            200_000_000,
+            agg(
+                3,
+                10_000,
+                200_000,
+                vec![region(0, 4096), region(4096, 8192)],
+            ),
+        ),
+    ]
+    .join("\n");
+    std::fs::write(&rec, text).unwrap();
+    let child = replay_once_fast(&path, &rec);
+    let mut seg = Segment::open(&path).unwrap();
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let published = seg.counter("exportd.damon_aggregations").unwrap().total;
+        let rejected = seg
+            .counter("exportd.damon_rejected_aggregations")
+            .unwrap()
+            .total;
+        if published + rejected == 3 {
+            assert_eq!((published, rejected), (2, 1));
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "{published} published, {rejected} rejected"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let aggs = seg.damon().unwrap().aggregations;
+    assert_eq!(
+        aggs[0].regions.len(),
+        2,
+        "the third aggregation is the latest"
+    );
+    assert_eq!(
+        (aggs[0].intervals.sample_us, aggs[0].intervals.aggr_us),
+        (10_000, 200_000)
+    );
+    let out = stop(child);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(log.matches("skipped an aggregation").count(), 1, "{log}");
+    assert!(!log.contains("DAMON source stopped"), "{log}");
 }

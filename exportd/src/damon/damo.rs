@@ -47,7 +47,6 @@ pub fn parse(bytes: &[u8], limit: u64) -> Result<Record, String> {
     };
     let records: Vec<Value> =
         serde_json::from_slice(bytes).map_err(|e| format!("damo json record: {e}"))?;
-    let mut intervals = None;
     let mut out = Vec::new();
     for (i, rec) in records.iter().enumerate() {
         let at = |what: &str| format!("damo record {i}: {what}");
@@ -55,16 +54,9 @@ pub fn parse(bytes: &[u8], limit: u64) -> Result<Record, String> {
             .map_err(|e| at(&e))?
             .unwrap_or(0);
         let target = number(rec.get("target_id")).map_err(|e| at(&format!("target_id: {e}")))?;
-        if let Some(iv) = rec.get("intervals").filter(|v| !v.is_null()) {
-            let us = |k: &str| -> Result<u32, String> {
-                let v = time_us(iv.get(k)).map_err(|e| at(&format!("intervals.{k}: {e}")))?;
-                u32::try_from(v).map_err(|_| at(&format!("intervals.{k}: {v} is too large")))
-            };
-            intervals.get_or_insert(Intervals {
-                sample_us: us("sample")?,
-                aggr_us: us("aggr")?,
-            });
-        }
+        // Each record (and each snapshot, where damo stamps them) carries
+        // its own intervals: they may change within a recording.
+        let intervals = intervals_of(rec.get("intervals")).map_err(|e| at(&e))?;
         let snapshots = rec
             .get("snapshots")
             .and_then(Value::as_array)
@@ -80,10 +72,14 @@ pub fn parse(bytes: &[u8], limit: u64) -> Result<Record, String> {
                 .enumerate()
                 .map(|(k, r)| region(r).map_err(|e| at(&format!("region {k}: {e}"))))
                 .collect::<Result<Vec<_>, _>>()?;
+            let intervals = intervals_of(s.get("intervals"))
+                .map_err(|e| at(&e))?
+                .or(intervals);
             out.push(RecordedAggregation {
                 at_ns: end_time,
                 monitor,
                 target,
+                intervals,
                 regions,
             });
         }
@@ -93,10 +89,23 @@ pub fn parse(bytes: &[u8], limit: u64) -> Result<Record, String> {
     for a in &mut out {
         a.at_ns -= t0;
     }
-    Ok(Record {
-        intervals,
-        aggregations: out,
-    })
+    Ok(Record { aggregations: out })
+}
+
+/// A damo `intervals` object (`sample`, `aggr`), absent or `null` if damo did
+/// not know them.
+fn intervals_of(v: Option<&Value>) -> Result<Option<Intervals>, String> {
+    let Some(iv) = v.filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let us = |k: &str| -> Result<u32, String> {
+        let v = time_us(iv.get(k)).map_err(|e| format!("intervals.{k}: {e}"))?;
+        u32::try_from(v).map_err(|_| format!("intervals.{k}: {v} is too large"))
+    };
+    Ok(Some(Intervals {
+        sample_us: us("sample")?,
+        aggr_us: us("aggr")?,
+    }))
 }
 
 fn region(r: &Value) -> Result<Region, String> {
@@ -177,7 +186,10 @@ mod tests {
     fn damo_s_own_conversion_of_the_shipped_trace_gives_the_same_aggregations() {
         let damo = parse(SHIPPED, LIMIT).unwrap();
         let trace = super::super::text::parse(TRACE);
-        assert_eq!(damo.intervals, None, "damo did not know them");
+        assert!(
+            damo.aggregations.iter().all(|a| a.intervals.is_none()),
+            "damo did not know them"
+        );
         assert_eq!(damo.aggregations.len(), 17);
         assert_eq!(damo.aggregations.len(), trace.aggregations.len());
         for (d, t) in damo.aggregations.iter().zip(&trace.aggregations) {
@@ -209,11 +221,35 @@ mod tests {
               "regions": [{"start": 4096, "end": 8192, "nr_accesses": 7, "age": 2}]}]}]"#;
         let r = parse(old, LIMIT).unwrap();
         assert_eq!(
-            r.intervals,
+            r.aggregations[0].intervals,
             Some(Intervals {
                 sample_us: 5000,
                 aggr_us: 100_000
             })
+        );
+        // Intervals changed in the middle of a recording: each snapshot
+        // keeps its own.
+        let changing = br#"[{"target_id": 1, "intervals": {"sample": 5000, "aggr": 100000},
+            "snapshots": [
+              {"end_time": 100000000, "regions": [{"start": 0, "end": 4096, "nr_accesses": 20, "age": 0}]},
+              {"end_time": 300000000, "intervals": {"sample": 10000, "aggr": 200000},
+               "regions": [{"start": 0, "end": 4096, "nr_accesses": 20, "age": 0}]}]},
+            {"target_id": 2, "intervals": {"sample": 1000, "aggr": 50000},
+             "snapshots": [{"end_time": 200000000,
+               "regions": [{"start": 0, "end": 4096, "nr_accesses": 1, "age": 0}]}]}]"#;
+        let changed = parse(changing, LIMIT).unwrap();
+        let ivs: Vec<_> = changed
+            .aggregations
+            .iter()
+            .map(|a| (a.target, a.intervals.map(|i| (i.sample_us, i.aggr_us))))
+            .collect();
+        assert_eq!(
+            ivs,
+            [
+                (1, Some((5000, 100_000))),
+                (2, Some((1000, 50_000))),
+                (1, Some((10_000, 200_000)))
+            ]
         );
         assert_eq!(r.aggregations[0].target, 3);
         assert_eq!(r.aggregations[0].regions[0].nr_accesses, 7);

@@ -31,18 +31,27 @@ use perfabi::Semantics;
 /// The counters every DAMON source keeps beside the regions it publishes.
 pub struct Published {
     aggregations: InstanceId,
+    rejected: InstanceId,
     lost_events: (InstanceId, Cell<u64>),
     unfinished: (InstanceId, Cell<u64>),
+    /// Whether a rejected aggregation was logged already (once is enough:
+    /// the counter says how many followed).
+    rejected_logged: Cell<bool>,
 }
 
 impl Published {
     /// How many instances [`add`](Self::add) registers.
-    pub const INSTANCES: usize = 3;
+    pub const INSTANCES: usize = 4;
 
     /// Registers the counters in `w`.
     pub fn add(w: &Writer) -> Result<Published, perfabi::Error> {
         Ok(Published {
             aggregations: w.add("exportd.damon_aggregations", "count", Semantics::Counter)?,
+            rejected: w.add(
+                "exportd.damon_rejected_aggregations",
+                "count",
+                Semantics::Counter,
+            )?,
             lost_events: (
                 w.add("exportd.damon_lost_events", "count", Semantics::Counter)?,
                 Cell::new(0),
@@ -55,10 +64,14 @@ impl Published {
                 )?,
                 Cell::new(0),
             ),
+            rejected_logged: Cell::new(false),
         })
     }
 
-    /// Publishes one complete aggregation and counts it.
+    /// Publishes one complete aggregation and counts it. One the segment
+    /// refuses (malformed, or more regions than a ring holds) is skipped and
+    /// counted in `exportd.damon_rejected_aggregations`, the first logged:
+    /// a source never stops for one bad aggregation.
     pub fn publish(
         &self,
         w: &Writer,
@@ -66,10 +79,23 @@ impl Published {
         target: u64,
         iv: Intervals,
         regions: &[Region],
-    ) -> Result<(), String> {
-        w.publish_damon(monitor, target, iv, regions)
-            .map_err(|e| format!("publishing {} regions: {e}", regions.len()))?;
-        w.adjust(self.aggregations, 1).map_err(|e| e.to_string())
+    ) {
+        match w.publish_damon(monitor, target, iv, regions) {
+            Ok(_) => {
+                let _ = w.adjust(self.aggregations, 1);
+            }
+            Err(e) => {
+                let _ = w.adjust(self.rejected, 1);
+                if !self.rejected_logged.replace(true) {
+                    eprintln!(
+                        "perfabi-exportd: DAMON: skipped an aggregation of {} regions (monitor {monitor}, \
+                         target {target}): {e}; counting such skips in \
+                         exportd.damon_rejected_aggregations without logging them",
+                        regions.len()
+                    );
+                }
+            }
+        }
     }
 
     /// Brings the count of events the kernel dropped up to `total`.

@@ -22,6 +22,9 @@ pub struct RecordedAggregation {
     pub monitor: u64,
     /// DAMON target id.
     pub target: u64,
+    /// The intervals the regions were measured with, if the record says
+    /// (each aggregation its own: they may change in the middle of a record).
+    pub intervals: Option<Intervals>,
     /// Regions in address order.
     pub regions: Vec<Region>,
 }
@@ -29,8 +32,6 @@ pub struct RecordedAggregation {
 /// A parsed record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record {
-    /// Intervals named by the record, if any.
-    pub intervals: Option<Intervals>,
     /// Complete aggregations in time order.
     pub aggregations: Vec<RecordedAggregation>,
 }
@@ -48,20 +49,17 @@ pub fn parse(bytes: &[u8], limit: u64) -> Result<Record, String> {
         .map_err(|_| "neither text nor a damo record (json or json_compressed)".to_string())?;
     if text.trim_start().starts_with('{') {
         let aggs = perfabi::record::aggregations(text)?;
-        let intervals = aggs.first().map(|(_, a)| a.intervals());
         let aggregations = aggs
             .into_iter()
             .map(|(at_ns, a)| RecordedAggregation {
                 at_ns,
                 monitor: a.monitor_id,
                 target: a.target_id,
+                intervals: Some(a.intervals()),
                 regions: a.regions,
             })
             .collect();
-        return Ok(Record {
-            intervals,
-            aggregations,
-        });
+        return Ok(Record { aggregations });
     }
     Ok(super::text::parse(text))
 }
@@ -77,8 +75,10 @@ pub fn run(
     counters: &super::Published,
     stop: &dyn Fn() -> bool,
 ) -> Result<u64, String> {
-    let iv = record.intervals.unwrap_or(default_intervals);
-    let span = record.aggregations.last().map_or(0, |a| a.at_ns) + u64::from(iv.aggr_us) * 1000;
+    let last = record.aggregations.last();
+    let span = last.map_or(0, |a| {
+        a.at_ns + u64::from(a.intervals.unwrap_or(default_intervals).aggr_us) * 1000
+    });
     let start = Instant::now();
     let mut published = 0u64;
     for round in 0u64.. {
@@ -90,7 +90,8 @@ pub fn run(
                 }
                 std::thread::sleep((due - start.elapsed()).min(Duration::from_millis(50)));
             }
-            counters.publish(w, a.monitor, a.target, iv, &a.regions)?;
+            let iv = a.intervals.unwrap_or(default_intervals);
+            counters.publish(w, a.monitor, a.target, iv, &a.regions);
             published += 1;
         }
         if !repeat || record.aggregations.is_empty() || stop() {
@@ -138,13 +139,11 @@ mod recording_tests {
         ]
         .join("\n");
         let r = parse(text.as_bytes(), DEFAULT_MAX_RECORD_BYTES).unwrap();
-        assert_eq!(
-            r.intervals,
-            Some(Intervals {
+        assert!(r.aggregations.iter().all(|a| a.intervals
+            == Some(Intervals {
                 sample_us: 1000,
                 aggr_us: 50_000
-            })
-        );
+            })));
         assert_eq!(r.aggregations.len(), 2);
         assert_eq!(
             (r.aggregations[1].at_ns, r.aggregations[1].monitor),

@@ -229,7 +229,7 @@ impl OwnKdamond {
                 ));
                 continue;
             }
-            counters.publish(w, self.pid, 0, self.intervals, &regions)?;
+            counters.publish(w, self.pid, 0, self.intervals, &regions);
             last = Some(regions);
         }
         Ok(())

@@ -158,7 +158,7 @@ impl TracepointSource {
             for a in self.poll(Duration::from_millis(50))? {
                 let iv = intervals_of(Path::new(super::sysfs::ADMIN), a.monitor)
                     .unwrap_or(default_intervals);
-                counters.publish(w, a.monitor, a.target, iv, &a.regions)?;
+                counters.publish(w, a.monitor, a.target, iv, &a.regions);
             }
             counters.lost(w, self.lost)?;
             counters.dropped(w, self.asm.dropped)?;
