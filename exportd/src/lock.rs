@@ -12,12 +12,13 @@
 //! again), and the daemon checks that it still does at every interval. The
 //! file is removed when the lock is released.
 
+use std::ffi::{OsStr, OsString};
 use std::fs::{File, Permissions};
 use std::io::{Read, Seek, Write};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use perfabi::safe_open::{self, Access, PathError};
+use perfabi::safe_open::{Access, FileId, Folder, PathError};
 use rustix::fs::{flock, FlockOperation};
 
 /// Why the lock could not be taken.
@@ -56,8 +57,10 @@ impl std::fmt::Display for LockError {
 /// The held lock (released, and its file removed, when dropped).
 pub struct PathLock {
     _file: File,
+    folder: Folder,
+    name: OsString,
     path: PathBuf,
-    id: (u64, u64),
+    id: FileId,
 }
 
 impl PathLock {
@@ -66,19 +69,18 @@ impl PathLock {
         let mut name = segment.as_os_str().to_owned();
         name.push(".lock");
         let path = PathBuf::from(name);
+        let refused = |e: PathError| match e.io() {
+            Some(io) => LockError::Io(format!("cannot open lock file {}: {io}", path.display())),
+            None => LockError::Refused(e),
+        };
         let io = |what: &str, e: std::io::Error| {
             LockError::Io(format!("lock file {}: {what}: {e}", path.display()))
         };
+        let (folder, name) = Folder::of(&path).map_err(refused)?;
         for _ in 0..16 {
-            let (mut f, _) =
-                safe_open::open_private(&path, Access::ReadWrite, 0o600).map_err(|e| {
-                    match e.io() {
-                        Some(io) => {
-                            LockError::Io(format!("cannot open lock file {}: {io}", path.display()))
-                        }
-                        None => LockError::Refused(e),
-                    }
-                })?;
+            let (mut f, _) = folder
+                .open_private(&name, Access::ReadWrite, 0o600)
+                .map_err(refused)?;
             // 0600 whatever the umask (an older lock of this user may be 0644).
             f.set_permissions(Permissions::from_mode(0o600))
                 .map_err(|e| io("chmod", e))?;
@@ -92,14 +94,19 @@ impl PathLock {
                 }
                 Err(e) => return Err(io("flock", e.into())),
             }
-            let md = f.metadata().map_err(|e| io("fstat", e))?;
-            let id = (md.dev(), md.ino());
-            if same_file(&path, id) {
+            let id = FileId::of(&f.metadata().map_err(|e| io("fstat", e))?);
+            if same_file(&folder, &name, id) {
                 f.set_len(0)
                     .and_then(|()| f.rewind())
                     .and_then(|()| writeln!(f, "{}", std::process::id()))
                     .map_err(|e| io("write", e))?;
-                return Ok(Self { _file: f, path, id });
+                return Ok(Self {
+                    _file: f,
+                    folder,
+                    name,
+                    path,
+                    id,
+                });
             }
             // Removed or replaced between open and flock: try again.
         }
@@ -117,22 +124,25 @@ impl PathLock {
     /// Whether the lock file is still at its path: if someone removed or
     /// replaced it, another daemon could lock the path anew.
     pub fn still_held(&self) -> bool {
-        same_file(&self.path, self.id)
+        same_file(&self.folder, &self.name, self.id)
     }
 }
 
 impl Drop for PathLock {
     fn drop(&mut self) {
         // Removed while still locked, and only if it is still ours, so that
-        // a daemon starting now locks a new file, never this one.
+        // a daemon starting now locks a new file, never this one. (Between
+        // the check and the removal only this user or root could swap it.)
         if self.still_held() {
-            let _ = std::fs::remove_file(&self.path);
+            let _ = self.folder.unlink(&self.name);
         }
     }
 }
 
-fn same_file(path: &Path, id: (u64, u64)) -> bool {
-    std::fs::symlink_metadata(path).is_ok_and(|m| (m.dev(), m.ino()) == id)
+fn same_file(folder: &Folder, name: &OsStr, id: FileId) -> bool {
+    folder
+        .stat(name)
+        .is_ok_and(|e| e.is_some_and(|e| e.id == id))
 }
 
 /// The pid a held lock file names, if it holds a plain number (its content

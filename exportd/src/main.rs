@@ -147,6 +147,7 @@ fn configure(args: &Args) -> Result<Plan, Fail> {
     let record = match &args.replay {
         Some(f) => {
             let mut bytes = Vec::new();
+            // The file may grow after it was measured: read at most the limit.
             perfabi::safe_open::open_input(f, limit)
                 .map_err(|e| match e.problem {
                     perfabi::safe_open::Problem::TooLarge { .. } => {
@@ -154,8 +155,15 @@ fn configure(args: &Args) -> Result<Plan, Fail> {
                     }
                     _ => bad(format!("--replay: {e}")),
                 })?
+                .take(limit + 1)
                 .read_to_end(&mut bytes)
                 .map_err(|e| bad(format!("--replay {}: {e}", f.display())))?;
+            if bytes.len() as u64 > limit {
+                return Err(bad(format!(
+                    "--replay {}: it grew past the limit of {limit} bytes while being read",
+                    f.display()
+                )));
+            }
             let r = damon::replay::parse(&bytes, limit)
                 .map_err(|e| bad(format!("--replay {}: {e}", f.display())))?;
             if r.aggregations.is_empty() {
@@ -250,8 +258,9 @@ fn configure(args: &Args) -> Result<Plan, Fail> {
     })
 }
 
-/// `--path` must name a file (not a folder) in a folder that exists and in
-/// which other users cannot replace files.
+/// `--path` must name a file (not a folder) in a folder that exists, is
+/// reached through no other user's symbolic link, and in which other users
+/// cannot replace files.
 fn check_path(path: &Path) -> Result<(), String> {
     let shown = path.display();
     if path.as_os_str().as_bytes().ends_with(b"/") || path.file_name().is_none() {
@@ -259,14 +268,18 @@ fn check_path(path: &Path) -> Result<(), String> {
             "--path {shown}: names a folder, not a segment file"
         ));
     }
-    if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+    let (folder, name) =
+        perfabi::safe_open::Folder::of(path).map_err(|e| format!("--path: {e}"))?;
+    if folder
+        .stat(&name)
+        .map_err(|e| format!("--path {shown}: {e}"))?
+        .is_some_and(|e| e.kind == perfabi::safe_open::FileKind::Directory)
+    {
         return Err(format!("--path {shown}: is a folder, not a segment file"));
     }
-    let dir = perfabi::safe_open::folder_of(path);
-    if !dir.is_dir() {
-        return Err(format!("--path {shown}: its folder does not exist"));
-    }
-    perfabi::safe_open::check_folder(dir).map_err(|e| format!("--path {shown}: {e}"))
+    folder
+        .check_private()
+        .map_err(|e| format!("--path {shown}: {e}"))
 }
 
 /// 2–5: locks the path, opens the DAMON source, creates the segment, then
@@ -308,12 +321,7 @@ fn run(args: &Args, plan: Plan) -> Result<(), Fail> {
         signal_hook::flag::register(sig, stop.clone())
             .map_err(|e| (1u8, format!("cannot handle signals: {e}")))?;
     }
-    let w = Arc::new(Writer::create(&args.path, &config).map_err(|e| {
-        (
-            1u8,
-            format!("cannot create segment {}: {e}", args.path.display()),
-        )
-    })?);
+    let w = Arc::new(Writer::create(&args.path, &config).map_err(|e| (1u8, e.to_string()))?);
     let refreshes = w
         .add("exportd.refreshes", "count", Semantics::Counter)
         .map_err(|e| (1u8, e.to_string()))?;

@@ -289,6 +289,11 @@ pub const INSTANCE_ENTRY_WORDS: usize = INSTANCE_ENTRY_SIZE / 8;
 /// Number of 8-byte words in [`Header`] (ABI 1.0).
 pub const HEADER_WORDS: usize = HEADER_SIZE_V1_0 / 8;
 
+/// A header from its bytes (read with `pread` from a file, say).
+pub fn header_from_bytes(b: &[u8; HEADER_SIZE_V1_0]) -> Header {
+    bytemuck::pod_read_unaligned(b)
+}
+
 /// A header from the words it was copied out of a segment with.
 pub fn header_from_words(words: [u64; HEADER_WORDS]) -> Header {
     bytemuck::cast(words)

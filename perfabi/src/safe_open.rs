@@ -4,23 +4,31 @@
 //! such as `/dev/shm`, next to files of other users. Every path is therefore
 //! untrusted (`spec/PERFABI.md` §11):
 //!
-//! * the last component is never followed if it is a symbolic link
-//!   (`O_NOFOLLOW`), so a planted link cannot redirect a write (or a read) to
-//!   a file of the victim's choosing;
+//! * a path is resolved one component at a time from a descriptor
+//!   ([`Folder`]); a symbolic link on the way is followed only if root or
+//!   the caller owns it, so a link another user planted (`/dev/shm/app ->
+//!   /root`) cannot lead a root process into a folder of the attacker's
+//!   choosing, and the last component is never followed (`O_NOFOLLOW`);
+//! * every later operation is relative to the folder's descriptor
+//!   (`openat`, `renameat`, `unlinkat`), so the folder cannot be swapped
+//!   between a check and a use;
 //! * nothing blocks in `open` (`O_NONBLOCK`, `O_NOCTTY`): a FIFO or a
-//!   terminal is refused after `fstat`, not waited on;
-//! * the type is checked on the open descriptor, before any use, and the
-//!   path is looked at with `lstat` first so that special files (a tape
-//!   that rewinds on open, a FIFO) are refused without being opened;
+//!   terminal is refused after `fstat`, not waited on, and special files
+//!   are refused from `fstatat` before they are opened at all;
 //! * a file that is written (a lock, a recording) must belong to the
 //!   caller and have no other hard link, so a planted file or a link to
 //!   another user's file is never truncated or appended to.
 
-use std::fs::{File, Metadata, OpenOptions};
+use std::ffi::{OsStr, OsString};
+use std::fs::{File, Metadata};
 use std::io;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Component, Path, PathBuf};
 use std::prelude::rust_2021::*;
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat, CWD};
 
 /// What kind of file a path names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,21 +52,19 @@ pub enum FileKind {
 impl FileKind {
     /// The kind of the file `md` describes.
     pub fn of(md: &Metadata) -> Self {
-        let t = md.file_type();
-        if t.is_symlink() {
-            Self::Symlink
-        } else if t.is_dir() {
-            Self::Directory
-        } else if t.is_fifo() {
-            Self::Fifo
-        } else if t.is_socket() {
-            Self::Socket
-        } else if t.is_char_device() {
-            Self::CharDevice
-        } else if t.is_block_device() {
-            Self::BlockDevice
-        } else {
-            Self::Regular
+        Self::of_mode(md.mode())
+    }
+
+    /// The kind of a file of mode `st_mode`.
+    pub fn of_mode(mode: u32) -> Self {
+        match FileType::from_raw_mode(mode as _) {
+            FileType::Symlink => Self::Symlink,
+            FileType::Directory => Self::Directory,
+            FileType::Fifo => Self::Fifo,
+            FileType::Socket => Self::Socket,
+            FileType::CharacterDevice => Self::CharDevice,
+            FileType::BlockDevice => Self::BlockDevice,
+            _ => Self::Regular,
         }
     }
 
@@ -76,11 +82,40 @@ impl FileKind {
     }
 }
 
+/// The identity of a file: (device, inode).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FileId {
+    /// Device.
+    pub dev: u64,
+    /// Inode.
+    pub ino: u64,
+}
+
+impl FileId {
+    /// The identity of the file `md` describes.
+    pub fn of(md: &Metadata) -> Self {
+        Self {
+            dev: md.dev(),
+            ino: md.ino(),
+        }
+    }
+
+    fn of_stat(st: &Stat) -> Self {
+        Self {
+            dev: st.st_dev,
+            ino: st.st_ino,
+        }
+    }
+}
+
 /// Why a path was refused.
 #[derive(Debug)]
 pub enum Problem {
     /// The last component is a symbolic link.
     Symlink,
+    /// A folder on the way is reached through a symbolic link of another
+    /// user (its owner).
+    ForeignLink(u32),
     /// The file is of a kind this use does not accept.
     Kind(FileKind),
     /// A file to be written belongs to another user.
@@ -110,6 +145,8 @@ pub enum Problem {
     },
     /// The path changed between the check and the open (raced).
     Changed,
+    /// The caller's own check refused the file (it says why).
+    Refused,
     /// The system call failed.
     Io(io::Error),
 }
@@ -138,6 +175,12 @@ impl PathError {
             _ => None,
         }
     }
+
+    /// Whether nothing exists at the path.
+    pub fn not_found(&self) -> bool {
+        self.io()
+            .is_some_and(|e| e.kind() == io::ErrorKind::NotFound)
+    }
 }
 
 impl std::fmt::Display for PathError {
@@ -147,6 +190,11 @@ impl std::fmt::Display for PathError {
             Problem::Symlink => write!(
                 f,
                 "refusing {p}: it is a symbolic link (give the real path; links are not followed)"
+            ),
+            Problem::ForeignLink(uid) => write!(
+                f,
+                "refusing {p}: the way to it goes through a symbolic link of uid {uid} \
+                 (links are followed only if root or this user owns them)"
             ),
             Problem::Kind(k) => write!(f, "refusing {p}: it is {}", k.describe()),
             Problem::Owner { uid, expected } => write!(
@@ -171,6 +219,7 @@ impl std::fmt::Display for PathError {
                 )
             }
             Problem::Changed => write!(f, "refusing {p}: it was replaced while being opened"),
+            Problem::Refused => write!(f, "refusing {p}"),
             Problem::Io(e) => write!(f, "cannot use {p}: {e}"),
         }
     }
@@ -187,53 +236,298 @@ pub fn euid() -> u32 {
     rustix::process::geteuid().as_raw()
 }
 
-fn flags() -> i32 {
-    libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC
+/// Flags of every open here: no link followed, no blocking, no terminal.
+fn safe() -> OFlags {
+    OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC
 }
 
-/// Opens `path` for reading without following a final symbolic link and
-/// without blocking, if its kind is one of `accept` (checked with `lstat`
-/// before opening, and again on the descriptor). Returns the file and its
-/// metadata.
-pub fn open_read(path: &Path, accept: &[FileKind]) -> Result<(File, Metadata), PathError> {
-    let err = |p| PathError::new(path, p);
-    let before = std::fs::symlink_metadata(path).map_err(|e| err(Problem::Io(e)))?;
-    let kind = FileKind::of(&before);
-    if kind == FileKind::Symlink {
-        return Err(err(Problem::Symlink));
-    }
-    if !accept.contains(&kind) {
-        return Err(err(Problem::Kind(kind)));
-    }
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(flags())
-        .open(path)
-        .map_err(|e| err(open_problem(e)))?;
-    let md = file.metadata().map_err(|e| err(Problem::Io(e)))?;
-    if (md.dev(), md.ino()) != (before.dev(), before.ino()) {
-        return Err(err(Problem::Changed));
-    }
-    Ok((file, md))
+/// Most symbolic links followed while resolving one path.
+const MAX_LINKS: u32 = 40;
+
+/// An open folder: everything below happens relative to its descriptor.
+#[derive(Debug)]
+pub struct Folder {
+    fd: OwnedFd,
+    path: PathBuf,
 }
 
-/// [`open_read`] for a regular file of at most `limit` bytes (an input such
-/// as a recording): a FIFO, a device or an oversized file is refused.
-pub fn open_input(path: &Path, limit: u64) -> Result<File, PathError> {
-    let (file, md) = open_read(path, &[FileKind::Regular])?;
-    if md.len() > limit {
-        return Err(PathError::new(
-            path,
-            Problem::TooLarge {
-                len: md.len(),
-                limit,
-            },
-        ));
+impl Folder {
+    /// Opens the folder `dir`, one component at a time; a symbolic link on
+    /// the way is followed only if root or the caller owns it.
+    pub fn open(dir: &Path) -> Result<Folder, PathError> {
+        let err = |p| PathError::new(dir, p);
+        let io = |e: rustix::io::Errno| err(Problem::Io(e.into()));
+        let start = if dir.is_absolute() { "/" } else { "." };
+        let dirflags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let mut fd = rustix::fs::openat(CWD, start, dirflags, Mode::empty()).map_err(io)?;
+        let mut todo: std::collections::VecDeque<OsString> = components(dir);
+        let mut links = 0;
+        while let Some(c) = todo.pop_front() {
+            let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            let next = rustix::fs::openat(&fd, c.as_os_str(), flags, Mode::empty()).map_err(io)?;
+            let st = rustix::fs::fstat(&next).map_err(io)?;
+            match FileKind::of_mode(st.st_mode as u32) {
+                FileKind::Directory => fd = next,
+                FileKind::Symlink => {
+                    if st.st_uid != 0 && st.st_uid != euid() {
+                        return Err(err(Problem::ForeignLink(st.st_uid)));
+                    }
+                    links += 1;
+                    if links > MAX_LINKS {
+                        return Err(io(rustix::io::Errno::LOOP));
+                    }
+                    let target =
+                        rustix::fs::readlinkat(&fd, c.as_os_str(), Vec::new()).map_err(io)?;
+                    let target = PathBuf::from(OsStr::from_bytes(target.as_bytes()));
+                    if target.is_absolute() {
+                        fd = rustix::fs::openat(CWD, "/", dirflags, Mode::empty()).map_err(io)?;
+                    }
+                    for t in components(&target).into_iter().rev() {
+                        todo.push_front(t);
+                    }
+                }
+                _ => return Err(io(rustix::io::Errno::NOTDIR)),
+            }
+        }
+        Ok(Folder {
+            fd,
+            path: dir.to_path_buf(),
+        })
     }
-    Ok(file)
+
+    /// The folder of `path` and the name of its last component (which must
+    /// be a name: not `..`, not empty, no trailing `/`).
+    pub fn of(path: &Path) -> Result<(Folder, OsString), PathError> {
+        let name = path
+            .file_name()
+            .filter(|_| !path.as_os_str().as_bytes().ends_with(b"/"))
+            .ok_or_else(|| {
+                PathError::new(
+                    path,
+                    Problem::Io(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "names a folder, not a file",
+                    )),
+                )
+            })?
+            .to_os_string();
+        Ok((Folder::open(folder_of(path))?, name))
+    }
+
+    /// The path it was opened as.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn shown(&self, name: &OsStr) -> PathBuf {
+        self.path.join(name)
+    }
+
+    /// Checks that other users cannot replace files in it: owned by root or
+    /// the caller, and, if group or others may write it, sticky (as
+    /// `/dev/shm` and `/tmp` are).
+    pub fn check_private(&self) -> Result<(), PathError> {
+        let err = |p| PathError::new(&self.path, p);
+        let st = rustix::fs::fstat(&self.fd).map_err(|e| err(Problem::Io(e.into())))?;
+        let mode = st.st_mode as u32 & 0o7777;
+        let open = mode & 0o022 != 0 && mode & 0o1000 == 0;
+        if open || (st.st_uid != 0 && st.st_uid != euid()) {
+            return Err(err(Problem::Folder {
+                mode,
+                uid: st.st_uid,
+            }));
+        }
+        Ok(())
+    }
+
+    /// `lstat` of `name` in it: its identity, kind, owner; `None` if there
+    /// is nothing by that name.
+    pub fn stat(&self, name: &OsStr) -> io::Result<Option<Entry>> {
+        match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => Ok(Some(Entry::of(&st))),
+            Err(rustix::io::Errno::NOENT) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Opens `name` for reading if its kind is one of `accept`, checked
+    /// before opening (special files are never opened) and again on the
+    /// descriptor. Returns the file and its metadata.
+    pub fn open_read(
+        &self,
+        name: &OsStr,
+        accept: &[FileKind],
+    ) -> Result<(File, Metadata), PathError> {
+        self.open_read_checked(name, |e| {
+            if accept.contains(&e.kind) {
+                Ok(())
+            } else {
+                Err(Problem::Kind(e.kind))
+            }
+        })
+    }
+
+    /// [`open_read`](Self::open_read) with the check `accept` made on the
+    /// `lstat` of `name` before it is opened (a link is always refused).
+    pub fn open_read_checked(
+        &self,
+        name: &OsStr,
+        accept: impl FnOnce(&Entry) -> Result<(), Problem>,
+    ) -> Result<(File, Metadata), PathError> {
+        let err = |p| PathError::new(&self.shown(name), p);
+        let before = self
+            .stat(name)
+            .map_err(|e| err(Problem::Io(e)))?
+            .ok_or_else(|| err(Problem::Io(io::ErrorKind::NotFound.into())))?;
+        if before.kind == FileKind::Symlink {
+            return Err(err(Problem::Symlink));
+        }
+        accept(&before).map_err(err)?;
+        let fd = rustix::fs::openat(&self.fd, name, OFlags::RDONLY | safe(), Mode::empty())
+            .map_err(|e| err(open_problem(e.into())))?;
+        let file = File::from(fd);
+        let md = file.metadata().map_err(|e| err(Problem::Io(e)))?;
+        if FileId::of(&md) != before.id {
+            return Err(err(Problem::Changed));
+        }
+        Ok((file, md))
+    }
+
+    /// Opens or creates (with `mode`, less the umask) a regular file to
+    /// write; it must belong to the caller and have exactly one link. A
+    /// file planted by someone else is refused, never truncated or
+    /// appended to; nothing is truncated here. Returns the file and whether
+    /// this call created it.
+    pub fn open_private(
+        &self,
+        name: &OsStr,
+        access: Access,
+        mode: u32,
+    ) -> Result<(File, bool), PathError> {
+        let err = |p| PathError::new(&self.shown(name), p);
+        let rw = match access {
+            Access::ReadWrite => OFlags::RDWR,
+            Access::Append => OFlags::WRONLY | OFlags::APPEND,
+        };
+        let mode = Mode::from_raw_mode(mode as _);
+        // Create exclusively first, to know whether the file is ours from birth.
+        let create = rw | safe() | OFlags::CREATE | OFlags::EXCL;
+        let (fd, created) = match rustix::fs::openat(&self.fd, name, create, mode) {
+            Ok(fd) => (fd, true),
+            Err(rustix::io::Errno::EXIST) => {
+                let e = self
+                    .stat(name)
+                    .map_err(|e| err(Problem::Io(e)))?
+                    .ok_or_else(|| err(Problem::Changed))?;
+                e.check_private().map_err(err)?;
+                let fd = rustix::fs::openat(&self.fd, name, rw | safe(), Mode::empty())
+                    .map_err(|e| err(open_problem(e.into())))?;
+                (fd, false)
+            }
+            Err(e) => return Err(err(open_problem(e.into()))),
+        };
+        let file = File::from(fd);
+        let md = file.metadata().map_err(|e| err(Problem::Io(e)))?;
+        Entry::of_metadata(&md).check_private().map_err(err)?;
+        Ok((file, created))
+    }
+
+    /// Creates `name` anew (`O_EXCL`: never an existing file or a link),
+    /// read-write, with `mode` less the umask.
+    pub fn create_new(&self, name: &OsStr, mode: u32) -> io::Result<File> {
+        let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | safe();
+        Ok(File::from(rustix::fs::openat(
+            &self.fd,
+            name,
+            flags,
+            Mode::from_raw_mode(mode as _),
+        )?))
+    }
+
+    /// Renames `from` to `to`, both in this folder (replacing `to`).
+    pub fn rename(&self, from: &OsStr, to: &OsStr) -> io::Result<()> {
+        Ok(rustix::fs::renameat(&self.fd, from, &self.fd, to)?)
+    }
+
+    /// Removes the file `name`.
+    pub fn unlink(&self, name: &OsStr) -> io::Result<()> {
+        Ok(rustix::fs::unlinkat(&self.fd, name, AtFlags::empty())?)
+    }
 }
 
-/// How [`open_private`] opens a file it writes.
+/// What `lstat` says of a folder entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// Its identity.
+    pub id: FileId,
+    /// Its kind.
+    pub kind: FileKind,
+    /// Its owner.
+    pub uid: u32,
+    /// Its permission bits.
+    pub mode: u32,
+    /// Its hard links.
+    pub nlink: u64,
+    /// Its device number, for a device.
+    pub rdev: u64,
+    /// Its length.
+    pub len: u64,
+    /// The 512-byte blocks allocated to it.
+    pub blocks: u64,
+}
+
+impl Entry {
+    // `struct stat`'s field types differ between targets.
+    #[allow(clippy::unnecessary_cast)]
+    fn of(st: &Stat) -> Self {
+        Self {
+            id: FileId::of_stat(st),
+            kind: FileKind::of_mode(st.st_mode as u32),
+            uid: st.st_uid,
+            mode: st.st_mode as u32 & 0o7777,
+            nlink: st.st_nlink as u64,
+            rdev: st.st_rdev,
+            len: st.st_size as u64,
+            blocks: st.st_blocks as u64,
+        }
+    }
+
+    /// The entry of an open file.
+    pub fn of_metadata(md: &Metadata) -> Self {
+        Self {
+            id: FileId::of(md),
+            kind: FileKind::of(md),
+            uid: md.uid(),
+            mode: md.mode() & 0o7777,
+            nlink: md.nlink(),
+            rdev: md.rdev(),
+            len: md.len(),
+            blocks: md.blocks(),
+        }
+    }
+
+    /// A file the caller may write: a regular file of the caller's, with
+    /// one link.
+    fn check_private(&self) -> Result<(), Problem> {
+        match self.kind {
+            FileKind::Regular => {}
+            FileKind::Symlink => return Err(Problem::Symlink),
+            k => return Err(Problem::Kind(k)),
+        }
+        if self.uid != euid() {
+            return Err(Problem::Owner {
+                uid: self.uid,
+                expected: euid(),
+            });
+        }
+        if self.nlink != 1 {
+            return Err(Problem::Links(self.nlink));
+        }
+        Ok(())
+    }
+}
+
+/// How [`Folder::open_private`] opens a file it writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
     /// Read and write (a lock file).
@@ -242,68 +536,29 @@ pub enum Access {
     Append,
 }
 
-/// Opens or creates (with `mode`, less the umask) a regular file to write,
-/// without following a final symbolic link and without blocking. The file
-/// must then belong to the caller and have exactly one link: a file planted
-/// by someone else is refused, never truncated or appended to. Nothing is
-/// truncated here. Returns the file and whether this call created it.
-pub fn open_private(path: &Path, access: Access, mode: u32) -> Result<(File, bool), PathError> {
-    let err = |p| PathError::new(path, p);
-    let mut o = OpenOptions::new();
-    match access {
-        Access::ReadWrite => o.read(true).write(true),
-        Access::Append => o.append(true),
-    };
-    o.custom_flags(flags()).mode(mode);
-    // Create exclusively first, to know whether the file is ours from birth.
-    let (file, created) = match o.clone().create_new(true).open(path) {
-        Ok(f) => (f, true),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            let before = std::fs::symlink_metadata(path).map_err(|e| err(Problem::Io(e)))?;
-            match FileKind::of(&before) {
-                FileKind::Regular => {}
-                FileKind::Symlink => return Err(err(Problem::Symlink)),
-                k => return Err(err(Problem::Kind(k))),
-            }
-            (o.open(path).map_err(|e| err(open_problem(e)))?, false)
-        }
-        Err(e) => return Err(err(open_problem(e))),
-    };
-    let md = file.metadata().map_err(|e| err(Problem::Io(e)))?;
-    match FileKind::of(&md) {
-        FileKind::Regular => {}
-        k => return Err(err(Problem::Kind(k))),
-    }
-    if md.uid() != euid() {
-        return Err(err(Problem::Owner {
-            uid: md.uid(),
-            expected: euid(),
-        }));
-    }
-    if md.nlink() != 1 {
-        return Err(err(Problem::Links(md.nlink())));
-    }
-    Ok((file, created))
+/// Opens `path` for reading as [`Folder::open_read`] does.
+pub fn open_read(path: &Path, accept: &[FileKind]) -> Result<(File, Metadata), PathError> {
+    let (folder, name) = Folder::of(path)?;
+    folder.open_read(&name, accept)
 }
 
-/// Checks that files in `dir` cannot be replaced by other users: it must be
-/// a directory owned by root or the caller, and if group or others may
-/// write it, it must be sticky (as `/dev/shm` and `/tmp` are).
-pub fn check_folder(dir: &Path) -> Result<(), PathError> {
-    let err = |p| PathError::new(dir, p);
-    let md = std::fs::metadata(dir).map_err(|e| err(Problem::Io(e)))?;
-    if !md.is_dir() {
-        return Err(err(Problem::Kind(FileKind::of(&md))));
-    }
-    let mode = md.permissions().mode() & 0o7777;
-    let open = mode & 0o022 != 0 && mode & 0o1000 == 0;
-    if open || (md.uid() != 0 && md.uid() != euid()) {
-        return Err(err(Problem::Folder {
-            mode,
-            uid: md.uid(),
-        }));
-    }
-    Ok(())
+/// Opens a regular file of at most `limit` bytes to read (an input such as
+/// a recording): a FIFO, a device or an oversized file is refused. The
+/// caller must still bound what it reads: the file may grow.
+pub fn open_input(path: &Path, limit: u64) -> Result<File, PathError> {
+    let (folder, name) = Folder::of(path)?;
+    let (file, _) = folder.open_read_checked(&name, |e| match e.kind {
+        FileKind::Regular if e.len > limit => Err(Problem::TooLarge { len: e.len, limit }),
+        FileKind::Regular => Ok(()),
+        k => Err(Problem::Kind(k)),
+    })?;
+    Ok(file)
+}
+
+/// Opens or creates a file to write as [`Folder::open_private`] does.
+pub fn open_private(path: &Path, access: Access, mode: u32) -> Result<(File, bool), PathError> {
+    let (folder, name) = Folder::of(path)?;
+    folder.open_private(&name, access, mode)
 }
 
 /// The folder of `path` (`.` for a bare file name).
@@ -312,6 +567,18 @@ pub fn folder_of(path: &Path) -> &Path {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     }
+}
+
+/// The components of `p` to resolve one by one (`..` included: it is
+/// resolved from the folder reached, like the kernel does).
+fn components(p: &Path) -> std::collections::VecDeque<OsString> {
+    p.components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_os_string()),
+            Component::ParentDir => Some(OsString::from("..")),
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => None,
+        })
+        .collect()
 }
 
 fn open_problem(e: io::Error) -> Problem {
@@ -370,6 +637,15 @@ mod tests {
         assert!(created);
         let (_, created) = open_private(&d.join("new"), Access::Append, 0o600).unwrap();
         assert!(!created);
+        // Folders reached through our own links and through `..` resolve.
+        let sub = d.join("sub");
+        std::fs::create_dir_all(&sub).unwrap();
+        let to_sub = d.join("to-sub");
+        let _ = std::fs::remove_file(&to_sub);
+        std::os::unix::fs::symlink("sub", &to_sub).unwrap();
+        assert!(open_private(&to_sub.join("../new"), Access::Append, 0o600).is_ok());
+        assert!(open_private(&d.join("to-sub/x"), Access::Append, 0o600).is_ok());
+        assert!(sub.join("x").exists());
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -8,7 +8,7 @@
 //! The guard installs a process-wide `SIGBUS` handler once. When the faulting
 //! address lies inside a registered mapping, the handler maps an anonymous
 //! zero page over the faulting page (`MAP_FIXED`), raises the mapping's
-//! `faulted` flag, and returns: the load is restarted and reads zeros. Every
+//! fault count, and returns: the load is restarted and reads zeros. Every
 //! read of the reader checks the flag afterwards and, if it is set, throws the
 //! data away and reports the truncation. A writer's mapping gets a writable
 //! zero page, so its stores land nowhere and it can notice and re-create the
@@ -24,7 +24,7 @@
 //! stores and the `mmap` system call.
 
 use std::prelude::rust_2021::*;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Once};
 
 /// Slots per chunk of the registry.
@@ -34,7 +34,8 @@ struct Slot {
     start: AtomicUsize,
     len: AtomicUsize,
     prot: AtomicUsize,
-    flag: AtomicPtr<AtomicBool>,
+    /// The fault count of the mapping's Guard (null: the slot is free).
+    flag: AtomicPtr<AtomicU64>,
 }
 
 /// A block of slots; the registry is a singly linked list of them.
@@ -93,16 +94,22 @@ fn grow() -> &'static Chunk {
 /// Keeps a mapping registered with the guard while it lives.
 pub struct Guard {
     slot: &'static Slot,
-    faulted: Arc<AtomicBool>,
+    faults: Arc<AtomicU64>,
 }
 
 impl Guard {
     /// Registers the mapping `[start, start + len)`, writable or not. Never
     /// fails: the registry grows when all its slots are taken.
-    pub fn register(start: usize, len: usize, writable: bool) -> Self {
+    ///
+    /// # Safety
+    ///
+    /// `[start, start + len)` must be a mapping that the caller owns and
+    /// that outlives the Guard: on a fault there, the handler maps a zero
+    /// page over the faulting page.
+    pub unsafe fn register(start: usize, len: usize, writable: bool) -> Self {
         install();
-        let faulted = Arc::new(AtomicBool::new(false));
-        let flag = Arc::as_ptr(&faulted) as *mut AtomicBool;
+        let faults = Arc::new(AtomicU64::new(0));
+        let flag = Arc::as_ptr(&faults) as *mut AtomicU64;
         let claim = |s: &Slot| {
             s.flag
                 .compare_exchange(
@@ -130,20 +137,20 @@ impl Guard {
         slot.len.store(len, Ordering::Release);
         // Last: the handler matches a slot by its start.
         slot.start.store(start, Ordering::Release);
-        Self { slot, faulted }
+        Self { slot, faults }
     }
 
-    /// Whether an access to this mapping hit a truncated page since it was
-    /// mapped (or since [`reset`](Self::reset)).
+    /// How many times an access to this mapping hit a truncated page (a
+    /// zero page was mapped in). It only grows: an owner that maps its range
+    /// anew compares with the count it saw just before, so a handler that
+    /// was still running for an old fault is never missed.
+    pub fn faults(&self) -> u64 {
+        self.faults.load(Ordering::Acquire)
+    }
+
+    /// Whether an access to this mapping ever hit a truncated page.
     pub fn faulted(&self) -> bool {
-        self.faulted.load(Ordering::Acquire)
-    }
-
-    /// Clears the flag. Only for the owner of a writable mapping that has
-    /// just mapped its whole range anew (so no zero page of an earlier fault
-    /// is left in it).
-    pub fn reset(&self) {
-        self.faulted.store(false, Ordering::Release);
+        self.faults() > 0
     }
 }
 
@@ -179,7 +186,9 @@ fn install() {
 }
 
 /// Maps a zero page over the faulting page if `addr` lies in a registered
-/// mapping; true if it did (the fault is handled).
+/// mapping; true if it did (the fault is handled). A slot is matched by its
+/// start and length first; its owner frees it only when nothing can fault
+/// in the mapping any more (the mapping's owner is being dropped).
 fn cover(addr: usize) -> bool {
     for s in chunks().flat_map(|c| c.slots.iter()) {
         let start = s.start.load(Ordering::Acquire);
@@ -210,7 +219,7 @@ fn cover(addr: usize) -> bool {
         if r != libc::MAP_FAILED && !flag.is_null() {
             // SAFETY: `flag` points into the Arc held by the mapping's Guard,
             // which lives as long as the registration.
-            unsafe { (*flag).store(true, Ordering::Release) };
+            unsafe { (*flag).fetch_add(1, Ordering::AcqRel) };
             return true;
         }
         return false;
@@ -220,16 +229,21 @@ fn cover(addr: usize) -> bool {
 
 extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
-    let addr = unsafe { (*info).si_addr() } as usize;
-    if cover(addr) {
+    let (code, addr) = unsafe { ((*info).si_code, (*info).si_addr() as usize) };
+    // Only a fault the kernel raised (si_code > 0: BUS_ADRERR, …) is
+    // covered; a SIGBUS sent by kill or sigqueue, whatever address it
+    // names, is not a truncation.
+    if code > 0 && cover(addr) {
         return;
     }
     // Not ours: behave as if we were not installed.
     // SAFETY: PREVIOUS was written once before any registration; reading it
     // here is a plain load. Calling the previous handler with the same
-    // arguments is what the kernel would have done.
+    // arguments is what the kernel would have done; sigaction and raise are
+    // async-signal-safe.
     unsafe {
         match *std::ptr::addr_of!(PREVIOUS) {
+            Some(old) if old.sa_sigaction == libc::SIG_IGN && code <= 0 => {}
             Some(old) if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN => {
                 if old.sa_flags & libc::SA_SIGINFO != 0 {
                     let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
@@ -239,13 +253,28 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
                     let f: extern "C" fn(libc::c_int) = std::mem::transmute(old.sa_sigaction);
                     f(sig);
                 }
+                // A handler that gave up (as Rust's own stack-overflow
+                // handler does: it restores the default and returns, relying
+                // on the fault to happen again) leaves a sent signal
+                // undelivered: deliver it as the default action would.
+                if code <= 0 {
+                    let mut cur: libc::sigaction = std::mem::zeroed();
+                    libc::sigaction(libc::SIGBUS, std::ptr::null(), &mut cur);
+                    if cur.sa_sigaction == libc::SIG_DFL {
+                        libc::raise(libc::SIGBUS);
+                    }
+                }
             }
             _ => {
-                // Restore the default action; returning re-executes the
-                // faulting load, which then terminates the process as usual.
+                // Restore the default action. A fault re-executes the
+                // faulting load, which then terminates the process as usual;
+                // a signal sent by someone is raised again, as delivered.
                 let mut sa: libc::sigaction = std::mem::zeroed();
                 sa.sa_sigaction = libc::SIG_DFL;
                 libc::sigaction(libc::SIGBUS, &sa, std::ptr::null_mut());
+                if code <= 0 {
+                    libc::raise(libc::SIGBUS);
+                }
             }
         }
     }

@@ -16,6 +16,16 @@ pub enum Error {
     /// The path's last component is a symbolic link; readers do not follow
     /// one (`spec/PERFABI.md` §11.2).
     Symlink(PathBuf),
+    /// The way to the path goes through a symbolic link of another user
+    /// (links are followed only if root or the reader's user owns them).
+    ForeignLink {
+        /// The path.
+        path: PathBuf,
+        /// The link's owner.
+        uid: u32,
+    },
+    /// The file at the path was replaced while it was being opened (retry).
+    Raced(PathBuf),
     /// The path names something that cannot be a segment: a directory, a
     /// FIFO, a socket, a block device, or a character device other than the
     /// kernel module's (`kind` says which).
@@ -89,6 +99,7 @@ impl Error {
                 | Self::Closed
                 | Self::Truncated(_)
                 | Self::HeaderChanged(_)
+                | Self::Raced(_)
                 | Self::NotFound(_)
         )
     }
@@ -100,6 +111,8 @@ impl Error {
             Self::NotFound(_) => "not-found",
             Self::Io(..) => "io",
             Self::Symlink(_) => "symlink",
+            Self::ForeignLink { .. } => "foreign-link",
+            Self::Raced(_) => "raced",
             Self::NotASegmentFile(..) => "not-a-segment-file",
             Self::Writable(..) => "writable-by-others",
             Self::Untrusted { .. } => "untrusted-owner",
@@ -128,6 +141,13 @@ impl fmt::Display for Error {
                 "refusing {}: it is a symbolic link (give the segment's own path; links are not followed)",
                 p.display()
             ),
+            Self::ForeignLink { path, uid } => write!(
+                f,
+                "refusing {}: the way to it goes through a symbolic link of uid {uid} \
+                 (links are followed only if root or this user owns them)",
+                path.display()
+            ),
+            Self::Raced(p) => write!(f, "{} was replaced while it was being opened; try again", p.display()),
             Self::NotASegmentFile(p, kind) => write!(
                 f,
                 "{} is {kind}, not a perfabi segment (a regular file, or the kernel module's /dev/perfabi)",

@@ -90,8 +90,10 @@ fn process_is(pid: u64, start_ns: u64, owner: u32) -> bool {
         (Some(started), Some(uids)) => {
             started.abs_diff(start_ns) < 1_000_000_000 && uids.contains(&owner)
         }
-        // No /proc: existence (or EPERM: another user's process) is all we know.
-        _ => r == 0 || errno == Some(libc::EPERM),
+        // /proc does not tell (not mounted, or hidepid): the claim cannot be
+        // checked, unless the writer is ours — kill(2) succeeded on a pid of
+        // a file we own. Another user's process (EPERM) proves nothing.
+        _ => r == 0 && owner == perfabi::safe_open::euid(),
     }
 }
 

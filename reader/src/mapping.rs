@@ -9,30 +9,15 @@
 
 use std::fs::{File, Metadata};
 use std::io;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::FileExt;
 
 use memmap2::{MmapOptions, MmapRaw};
 use perfabi::layout::{HEADER_EPOCH_WORD, HEADER_SIZE_V1_0, HEADER_WORDS, MAGIC_WORD};
+use perfabi::safe_open::FileId;
 use perfabi::sigbus::Guard;
 use perfabi::sync::AtomicU64;
 use perfabi::trust::Origin;
 use perfabi::Layout;
-
-/// Identity of the object behind a file descriptor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct FileId {
-    pub(crate) dev: u64,
-    pub(crate) ino: u64,
-}
-
-impl FileId {
-    pub(crate) fn of(md: &Metadata) -> Self {
-        Self {
-            dev: md.dev(),
-            ino: md.ino(),
-        }
-    }
-}
 
 /// A read-only mapping registered with the SIGBUS guard.
 struct Raw {
@@ -44,7 +29,9 @@ struct Raw {
 impl Raw {
     fn new(file: &File, len: usize) -> io::Result<Self> {
         let map = MmapOptions::new().len(len).map_raw_read_only(file)?;
-        let guard = Guard::register(map.as_ptr() as usize, map.len(), false);
+        // SAFETY: the range is `map`, owned by this Raw and dropped after
+        // the guard (field order).
+        let guard = unsafe { Guard::register(map.as_ptr() as usize, map.len(), false) };
         Ok(Self { guard, map })
     }
 
@@ -105,8 +92,10 @@ pub(crate) enum MapError {
 
 impl Mapping {
     /// Maps `file` (described by `md`, found at `origin`) read-only and
-    /// validates it, touching nothing but its first page until the segment
-    /// is known to be at most `limit` bytes and, for a file, hole-free.
+    /// validates it. A file's header is read with `pread` (which allocates
+    /// nothing, even from a hole); nothing is mapped until the segment is
+    /// known to be at most `limit` bytes and, for a file, hole-free. Only
+    /// the declared segment is mapped.
     pub(crate) fn new(
         file: File,
         md: &Metadata,
@@ -114,33 +103,24 @@ impl Mapping {
         limit: u64,
     ) -> Result<Self, MapError> {
         let id = FileId::of(md);
-        let page = page_size();
         let file_len = (origin == Origin::File).then_some(md.len());
-        // Where the file's data ends (its first hole); devices have none.
-        let data_end = match file_len {
+        let declared = match file_len {
             Some(len) => {
                 if len < HEADER_SIZE_V1_0 as u64 {
                     return Err(MapError::TooShort);
                 }
-                let end = first_hole(&file, len).map_err(MapError::Io)?;
-                if end < len.min(page as u64) {
-                    return Err(MapError::Sparse(end));
-                }
-                end
+                let mut h = [0u8; HEADER_SIZE_V1_0];
+                file.read_exact_at(&mut h, 0).map_err(MapError::Io)?;
+                let h = perfabi::layout::header_from_bytes(&h);
+                perfabi::validate_header(&h, u64::MAX).map_err(MapError::Abi)?;
+                h.segment_size
             }
-            None => u64::MAX,
+            // A device (the kernel module's): its first page tells.
+            None => {
+                let probe = Raw::new(&file, page_size()).map_err(MapError::Io)?;
+                probe.segment_size().map_err(MapError::Abi)?
+            }
         };
-        // The first page tells the declared size.
-        let probe_len = file_len.map_or(page, |len| page.min(len as usize)) & !7;
-        let probe = Raw::new(&file, probe_len).map_err(MapError::Io)?;
-        let declared = probe.segment_size().map_err(MapError::Abi)?;
-        if probe.faulted() {
-            return Err(MapError::Abi(perfabi::Error::Truncated {
-                needed: declared,
-                have: 0,
-            }));
-        }
-        drop(probe);
         if declared > limit {
             return Err(MapError::TooLarge(declared));
         }
@@ -151,21 +131,20 @@ impl Mapping {
                     have: len,
                 }));
             }
+            let hole = first_hole(&file, len).map_err(MapError::Io)?;
+            if hole < declared {
+                return Err(MapError::Sparse(hole));
+            }
         }
-        if data_end < declared {
-            return Err(MapError::Sparse(data_end));
-        }
-        // A file is mapped whole (a later minor may use more of it); only
-        // the segment's bytes are ever read.
-        let len = file_len.unwrap_or(declared);
-        let len = usize::try_from(len).map_err(|_| MapError::Abi(perfabi::Error::BadConfig))? & !7;
+        let len =
+            usize::try_from(declared).map_err(|_| MapError::Abi(perfabi::Error::BadConfig))?;
         let raw = Raw::new(&file, len).map_err(MapError::Io)?;
         let layout = *perfabi::SegmentView::new(raw.words())
             .map_err(MapError::Abi)?
             .layout();
         if raw.faulted() {
             return Err(MapError::Abi(perfabi::Error::Truncated {
-                needed: len as u64,
+                needed: declared,
                 have: 0,
             }));
         }
@@ -178,6 +157,28 @@ impl Mapping {
             file_len,
             layout,
         })
+    }
+
+    /// Whether the file now holds less than its segment: shorter than it,
+    /// or (judged from the blocks `lstat` counts, and then confirmed with
+    /// `SEEK_HOLE`) holed. Its readers would read fresh zero pages there,
+    /// allocating them.
+    pub(crate) fn lost_data(
+        &self,
+        now: &perfabi::safe_open::Entry,
+        reopen: impl FnOnce() -> Option<File>,
+    ) -> bool {
+        if self.file_len.is_none() {
+            return false;
+        }
+        let size = self.layout.segment_size as u64;
+        if now.len < size {
+            return true;
+        }
+        if now.blocks.saturating_mul(512) >= size {
+            return false;
+        }
+        reopen().is_some_and(|f| first_hole(&f, now.len).is_ok_and(|h| h < size))
     }
 
     /// A view of the segment through the protocol.

@@ -10,7 +10,7 @@ use perfabi::{Info, Instance, Snapshot};
 
 use crate::error::Error;
 use crate::liveness::{self, Liveness};
-use crate::mapping::{FileId, MapError, Mapping};
+use crate::mapping::{MapError, Mapping};
 use crate::trust::{self, Found, Trust};
 
 /// The default of [`Options::busy_timeout`]: 200 ms.
@@ -209,22 +209,24 @@ impl Segment {
         self.checked = Instant::now();
         let damaged = self.remap || self.map.faulted() || !self.map.intact();
         if let Source::Path(path) = &self.source {
-            match std::fs::symlink_metadata(path) {
-                Ok(md) => {
-                    let resized = self.map.file_len.is_some_and(|len| md.len() != len);
-                    if FileId::of(&md) != self.map.id || resized || damaged {
-                        let path = path.clone();
-                        (self.map, self.found) = map_path(&path, &self.opts)?;
-                        self.remap = false;
-                        self.names_gen = None;
-                        self.stats.remaps += 1;
-                    }
+            // The writer removed it: keep the old mapping, report the
+            // liveness it shows.
+            if let Some(now) = trust::stat_path(path)? {
+                let moved = now.id != self.map.id;
+                let resized = self.map.file_len.is_some_and(|len| now.len != len);
+                let lost = !moved
+                    && self.map.lost_data(&now, || {
+                        trust::open_path(path, &self.opts.trust)
+                            .ok()
+                            .map(|(f, ..)| f)
+                    });
+                if moved || resized || lost || damaged {
+                    let path = path.clone();
+                    (self.map, self.found) = map_path(&path, &self.opts)?;
+                    self.remap = false;
+                    self.names_gen = None;
+                    self.stats.remaps += 1;
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    // The writer removed it: keep the old mapping, report
-                    // the liveness it shows.
-                }
-                Err(e) => return Err(Error::Io(path.clone(), e)),
             }
         }
         if let Source::Fd(fd) = &self.source {

@@ -8,10 +8,10 @@
 //! file must belong to a trusted user and be writable by its owner alone.
 
 use std::fs::{File, Metadata};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use perfabi::safe_open::{self, FileKind, Problem};
+use perfabi::safe_open::{self, Entry, FileKind, Folder, Problem};
 use perfabi::trust::Origin;
 
 use crate::error::Error;
@@ -52,45 +52,109 @@ pub struct Found {
     pub owner: u32,
 }
 
-/// Opens the segment at `path` as §11.2 says, or says why not.
+/// Opens the segment at `path` as §11.2 says, or says why not. Everything
+/// that can be judged from `lstat` (kind, owner, mode, links, which device)
+/// is judged before the file is opened.
 pub(crate) fn open_path(path: &Path, trust: &Trust) -> Result<(File, Metadata, Found), Error> {
-    let (file, md) = safe_open::open_read(path, &[FileKind::Regular, FileKind::CharDevice])
-        .map_err(|e| match e.problem {
-            Problem::Symlink => Error::Symlink(path.to_path_buf()),
-            Problem::Kind(k) => Error::NotASegmentFile(path.to_path_buf(), k.describe()),
-            Problem::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
-                Error::NotFound(path.to_path_buf())
+    let (folder, name) = Folder::of(path).map_err(|e| path_error(path, e))?;
+    let mut verdict = None;
+    let opened = folder.open_read_checked(&name, |e| {
+        let v = judge(path, e, trust);
+        let ok = v.is_ok();
+        verdict = Some(v);
+        if ok {
+            Ok(())
+        } else {
+            Err(Problem::Refused)
+        }
+    });
+    match (opened, verdict) {
+        (Ok((file, md)), Some(Ok(found))) => Ok((file, md, found)),
+        (Err(e), Some(Err(refusal))) if matches!(e.problem, Problem::Refused) => Err(refusal),
+        (Err(e), _) => Err(path_error(path, e)),
+        (Ok(_), _) => unreachable!("opened only after a verdict"),
+    }
+}
+
+/// The reader error for a path `safe_open` refused or failed on.
+pub(crate) fn path_error(path: &Path, e: safe_open::PathError) -> Error {
+    let p = path.to_path_buf();
+    match e.problem {
+        Problem::Symlink => Error::Symlink(p),
+        Problem::ForeignLink(uid) => Error::ForeignLink { path: p, uid },
+        Problem::Kind(k) => Error::NotASegmentFile(p, k.describe()),
+        Problem::Changed => Error::Raced(p),
+        Problem::Io(io) if io.kind() == std::io::ErrorKind::NotFound => Error::NotFound(p),
+        Problem::Io(io) => Error::Io(p, io),
+        _ => Error::Io(p, std::io::Error::other(e.to_string())),
+    }
+}
+
+/// Judges the `lstat` of a segment path: a regular file of a trusted owner,
+/// writable by its owner alone, with one link; or the kernel module's
+/// device (root's, not writable by others, and the device number the
+/// module registered).
+fn judge(path: &Path, e: &Entry, trust: &Trust) -> Result<Found, Error> {
+    let p = path.to_path_buf();
+    match e.kind {
+        FileKind::Regular => {
+            if e.mode & 0o022 != 0 {
+                return Err(Error::Writable(p, e.mode));
             }
-            Problem::Io(io) => Error::Io(path.to_path_buf(), io),
-            _ => Error::Io(path.to_path_buf(), std::io::Error::other(e.to_string())),
-        })?;
-    let mode = md.permissions().mode() & 0o7777;
-    let found = if md.file_type().is_file() {
-        if mode & 0o022 != 0 {
-            return Err(Error::Writable(path.to_path_buf(), mode));
+            if !trust.trusts(e.uid) {
+                return Err(Error::Untrusted {
+                    path: p,
+                    uid: e.uid,
+                });
+            }
+            if e.nlink != 1 {
+                return Err(Error::NotASegmentFile(p, "a file with other hard links"));
+            }
+            Ok(Found {
+                origin: Origin::File,
+                owner: e.uid,
+            })
         }
-        if !trust.trusts(md.uid()) {
-            return Err(Error::Untrusted {
-                path: path.to_path_buf(),
-                uid: md.uid(),
-            });
+        FileKind::CharDevice => {
+            let module = module_device();
+            if e.uid != 0 || e.mode & 0o022 != 0 || module != Some(e.rdev) {
+                return Err(Error::NotASegmentFile(
+                    p,
+                    if module.is_some() {
+                        "a character device other than the kernel module's"
+                    } else {
+                        "a character device, and the perfabi kernel module is not loaded"
+                    },
+                ));
+            }
+            Ok(Found {
+                origin: Origin::KernelDevice,
+                owner: 0,
+            })
         }
-        Found {
-            origin: Origin::File,
-            owner: md.uid(),
-        }
-    } else if md.uid() == 0 && mode & 0o022 == 0 {
-        Found {
-            origin: Origin::KernelDevice,
-            owner: 0,
-        }
-    } else {
-        return Err(Error::NotASegmentFile(
-            path.to_path_buf(),
-            "a character device other than the kernel module's",
-        ));
-    };
-    Ok((file, md, found))
+        k => Err(Error::NotASegmentFile(p, k.describe())),
+    }
+}
+
+/// The device number of the kernel module's device, as the kernel tells it
+/// (`/sys/class/misc/perfabi/dev`, "MAJOR:MINOR"); `None` if the module is
+/// not loaded.
+fn module_device() -> Option<u64> {
+    let text = std::fs::read_to_string("/sys/class/misc/perfabi/dev").ok()?;
+    let (major, minor) = text.trim().split_once(':')?;
+    Some(rustix::fs::makedev(
+        major.parse().ok()?,
+        minor.parse().ok()?,
+    ))
+}
+
+/// What is at `path` now (`lstat`, no link followed on the way but the
+/// caller's or root's): `None` if nothing.
+pub(crate) fn stat_path(path: &Path) -> Result<Option<Entry>, Error> {
+    let (folder, name) = Folder::of(path).map_err(|e| path_error(path, e))?;
+    folder
+        .stat(&name)
+        .map_err(|e| Error::Io(path.to_path_buf(), e))
 }
 
 /// Checks a segment handed over as a descriptor (a writer's memfd, whose

@@ -95,8 +95,8 @@ fn a_fifo_at_the_path_is_refused_at_once_in_every_mode() {
     ));
     // Other things that are not segments: each a one-line refusal.
     for (p, what) in [
-        (Path::new("/dev/null"), "character device other than"),
-        (Path::new("/dev/zero"), "character device other than"),
+        (Path::new("/dev/null"), "is a character device"),
+        (Path::new("/dev/zero"), "is a character device"),
         (dir.path(), "is a directory"),
     ] {
         let f = cat(p, &[]);
@@ -359,11 +359,17 @@ fn a_segment_zeroed_and_grown_again_is_never_read_as_valid() {
     // The running reader: an error, never "generation 0, no counters".
     let e = seg.snapshot().expect_err("a zeroed header read as valid");
     assert!(
-        matches!(e, Error::HeaderChanged(_) | Error::Sparse { .. }),
+        matches!(
+            e,
+            Error::HeaderChanged(_) | Error::Sparse { .. } | Error::Abi(perfabi::Error::BadMagic)
+        ),
         "{e}"
     );
-    // A fresh reader: the file has holes now.
-    assert!(matches!(Segment::open(&path), Err(Error::Sparse { .. })));
+    // A fresh reader: its header is zeros (and the file has holes now).
+    assert!(matches!(
+        Segment::open(&path),
+        Err(Error::Abi(perfabi::Error::BadMagic) | Error::Sparse { .. })
+    ));
     // The writer notices and creates its segment again; readers follow.
     let old = w.epoch();
     assert!(matches!(w.heartbeat(), Health::Recreated { .. }));
@@ -417,6 +423,7 @@ fn absurd_numbers_on_the_command_line_are_one_line_errors() {
         vec!["--width", "0"],
         vec!["--max-size", "1e300"],
         vec!["--max-size", "99999999999999999999T"],
+        vec!["--watch", "0.1", "--count", "0"],
     ] {
         let f = cat(&path, &strs(&args));
         assert!(f.status.is_some(), "{args:?} hung");
@@ -446,4 +453,173 @@ fn the_flags_word_of_a_file_never_makes_a_kernel_writer() {
     assert_eq!(seg.info().unwrap().liveness, Liveness::Alive);
     assert_eq!(seg.info().unwrap().origin, perfabi_reader::Origin::File);
     drop(w);
+}
+
+#[test]
+fn a_link_of_another_user_on_the_way_is_not_followed_and_hard_links_are_refused() {
+    if !harness::need_root("a_link_of_another_user_on_the_way_is_not_followed") {
+        return;
+    }
+    let fs = Tmpfs::mount("16m");
+    // Root's own folder, with a segment in it.
+    let root_dir = tempfile::tempdir().unwrap();
+    let seg = root_dir.path().join("seg");
+    let w = Writer::create(&seg, &small()).unwrap();
+    w.add("x", "", Semantics::Counter).unwrap();
+    // The other user plants a link to that folder in the shared tmpfs.
+    let app = fs.join("app");
+    std::os::unix::fs::symlink(root_dir.path(), &app).unwrap();
+    std::os::unix::fs::lchown(&app, Some(OTHER_UID), Some(OTHER_UID)).unwrap();
+    let e = Segment::open(app.join("seg")).err().expect("refused");
+    assert!(
+        matches!(e, Error::ForeignLink { uid: OTHER_UID, .. }),
+        "{e}"
+    );
+    let f = cat(&app.join("seg"), &[]);
+    assert_eq!(f.code(), Some(4), "{}", f.stderr);
+    assert!(f.stderr.contains("symbolic link of uid"), "{}", f.stderr);
+    // Root's writer is not led there either: nothing is created.
+    assert!(Writer::create(app.join("new"), &small()).is_err());
+    assert!(!root_dir.path().join("new").exists());
+    // Root's own link is followed.
+    let mine = fs.join("mine");
+    std::os::unix::fs::symlink(root_dir.path(), &mine).unwrap();
+    assert!(Segment::open(mine.join("seg")).is_ok());
+    // A second hard link to a segment file: not a segment a writer made.
+    let linked = root_dir.path().join("linked");
+    std::fs::hard_link(&seg, &linked).unwrap();
+    assert!(matches!(
+        Segment::open(&linked),
+        Err(Error::NotASegmentFile(_, "a file with other hard links"))
+    ));
+    drop(w);
+}
+
+#[test]
+fn a_hole_punched_in_a_mapped_segment_is_noticed_at_the_next_look() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let path = dir.path().join("seg");
+    let w = Writer::create(&path, &small()).unwrap();
+    let id = w.add("x", "", Semantics::Counter).unwrap();
+    w.adjust(id, 7).unwrap();
+    let mut seg = Segment::open_with(
+        &path,
+        Options {
+            recheck: Duration::ZERO,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(seg.counter("x").unwrap().total, 7);
+    // The owner punches a hole in the per-CPU area, size unchanged: reads
+    // there would return (and allocate) fresh zero pages.
+    let at = seg.info().unwrap().header.segment_size as u64 - 4096;
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    rustix::fs::fallocate(
+        &f,
+        rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE,
+        at,
+        4096,
+    )
+    .unwrap();
+    let e = seg.info().expect_err("a holed segment read on");
+    assert!(matches!(e, Error::Sparse { at: a, .. } if a == at), "{e}");
+    drop(w);
+}
+
+#[test]
+fn a_sigbus_sent_by_someone_is_not_taken_for_a_truncation() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let w = Writer::create(&path, &small()).unwrap();
+    w.add("x", "", Semantics::Counter).unwrap();
+    let mut watch = harness::KillOnDrop(
+        std::process::Command::new(cat_bin())
+            .arg(&path)
+            .args(["--watch", "0.2"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&watch.0),
+        rustix::process::Signal::BUS,
+    )
+    .unwrap();
+    let end = std::time::Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        if let Some(st) = watch.0.try_wait().unwrap() {
+            break st;
+        }
+        assert!(std::time::Instant::now() < end, "kill -BUS was swallowed");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(libc::SIGBUS), "{status:?}");
+    drop(w);
+}
+
+#[test]
+fn a_watch_of_65536_counters_takes_linear_time() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let path = dir.path().join("seg");
+    let w = Writer::create(
+        &path,
+        &Config {
+            max_instances: 65536,
+            damon_capacity: 0,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    for i in 0..65536 {
+        w.add(&format!("c{i}"), "", Semantics::Counter).unwrap();
+    }
+    let f = harness::run_limited(
+        std::process::Command::new(cat_bin())
+            .arg(&path)
+            .args(["--watch", "0.1", "--count", "2", "--json"]),
+        Duration::from_secs(60),
+    );
+    assert!(
+        f.status.is_some(),
+        "--watch of 65536 counters took over 60 s"
+    );
+    assert_eq!(f.code(), Some(0), "{}", f.stderr);
+    assert_eq!(f.stdout.lines().count(), 2);
+    println!("--watch 0.1 --count 2 of 65536 counters: {:?}", f.elapsed);
+    drop(w);
+}
+
+#[test]
+fn a_forged_pid_is_not_believed_where_proc_hides_other_users_processes() {
+    if !harness::need_root("a_forged_pid_is_not_believed_where_proc_hides_other_users") {
+        return;
+    }
+    let fs = Tmpfs::mount("64m");
+    let init_start = perfabi::host::process_start_ns(Some(1)).unwrap();
+    let p = forged(&fs, "pid-of-init", 0, 1, init_start);
+    let cat_copy = harness::executable_copy(&cat_bin(), fs.path());
+    // A third user reads it, trusting the file's owner, with /proc mounted
+    // hidepid=invisible: it cannot see pid 1's start time or uids.
+    let script = format!(
+        "mount -t proc -o hidepid=invisible proc /proc && exec setpriv --reuid 64125 --regid 64125 \
+         --clear-groups {} {} --info --trust-uid {OTHER_UID}",
+        cat_copy.display(),
+        p.display()
+    );
+    let f = harness::run_limited(
+        std::process::Command::new("unshare").args([
+            "-m",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            &script,
+        ]),
+        Duration::from_secs(20),
+    );
+    assert_eq!(f.code(), Some(0), "{}", f.stderr);
+    assert!(f.stdout.contains("Dead"), "{}", f.stdout);
 }

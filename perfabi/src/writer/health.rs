@@ -9,7 +9,7 @@ use crate::layout::*;
 use crate::sync::Ordering;
 
 use super::state::State;
-use super::{boottime_ns, new_epoch, segment, store_header, CreateError, Health};
+use super::{boottime_ns, new_epoch, store_header, Health};
 
 impl State {
     /// One heartbeat: see [`Writer::heartbeat`](super::Writer::heartbeat).
@@ -46,13 +46,18 @@ impl State {
     }
 
     /// What is wrong with the segment, if anything: a page truncated away,
-    /// a file shorter than the segment or with a hole in it, or a fixed
-    /// header field that is no longer what this writer wrote.
+    /// a file shorter than the segment or with a hole in it, a fixed header
+    /// field that is no longer what this writer wrote, or a path that no
+    /// longer names it.
+    ///
+    /// Damage that the writer's own stores cover up before a heartbeat (a
+    /// hole punched in a counter page that the next update fills again) is
+    /// not seen: only the file's owner can do that (`spec/PERFABI.md` §11.5).
     fn diagnose(&self) -> Option<String> {
         if self.backing.faulted() {
             return Some("a page of it was truncated away under the writer".into());
         }
-        if self.path.is_some() {
+        if let Some(place) = &self.place {
             let size = self.backing.len();
             match self.backing.extent() {
                 Some((len, _)) if len < size => {
@@ -62,6 +67,14 @@ impl State {
                     return Some(format!(
                         "it has a hole at byte {hole} (truncated and grown again, or punched)"
                     ))
+                }
+                _ => {}
+            }
+            let ours = self.backing.id().ok();
+            match place.current() {
+                Ok(None) => return Some("it was removed from its path".into()),
+                Ok(Some(id)) if Some(id) != ours => {
+                    return Some("its path names another file now".into())
                 }
                 _ => {}
             }
@@ -79,7 +92,7 @@ impl State {
     /// going), with this writer's live instances in their slots under their
     /// ids, then renamed over the damaged file. Returns the new epoch.
     fn recreate(&self) -> io::Result<u64> {
-        let path = self.path.as_deref().ok_or_else(|| {
+        let place = self.place.as_ref().ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::Unsupported,
                 "a memfd segment has no path to be created again at",
@@ -92,24 +105,15 @@ impl State {
         }
         // Never over another writer's segment: only where ours is, or nothing.
         let ours = self.backing.id()?;
-        if let Ok(md) = std::fs::symlink_metadata(path) {
-            use std::os::unix::fs::MetadataExt;
-            if (md.dev(), md.ino()) != ours {
-                return Err(io::Error::new(
-                    io::ErrorKind::AlreadyExists,
-                    format!(
-                        "{} names another file now: not replacing it",
-                        path.display()
-                    ),
-                ));
-            }
+        if place.current()?.is_some_and(|id| id != ours) {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "its path names another file now (another writer's?): not replacing it",
+            ));
         }
         let mut h = *self.header.lock().unwrap_or_else(|p| p.into_inner());
-        h.epoch = new_epoch().map_err(|e| match e {
-            CreateError::Io(e) => e,
-            CreateError::Abi(e) => io::Error::other(e),
-        })?;
-        let tmp = self.backing.replace(path)?;
+        h.epoch = new_epoch()?;
+        let tmp = self.backing.replace(place)?;
         h.heartbeat_ns = boottime_ns();
         h.instances_used = u64::from(m.used);
         let words = self.words();
@@ -117,9 +121,12 @@ impl State {
         for (&slot, e) in &m.entries {
             self.store_entry(slot, e);
         }
-        segment::publish(&tmp, path)?;
+        // The mapping holds the new segment now, published or not.
         self.epoch.store(h.epoch, Ordering::Relaxed);
         *self.header.lock().unwrap_or_else(|p| p.into_inner()) = h;
+        // If this fails, the path still names the damaged file: the next
+        // heartbeat finds it and tries again.
+        place.publish(&tmp)?;
         Ok(h.epoch)
     }
 

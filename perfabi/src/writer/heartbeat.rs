@@ -34,12 +34,16 @@ fn run(state: Weak<State>, stop: &(Mutex<bool>, Condvar), period: Duration) {
     let (lock, cv) = stop;
     let mut stopped = lock.lock().unwrap_or_else(|p| p.into_inner());
     loop {
-        let (s, _) = cv
+        // The flag first: a stop may come before this thread ever waits.
+        if *stopped {
+            return;
+        }
+        let (s, timeout) = cv
             .wait_timeout(stopped, period)
             .unwrap_or_else(|p| p.into_inner());
         stopped = s;
-        if *stopped {
-            return;
+        if *stopped || !timeout.timed_out() {
+            continue;
         }
         match state.upgrade() {
             Some(c) => {

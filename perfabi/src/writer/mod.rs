@@ -99,7 +99,7 @@ impl fmt::Display for CreateError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Abi(e) => write!(f, "invalid segment configuration: {e}"),
-            Self::Io(e) => write!(f, "cannot create segment: {e}"),
+            Self::Io(e) => write!(f, "cannot create the segment: {e}"),
         }
     }
 }
@@ -208,19 +208,19 @@ impl Writer {
             }
         }
         let geometry = geometry(config)?;
-        let sizes = geometry.sizes().map_err(CreateError::Abi)?;
-        let (backing, tmp) = segment::Backing::temp_file(path, sizes.segment_size)?;
-        let state = Self::init(backing, Some(path.to_path_buf()), geometry, config);
-        match state {
-            Ok(state) => {
-                segment::publish(&tmp, path)?;
-                Ok(Self::start(state, config))
-            }
-            Err(e) => {
-                let _ = std::fs::remove_file(&tmp);
-                Err(e)
-            }
-        }
+        let (h, layout) = first_header(&geometry, config)?;
+        let place = segment::Place::of(path)?;
+        let (backing, tmp) = segment::Backing::temp_file(&place, h.segment_size)?;
+        let state = Self::init(
+            backing,
+            Some((path.to_path_buf(), place)),
+            h,
+            layout,
+            config,
+        );
+        let place = state.place.as_ref().expect("a file segment has a place");
+        place.publish(&tmp)?;
+        Ok(Self::start(state, config))
     }
 
     /// Creates an anonymous segment in a memfd sealed against shrinking;
@@ -228,10 +228,10 @@ impl Writer {
     /// `/proc/PID/fd/N`).
     pub fn create_memfd(name: &str, config: &Config) -> Result<Self, CreateError> {
         let geometry = geometry(config)?;
-        let sizes = geometry.sizes().map_err(CreateError::Abi)?;
-        let backing = segment::Backing::memfd(name, sizes.segment_size)?;
+        let (h, layout) = first_header(&geometry, config)?;
+        let backing = segment::Backing::memfd(name, h.segment_size)?;
         Ok(Self::start(
-            Self::init(backing, None, geometry, config)?,
+            Self::init(backing, None, h, layout, config),
             config,
         ))
     }
@@ -244,31 +244,23 @@ impl Writer {
         Self { state, heart }
     }
 
+    /// The writer's state, around a `backing` that holds the segment of
+    /// header `h`, laid out as `layout`.
     fn init(
         backing: segment::Backing,
-        path: Option<PathBuf>,
-        g: Geometry,
+        file: Option<(PathBuf, segment::Place)>,
+        h: Header,
+        layout: Layout,
         config: &Config,
-    ) -> Result<State, CreateError> {
-        let s = g.sizes().map_err(CreateError::Abi)?;
-        let now = boottime_ns();
-        let h = g
-            .header(&WriterIdentity {
-                epoch: new_epoch()?,
-                pid: u64::from(std::process::id()),
-                start_ns: process_start_ns(None).unwrap_or(now),
-                first_heartbeat_ns: now,
-                heartbeat_interval_ns: u64::try_from(config.heartbeat_interval.as_nanos())
-                    .unwrap_or(u64::MAX),
-            })
-            .map_err(CreateError::Abi)?;
-        let layout = validate_header(&h, s.segment_size).map_err(CreateError::Abi)?;
+    ) -> State {
         store_header(backing.words(), &h);
-        let n = g.max_instances as usize;
-        Ok(State {
+        let n = layout.max_instances;
+        let (path, place) = file.unzip();
+        State {
             engine: percpu::Engine::new(backing.words(), &layout, config.method),
             backing,
             path,
+            place,
             layout,
             header: Mutex::new(h),
             epoch: AtomicU64::new(h.epoch),
@@ -286,7 +278,7 @@ impl Writer {
             semantics: (0..n).map(|_| AtomicU64::new(0)).collect(),
             set_lock: Mutex::new(()),
             aggregations: Mutex::new(BTreeMap::new()),
-        })
+        }
     }
 
     /// The segment's validated geometry.
@@ -621,11 +613,28 @@ impl Drop for Writer {
 }
 
 /// A new random, non-zero epoch.
-pub(crate) fn new_epoch() -> Result<u64, CreateError> {
+pub(crate) fn new_epoch() -> io::Result<u64> {
     let mut epoch = [0u8; 8];
-    rustix::rand::getrandom(&mut epoch, rustix::rand::GetRandomFlags::empty())
-        .map_err(io::Error::from)?;
+    rustix::rand::getrandom(&mut epoch, rustix::rand::GetRandomFlags::empty())?;
     Ok(u64::from_ne_bytes(epoch) | 1)
+}
+
+/// The header of a new segment of geometry `g` written by this process,
+/// and its layout.
+fn first_header(g: &Geometry, config: &Config) -> Result<(Header, Layout), CreateError> {
+    let now = boottime_ns();
+    let h = g
+        .header(&WriterIdentity {
+            epoch: new_epoch()?,
+            pid: u64::from(std::process::id()),
+            start_ns: process_start_ns(None).unwrap_or(now),
+            first_heartbeat_ns: now,
+            heartbeat_interval_ns: u64::try_from(config.heartbeat_interval.as_nanos())
+                .unwrap_or(u64::MAX),
+        })
+        .map_err(CreateError::Abi)?;
+    let layout = validate_header(&h, h.segment_size).map_err(CreateError::Abi)?;
+    Ok((h, layout))
 }
 
 /// Stores the words of `h` at the start of the segment.

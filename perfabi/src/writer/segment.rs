@@ -7,23 +7,94 @@
 //! whose filesystem is full learns it here, as an error, instead of dying
 //! of (or silently losing stores to) `SIGBUS` later.
 
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
 use std::prelude::rust_2021::*;
 
 use memmap2::MmapRaw;
 use rustix::fs::{MemfdFlags, SealFlags};
 
-use crate::safe_open;
+use crate::safe_open::{FileId, Folder};
 use crate::sync::AtomicU64;
+
+/// Where a segment file lives: its folder, opened once (`spec/PERFABI.md`
+/// §11.1: no link of another user on the way, a folder others cannot
+/// replace files in), and its name there. Every later creation and rename
+/// is relative to the folder's descriptor.
+pub(crate) struct Place {
+    folder: Folder,
+    name: OsString,
+}
+
+impl Place {
+    /// The place of `path`, checked.
+    pub(crate) fn of(path: &Path) -> io::Result<Self> {
+        let refused = |e: crate::safe_open::PathError| match e.problem {
+            crate::safe_open::Problem::Io(io) => io,
+            _ => io::Error::new(io::ErrorKind::PermissionDenied, e.to_string()),
+        };
+        let (folder, name) = Folder::of(path).map_err(refused)?;
+        folder.check_private().map_err(refused)?;
+        Ok(Self { folder, name })
+    }
+
+    /// What is at the segment's name now (`None`: nothing).
+    pub(crate) fn current(&self) -> io::Result<Option<FileId>> {
+        Ok(self.folder.stat(&self.name)?.map(|e| e.id))
+    }
+
+    /// Renames the temporary file `tmp` to the segment's name (atomically
+    /// replacing an older segment there); removes it if that fails.
+    pub(crate) fn publish(&self, tmp: &OsStr) -> io::Result<()> {
+        self.folder.rename(tmp, &self.name).inspect_err(|_| {
+            let _ = self.folder.unlink(tmp);
+        })
+    }
+
+    /// Removes the temporary file `tmp`.
+    pub(crate) fn discard(&self, tmp: &OsStr) {
+        let _ = self.folder.unlink(tmp);
+    }
+
+    /// Creates a new file of `len` bytes under a temporary name (`O_EXCL`,
+    /// mode 0644 less the umask) and fills it. Returns it and its name.
+    fn new_file(&self, len: u64) -> io::Result<(File, OsString)> {
+        let mut nonce = [0u8; 8];
+        rustix::rand::getrandom(&mut nonce, rustix::rand::GetRandomFlags::empty())?;
+        let tmp = OsString::from(format!(
+            ".{}.{}.{:016x}.tmp",
+            self.name.to_string_lossy(),
+            std::process::id(),
+            u64::from_ne_bytes(nonce)
+        ));
+        let file = self.folder.create_new(&tmp, 0o644)?;
+        match fill(&file, len) {
+            Ok(()) => Ok((file, tmp)),
+            Err(e) => {
+                self.discard(&tmp);
+                Err(io::Error::new(
+                    e.kind(),
+                    format!(
+                        "cannot fill a {len}-byte segment in {}: {e}",
+                        self.folder.path().display()
+                    ),
+                ))
+            }
+        }
+    }
+}
 
 /// A shared, writable mapping of the whole segment.
 pub(crate) struct Backing {
     // Field order: the guard must be dropped before the mapping it guards.
     guard: crate::sigbus::Guard,
+    /// The guard's fault count when the range was last mapped anew: faults
+    /// past it hit the file mapped now.
+    faults_seen: std::sync::atomic::AtomicU64,
     /// The file mapped (after a [`replace`](Self::replace), the descriptor
     /// refers to the new file).
     pub(crate) file: File,
@@ -42,14 +113,14 @@ impl Backing {
         Self::map(file)
     }
 
-    /// A new file of `len` bytes created next to `path` under a temporary
-    /// name with `O_EXCL`, filled, to be [`publish`]ed by renaming.
-    pub(crate) fn temp_file(path: &Path, len: u64) -> io::Result<(Self, PathBuf)> {
-        let (file, tmp) = new_file(path, len)?;
+    /// A new file of `len` bytes at `place` under a temporary name, filled,
+    /// to be [`Place::publish`]ed by renaming.
+    pub(crate) fn temp_file(place: &Place, len: u64) -> io::Result<(Self, OsString)> {
+        let (file, tmp) = place.new_file(len)?;
         match Self::map(file) {
             Ok(b) => Ok((b, tmp)),
             Err(e) => {
-                let _ = std::fs::remove_file(&tmp);
+                place.discard(&tmp);
                 Err(e)
             }
         }
@@ -59,13 +130,22 @@ impl Backing {
         let map = MmapRaw::map_raw(&file)?;
         // If someone truncates the file, the writer's stores past the new end
         // must not kill it (see `crate::sigbus`).
-        let guard = crate::sigbus::Guard::register(map.as_mut_ptr() as usize, map.len(), true);
-        Ok(Self { guard, file, map })
+        // SAFETY: the range is `map`, which this Backing owns and which is
+        // dropped after the guard (field order).
+        let guard =
+            unsafe { crate::sigbus::Guard::register(map.as_mut_ptr() as usize, map.len(), true) };
+        Ok(Self {
+            guard,
+            faults_seen: std::sync::atomic::AtomicU64::new(0),
+            file,
+            map,
+        })
     }
 
-    /// Whether an access hit a page someone truncated away.
+    /// Whether an access hit a page someone truncated away since the file
+    /// mapped now was mapped.
     pub(crate) fn faulted(&self) -> bool {
-        self.guard.faulted()
+        self.guard.faults() > self.faults_seen.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Bytes mapped.
@@ -81,18 +161,21 @@ impl Backing {
         Some((len, hole.min(len)))
     }
 
-    /// The (device, inode) of the file mapped now.
-    pub(crate) fn id(&self) -> io::Result<(u64, u64)> {
-        let md = self.file.metadata()?;
-        Ok((md.dev(), md.ino()))
+    /// The identity of the file mapped now.
+    pub(crate) fn id(&self) -> io::Result<FileId> {
+        Ok(FileId::of(&self.file.metadata()?))
     }
 
     /// Replaces the file under the mapping with a new, filled file created
-    /// next to `path` (not yet published), mapped at the same addresses, so
+    /// at `place` (not yet published), mapped at the same addresses, so
     /// that every word keeps its address and concurrent updates keep
-    /// working. The old file is left as it is; [`publish`] the new one.
-    pub(crate) fn replace(&self, path: &Path) -> io::Result<PathBuf> {
-        let (new, tmp) = new_file(path, self.len())?;
+    /// working. The old file is left as it is; [`Place::publish`] the new one.
+    pub(crate) fn replace(&self, place: &Place) -> io::Result<OsString> {
+        let (new, tmp) = place.new_file(self.len())?;
+        // Faults counted from here on may be a handler still running for
+        // the old file, whose zero page could land over the new mapping:
+        // they count as damage of the new file, to be mended again.
+        let seen = self.guard.faults();
         // SAFETY: the range is exactly this Backing's own mapping (page
         // aligned, `len` bytes, which `new` has), owned by `self.map` and
         // unmapped only when it drops. MAP_FIXED replaces it atomically: the
@@ -111,7 +194,7 @@ impl Backing {
             )
         };
         if let Err(e) = r {
-            let _ = std::fs::remove_file(&tmp);
+            place.discard(&tmp);
             return Err(e.into());
         }
         // The descriptor number stays, and now refers to the new file.
@@ -121,8 +204,8 @@ impl Backing {
         if unsafe { libc::dup2(new.as_raw_fd(), self.file.as_raw_fd()) } < 0 {
             return Err(io::Error::last_os_error());
         }
-        // The whole range maps the new file: no zero page of an old fault is left.
-        self.guard.reset();
+        self.faults_seen
+            .store(seen, std::sync::atomic::Ordering::Release);
         Ok(tmp)
     }
 
@@ -142,43 +225,6 @@ impl Backing {
     }
 }
 
-/// Creates a new file of `len` bytes next to `path`, under a temporary name
-/// (`O_EXCL`, mode 0644 less the umask), in a folder others cannot replace
-/// files in, and fills it. Returns it and its name.
-fn new_file(path: &Path, len: u64) -> io::Result<(File, PathBuf)> {
-    let base = path
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "segment path names no file"))?;
-    let dir = safe_open::folder_of(path);
-    safe_open::check_folder(dir).map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, e))?;
-    let mut nonce = [0u8; 8];
-    rustix::rand::getrandom(&mut nonce, rustix::rand::GetRandomFlags::empty())?;
-    let tmp = dir.join(format!(
-        ".{}.{}.{:016x}.tmp",
-        base.to_string_lossy(),
-        std::process::id(),
-        u64::from_ne_bytes(nonce)
-    ));
-    // O_EXCL: never an existing file, nor a planted link.
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .mode(0o644)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&tmp)?;
-    match fill(&file, len) {
-        Ok(()) => Ok((file, tmp)),
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(io::Error::new(
-                e.kind(),
-                format!("cannot fill a {len}-byte segment in {}: {e}", dir.display()),
-            ))
-        }
-    }
-}
-
 /// Writes `len` zero bytes into an empty file, so that every page of it is
 /// allocated (no holes) and a full filesystem fails here.
 fn fill(file: &File, len: u64) -> io::Result<()> {
@@ -191,11 +237,4 @@ fn fill(file: &File, len: u64) -> io::Result<()> {
         at += n as u64;
     }
     Ok(())
-}
-
-/// Renames `tmp` to `path` (atomically replacing an older segment there).
-pub(crate) fn publish(tmp: &Path, path: &Path) -> io::Result<()> {
-    std::fs::rename(tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(tmp);
-    })
 }

@@ -17,6 +17,8 @@ use super::{percpu, segment, Health, Meta};
 pub(crate) struct State {
     pub(crate) backing: segment::Backing,
     pub(crate) path: Option<PathBuf>,
+    /// The folder and name of the segment file (`None`: a memfd).
+    pub(crate) place: Option<segment::Place>,
     /// The geometry; its `epoch` is the first one (see [`Writer::epoch`]).
     pub(crate) layout: Layout,
     /// The header as this writer laid it out (its fixed part is compared

@@ -196,6 +196,33 @@ const TIME: &str = "/usr/bin/time";
 /// time. (`wait4` of a child of the test would not do: a child's peak
 /// counts the memory of the process it was forked from, the test itself.)
 pub fn run_measured(program: &Path, args: &[String], limit: Duration) -> Finished {
+    measure(Command::new(program).args(args), limit)
+}
+
+/// [`run_measured`] for a daemon: it is sent SIGTERM after `run_for` (by
+/// coreutils' `timeout`, whose peak memory GNU time reports as the larger
+/// of its own and its child's), and killed if it is not gone `limit` later.
+pub fn run_measured_for(
+    program: &Path,
+    args: &[String],
+    run_for: Duration,
+    limit: Duration,
+) -> Finished {
+    measure(
+        Command::new("timeout")
+            .args([
+                "--preserve-status",
+                "-s",
+                "TERM",
+                &format!("{}", run_for.as_secs_f64()),
+            ])
+            .arg(program)
+            .args(args),
+        run_for + limit,
+    )
+}
+
+fn measure(cmd: &Command, limit: Duration) -> Finished {
     assert!(
         Path::new(TIME).exists(),
         "{TIME} is missing: run tests/setup (Debian: apt-get install time)"
@@ -205,8 +232,8 @@ pub fn run_measured(program: &Path, args: &[String], limit: Duration) -> Finishe
         Command::new(TIME)
             .args(["-f", "%M", "-o"])
             .arg(report.path())
-            .arg(program)
-            .args(args),
+            .arg(cmd.get_program())
+            .args(cmd.get_args()),
         limit,
     );
     let text = std::fs::read_to_string(report.path()).unwrap_or_default();

@@ -81,8 +81,8 @@ struct Args {
     /// interrupted.
     #[arg(long, value_name = "SECS", value_parser = parse_secs)]
     watch: Option<f64>,
-    /// With --watch or --record: stop after this many intervals.
-    #[arg(long, value_name = "N")]
+    /// With --watch or --record: stop after this many intervals (1 or more).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     count: Option<u64>,
     /// Show DAMON regions: a table and a heatmap of access frequency.
     #[arg(long, conflicts_with_all = ["openmetrics", "watch"])]
@@ -121,6 +121,7 @@ fn exit_code(e: &Error) -> u8 {
         Error::NotFound(_) => 3,
         Error::Abi(_)
         | Error::Symlink(_)
+        | Error::ForeignLink { .. }
         | Error::NotASegmentFile(..)
         | Error::Writable(..)
         | Error::Untrusted { .. }
@@ -130,7 +131,8 @@ fn exit_code(e: &Error) -> u8 {
         | Error::Stale { .. }
         | Error::Closed
         | Error::Truncated(_)
-        | Error::HeaderChanged(_) => 5,
+        | Error::HeaderChanged(_)
+        | Error::Raced(_) => 5,
         _ => 1,
     }
 }
@@ -271,8 +273,20 @@ fn record(seg: &mut Segment, file: &std::path::Path, args: &Args) -> Result<(), 
     let start = Instant::now();
     let mut snap = Snapshot::default();
     for n in 1u64.. {
-        seg.snapshot_into(&mut snap)?;
-        let damon = seg.damon()?;
+        let taken = seg.snapshot_into(&mut snap).and_then(|()| seg.damon());
+        let damon = match taken {
+            Ok(d) => d,
+            // A busy or re-created segment costs this line, not the recording.
+            Err(e) if passing(&e) => {
+                eprintln!("perfabi-cat: --record: sample skipped: {e}");
+                if args.count.is_some_and(|c| n >= c) {
+                    return Ok(());
+                }
+                std::thread::sleep(period.mul_f64(n as f64).saturating_sub(start.elapsed()));
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
         let counters = render::json_counters(&snap)
             .into_iter()
             .map(|c| (c.name.to_string(), c.total))
@@ -374,7 +388,7 @@ fn watch(seg: &mut Segment, out: &mut impl Write, args: &Args, secs: f64) -> Res
     while !started {
         match seg.snapshot_into(&mut prev) {
             Ok(()) => started = true,
-            Err(e @ Error::Busy(_)) => skipped(out, args, &e)?,
+            Err(e) if passing(&e) => skipped(out, args, &e)?,
             Err(e) => return Err(e.into()),
         }
         prev_t = Instant::now();
@@ -386,7 +400,7 @@ fn watch(seg: &mut Segment, out: &mut impl Write, args: &Args, secs: f64) -> Res
         std::thread::sleep(period.saturating_sub(prev_t.elapsed()));
         match seg.snapshot_into(&mut cur) {
             Ok(()) => {}
-            Err(e @ Error::Busy(_)) => {
+            Err(e) if passing(&e) => {
                 skipped(out, args, &e)?;
                 n += 1;
                 if args.count.is_some_and(|c| n >= c) {
@@ -405,7 +419,12 @@ fn watch(seg: &mut Segment, out: &mut impl Write, args: &Args, secs: f64) -> Res
             .map(|i| {
                 let v = match (
                     i.semantics,
-                    prev.find(&i.name)
+                    // The same registration in the previous sample (both are
+                    // sorted by slot): a binary search, not a scan by name.
+                    prev.instances
+                        .binary_search_by_key(&i.slot, |p| p.slot)
+                        .ok()
+                        .map(|k| &prev.instances[k])
                         .filter(|p| p.reg_id == i.reg_id && prev.epoch == cur.epoch),
                 ) {
                     (perfabi_reader::Semantics::Counter, Some(p)) => {
@@ -450,6 +469,16 @@ fn watch(seg: &mut Segment, out: &mut impl Write, args: &Args, secs: f64) -> Res
             return Ok(());
         }
     }
+}
+
+/// Conditions that cost a --watch sample, not the watch: a busy writer, a
+/// segment truncated, re-created or replaced under the reader (the next
+/// sample maps it again).
+fn passing(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Busy(_) | Error::Truncated(_) | Error::HeaderChanged(_) | Error::Raced(_)
+    )
 }
 
 /// Says that a --watch sample was skipped, and why.
