@@ -376,3 +376,127 @@ fn a_segment_truncated_under_the_daemon_is_created_again() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_link_of_another_user_on_the_way_never_leads_the_daemon_elsewhere() {
+    if !harness::need_root("a_link_of_another_user_on_the_way_never_leads_the_daemon") {
+        return;
+    }
+    let fs = Tmpfs::mount("16m");
+    let root_dir = tempfile::tempdir().unwrap();
+    let victim = root_dir.path().join("victim");
+    std::fs::write(&victim, b"precious").unwrap();
+    let app = fs.join("app");
+    std::os::unix::fs::symlink(root_dir.path(), &app).unwrap();
+    std::os::unix::fs::lchown(&app, Some(OTHER_UID), Some(OTHER_UID)).unwrap();
+    let out = try_start(&app.join("victim"), &[]);
+    let msg = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{msg}");
+    assert!(msg.contains("symbolic link of uid"), "{msg}");
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    let left: Vec<_> = std::fs::read_dir(root_dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        left,
+        ["victim"],
+        "the daemon created files in root's folder"
+    );
+}
+
+#[test]
+fn a_daemon_of_another_user_refuses_root_s_lock_as_a_refusal() {
+    if !harness::need_root("a_daemon_of_another_user_refuses_root_s_lock") {
+        return;
+    }
+    let fs = Tmpfs::mount("64m");
+    let exe = harness::executable_copy(&bin(), fs.path());
+    let path = fs.join("seg");
+    let root = start(&path, &[]);
+    let out = harness::run_limited(
+        harness::as_other_user(
+            Command::new(&exe)
+                .arg("--path")
+                .arg(&path)
+                .args(["--interval", "0.1"]),
+        ),
+        Duration::from_secs(5),
+    );
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("belongs to uid 0"), "{}", out.stderr);
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    stop(root);
+}
+
+#[test]
+fn a_large_valid_damo_record_costs_memory_in_proportion() {
+    // 900 aggregations of 1,000 regions (DAMON's default max_nr_regions):
+    // 52 MiB of JSON, under the default limit. As a tree of JSON values it
+    // took about 16 times that.
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("big.damo");
+    {
+        use std::io::Write;
+        let mut z = flate2::write::ZlibEncoder::new(
+            std::fs::File::create(&rec).unwrap(),
+            flate2::Compression::default(),
+        );
+        z.write_all(br#"[{"target_id": 0, "snapshots": ["#).unwrap();
+        for s in 0..900u64 {
+            let sep = if s == 0 { "" } else { "," };
+            write!(
+                z,
+                r#"{sep}{{"end_time": {}, "regions": ["#,
+                (s + 1) * 100_000_000
+            )
+            .unwrap();
+            for i in 0..1000u64 {
+                let sep = if i == 0 { "" } else { "," };
+                write!(
+                    z,
+                    r#"{sep}{{"start":{},"end":{},"nr_accesses":1,"age":0}}"#,
+                    i * 4096,
+                    (i + 1) * 4096
+                )
+                .unwrap();
+            }
+            z.write_all(b"]}").unwrap();
+        }
+        z.write_all(b"]}]").unwrap();
+        z.finish().unwrap();
+    }
+    let path = dir.path().join("seg");
+    let f = harness::run_measured_for(
+        &bin(),
+        &[
+            "--path".into(),
+            path.display().to_string(),
+            "--replay".into(),
+            rec.display().to_string(),
+            "--replay-speed".into(),
+            "1000".into(),
+        ],
+        Duration::from_secs(4),
+        Duration::from_secs(5),
+    );
+    println!(
+        "a 52 MiB damo record: peak {} MiB ({:?}): {}",
+        f.max_rss_kib >> 10,
+        f.status,
+        f.stderr
+    );
+    assert_eq!(f.code(), Some(0), "{}", f.stderr);
+    assert!(
+        f.stderr.contains("replaying 900 aggregations"),
+        "{}",
+        f.stderr
+    );
+    assert!(!f.stderr.contains("skipped"), "{}", f.stderr);
+    assert!(f.max_rss_kib > 0, "not measured: {}", f.stderr);
+    assert!(
+        f.max_rss_kib < 256 << 10,
+        "{} MiB for a 52 MiB record",
+        f.max_rss_kib >> 10
+    );
+}

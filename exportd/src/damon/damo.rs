@@ -14,23 +14,35 @@
 use std::io::Read;
 
 use perfabi::damon::{Intervals, Region};
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::replay::{Record, RecordedAggregation};
 
-const ZLIB_MAGIC: [u8; 2] = [0x78, 0x9c];
+/// Whether `bytes` start with a zlib header (RFC 1950): deflate with a
+/// window of at most 32 KiB, and the check bits right. Python's
+/// `zlib.compress` writes 78 9c by default, but other levels write 78 01,
+/// 78 5e or 78 da.
+fn is_zlib(bytes: &[u8]) -> bool {
+    match bytes {
+        [cmf, flg, ..] => {
+            cmf & 0x0f == 8 && cmf >> 4 <= 7 && (u16::from(*cmf) << 8 | u16::from(*flg)) % 31 == 0
+        }
+        _ => false,
+    }
+}
 
 /// Whether `bytes` look like a damo record: JSON starting with a list, or
 /// zlib-compressed data.
 pub fn is_damo(bytes: &[u8]) -> bool {
-    bytes.starts_with(&ZLIB_MAGIC) || bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[')
+    is_zlib(bytes) || bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[')
 }
 
 /// Parses a damo record (`json` or `json_compressed`); a compressed record
 /// must not decompress to more than `limit` bytes.
 pub fn parse(bytes: &[u8], limit: u64) -> Result<Record, String> {
     let mut text = Vec::new();
-    let bytes = if bytes.starts_with(&ZLIB_MAGIC) {
+    let bytes = if is_zlib(bytes) {
         flate2::read::ZlibDecoder::new(bytes)
             .take(limit.saturating_add(1))
             .read_to_end(&mut text)
@@ -45,34 +57,38 @@ pub fn parse(bytes: &[u8], limit: u64) -> Result<Record, String> {
     } else {
         bytes
     };
-    let records: Vec<Value> =
+    // Regions are read straight into compact values: a tree of JSON values
+    // would take about 16 times the text's size, which a record at the size
+    // limit must not cost.
+    let records: Vec<RawRecord> =
         serde_json::from_slice(bytes).map_err(|e| format!("damo json record: {e}"))?;
     let mut out = Vec::new();
-    for (i, rec) in records.iter().enumerate() {
+    for (i, rec) in records.into_iter().enumerate() {
         let at = |what: &str| format!("damo record {i}: {what}");
-        let monitor = opt_number(rec.get("kdamond_idx"))
+        let monitor = opt_number(rec.kdamond_idx.as_ref())
             .map_err(|e| at(&e))?
             .unwrap_or(0);
-        let target = number(rec.get("target_id")).map_err(|e| at(&format!("target_id: {e}")))?;
+        let target = number(rec.target_id.as_ref()).map_err(|e| at(&format!("target_id: {e}")))?;
         // Each record (and each snapshot, where damo stamps them) carries
         // its own intervals: they may change within a recording.
-        let intervals = intervals_of(rec.get("intervals")).map_err(|e| at(&e))?;
-        let snapshots = rec
-            .get("snapshots")
-            .and_then(Value::as_array)
-            .ok_or_else(|| at("no snapshots list"))?;
-        for (j, s) in snapshots.iter().enumerate() {
+        let intervals = intervals_of(rec.intervals.as_ref()).map_err(|e| at(&e))?;
+        let snapshots = rec.snapshots.ok_or_else(|| at("no snapshots list"))?;
+        for (j, s) in snapshots.into_iter().enumerate() {
             let at = |what: &str| format!("damo record {i} snapshot {j}: {what}");
-            let end_time = number(s.get("end_time")).map_err(|e| at(&format!("end_time: {e}")))?;
+            let end_time =
+                number(s.end_time.as_ref()).map_err(|e| at(&format!("end_time: {e}")))?;
             let regions = s
-                .get("regions")
-                .and_then(Value::as_array)
+                .regions
                 .ok_or_else(|| at("no regions list"))?
-                .iter()
-                .enumerate()
-                .map(|(k, r)| region(r).map_err(|e| at(&format!("region {k}: {e}"))))
-                .collect::<Result<Vec<_>, _>>()?;
-            let intervals = intervals_of(s.get("intervals"))
+                .into_iter()
+                .map(|r| Region {
+                    start: r.start.0,
+                    end: r.end.0,
+                    nr_accesses: r.nr_accesses.0,
+                    age: r.age.0,
+                })
+                .collect();
+            let intervals = intervals_of(s.intervals.as_ref())
                 .map_err(|e| at(&e))?
                 .or(intervals);
             out.push(RecordedAggregation {
@@ -108,23 +124,93 @@ fn intervals_of(v: Option<&Value>) -> Result<Option<Intervals>, String> {
     }))
 }
 
-fn region(r: &Value) -> Result<Region, String> {
-    let field = |k: &str, inner: &str| -> Result<u64, String> {
-        match r.get(k) {
-            Some(Value::Object(o)) => number(o.get(inner)).map_err(|e| format!("{k}.{inner}: {e}")),
-            v => number(v).map_err(|e| format!("{k}: {e}")),
+/// One record of a damo file; fields other than these are ignored.
+#[derive(Deserialize)]
+struct RawRecord {
+    kdamond_idx: Option<Value>,
+    target_id: Option<Value>,
+    intervals: Option<Value>,
+    snapshots: Option<Vec<RawSnapshot>>,
+}
+
+/// One snapshot (aggregation) of a record.
+#[derive(Deserialize)]
+struct RawSnapshot {
+    end_time: Option<Value>,
+    intervals: Option<Value>,
+    regions: Option<Vec<RawRegion>>,
+}
+
+/// One region, read without an intermediate tree.
+#[derive(Deserialize)]
+struct RawRegion {
+    start: Lenient<0, u64>,
+    end: Lenient<0, u64>,
+    nr_accesses: Lenient<1, u32>,
+    age: Lenient<2, u32>,
+}
+
+/// A number as damo writes it, read directly: a JSON number, text with
+/// thousands separators ("93,825,193,857,024"), or an object holding it
+/// under the key `KEYS[K]` (`nr_accesses.samples`, `age.aggr_intervals`).
+struct Lenient<const K: usize, T>(T);
+
+const KEYS: [&str; 3] = ["", "samples", "aggr_intervals"];
+
+impl<'de, const K: usize, T: TryFrom<u64>> Deserialize<'de> for Lenient<K, T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(LenientVisitor::<K, T>(std::marker::PhantomData))
+    }
+}
+
+struct LenientVisitor<const K: usize, T>(std::marker::PhantomData<T>);
+
+impl<const K: usize, T> LenientVisitor<K, T> {
+    fn fit<E: serde::de::Error>(v: u64) -> Result<Lenient<K, T>, E>
+    where
+        T: TryFrom<u64>,
+    {
+        T::try_from(v)
+            .map(Lenient)
+            .map_err(|_| E::custom(format!("{v} is too large")))
+    }
+}
+
+impl<'de, const K: usize, T: TryFrom<u64>> serde::de::Visitor<'de> for LenientVisitor<K, T> {
+    type Value = Lenient<K, T>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a non-negative integer, as a number, as text, or in an object")
+    }
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        Self::fit(v)
+    }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        let v = u64::try_from(v).map_err(|_| E::custom(format!("{v} is negative")))?;
+        Self::fit(v)
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        let n = v
+            .replace(',', "")
+            .trim()
+            .parse()
+            .map_err(|_| E::custom(format!("{v:?} is not a number")))?;
+        Self::fit(n)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+        let mut found = None;
+        while let Some(k) = m.next_key::<String>()? {
+            if K > 0 && k == KEYS[K] {
+                found = Some(m.next_value::<Lenient<0, u64>>()?.0);
+            } else {
+                m.next_value::<serde::de::IgnoredAny>()?;
+            }
         }
-    };
-    let small = |k: &str, inner: &str| -> Result<u32, String> {
-        let v = field(k, inner)?;
-        u32::try_from(v).map_err(|_| format!("{k}: {v} is too large"))
-    };
-    Ok(Region {
-        start: field("start", "")?,
-        end: field("end", "")?,
-        nr_accesses: small("nr_accesses", "samples")?,
-        age: small("age", "aggr_intervals")?,
-    })
+        let v = found.ok_or_else(|| {
+            <A::Error as serde::de::Error>::custom(format!("no {:?} in the object", KEYS[K]))
+        })?;
+        Self::fit(v)
+    }
 }
 
 /// A number given as a JSON number or as text with thousands separators.
@@ -181,6 +267,24 @@ mod tests {
     const LIMIT: u64 = super::super::replay::DEFAULT_MAX_RECORD_BYTES;
     const SHIPPED: &[u8] = include_bytes!("../../records/guest-6.12-vaddr-hot4of64.damo.json.zlib");
     const TRACE: &str = include_str!("../../records/guest-6.12-vaddr-hot4of64.trace");
+
+    #[test]
+    fn a_record_compressed_at_any_level_is_recognised() {
+        use std::io::Write;
+        let json = br#"[{"target_id": 0, "snapshots": [{"end_time": 5, "regions": [{"start": 0, "end": 4096, "nr_accesses": 2, "age": 1}]}]}]"#;
+        for level in [0, 1, 6, 9] {
+            let mut z =
+                flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(level));
+            z.write_all(json).unwrap();
+            let bytes = z.finish().unwrap();
+            assert!(is_damo(&bytes), "level {level}: {:02x?}", &bytes[..2]);
+            let rec = parse(&bytes, 1 << 20).unwrap();
+            assert_eq!(rec.aggregations.len(), 1, "level {level}");
+            assert_eq!(rec.aggregations[0].regions[0].nr_accesses, 2);
+        }
+        // Text that merely starts with 'x' is not zlib.
+        assert!(!is_zlib(b"xy"));
+    }
 
     #[test]
     fn damo_s_own_conversion_of_the_shipped_trace_gives_the_same_aggregations() {

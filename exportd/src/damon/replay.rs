@@ -83,12 +83,17 @@ pub fn run(
     let mut published = 0u64;
     for round in 0u64.. {
         for a in &record.aggregations {
-            let due = Duration::from_nanos(((round * span + a.at_ns) as f64 / speed) as u64);
+            let at = round.saturating_mul(span).saturating_add(a.at_ns);
+            let due = Duration::from_nanos((at as f64 / speed) as u64);
             while start.elapsed() < due {
                 if stop() {
                     return Ok(published);
                 }
-                std::thread::sleep((due - start.elapsed()).min(Duration::from_millis(50)));
+                // Time moves on between the test and here: saturate.
+                std::thread::sleep(
+                    due.saturating_sub(start.elapsed())
+                        .min(Duration::from_millis(50)),
+                );
             }
             let iv = a.intervals.unwrap_or(default_intervals);
             counters.publish(w, a.monitor, a.target, iv, &a.regions);
