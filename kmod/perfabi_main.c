@@ -149,7 +149,7 @@ static bool name_ok(const char *n)
 	bool part_start = true;
 	size_t i;
 
-	if (len == 0 || len >= PERFABI_NAME_LEN)
+	if (len == 0 || len >= PERFABI_NAME_LEN || !isalpha(n[0]))
 		return false;
 	for (i = 0; i < len; i++) {
 		char c = n[i];
@@ -165,6 +165,39 @@ static bool name_ok(const char *n)
 		part_start = false;
 	}
 	return !part_start;
+}
+
+/*
+ * The key under which live names must be unique (spec §5, the Rust
+ * perfabi::name::clash_key): dots as underscores, then every trailing
+ * OpenMetrics sample suffix taken off, so that "a.b" and "a_b", "x" and
+ * "x_total" never both live. @key holds PERFABI_NAME_LEN bytes.
+ */
+static void clash_key(const char *name, char *key)
+{
+	static const char *const reserved[] = {
+		"_total", "_created", "_count", "_sum", "_bucket", "_gcount", "_gsum", "_info",
+	};
+	size_t len = strnlen(name, PERFABI_NAME_LEN - 1);
+	size_t i;
+	bool cut = true;
+
+	for (i = 0; i < len; i++)
+		key[i] = name[i] == '.' ? '_' : name[i];
+	key[len] = 0;
+	while (cut) {
+		cut = false;
+		for (i = 0; i < ARRAY_SIZE(reserved); i++) {
+			size_t n = strlen(reserved[i]);
+
+			if (len > n && !memcmp(key + len - n, reserved[i], n)) {
+				len -= n;
+				key[len] = 0;
+				cut = true;
+				break;
+			}
+		}
+	}
 }
 
 static bool unit_ok(const char *u)
@@ -188,15 +221,19 @@ long perfabi_add(const char *name, const char *unit, u32 semantics)
 	unsigned int slot, cpu, i;
 	u64 g, reg;
 	long id;
+	char key[PERFABI_NAME_LEN], other[PERFABI_NAME_LEN];
 
 	if (!name || !unit || !name_ok(name) || !unit_ok(unit) ||
 	    (semantics != PERFABI_COUNTER && semantics != PERFABI_INSTANT))
 		return -EINVAL;
+	clash_key(name, key);
 	mutex_lock(&meta_lock);
 	slot = s->max_instances;
 	for (i = 0; i < s->used; i++) {
 		e = &s->instances[i];
-		if (e->state == PERFABI_SLOT_LIVE && !strncmp(e->name, name, PERFABI_NAME_LEN)) {
+		if (e->state == PERFABI_SLOT_LIVE)
+			clash_key(e->name, other);
+		if (e->state == PERFABI_SLOT_LIVE && !strcmp(other, key)) {
 			mutex_unlock(&meta_lock);
 			return -EEXIST;
 		}

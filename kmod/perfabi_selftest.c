@@ -92,7 +92,10 @@ static bool bad_arguments_refused(void)
 	bool ok;
 
 	if (perfabi_add("bad name", "", PERFABI_COUNTER) != -EINVAL ||
+	    perfabi_add("_starts_with_underscore", "", PERFABI_COUNTER) != -EINVAL ||
 	    perfabi_add("selftest.hot_path", "", PERFABI_COUNTER) != -EEXIST ||
+	    perfabi_add("selftest_hot_path", "", PERFABI_COUNTER) != -EEXIST ||
+	    perfabi_add("selftest.hot_path_total", "", PERFABI_COUNTER) != -EEXIST ||
 	    perfabi_adjust(-1, 1) != -ENOENT || perfabi_adjust(0, 1) != -ENOENT ||
 	    perfabi_adjust(hot_id ^ (1L << PERFABI_ID_PTR_BITS), 1) != -ENOENT || perfabi_del(12345L << 16) != -ENOENT)
 		return false;

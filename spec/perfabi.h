@@ -131,7 +131,7 @@ struct perfabi_header {
 
 /* One slot of the instance table. 128 bytes. */
 struct perfabi_instance {
-	char  name[PERFABI_NAME_LEN];	/* dot-separated [A-Za-z_][A-Za-z0-9_]*, NUL padded */
+	char  name[PERFABI_NAME_LEN];	/* dot-separated [A-Za-z_][A-Za-z0-9_]*, first a letter; clash keys unique (§5) */
 	char  unit[PERFABI_UNIT_LEN];	/* printable ASCII, no spaces, NUL padded */
 	__u64 reg_id;			/* unique per epoch, never reused; 0 = never used */
 	__u32 state;			/* PERFABI_SLOT_* */

@@ -63,7 +63,9 @@ static __always_inline u64 __percpu *perfabi_id_counter(long id)
 /*
  * Registers a u64 instance (PERFABI_COUNTER or PERFABI_INSTANT from
  * perfabi.h). Returns its id (>= 0), or -EINVAL (bad name, unit or
- * semantics), -EEXIST (name taken), -ENOSPC (table full). May sleep.
+ * semantics), -EEXIST (the name is taken, or a live name is the same name
+ * to consumers: "a.b" and "a_b", "x" and "x_total"; spec §5), -ENOSPC
+ * (table full). May sleep.
  */
 long perfabi_add(const char *name, const char *unit, u32 semantics);
 

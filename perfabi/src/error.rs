@@ -11,6 +11,8 @@ pub enum Section {
     Instances,
     /// The per-CPU blocks.
     CpuArea,
+    /// The head of a per-CPU block (its sequence word and DAMON ring state).
+    BlockHead,
     /// The counter array inside a per-CPU block.
     Counters,
     /// The DAMON region ring inside a per-CPU block.
@@ -24,8 +26,41 @@ impl Section {
             Self::Header => "header",
             Self::Instances => "instances",
             Self::CpuArea => "cpu-area",
+            Self::BlockHead => "block-head",
             Self::Counters => "counters",
             Self::Damon => "damon",
+        }
+    }
+}
+
+/// A field of an instance table entry (spec §5), named in
+/// [`Error::BadEntry`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryField {
+    /// `state`: neither FREE nor LIVE.
+    State,
+    /// `name`: no NUL, not UTF-8, or breaks the naming rule.
+    Name,
+    /// `unit`: no NUL, or bytes a unit may not hold.
+    Unit,
+    /// `reg_id`: 0, or the same as another live entry's.
+    RegId,
+    /// `semantics`: a value this version does not define.
+    Semantics,
+    /// `value_type`: a value this version does not define.
+    ValueType,
+}
+
+impl EntryField {
+    /// What is wrong with the field, in words.
+    pub fn problem(self) -> &'static str {
+        match self {
+            Self::State => "undefined state (neither free nor live)",
+            Self::Name => "bad name (1-63 bytes of dot-separated [A-Za-z0-9_] parts, the first starting with a letter, NUL-terminated)",
+            Self::Unit => "bad unit (at most 15 printable ASCII bytes, NUL-terminated)",
+            Self::RegId => "registration id 0, or the same as another live slot's",
+            Self::Semantics => "undefined semantics",
+            Self::ValueType => "undefined value type",
         }
     }
 }
@@ -79,12 +114,32 @@ pub enum Error {
     BadName,
     /// The unit has a forbidden byte or is too long.
     BadUnit,
-    /// An instance table entry holds a state, semantics or type this version
-    /// does not define.
-    BadEntry(u32),
+    /// A live instance table entry breaks a rule of spec §5 (the slot, and
+    /// which field).
+    BadEntry {
+        /// The entry's slot.
+        slot: u32,
+        /// The field that breaks its rule.
+        field: EntryField,
+    },
+    /// Two live entries' names are one name to consumers (spec §5: equal
+    /// [`clash_key`](crate::name::clash_key)s).
+    NameClash {
+        /// The later slot.
+        slot: u32,
+        /// The earlier slot it clashes with.
+        other: u32,
+    },
+    /// `instances_size` is smaller than `max_instances` entries or not whole
+    /// pages.
+    BadTableSize,
+    /// `pages_per_cpu` is 0, or `cpu_block_size` is not `pages_per_cpu`
+    /// pages.
+    BadBlockSize,
     /// The instance table is full.
     TableFull,
-    /// A name is already registered.
+    /// A name is already registered, or a live name clashes with it (spec
+    /// §5: the same [`clash_key`](crate::name::clash_key)).
     DuplicateName,
     /// An instance id does not name a live instance (never registered, or
     /// deleted).
@@ -124,7 +179,10 @@ impl Error {
             Self::BusyMetadata => "busy-metadata",
             Self::BadName => "bad-name",
             Self::BadUnit => "bad-unit",
-            Self::BadEntry(_) => "bad-entry",
+            Self::BadEntry { .. } => "bad-entry",
+            Self::NameClash { .. } => "name-clash",
+            Self::BadTableSize => "bad-table-size",
+            Self::BadBlockSize => "bad-block-size",
             Self::TableFull => "table-full",
             Self::DuplicateName => "duplicate-name",
             Self::UnknownInstance => "unknown-instance",
@@ -177,12 +235,24 @@ impl fmt::Display for Error {
                 "metadata stayed busy for the whole retry bound (writer changing it or dead mid-change)",
             ),
             Self::BadName => f.write_str(
-                "bad instance name: 1-63 bytes, dot-separated parts of [A-Za-z0-9_] each starting with a letter or _",
+                "bad instance name: 1-63 bytes, dot-separated parts of [A-Za-z0-9_] each starting with a letter or _, the first with a letter",
             ),
             Self::BadUnit => f.write_str("bad unit: at most 15 printable ASCII bytes"),
-            Self::BadEntry(slot) => write!(f, "instance slot {slot} holds an undefined state or type"),
+            Self::BadEntry { slot, field } => write!(f, "instance slot {slot}: {}", field.problem()),
+            Self::NameClash { slot, other } => write!(
+                f,
+                "instance slots {other} and {slot} have names that are one name to consumers (same once dots are underscores and _total, _count, ... are taken off)"
+            ),
+            Self::BadTableSize => f.write_str(
+                "invalid instances_size: less than max_instances entries, or not whole pages",
+            ),
+            Self::BadBlockSize => f.write_str(
+                "invalid per-CPU block size: pages_per_cpu is 0 or cpu_block_size is not pages_per_cpu pages",
+            ),
             Self::TableFull => f.write_str("instance table is full"),
-            Self::DuplicateName => f.write_str("an instance with this name exists already"),
+            Self::DuplicateName => f.write_str(
+                "an instance with this name, or one that is the same name to consumers (a.b and a_b; x and x_total), exists already",
+            ),
             Self::UnknownInstance => f.write_str("no live instance with this id"),
             Self::BadAggregation => f.write_str(
                 "bad DAMON aggregation: needs 1..=ring capacity sorted, non-overlapping, non-empty regions and non-zero intervals",

@@ -43,7 +43,7 @@ pub mod sigbus;
 #[cfg(all(feature = "std", target_os = "linux", not(loom)))]
 pub mod writer;
 
-pub use error::{Error, Section};
+pub use error::{EntryField, Error, Section};
 pub use layout::{Semantics, ValueType};
 pub use validate::{validate, validate_header, Geometry, Layout, WriterIdentity};
 pub use view::{Info, Instance, SegmentView, Snapshot};

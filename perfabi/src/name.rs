@@ -1,17 +1,53 @@
-//! Rules for instance names and units, and their fixed-size encodings.
+//! Rules for instance names and units, and their fixed-size encodings
+//! (`spec/PERFABI.md` §5).
 //!
 //! A name is 1..=63 bytes of dot-separated parts; each part is
-//! `[A-Za-z_][A-Za-z0-9_]*`. That is exactly what a PCP metric name component
-//! accepts, so `perfabi.counter.<name>` is always a valid PCP name. A unit is
-//! 0..=15 bytes of printable ASCII without spaces.
+//! `[A-Za-z_][A-Za-z0-9_]*`, and the name starts with a letter. Its
+//! [flat form](flat) (dots as underscores) is then a valid PCP name
+//! component and, after `perfabi_`, a valid OpenMetrics family name: that is
+//! the one name every consumer shows. Two live names whose flat forms agree
+//! once OpenMetrics' reserved sample suffixes are taken off ([`clash_key`])
+//! would be one series to those consumers, so they may not be live together
+//! (`a.b` and `a_b`; `x` and `x_total`). A unit is 0..=15 bytes of printable
+//! ASCII without spaces.
+
+use alloc::string::String;
 
 use crate::error::Error;
 use crate::layout::{NAME_LEN, UNIT_LEN};
 
+/// The suffixes OpenMetrics gives the samples of a family (counter:
+/// `_total`, `_created`; histogram and summary: `_count`, `_sum`, `_bucket`;
+/// gauge histogram: `_gcount`, `_gsum`; info: `_info`). A name ending in one
+/// would be read as a sample of another family.
+pub const RESERVED_SUFFIXES: [&str; 8] = [
+    "_total", "_created", "_count", "_sum", "_bucket", "_gcount", "_gsum", "_info",
+];
+
+/// The flat form of a valid name: dots as underscores
+/// (`net.rx_bytes` → `net_rx_bytes`). It is the PCP name component
+/// (`perfabi.counter.<flat>`) and the OpenMetrics family (`perfabi_<flat>`).
+pub fn flat(name: &str) -> String {
+    name.replace('.', "_")
+}
+
+/// The key under which live names must be unique: the flat form with every
+/// trailing reserved suffix taken off (`x_total_total` → `x`).
+pub fn clash_key(name: &str) -> String {
+    let mut key = flat(name);
+    while let Some(s) = RESERVED_SUFFIXES
+        .iter()
+        .find(|s| key.len() > s.len() && key.ends_with(*s))
+    {
+        key.truncate(key.len() - s.len());
+    }
+    key
+}
+
 /// Checks a name against the rules above.
 pub fn check_name(name: &str) -> Result<(), Error> {
     let b = name.as_bytes();
-    if b.is_empty() || b.len() >= NAME_LEN {
+    if b.is_empty() || b.len() >= NAME_LEN || !b[0].is_ascii_alphabetic() {
         return Err(Error::BadName);
     }
     for part in name.split('.') {
@@ -58,7 +94,7 @@ mod tests {
 
     #[test]
     fn names() {
-        for ok in ["a", "net.rx_bytes", "_x.y1", &"a".repeat(63)] {
+        for ok in ["a", "net.rx_bytes", "x._y1", &"a".repeat(63)] {
             assert_eq!(check_name(ok), Ok(()), "{ok}");
         }
         for bad in [
@@ -67,6 +103,7 @@ mod tests {
             "a.",
             "a..b",
             "1a",
+            "_x.y1",
             "a-b",
             "a b",
             "é",
@@ -74,6 +111,20 @@ mod tests {
         ] {
             assert_eq!(check_name(bad), Err(Error::BadName), "{bad}");
         }
+    }
+
+    #[test]
+    fn clash_keys() {
+        assert_eq!(clash_key("a.b"), clash_key("a_b"));
+        assert_eq!(clash_key("x"), clash_key("x_total"));
+        assert_eq!(clash_key("y"), clash_key("y.created"));
+        assert_eq!(clash_key("x_total_total"), "x");
+        assert_eq!(clash_key("lat.count"), "lat");
+        assert_ne!(clash_key("a.b"), clash_key("ab"));
+        assert_ne!(clash_key("totals"), clash_key("total"));
+        // A name that is only a suffix keeps it (never empty).
+        assert_eq!(clash_key("a_sum"), "a");
+        assert_eq!(flat("net.rx_bytes"), "net_rx_bytes");
     }
 
     #[test]

@@ -261,8 +261,8 @@ pub fn validate_header(h: &Header, mapped_len: u64) -> Result<Layout, Error> {
         return Err(Error::Overlap(Section::Header, Section::Instances));
     }
     let table_need = u64::from(h.max_instances) * INSTANCE_ENTRY_SIZE as u64;
-    if h.instances_size < table_need {
-        return Err(Error::OutOfBounds(Section::Instances));
+    if h.instances_size < table_need || h.instances_size % page != 0 {
+        return Err(Error::BadTableSize);
     }
     let table_end = h
         .instances_offset
@@ -279,7 +279,7 @@ pub fn validate_header(h: &Header, mapped_len: u64) -> Result<Layout, Error> {
     if h.pages_per_cpu == 0
         || Some(h.cpu_block_size) != u64::from(h.pages_per_cpu).checked_mul(page)
     {
-        return Err(Error::OutOfBounds(Section::CpuArea));
+        return Err(Error::BadBlockSize);
     }
     h.cpu_block_size
         .checked_mul(u64::from(h.nr_cpus))
@@ -293,7 +293,7 @@ pub fn validate_header(h: &Header, mapped_len: u64) -> Result<Layout, Error> {
         return Err(Error::Misaligned(Section::Counters));
     }
     if counters_offset < CPU_BLOCK_HEAD_SIZE as u64 {
-        return Err(Error::Overlap(Section::CpuArea, Section::Counters));
+        return Err(Error::Overlap(Section::BlockHead, Section::Counters));
     }
     if damon_offset % CACHE_LINE as u64 != 0 {
         return Err(Error::Misaligned(Section::Damon));

@@ -10,7 +10,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use crate::damon::{self, DamonRead};
-use crate::error::Error;
+use crate::error::{EntryField, Error};
 use crate::layout::*;
 use crate::name;
 use crate::protocol::{self, gen_read, load_words, seq_read, Sound};
@@ -245,28 +245,34 @@ impl<'a> SegmentView<'a> {
         for slot in 0..used {
             load_words(self.words, self.layout.instance_word(slot), &mut ew);
             let e: InstanceEntry = bytemuck::cast(ew);
-            let bad = Error::BadEntry(slot as u32);
+            let bad = |field| Error::BadEntry {
+                slot: slot as u32,
+                field,
+            };
             match e.state {
                 s if s == SlotState::Free as u32 => continue,
                 s if s == SlotState::Live as u32 => {}
-                _ => return Err(bad),
+                _ => return Err(bad(EntryField::State)),
             }
             let name = name::decode(&e.name)
                 .filter(|n| name::check_name(n).is_ok())
-                .ok_or(bad)?;
+                .ok_or(bad(EntryField::Name))?;
             let unit = name::decode(&e.unit)
                 .filter(|u| name::check_unit(u).is_ok())
-                .ok_or(bad)?;
+                .ok_or(bad(EntryField::Unit))?;
+            if e.reg_id == 0 {
+                return Err(bad(EntryField::RegId));
+            }
             out.push(Instance {
                 slot: slot as u32,
                 reg_id: e.reg_id,
                 name: name.to_string(),
                 unit: unit.to_string(),
-                semantics: Semantics::from_raw(e.semantics).ok_or(bad)?,
-                value_type: ValueType::from_raw(e.value_type).ok_or(bad)?,
+                semantics: Semantics::from_raw(e.semantics).ok_or(bad(EntryField::Semantics))?,
+                value_type: ValueType::from_raw(e.value_type).ok_or(bad(EntryField::ValueType))?,
             });
         }
-        Ok(())
+        unique(out)
     }
 
     /// The live instances, read inside one generation.
@@ -445,3 +451,28 @@ fn instances_fit(instances: &[Instance], used: usize) -> bool {
 
 /// Re-exported so users of [`SegmentView`] need not import the protocol.
 pub use protocol::DEFAULT_RETRIES;
+
+/// Live entries must have distinct registration ids and names that are
+/// distinct to consumers (spec §5): `O(n log n)` in the live entries.
+fn unique(live: &[Instance]) -> Result<(), Error> {
+    let mut ids: Vec<(u64, u32)> = live.iter().map(|i| (i.reg_id, i.slot)).collect();
+    ids.sort_unstable();
+    if let Some(w) = ids.windows(2).find(|w| w[0].0 == w[1].0) {
+        return Err(Error::BadEntry {
+            slot: w[0].1.max(w[1].1),
+            field: EntryField::RegId,
+        });
+    }
+    let mut keys: Vec<(String, u32)> = live
+        .iter()
+        .map(|i| (name::clash_key(&i.name), i.slot))
+        .collect();
+    keys.sort_unstable();
+    if let Some(w) = keys.windows(2).find(|w| w[0].0 == w[1].0) {
+        return Err(Error::NameClash {
+            slot: w[1].1,
+            other: w[0].1,
+        });
+    }
+    Ok(())
+}

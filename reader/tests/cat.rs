@@ -63,6 +63,172 @@ fn sample_writer(path: &Path) -> Writer {
     w
 }
 
+/// Runs `page` through the `prometheus_client` OpenMetrics parser: one line
+/// per sample (`TYPE NAME CPU VALUE`), or the parser's complaint.
+fn parse_openmetrics(page: &[u8]) -> Result<String, String> {
+    let script = "import sys\n\
+        from prometheus_client.openmetrics.parser import text_string_to_metric_families\n\
+        for f in text_string_to_metric_families(sys.stdin.read()):\n\
+        \x20   for s in f.samples:\n\
+        \x20       print(f.type, s.name, s.labels.get('cpu', '-'), repr(s.value))\n";
+    let mut py = Command::new("python3")
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 (apt-get install python3)");
+    py.stdin.take().unwrap().write_all(page).unwrap();
+    let parsed = py.wait_with_output().unwrap();
+    if parsed.status.success() {
+        Ok(String::from_utf8(parsed.stdout).unwrap())
+    } else {
+        Err(format!(
+            "the OpenMetrics parser refused the page (pip install prometheus_client if missing):\n{}\n{}",
+            String::from_utf8_lossy(&parsed.stderr),
+            String::from_utf8_lossy(page)
+        ))
+    }
+}
+
+#[test]
+fn names_that_would_be_one_series_are_refused_and_near_ones_all_parse() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let w = Writer::create(
+        &path,
+        &Config {
+            max_instances: 64,
+            damon_capacity: 0,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    // Close to each other but distinct to every consumer.
+    let near = [
+        ("x", Semantics::Counter),
+        ("x_totals", Semantics::Counter),
+        ("x.total_bytes", Semantics::Counter),
+        ("ab", Semantics::Counter),
+        ("a.b", Semantics::Counter),
+        ("lat.p99", Semantics::Instant),
+        ("q_total", Semantics::Instant),
+        ("y_createdx", Semantics::Counter),
+    ];
+    for (name, sem) in near {
+        let id = w.add(name, "", sem).unwrap();
+        w.adjust(id, 3).unwrap();
+    }
+    // One series to OpenMetrics (and one PCP name): refused by the writer.
+    for clash in [
+        "a_b",
+        "x_total",
+        "x.created",
+        "q",
+        "q_total_count",
+        "ab_info",
+        "lat_p99_sum",
+    ] {
+        assert_eq!(
+            w.add(clash, "", Semantics::Counter).map(drop),
+            Err(perfabi::Error::DuplicateName),
+            "{clash}"
+        );
+    }
+    let out = cat(&[path.to_str().unwrap(), "--openmetrics"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = parse_openmetrics(&out.stdout).unwrap();
+    assert_eq!(text.lines().count(), near.len(), "{text}");
+    for sample in [
+        "perfabi_x_total",
+        "perfabi_x_totals_total",
+        "perfabi_a_b_total",
+        "perfabi_ab_total",
+        "perfabi_q_total",
+    ] {
+        assert!(
+            text.lines().any(|l| l.split(' ').nth(1) == Some(sample)),
+            "{sample}: {text}"
+        );
+    }
+
+    // A writer that does not keep the rule (here: a live name patched to
+    // clash with another's) makes a corrupt segment, never a page the
+    // parser refuses.
+    let bytes = std::fs::read(&path).unwrap();
+    let layout = perfabi::validate(&bytes).unwrap();
+    let snap = w.snapshot().unwrap();
+    let ab = snap.find("ab").unwrap().slot as usize;
+    let at = layout.instance_word(ab) * 8;
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, b"a_b\0", at as u64).unwrap();
+    let out = cat(&[path.to_str().unwrap(), "--openmetrics"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{err}\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(err.contains("one name to consumers"), "{err}");
+    assert!(out.stdout.is_empty());
+    println!(
+        "{} near names parse; 7 clashing names refused; a forged clash: {}",
+        near.len(),
+        err.trim()
+    );
+}
+
+#[test]
+fn a_backslash_in_a_unit_reaches_the_help_text_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let w = Writer::create(
+        &path,
+        &Config {
+            max_instances: 4,
+            damon_capacity: 0,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    // A unit may hold any printable byte: here a backslash and an `n`,
+    // which unescaped would read as a newline.
+    w.add("odd", r"a\nb\", Semantics::Counter).unwrap();
+    let out = cat(&[path.to_str().unwrap(), "--openmetrics"]);
+    assert!(out.status.success());
+    let script = "import sys\n\
+        from prometheus_client.openmetrics.parser import text_string_to_metric_families\n\
+        for f in text_string_to_metric_families(sys.stdin.read()):\n\
+        \x20   print(f.name, repr(f.documentation))\n";
+    let mut py = Command::new("python3")
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 (apt-get install python3)");
+    py.stdin.take().unwrap().write_all(&out.stdout).unwrap();
+    let parsed = py.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&parsed.stdout);
+    assert!(
+        parsed.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&parsed.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(
+        text.trim(),
+        r"perfabi_odd 'perfabi counter odd (a\\nb\\)'",
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
 #[test]
 fn json_parses_and_matches_the_writer() {
     let dir = tempfile::tempdir().unwrap();
@@ -109,27 +275,7 @@ fn openmetrics_passes_the_prometheus_client_parser() {
         }
         let out = cat(&args);
         assert!(out.status.success());
-        let script = "import sys\n\
-            from prometheus_client.openmetrics.parser import text_string_to_metric_families\n\
-            for f in text_string_to_metric_families(sys.stdin.read()):\n\
-            \x20   for s in f.samples:\n\
-            \x20       print(f.type, s.name, s.labels.get('cpu', '-'), repr(s.value))\n";
-        let mut py = Command::new("python3")
-            .args(["-c", script])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("python3 (apt-get install python3)");
-        py.stdin.take().unwrap().write_all(&out.stdout).unwrap();
-        let parsed = py.wait_with_output().unwrap();
-        assert!(
-            parsed.status.success(),
-            "the OpenMetrics parser refused the output (pip install prometheus_client if missing):\n{}\n{}",
-            String::from_utf8_lossy(&parsed.stderr),
-            String::from_utf8_lossy(&out.stdout)
-        );
-        let text = String::from_utf8(parsed.stdout).unwrap();
+        let text = parse_openmetrics(&out.stdout).unwrap();
         let snap = w.snapshot().unwrap();
         let rx = snap.find("net.rx_bytes").unwrap();
         if per_cpu {

@@ -93,15 +93,32 @@ fn a_fifo_at_the_path_is_refused_at_once_in_every_mode() {
         Segment::open(&fifo),
         Err(Error::NotASegmentFile(_, "a FIFO"))
     ));
-    // Other things that are not segments: each a one-line refusal.
+    // Other things that are not segments: each a one-line refusal, exit 4
+    // (not "No such device", not "truncated ... retry" with exit 5).
+    let empty = dir.path().join("empty");
+    let short = dir.path().join("short");
+    std::fs::write(&empty, b"").unwrap();
+    std::fs::write(&short, [7u8; 100]).unwrap();
+    for p in [&empty, &short] {
+        std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    }
     for (p, what) in [
         (Path::new("/dev/null"), "is a character device"),
         (Path::new("/dev/zero"), "is a character device"),
         (dir.path(), "is a directory"),
+        (
+            empty.as_path(),
+            "too short to hold a segment header, not a perfabi segment",
+        ),
+        (
+            short.as_path(),
+            "too short to hold a segment header, not a perfabi segment",
+        ),
     ] {
         let f = cat(p, &[]);
         assert_eq!(f.code(), Some(4), "{}: {}", p.display(), f.stderr);
         assert!(f.stderr.contains(what), "{}", f.stderr);
+        assert_eq!(f.stderr.lines().count(), 1, "{}", f.stderr);
     }
 }
 

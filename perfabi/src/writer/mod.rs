@@ -145,6 +145,8 @@ impl InstanceId {
 pub struct ExternalId(InstanceId);
 
 pub(crate) struct Meta {
+    /// The live slots by their names' clash keys (spec §5): live names must
+    /// be distinct to consumers, not only as bytes.
     pub(crate) names: HashMap<String, u32>,
     /// The entry of every live slot (to lay the table out again in a
     /// re-created segment).
@@ -345,7 +347,8 @@ impl Writer {
         name::check_name(name)?;
         name::check_unit(unit)?;
         let mut m = self.state.meta.lock().unwrap_or_else(|p| p.into_inner());
-        if m.names.contains_key(name) {
+        let key = name::clash_key(name);
+        if m.names.contains_key(&key) {
             return Err(Error::DuplicateName);
         }
         let slot = match m.free.pop_front() {
@@ -379,7 +382,7 @@ impl Writer {
             words[HEADER_USED_WORD].store(u64::from(m.used), Ordering::Relaxed);
         }
         gen_write_end::<Sound>(&words[HEADER_GEN2_WORD], g);
-        m.names.insert(name.to_string(), slot);
+        m.names.insert(key, slot);
         m.entries.insert(slot, entry);
         self.state.semantics[slot as usize].store(semantics as u64, Ordering::Relaxed);
         self.state.live[slot as usize].store(reg_id, Ordering::Release);
@@ -462,8 +465,11 @@ impl Writer {
         let ew: [u64; INSTANCE_ENTRY_WORDS] = bytemuck::cast(entry);
         words[base + state_word].store(ew[state_word], Ordering::Relaxed);
         gen_write_end::<Sound>(&words[HEADER_GEN2_WORD], g);
-        m.names.retain(|_, s| *s != id.slot);
-        m.entries.remove(&id.slot);
+        if let Some(old) = m.entries.remove(&id.slot) {
+            m.names.remove(&name::clash_key(
+                name::decode(&old.name).unwrap_or_default(),
+            ));
+        }
         m.free.push_back(id.slot);
         Ok(())
     }

@@ -292,6 +292,73 @@ pub fn all() -> Vec<(&'static str, Vec<u8>)> {
         i.put(at, &[b'x'; NAME_LEN]);
         i
     }));
+    // Spec §8: the order of checks decides which code wins.
+    v.push((
+        "two_faults_first_wins",
+        with_header(|h| {
+            h.page_size = 3000;
+            h.header_size = 100;
+        }),
+    ));
+    v.push(("table_too_small", with_header(|h| h.instances_size = 2048)));
+    v.push((
+        "table_not_whole_pages",
+        with_header(|h| h.instances_size = 4096 + 128),
+    ));
+    v.push(("zero_pages_per_cpu", with_header(|h| h.pages_per_cpu = 0)));
+    v.push((
+        "block_size_disagrees",
+        with_header(|h| h.pages_per_cpu += 1),
+    ));
+    v.push((
+        "counters_overlap_head",
+        with_header(|h| h.counters_offset = 64),
+    ));
+    // Spec §5: entry rules, each field named.
+    let field = |f: usize| move |i: &Image| i.layout().instance_word(0) * 8 + f;
+    v.push(("bad_entry_state", {
+        let mut i = base();
+        let at = field(std::mem::offset_of!(InstanceEntry, state))(&i);
+        i.put(at, &7u32);
+        i
+    }));
+    v.push(("bad_entry_name", {
+        let mut i = base();
+        let at = i.layout().instance_word(0) * 8;
+        i.put(at, &perfabi::name::encode::<NAME_LEN>("_net.rx_bytes"));
+        i
+    }));
+    v.push(("reg_id_zero", {
+        let mut i = base();
+        let at = field(std::mem::offset_of!(InstanceEntry, reg_id))(&i);
+        i.put(at, &0u64);
+        i
+    }));
+    v.push(("reg_id_twice", {
+        let mut i = base();
+        let at = i.layout().instance_word(2) * 8 + std::mem::offset_of!(InstanceEntry, reg_id);
+        i.put(at, &1u64);
+        i
+    }));
+    v.push(("names_clash_dot_underscore", {
+        let mut i = base();
+        let at = i.layout().instance_word(2) * 8;
+        i.put(at, &perfabi::name::encode::<NAME_LEN>("net_rx_bytes"));
+        i
+    }));
+    v.push(("names_clash_total_suffix", {
+        let mut i = base();
+        let at = i.layout().instance_word(2) * 8;
+        i.put(at, &perfabi::name::encode::<NAME_LEN>("net.rx_bytes_total"));
+        i
+    }));
+    v.push(("names_clash_with_freed_slot_is_valid", {
+        // Slot 1 is free: its name may be the same as a live one.
+        let mut i = base();
+        let at = i.layout().instance_word(1) * 8;
+        i.put(at, &perfabi::name::encode::<NAME_LEN>("net_rx_bytes"));
+        i
+    }));
     v.into_iter().map(|(n, i)| (n, i.0)).collect()
 }
 

@@ -119,10 +119,11 @@ pub fn json_info(info: &SegmentInfo) -> serde_json::Value {
     })
 }
 
-/// The family name of a counter in OpenMetrics: `perfabi_` and the name with
-/// dots as underscores (perfabi names are already `[A-Za-z0-9_]` parts).
+/// The family name of a counter in OpenMetrics: `perfabi_` and the name's
+/// flat form (spec §5). Live names have distinct clash keys, so no two
+/// families or samples of one page share a name.
 pub fn metric_name(inst: &Instance) -> String {
-    let base = format!("perfabi_{}", inst.name.replace('.', "_"));
+    let base = format!("perfabi_{}", perfabi::name::flat(&inst.name));
     if is_om_counter(inst) {
         // A counter family's samples get `_total`; the family name must not.
         base.strip_suffix("_total")
