@@ -12,10 +12,13 @@ use perfabi_reader::Segment;
 const BIN: &str = env!("CARGO_BIN_EXE_perfabi-exportd");
 const ADMIN: &str = "/sys/kernel/mm/damon/admin/kdamonds";
 
-fn asked() -> bool {
+fn asked(test: &str) -> bool {
     let on = std::env::var("PERFABI_LIVE_DAMON").is_ok_and(|v| v == "1");
     if !on {
-        println!("not run: set PERFABI_LIVE_DAMON=1 to run the live tracepoint source against this host's kdamond");
+        perfabi_test_harness::skip(
+            test,
+            "set PERFABI_LIVE_DAMON=1 to run the live tracepoint source against this host's kdamond",
+        );
     }
     on
 }
@@ -30,7 +33,7 @@ fn sysfs_state() -> String {
 
 #[test]
 fn the_tracepoint_source_publishes_the_host_kdamonds_aggregations_passively() {
-    if !asked() {
+    if !asked("the_tracepoint_source_publishes_the_host_kdamonds_aggregations_passively") {
         return;
     }
     let before = sysfs_state();

@@ -24,6 +24,13 @@ pub fn bin(name: &str, built: &str) -> PathBuf {
 /// run as it with [`as_other_user`]; files are given to it with `chown`.
 pub const OTHER_UID: u32 = 64_123;
 
+/// Reports `test` as skipped for `reason`: the line `PERFABI-SKIP <test>:
+/// <reason>`, which `tests/run` lists apart from passes and counts as a
+/// failure unless `tests/expected-skips` expects it.
+pub fn skip(test: &str, reason: &str) {
+    println!("PERFABI-SKIP {test}: {reason}");
+}
+
 /// Whether this process may do what a two-user test needs (mount a tmpfs,
 /// switch uid, chown). If not, prints `PERFABI-SKIP <test>: <reason>` and
 /// returns false; under CI (`CI` set), where the suite runs as root, a
@@ -37,7 +44,7 @@ pub fn need_root(test: &str) -> bool {
         std::env::var_os("CI").is_none(),
         "{test} {reason}, and CI runs as root"
     );
-    println!("PERFABI-SKIP {test}: {reason}");
+    skip(test, reason);
     false
 }
 
