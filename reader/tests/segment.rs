@@ -75,6 +75,13 @@ fn reads_what_the_writer_wrote() {
         seg.read(&h, &mut out),
         Err(Error::Abi(perfabi::Error::UnknownInstance))
     ));
+    // And it is gone from every listing, cached by generation or not.
+    assert!(matches!(
+        seg.handle("net.rx_bytes"),
+        Err(Error::NoSuchCounter(_))
+    ));
+    assert!(seg.instances().unwrap().is_empty());
+    assert!(seg.snapshot().unwrap().instances.is_empty());
 
     w.close();
     assert!(matches!(seg.counter("x"), Err(Error::Closed)));

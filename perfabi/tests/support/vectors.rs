@@ -305,6 +305,11 @@ pub fn all() -> Vec<(&'static str, Vec<u8>)> {
         "table_not_whole_pages",
         with_header(|h| h.instances_size = 4096 + 128),
     ));
+    // Whole pages, one entry short: 33 entries need 4,224 bytes.
+    v.push((
+        "table_one_entry_short",
+        with_header(|h| h.max_instances = 33),
+    ));
     v.push(("zero_pages_per_cpu", with_header(|h| h.pages_per_cpu = 0)));
     v.push((
         "block_size_disagrees",
