@@ -310,7 +310,14 @@ pub fn all() -> Vec<(&'static str, Vec<u8>)> {
         "table_one_entry_short",
         with_header(|h| h.max_instances = 33),
     ));
-    v.push(("zero_pages_per_cpu", with_header(|h| h.pages_per_cpu = 0)));
+    // Both zero: they agree (0 pages of 0 bytes), and still no block.
+    v.push((
+        "zero_pages_per_cpu",
+        with_header(|h| {
+            h.pages_per_cpu = 0;
+            h.cpu_block_size = 0;
+        }),
+    ));
     v.push((
         "block_size_disagrees",
         with_header(|h| h.pages_per_cpu += 1),
