@@ -385,11 +385,19 @@ impl Segment {
     /// the path or the writer: call [`refresh`](Self::refresh) (or any other
     /// method) from time to time to follow a restarted writer.
     pub fn read(&mut self, h: &Handle, out: &mut [u64]) -> Result<u64, Error> {
-        self.read_many(std::slice::from_ref(h), out)
+        if h.epoch != self.map.layout.epoch {
+            return Err(Error::Abi(perfabi::Error::UnknownInstance));
+        }
+        // The one key lives on the stack: not even a first read allocates.
+        let key = [(h.instance.slot, h.instance.reg_id)];
+        let (view, retries) = (self.map.view(), self.opts.retries);
+        let r = patiently(&self.opts, || view.read_slots(&key, out, retries));
+        self.finish(r)
     }
 
     /// [`read`](Self::read) for several counters at once, inside one
-    /// generation: `out` holds `nr_cpus` values per handle, in order.
+    /// generation: `out` holds `nr_cpus` values per handle, in order. It
+    /// allocates only when given more handles than ever before.
     pub fn read_many(&mut self, hs: &[Handle], out: &mut [u64]) -> Result<u64, Error> {
         if hs.iter().any(|h| h.epoch != self.map.layout.epoch) {
             return Err(Error::Abi(perfabi::Error::UnknownInstance));
