@@ -11,14 +11,16 @@
 //! | 16… | `perfabi.counter.<name>`: a counter per CPU (instance domain `D.0`) |
 //! | 2048… | `perfabi.total.<name>`: a counter summed over CPUs |
 //!
-//! A counter keeps its identifier for the agent's life, across writer
-//! restarts, so that rates and archives stay continuous.
+//! A counter keeps its identifier for good, across writer restarts and
+//! agent restarts ([`CounterNames`] is saved), so that rates and archives
+//! stay continuous.
 
-use std::collections::{HashMap, HashSet};
+use std::borrow::Cow;
 use std::ffi::c_int;
 
 use perfabi::{Instance, Semantics, ValueType};
 
+use crate::counter_names::{CounterNames, MAX_COUNTERS};
 use crate::ffi::{
     self, pmUnits, PM_SEM_COUNTER, PM_SEM_DISCRETE, PM_SEM_INSTANT, PM_TYPE_64, PM_TYPE_DOUBLE,
     PM_TYPE_STRING, PM_TYPE_U32, PM_TYPE_U64,
@@ -49,14 +51,18 @@ impl Indom {
             Indom::Stream => (
                 "DAMON monitoring streams: (kdamond thread, target) pairs",
                 "One instance per DAMON kdamond thread and target whose latest\n\
-                 complete aggregation is in the segment, named kdamond<PID>/target<N>.",
+                 complete aggregation is in the segment, named kdamond<PID>/target<N>.\n\
+                 A name keeps its instance id across restarts of the agent (the ids\n\
+                 are saved with pmdaCache) until the stream has been absent for an\n\
+                 hour; no id is ever given to two names.",
             ),
             Indom::Region => (
                 "Regions of the latest DAMON aggregation of each stream",
                 "One instance per region of the latest complete aggregation of each\n\
                  (kdamond, target) pair, in address order, named\n\
                  kdamond<PID>/target<N>/region<I>. The set changes with every\n\
-                 aggregation: DAMON splits and merges regions as it adapts.",
+                 aggregation: DAMON splits and merges regions as it adapts. Ids are\n\
+                 kept as for the streams' instances.",
             ),
         }
     }
@@ -81,6 +87,10 @@ pub enum Kind {
     BusyReads,
     /// Reads that found the writer gone.
     StaleReads,
+    /// 1 while the last good values are held over a transient error.
+    Held,
+    /// Requests answered with held values.
+    HeldReads,
     /// Segments mapped anew (restarts, growth) since the agent started.
     Remaps,
     /// Per-CPU blocks.
@@ -136,12 +146,35 @@ pub struct Metric {
     pub sem: c_int,
     /// Units.
     pub units: pmUnits,
-    /// One-line help.
-    pub oneline: String,
-    /// Long help.
-    pub help: String,
+    /// Its help text.
+    pub text: Text,
     /// Its values.
     pub kind: Kind,
+}
+
+/// Where a metric's help text comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Text {
+    /// Fixed one-line and long help.
+    Fixed(&'static str, &'static str),
+    /// A counter's, written from its instance when asked for (the index of
+    /// the instance in those the metric was made from): 65,536 counters
+    /// need no 262,144 strings made at start.
+    Counter(usize),
+}
+
+impl Metric {
+    /// One-line and long help; `instances` are those the metric was made
+    /// from ([`counters`]). `None` if the instance is not there.
+    pub fn help<'a>(&self, instances: &'a [Instance]) -> Option<(Cow<'a, str>, Cow<'a, str>)> {
+        match self.text {
+            Text::Fixed(one, long) => Some((Cow::Borrowed(one), Cow::Borrowed(long))),
+            Text::Counter(i) => {
+                let (one, long) = counter_help(instances.get(i)?, self.indom.is_some());
+                Some((Cow::Owned(one), Cow::Owned(long)))
+            }
+        }
+    }
 }
 
 const NONE: pmUnits = pmUnits::new(0, 0, 0, 0, 0, 0);
@@ -166,12 +199,15 @@ pub fn fixed(domain: u32) -> Vec<Metric> {
         &'static str,
     );
     #[rustfmt::skip]
-    let table: [Row; 25] = [
+    let table: [Row; 27] = [
         (0, 0, "segment.available", PM_TYPE_U32, None, PM_SEM_INSTANT, NONE, Available,
-         "1 while a valid perfabi segment is mapped, else 0",
-         "1 while the agent maps a valid segment at its path, 0 while the path is\n\
-          missing, truncated or not a valid segment (the agent logs why and\n\
-          retries at every request)."),
+         "1 while the agent serves values of a valid perfabi segment, else 0",
+         "1 while the agent serves values of a valid segment at its path (read\n\
+          now, or held from the last good read, see perfabi.segment.held); 0 while\n\
+          the path is missing, not a valid segment, or unreadable for longer than\n\
+          the hold. The agent logs why and retries at every request; meanwhile\n\
+          the metrics read from the segment answer PM_ERR_AGAIN (try again),\n\
+          and the counters and DAMON instances are gone."),
         (0, 1, "segment.abi_version", PM_TYPE_STRING, None, PM_SEM_DISCRETE, NONE, AbiVersion,
          "perfabi ABI version of the segment, major.minor",
          "The ABI version in the segment header. The agent reads major version 1."),
@@ -194,8 +230,10 @@ pub fn fixed(domain: u32) -> Vec<Metric> {
         (0, 6, "segment.busy_reads", PM_TYPE_U64, None, PM_SEM_COUNTER, COUNT, BusyReads,
          "reads that found the writer mid-update beyond the retry bound",
          "A read retries while a per-CPU block or the instance table is being\n\
-          updated; past its bound it is reported busy and counted here (the fetch\n\
-          then has no values). A writer that died mid-update shows as a growing count."),
+          updated; past its bound it is reported busy and counted here, and for\n\
+          a few seconds the request is answered with the last good values (see\n\
+          perfabi.segment.held).\n\
+          A writer that died mid-update shows as a growing count."),
         (0, 7, "segment.stale_reads", PM_TYPE_U64, None, PM_SEM_COUNTER, COUNT, StaleReads,
          "requests that found the writer gone",
          "Requests served while the writer was dead or silent: their values are the\n\
@@ -219,6 +257,21 @@ pub fn fixed(domain: u32) -> Vec<Metric> {
           device). The agent reads only segments of its own user or root unless\n\
           told to trust others (-t UID); see the Security section of perfabi's\n\
           README."),
+        (0, 13, "segment.held", PM_TYPE_U32, None, PM_SEM_INSTANT, NONE, Held,
+         "1 while the values served are the last good ones, held over a transient error",
+         "A read that fails for a reason that clears by itself (the writer busy\n\
+          past the retry bound, or the segment file the agent maps truncated,\n\
+          overwritten or replaced while it was being opened, which a live writer\n\
+          repairs at its next heartbeat) does not drop the values: the agent\n\
+          answers with the values of the last good read, for at most 5 seconds\n\
+          after it, and this is 1. Past that, or on any other error (no file at\n\
+          the path, another file there that is not a segment, an owner not\n\
+          trusted), the agent serves no values (perfabi.segment.available is 0)\n\
+          until a read succeeds."),
+        (0, 14, "segment.held_reads", PM_TYPE_U64, None, PM_SEM_COUNTER, COUNT, HeldReads,
+         "requests answered with held values after a transient read error",
+         "Requests the agent answered with the last good values because the read\n\
+          failed for a transient reason (see perfabi.segment.held)."),
         (1, 0, "damon.nr_regions", PM_TYPE_U32, Some(Indom::Stream), PM_SEM_INSTANT, NONE, NrRegions,
          "regions in the latest DAMON aggregation of each stream",
          "Number of regions of the latest complete aggregation of each (kdamond,\n\
@@ -270,8 +323,7 @@ pub fn fixed(domain: u32) -> Vec<Metric> {
                 indom,
                 sem,
                 units,
-                oneline: oneline.into(),
-                help: help.into(),
+                text: Text::Fixed(oneline, help),
                 kind,
             },
         )
@@ -281,52 +333,7 @@ pub fn fixed(domain: u32) -> Vec<Metric> {
 /// First cluster of `perfabi.counter.*`, and of `perfabi.total.*`.
 const PER_CPU_CLUSTER: u32 = 16;
 const TOTAL_CLUSTER: u32 = 2048;
-/// Counters one agent can name in its life (clusters 16..2048, 1024 items each).
-pub const MAX_COUNTERS: u32 = (TOTAL_CLUSTER - PER_CPU_CLUSTER) * 1024;
-
-/// The PCP name of every counter name met so far, and its number, kept for
-/// the agent's life.
-#[derive(Default)]
-pub struct CounterNames {
-    by_name: HashMap<String, (u32, String)>,
-    taken: HashSet<String>,
-}
-
-impl CounterNames {
-    /// The number and PCP name component of `name`, assigned on first sight;
-    /// `None` once [`MAX_COUNTERS`] names were given out.
-    pub fn get(&mut self, name: &str) -> Option<(u32, &str)> {
-        if !self.by_name.contains_key(name) {
-            let n = self.by_name.len() as u32;
-            if n >= MAX_COUNTERS {
-                return None;
-            }
-            let base = component(name);
-            let mut pcp = base.clone();
-            let mut k = 2;
-            while self.taken.contains(&pcp) {
-                pcp = format!("{base}_{k}");
-                k += 1;
-            }
-            self.taken.insert(pcp.clone());
-            self.by_name.insert(name.to_string(), (n, pcp));
-        }
-        self.by_name.get(name).map(|(n, p)| (*n, p.as_str()))
-    }
-}
-
-/// A perfabi counter name as one PCP name component: letters, digits and
-/// `_`, starting with a letter (`exportd.refreshes` → `exportd_refreshes`).
-pub fn component(name: &str) -> String {
-    let mut s: String = name
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
-    if !s.starts_with(|c: char| c.is_ascii_alphabetic()) {
-        s.insert(0, 'c');
-    }
-    s
-}
+const _: () = assert!(MAX_COUNTERS == (TOTAL_CLUSTER - PER_CPU_CLUSTER) * 1024);
 
 /// PCP units for a perfabi unit string; `None` if PCP has no such unit (it
 /// is then named in the help text).
@@ -346,6 +353,44 @@ pub fn units(unit: &str) -> Option<pmUnits> {
     })
 }
 
+/// One-line and long help of the counter `inst`, per CPU or summed.
+pub fn counter_help(inst: &Instance, per_cpu: bool) -> (String, String) {
+    let signed = match inst.value_type {
+        ValueType::U64 => "unsigned",
+        ValueType::I64 => "signed",
+    };
+    let what = match inst.semantics {
+        Semantics::Counter => "a counter",
+        Semantics::Instant => "an instant value (a level)",
+    };
+    let unit = if inst.unit.is_empty() {
+        "none"
+    } else {
+        &inst.unit
+    };
+    let not_pcp = if units(&inst.unit).is_some() {
+        ""
+    } else {
+        " (not a PCP unit: exported without units)"
+    };
+    let (oneline, scope) = if per_cpu {
+        (
+            format!("{} on each CPU", inst.name),
+            "One value per CPU of the segment: each CPU's own contribution.",
+        )
+    } else {
+        (
+            format!("{} summed over CPUs", inst.name),
+            "The sum of the per-CPU values (perfabi.counter.* has them one by one).",
+        )
+    };
+    let help = format!(
+        "The perfabi instance {:?}: {what}, {signed} 64-bit, unit {unit}{not_pcp}.\n{scope}",
+        inst.name
+    );
+    (oneline, help)
+}
+
 /// `perfabi.counter.<name>` and `perfabi.total.<name>` for each instance.
 /// Instances past [`MAX_COUNTERS`] names are left out and returned apart.
 pub fn counters(
@@ -355,51 +400,23 @@ pub fn counters(
 ) -> (Vec<Metric>, Vec<String>) {
     let mut out = Vec::with_capacity(instances.len() * 2);
     let mut left_out = Vec::new();
-    for inst in instances {
+    for (i, inst) in instances.iter().enumerate() {
         let Some((n, pcp)) = names.get(&inst.name) else {
             left_out.push(inst.name.clone());
             continue;
         };
-        let (type_, signed) = match inst.value_type {
-            ValueType::U64 => (PM_TYPE_U64, "unsigned"),
-            ValueType::I64 => (PM_TYPE_64, "signed"),
+        let type_ = match inst.value_type {
+            ValueType::U64 => PM_TYPE_U64,
+            ValueType::I64 => PM_TYPE_64,
         };
-        let (sem, what) = match inst.semantics {
-            Semantics::Counter => (PM_SEM_COUNTER, "a counter"),
-            Semantics::Instant => (PM_SEM_INSTANT, "an instant value (a level)"),
+        let sem = match inst.semantics {
+            Semantics::Counter => PM_SEM_COUNTER,
+            Semantics::Instant => PM_SEM_INSTANT,
         };
-        let unit = if inst.unit.is_empty() {
-            "none"
-        } else {
-            &inst.unit
-        };
-        let u = units(&inst.unit);
-        let help = |scope: &str| {
-            format!(
-                "The perfabi instance {:?}: {what}, {signed} 64-bit, unit {unit}{}.\n{scope}",
-                inst.name,
-                if u.is_some() {
-                    ""
-                } else {
-                    " (not a PCP unit: exported without units)"
-                }
-            )
-        };
-        for (cluster0, indom, prefix, oneline, scope) in [
-            (
-                PER_CPU_CLUSTER,
-                Some(Indom::Cpu),
-                "counter",
-                format!("{} on each CPU", inst.name),
-                "One value per CPU of the segment: each CPU's own contribution.",
-            ),
-            (
-                TOTAL_CLUSTER,
-                None,
-                "total",
-                format!("{} summed over CPUs", inst.name),
-                "The sum of the per-CPU values (perfabi.counter.* has them one by one).",
-            ),
+        let units = units(&inst.unit).unwrap_or(NONE);
+        for (cluster0, indom, prefix) in [
+            (PER_CPU_CLUSTER, Some(Indom::Cpu), "counter"),
+            (TOTAL_CLUSTER, None, "total"),
         ] {
             out.push(Metric {
                 name: format!("perfabi.{prefix}.{pcp}"),
@@ -407,9 +424,8 @@ pub fn counters(
                 type_,
                 indom,
                 sem,
-                units: u.unwrap_or(NONE),
-                oneline,
-                help: help(scope),
+                units,
+                text: Text::Counter(i),
                 kind: if indom.is_some() {
                     Kind::PerCpu(inst.slot)
                 } else {
@@ -437,16 +453,6 @@ mod tests {
     }
 
     #[test]
-    fn names_are_valid_components_unique_and_stable() {
-        let mut n = CounterNames::default();
-        assert_eq!(n.get("exportd.refreshes"), Some((0, "exportd_refreshes")));
-        assert_eq!(n.get("exportd_refreshes"), Some((1, "exportd_refreshes_2")));
-        assert_eq!(n.get("9lives"), Some((2, "c9lives")));
-        // Seen again (after a writer restart): the same number and name.
-        assert_eq!(n.get("exportd.refreshes"), Some((0, "exportd_refreshes")));
-    }
-
-    #[test]
     fn counters_get_a_per_cpu_and_a_total_metric_with_distinct_ids() {
         let mut names = CounterNames::default();
         let (m, left) = counters(
@@ -469,15 +475,46 @@ mod tests {
             ]
         );
         assert_eq!(m[0].units, BYTES);
-        assert!(m[2].help.contains("not a PCP unit"));
+        let insts = [inst(3, "net.rx", "bytes"), inst(0, "odd", "widgets")];
+        let (one, long) = m[2].help(&insts).unwrap();
+        assert_eq!(one, "odd on each CPU");
+        assert!(
+            long.contains("\"odd\": a counter") && long.contains("not a PCP unit"),
+            "{long}"
+        );
+        let (one, long) = m[1].help(&insts).unwrap();
+        assert_eq!(one, "net.rx summed over CPUs");
+        assert!(
+            long.contains("unit bytes.") && long.contains("sum of the per-CPU"),
+            "{long}"
+        );
+        assert_eq!(
+            m[1].help(&insts[..1]).map(|h| h.0),
+            Some("net.rx summed over CPUs".into())
+        );
+        assert!(m[2].help(&insts[..1]).is_none(), "no such instance");
         let mut all: Vec<_> = fixed(502).iter().chain(&m).map(|m| m.pmid).collect();
         let n = all.len();
         all.sort();
         all.dedup();
         assert_eq!(all.len(), n, "pmids are unique");
         assert!(fixed(502).iter().all(|m| m.name.starts_with("perfabi.")
-            && !m.oneline.is_empty()
-            && !m.help.is_empty()));
+            && matches!(m.text, Text::Fixed(one, long) if !one.is_empty() && !long.is_empty())));
+    }
+
+    #[test]
+    fn the_help_states_the_hold_the_agent_uses() {
+        let held = fixed(502)
+            .into_iter()
+            .find(|m| m.kind == Kind::Held)
+            .unwrap();
+        let Text::Fixed(_, help) = held.text else {
+            panic!("fixed help")
+        };
+        let secs = crate::source::HOLD.as_secs();
+        assert!(help.contains(&format!("at most {secs} seconds")), "{help}");
+        let hour = crate::damon_instances::FORGET_AFTER.as_secs();
+        assert_eq!(hour, 3600, "the instance domains' help says an hour");
     }
 
     #[test]

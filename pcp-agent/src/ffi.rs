@@ -54,8 +54,32 @@ const PM_ERR_BASE: c_int = 12345;
 pub const PM_ERR_GENERIC: c_int = -PM_ERR_BASE;
 /// No help text.
 pub const PM_ERR_TEXT: c_int = -PM_ERR_BASE - 4;
+/// Unknown metric name.
+pub const PM_ERR_NAME: c_int = -PM_ERR_BASE - 12;
 /// Unknown metric identifier.
 pub const PM_ERR_PMID: c_int = -PM_ERR_BASE - 13;
+/// "Try again. Information not currently available".
+pub const PM_ERR_AGAIN: c_int = -PM_ERR_BASE - 44;
+/// `PMNS_LEAF_STATUS`: a child that is a metric.
+pub const PMNS_LEAF_STATUS: c_int = 0;
+/// `PMNS_NONLEAF_STATUS`: a child with children of its own.
+pub const PMNS_NONLEAF_STATUS: c_int = 1;
+/// `pmdaCacheOp`: read the saved instances of an instance domain.
+pub const PMDA_CACHE_LOAD: c_int = 1;
+/// `pmdaCacheStore`: add (or make active) an instance.
+pub const PMDA_CACHE_ADD: c_int = 2;
+/// `pmdaCacheStore`: forget an instance (it is no longer saved).
+pub const PMDA_CACHE_CULL: c_int = 4;
+/// `pmdaCacheOp`: save the instances if some were added or culled.
+pub const PMDA_CACHE_SAVE: c_int = 6;
+/// `pmdaCacheOp`: mark every instance inactive.
+pub const PMDA_CACHE_INACTIVE: c_int = 9;
+/// `pmdaCacheOp`: mark every instance active.
+pub const PMDA_CACHE_ACTIVE: c_int = 8;
+/// `pmdaCacheOp`: start a walk over the active instances.
+pub const PMDA_CACHE_WALK_REWIND: c_int = 14;
+/// `pmdaCacheOp`: the next active instance of the walk, or -1.
+pub const PMDA_CACHE_WALK_NEXT: c_int = 15;
 
 /// `pmUnits` as its 32-bit word (x86_64 bit-field order).
 #[repr(C)]
@@ -142,11 +166,6 @@ pub union pmAtomValue {
 /// `pmdaExt`: opaque here.
 #[repr(C)]
 pub struct pmdaExt {
-    _private: [u8; 0],
-}
-/// `pmdaNameSpace`: opaque.
-#[repr(C)]
-pub struct pmdaNameSpace {
     _private: [u8; 0],
 }
 /// `pmResult`, `pmProfile`, `pmInResult`: opaque, passed through.
@@ -236,20 +255,11 @@ pub struct Pcp {
     pub pmdaSetFetchCallBack: unsafe extern "C" fn(*mut pmdaInterface, FetchCallBack),
     pub pmdaSetCheckCallBack: unsafe extern "C" fn(*mut pmdaInterface, CheckCallBack),
     pub pmdaRehash: unsafe extern "C" fn(*mut pmdaExt, *mut pmdaMetric, c_int),
-    pub pmdaTreeCreate: unsafe extern "C" fn(*mut *mut pmdaNameSpace) -> c_int,
-    pub pmdaTreeInsert: unsafe extern "C" fn(*mut pmdaNameSpace, pmID, *const c_char) -> c_int,
-    pub pmdaTreeRebuildHash: unsafe extern "C" fn(*mut pmdaNameSpace, c_int),
-    pub pmdaTreeRelease: unsafe extern "C" fn(*mut pmdaNameSpace),
-    pub pmdaTreePMID: unsafe extern "C" fn(*mut pmdaNameSpace, *const c_char, *mut pmID) -> c_int,
-    pub pmdaTreeName:
-        unsafe extern "C" fn(*mut pmdaNameSpace, pmID, *mut *mut *mut c_char) -> c_int,
-    pub pmdaTreeChildren: unsafe extern "C" fn(
-        *mut pmdaNameSpace,
-        *const c_char,
-        c_int,
-        *mut *mut *mut c_char,
-        *mut *mut c_int,
-    ) -> c_int,
+    pub pmGetOptionalConfig: unsafe extern "C" fn(*const c_char) -> *mut c_char,
+    pub pmdaCacheOp: unsafe extern "C" fn(pmInDom, c_int) -> c_int,
+    pub pmdaCacheLookup:
+        unsafe extern "C" fn(pmInDom, c_int, *mut *mut c_char, *mut *mut c_void) -> c_int,
+    pub pmdaCacheStore: unsafe extern "C" fn(pmInDom, c_int, *const c_char, *mut c_void) -> c_int,
 }
 
 /// The library file loaded (it pulls in libpcp.so.3); the environment
@@ -300,14 +310,25 @@ impl Pcp {
             pmdaSetFetchCallBack: sym!(pmdaSetFetchCallBack),
             pmdaSetCheckCallBack: sym!(pmdaSetCheckCallBack),
             pmdaRehash: sym!(pmdaRehash),
-            pmdaTreeCreate: sym!(pmdaTreeCreate),
-            pmdaTreeInsert: sym!(pmdaTreeInsert),
-            pmdaTreeRebuildHash: sym!(pmdaTreeRebuildHash),
-            pmdaTreeRelease: sym!(pmdaTreeRelease),
-            pmdaTreePMID: sym!(pmdaTreePMID),
-            pmdaTreeName: sym!(pmdaTreeName),
-            pmdaTreeChildren: sym!(pmdaTreeChildren),
+            pmGetOptionalConfig: sym!(pmGetOptionalConfig),
+            pmdaCacheOp: sym!(pmdaCacheOp),
+            pmdaCacheLookup: sym!(pmdaCacheLookup),
+            pmdaCacheStore: sym!(pmdaCacheStore),
         })
+    }
+
+    /// A PCP configuration value (`PCP_VAR_DIR`, …): the environment's,
+    /// else `/etc/pcp.conf`'s; `None` if neither has it.
+    pub fn config(&self, name: &str) -> Option<String> {
+        let n = std::ffi::CString::new(name).ok()?;
+        // SAFETY: a valid C string; the result is NULL or a string libpcp
+        // keeps (the environment's), copied at once.
+        let p = unsafe { (self.pmGetOptionalConfig)(n.as_ptr()) };
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: non-null, NUL-terminated (above).
+        Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
     }
 
     /// PCP's text for an error code.

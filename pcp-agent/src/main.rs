@@ -27,6 +27,10 @@ A PCP daemon PMDA serving a perfabi segment (run by pmcd, or by dbpmda).
                          newhelp(1) format and exit
   -h, --help             this text
 
+Counters keep their PMIDs, and DAMON streams and regions their instance
+ids, across restarts: saved in $PCP_VAR_DIR/config/pmda/perfabi/DOMAIN.pmids
+and (PCP's instance cache) $PCP_VAR_DIR/config/pmda/DOMAIN.1 and DOMAIN.2.
+
 Exit status: 0 when pmcd closes the pipe, 1 if PCP's library cannot be
 loaded or the agent cannot start, 2 on bad arguments.";
 

@@ -1,7 +1,8 @@
 //! The agent behind libpcp_pmda's callbacks. libpcp_pmda runs the protocol
 //! with pmcd (`pmdaMain`) and calls back into here; this module keeps the
-//! tables it reads (metrics, instance domains, the dynamic namespace) in
-//! step with the segment, and answers for values and help text.
+//! tables it reads (metrics, instance domains) and the agent's own
+//! namespace ([`Namespace`]) in step with the segment, and answers for
+//! values and help text.
 //!
 //! Every callback is wrapped so that no panic unwinds into C: a panic is
 //! logged and the request fails with `PM_ERR_GENERIC`.
@@ -10,11 +11,18 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
 
-use crate::catalog::{self, CounterNames, Indom, Kind, Metric, INDOMS};
+use crate::catalog::{self, Indom, Kind, Metric, INDOMS};
+use crate::cnames;
+use crate::counter_names::{self, CounterNames, MAX_COUNTERS};
+use crate::damon_instances::{DamonInstances, FORGET_AFTER};
 use crate::ffi::*;
+use crate::indom_cache::CachedIndom;
+use crate::namespace::Namespace;
 use crate::source::Source;
+use crate::state_dir::{self, StateDir};
 
 /// The agent's state; libpcp_pmda holds pointers into its tables.
 pub struct Agent {
@@ -25,26 +33,38 @@ pub struct Agent {
     metrics: Vec<Metric>,
     /// The table handed to libpcp_pmda (`m_user` = index into `metrics`).
     table: Vec<pmdaMetric>,
+    /// PMID → index into `metrics`.
+    by_pmid: HashMap<pmID, usize>,
+    /// Every metric name below `perfabi`.
+    namespace: Namespace,
     indoms: Box<[pmdaIndom; 3]>,
-    insts: [Vec<pmdaInstid>; 3],
-    inst_names: [Vec<CString>; 3],
-    /// Instance id → (aggregation, region) of the current reading.
-    regions: HashMap<c_int, (usize, usize)>,
-    streams: HashMap<c_int, usize>,
-    stream_ids: HashMap<(u64, u64), u32>,
-    tree: *mut pmdaNameSpace,
-    texts: HashMap<pmID, (CString, CString)>,
+    /// The CPU instance domain (the others are libpcp_pmda's caches).
+    cpu_insts: Vec<pmdaInstid>,
+    cpu_names: Vec<CString>,
+    damon: DamonInstances,
+    /// The help text last handed out (libpcp_pmda copies it at once).
+    text: CString,
     indom_texts: Vec<(CString, CString)>,
     names: CounterNames,
+    /// Where the counter numbers are saved, if anywhere.
+    state: Option<StateDir>,
     key: Option<(u64, u64, usize)>,
     /// What the instance domains were built from.
     instances_key: Option<InstancesKey>,
+    /// The last problem logged about instances or saved state (logged
+    /// once, not at every request).
+    last_state_problem: Option<String>,
     abi: CString,
     path: CString,
 }
 
 /// The CPU count and each DAMON stream's (monitor, target, regions).
 type InstancesKey = (usize, Vec<(u64, u64, usize)>);
+
+/// The file the counter numbers are saved in, in the state folder.
+fn names_file(domain: u32) -> String {
+    format!("{domain}.pmids")
+}
 
 thread_local! {
     static AGENT: RefCell<Option<Agent>> = const { RefCell::new(None) };
@@ -61,10 +81,20 @@ impl Agent {
         unsafe { (pcp.pmNotifyErr)(level, c"%s".as_ptr(), m.as_ptr()) };
     }
 
+    /// Logs `msg` unless it is the state problem logged last.
+    fn state_problem(&mut self, msg: String) {
+        if self.last_state_problem.as_deref() != Some(msg.as_str()) {
+            Agent::log(self.pcp, LOG_ERR, &msg);
+            self.last_state_problem = Some(msg);
+        }
+    }
+
     /// Re-reads the segment; rebuilds the tables if its contents changed.
     fn refresh(&mut self) {
         let pcp = self.pcp;
-        self.source.refresh(&mut |m| Agent::log(pcp, LOG_INFO, &m));
+        let now = Instant::now();
+        self.source
+            .refresh(now, &mut |m| Agent::log(pcp, LOG_INFO, &m));
         let r = &self.source.reading;
         let key = r.info.as_ref().map(|i| {
             (
@@ -92,7 +122,7 @@ impl Agent {
         );
         if self.instances_key.as_ref() != Some(&instances) {
             self.instances_key = Some(instances);
-            self.rebuild_instances();
+            self.rebuild_instances(now);
         }
     }
 
@@ -104,15 +134,21 @@ impl Agent {
             &mut self.names,
         );
         if !left_out.is_empty() {
-            Agent::log(
-                self.pcp,
-                LOG_ERR,
-                &format!(
-                    "{} counters left out: the agent named {} already; restart it",
-                    left_out.len(),
-                    catalog::MAX_COUNTERS
-                ),
+            let file = self.state.as_ref().map_or_else(
+                || "nowhere: they are not saved".to_string(),
+                |s| s.path().join(names_file(self.domain)).display().to_string(),
             );
+            self.state_problem(format!(
+                "{} counters left out (the first: {}): the agent has numbered {MAX_COUNTERS} \
+                 counter names, the most it can, and keeps their numbers for good (saved in {file}); \
+                 to number the live ones anew, stop the agent, remove that file and start it \
+                 (their PMIDs then change)",
+                left_out.len(),
+                left_out[0]
+            ));
+        }
+        if self.names.take_changed() {
+            self.save_names();
         }
         metrics.extend(counters);
         self.table = metrics
@@ -131,27 +167,25 @@ impl Agent {
                 },
             })
             .collect();
-        self.texts = metrics
+        self.by_pmid = metrics
             .iter()
-            .map(|m| (m.pmid, (cstring(&m.oneline), cstring(&m.help))))
+            .enumerate()
+            .map(|(i, m)| (m.pmid, i))
             .collect();
-        // The namespace below "perfabi", built anew.
-        let mut tree = std::ptr::null_mut();
-        // SAFETY: pmdaTreeCreate fills `tree` with a new namespace it owns.
-        if unsafe { (self.pcp.pmdaTreeCreate)(&mut tree) } >= 0 {
-            for m in &metrics {
-                let n = cstring(&m.name);
-                // SAFETY: tree is live; n is a valid C string it copies.
-                unsafe { (self.pcp.pmdaTreeInsert)(tree, m.pmid, n.as_ptr()) };
-            }
-            // SAFETY: tree is live and complete.
-            unsafe { (self.pcp.pmdaTreeRebuildHash)(tree, metrics.len() as c_int) };
-            if !self.tree.is_null() {
-                // SAFETY: the old tree is no longer referenced by anyone.
-                unsafe { (self.pcp.pmdaTreeRelease)(self.tree) };
-            }
-            self.tree = tree;
+        // The namespace below "perfabi", sorted once.
+        let (namespace, rejected) =
+            Namespace::new(metrics.iter().map(|m| (m.name.clone(), m.pmid)));
+        if let Some(first) = rejected.first() {
+            Agent::log(
+                self.pcp,
+                LOG_ERR,
+                &format!(
+                    "{} metric names left out of the namespace (the first: {first})",
+                    rejected.len()
+                ),
+            );
         }
+        self.namespace = namespace;
         self.metrics = metrics;
         if !self.ext.is_null() {
             // SAFETY: ext is the agent's pmdaExt; the table lives in self
@@ -162,43 +196,35 @@ impl Agent {
         }
     }
 
-    fn rebuild_instances(&mut self) {
-        let r = &self.source.reading;
-        let mut sets: [Vec<(c_int, String)>; 3] = Default::default();
-        let nr_cpus = r.info.as_ref().map_or(0, |i| i.header.nr_cpus);
-        sets[Indom::Cpu as usize] = (0..nr_cpus)
-            .map(|c| (c as c_int, format!("cpu{c}")))
-            .collect();
-        self.regions.clear();
-        self.streams.clear();
-        for (ai, a) in r.damon.iter().enumerate() {
-            let next = self.stream_ids.len() as u32;
-            let sid = *self
-                .stream_ids
-                .entry((a.monitor_id, a.target_id))
-                .or_insert(next);
-            let stream = format!("kdamond{}/target{}", a.monitor_id, a.target_id);
-            let id = sid as c_int;
-            sets[Indom::Stream as usize].push((id, stream.clone()));
-            self.streams.insert(id, ai);
-            for ri in 0..a.regions.len().min(1 << 20) {
-                let id = ((sid & 0x7ff) << 20 | ri as u32) as c_int;
-                sets[Indom::Region as usize].push((id, format!("{stream}/region{ri}")));
-                self.regions.insert(id, (ai, ri));
-            }
+    /// Saves the counter numbers, if there is a state folder.
+    fn save_names(&mut self) {
+        let Some(state) = &self.state else { return };
+        if let Err(e) = state.write(&names_file(self.domain), &self.names.to_text()) {
+            self.state_problem(format!(
+                "counter numbers not saved ({e}): PMIDs of new counters may change when the agent restarts"
+            ));
         }
-        for (i, set) in sets.into_iter().enumerate() {
-            self.inst_names[i] = set.iter().map(|(_, n)| cstring(n)).collect();
-            self.insts[i] = set
-                .iter()
-                .zip(&self.inst_names[i])
-                .map(|((id, _), n)| pmdaInstid {
-                    i_inst: *id,
-                    i_name: n.as_ptr() as *mut c_char,
-                })
-                .collect();
-            self.indoms[i].it_numinst = self.insts[i].len() as c_int;
-            self.indoms[i].it_set = self.insts[i].as_mut_ptr();
+    }
+
+    fn rebuild_instances(&mut self, now: Instant) {
+        let r = &self.source.reading;
+        let nr_cpus = r.info.as_ref().map_or(0, |i| i.header.nr_cpus);
+        self.cpu_names = (0..nr_cpus).map(|c| cstring(&format!("cpu{c}"))).collect();
+        self.cpu_insts = self
+            .cpu_names
+            .iter()
+            .enumerate()
+            .map(|(c, n)| pmdaInstid {
+                i_inst: c as c_int,
+                i_name: n.as_ptr() as *mut c_char,
+            })
+            .collect();
+        let cpu = &mut self.indoms[Indom::Cpu as usize];
+        cpu.it_numinst = self.cpu_insts.len() as c_int;
+        cpu.it_set = self.cpu_insts.as_mut_ptr();
+        let problems = self.damon.update(&self.source.reading.damon, now);
+        if let Some(first) = problems.into_iter().next() {
+            self.state_problem(format!("DAMON instances: {first}"));
         }
     }
 
@@ -215,13 +241,17 @@ impl Agent {
                 .then(|| s.values[cpu * s.slots + slot as usize])
         };
         let region = || {
-            self.regions.get(&(inst as c_int)).and_then(|&(a, i)| {
-                let a = r.damon.get(a)?;
-                Some((a, a.regions.get(i)?))
-            })
+            self.damon
+                .region_of
+                .get(&(inst as c_int))
+                .and_then(|&(a, i)| {
+                    let a = r.damon.get(a)?;
+                    Some((a, a.regions.get(i)?))
+                })
         };
         let stream = || {
-            self.streams
+            self.damon
+                .stream_of
                 .get(&(inst as c_int))
                 .and_then(|&a| r.damon.get(a))
         };
@@ -237,7 +267,10 @@ impl Agent {
             Kind::BusyReads => Some(V::U64(self.source.busy)),
             Kind::StaleReads => Some(V::U64(self.source.stale)),
             Kind::Remaps => Some(V::U64(self.source.remaps)),
-            _ if info.is_none() => None,
+            Kind::Held => Some(V::U32(self.source.held as u32)),
+            Kind::HeldReads => Some(V::U64(self.source.held_reads)),
+            // No segment: "try again", not an empty answer.
+            _ if info.is_none() => return PM_ERR_AGAIN,
             Kind::AbiVersion => Some(V::Str(self.abi.as_ptr())),
             Kind::Epoch => info.map(|i| V::U64(i.header.epoch)),
             Kind::Generation => info.map(|i| V::U64(i.header.generation)),
@@ -284,20 +317,20 @@ impl Agent {
         }
     }
 
-    fn text(&self, ident: c_int, kind: c_int) -> Option<*const c_char> {
-        let pick = |t: &(CString, CString)| {
-            if kind & PM_TEXT_ONELINE != 0 {
-                t.0.as_ptr()
-            } else {
-                t.1.as_ptr()
-            }
-        };
+    /// Help text of a metric or instance domain; the pointer is valid
+    /// until the next call.
+    fn text(&mut self, ident: c_int, kind: c_int) -> Option<*const c_char> {
+        let oneline = kind & PM_TEXT_ONELINE != 0;
         if kind & PM_TEXT_PMID != 0 {
-            return self.texts.get(&(ident as pmID)).map(pick);
+            let m = self.metrics.get(*self.by_pmid.get(&(ident as pmID))?)?;
+            let (one, long) = m.help(&self.source.reading.snapshot.instances)?;
+            self.text = cstring(if oneline { &one } else { &long });
+            return Some(self.text.as_ptr());
         }
         if kind & PM_TEXT_INDOM != 0 {
             let serial = (ident as u32) & 0x3f_ffff;
-            return self.indom_texts.get(serial as usize).map(pick);
+            let t = self.indom_texts.get(serial as usize)?;
+            return Some(if oneline { t.0.as_ptr() } else { t.1.as_ptr() });
         }
         None
     }
@@ -350,18 +383,48 @@ unsafe extern "C" fn text_cb(
     })
 }
 
+/// The name libpcp_pmda passed, as text; `None` for a null or non-UTF-8
+/// one (no metric has such a name).
+///
+/// # Safety
+/// `name` is null or a NUL-terminated string valid for the call.
+unsafe fn name_arg<'a>(name: *const c_char) -> Option<&'a str> {
+    if name.is_null() {
+        return None;
+    }
+    // SAFETY: non-null and NUL-terminated (the caller's promise).
+    unsafe { CStr::from_ptr(name) }.to_str().ok()
+}
+
 unsafe extern "C" fn pmid_cb(name: *const c_char, pmid: *mut pmID, _: *mut pmdaExt) -> c_int {
-    // SAFETY: arguments from libpcp_pmda, passed through; the tree is
-    // live (and was brought up to date by the check callback).
-    with_agent("pmid", |a| unsafe {
-        (a.pcp.pmdaTreePMID)(a.tree, name, pmid)
+    // SAFETY: libpcp_pmda passes a metric name valid for the call.
+    let name = unsafe { name_arg(name) };
+    with_agent("pmid", |a| {
+        match name.and_then(|n| a.namespace.pmid(n)) {
+            Some(p) => {
+                // SAFETY: libpcp_pmda's out pointer, valid for the call.
+                unsafe { *pmid = p };
+                0
+            }
+            None => PM_ERR_NAME,
+        }
     })
 }
 
 unsafe extern "C" fn name_cb(pmid: pmID, names: *mut *mut *mut c_char, _: *mut pmdaExt) -> c_int {
-    // SAFETY: as pmid_cb.
-    with_agent("name", |a| unsafe {
-        (a.pcp.pmdaTreeName)(a.tree, pmid, names)
+    with_agent("name", |a| {
+        let Some(name) = a.namespace.name(pmid) else {
+            return PM_ERR_PMID;
+        };
+        match cnames::pack(std::iter::once(name)) {
+            Ok(list) => {
+                // SAFETY: libpcp_pmda's out pointer, valid for the call; it
+                // frees the list with one free().
+                unsafe { *names = list };
+                1
+            }
+            Err(_) => PM_ERR_GENERIC,
+        }
     })
 }
 
@@ -372,9 +435,43 @@ unsafe extern "C" fn children_cb(
     status: *mut *mut c_int,
     _: *mut pmdaExt,
 ) -> c_int {
-    // SAFETY: as pmid_cb.
-    with_agent("children", |a| unsafe {
-        (a.pcp.pmdaTreeChildren)(a.tree, name, traverse, kids, status)
+    // SAFETY: libpcp_pmda passes a name valid for the call.
+    let name = unsafe { name_arg(name) };
+    with_agent("children", |a| {
+        // SAFETY: libpcp_pmda's out pointers, valid for the call; they are
+        // set (to null at worst) so that nothing stale is freed.
+        unsafe {
+            *kids = std::ptr::null_mut();
+            *status = std::ptr::null_mut();
+        }
+        let found = name.and_then(|n| {
+            if traverse == 0 {
+                a.namespace.children(n)
+            } else {
+                a.namespace.leaves(n)
+            }
+        });
+        let Some(found) = found else {
+            return PM_ERR_NAME;
+        };
+        let list = match cnames::pack(found.iter().map(|c| c.name)) {
+            Ok(l) => l,
+            Err(_) => return PM_ERR_GENERIC,
+        };
+        let st = match cnames::statuses(found.iter().map(|c| c.leaf)) {
+            Ok(s) => s,
+            Err(_) => {
+                // SAFETY: `list` came from malloc (cnames::pack).
+                unsafe { libc::free(list.cast()) };
+                return PM_ERR_GENERIC;
+            }
+        };
+        // SAFETY: as above; libpcp_pmda frees both.
+        unsafe {
+            *kids = list;
+            *status = st;
+        }
+        found.len() as c_int
     })
 }
 
@@ -420,6 +517,21 @@ pub fn run(
         (pcp.pmdaSetFetchCallBack)(dispatch, fetch_cb);
         (pcp.pmdaSetCheckCallBack)(dispatch, check_cb);
     }
+    let (state, names, pmda_dir) = open_state(pcp, domain);
+    let now = Instant::now();
+    let cache = |d: Indom| {
+        let (c, problem) = CachedIndom::open(pcp, indom(domain, d as u32), pmda_dir.as_deref());
+        if let Some(p) = problem {
+            Agent::log(pcp, LOG_ERR, &p);
+        }
+        c
+    };
+    let damon = DamonInstances::new(
+        cache(Indom::Stream),
+        cache(Indom::Region),
+        FORGET_AFTER,
+        now,
+    );
     let mut agent = Agent {
         pcp,
         ext: std::ptr::null_mut(),
@@ -427,25 +539,26 @@ pub fn run(
         source: Source::new(segment, trust),
         metrics: Vec::new(),
         table: Vec::new(),
+        by_pmid: HashMap::new(),
+        namespace: Namespace::default(),
         indoms: Box::new(INDOMS.map(|d| pmdaIndom {
             it_indom: indom(domain, d as u32),
             it_numinst: 0,
             it_set: std::ptr::null_mut(),
         })),
-        insts: Default::default(),
-        inst_names: Default::default(),
-        regions: HashMap::new(),
-        streams: HashMap::new(),
-        stream_ids: HashMap::new(),
-        tree: std::ptr::null_mut(),
-        texts: HashMap::new(),
+        cpu_insts: Vec::new(),
+        cpu_names: Vec::new(),
+        damon,
+        text: CString::default(),
         indom_texts: INDOMS
             .iter()
             .map(|d| (cstring(d.help().0), cstring(d.help().1)))
             .collect(),
-        names: CounterNames::default(),
+        names,
+        state,
         key: None,
         instances_key: None,
+        last_state_problem: None,
         abi: cstring(""),
         path: cstring(&segment.display().to_string()),
     };
@@ -477,4 +590,67 @@ pub fn run(
         (pcp.pmdaMain)(dispatch);
     }
     Ok(())
+}
+
+/// The agent's state folder, the counter numbers saved in it, and the
+/// folder libpcp_pmda saves instance ids in (`$PCP_VAR_DIR/config/pmda`).
+/// Any problem is logged, and the agent goes on without saving (or with
+/// no saved numbers): its identifiers then hold for its own life only.
+fn open_state(pcp: &'static Pcp, domain: u32) -> (Option<StateDir>, CounterNames, Option<PathBuf>) {
+    let log = |m: String| {
+        Agent::log(
+            pcp,
+            LOG_ERR,
+            &format!("{m}; PMIDs and instance ids will not be kept across restarts"),
+        )
+    };
+    let Some(var) = pcp.config("PCP_VAR_DIR") else {
+        log("PCP_VAR_DIR is not set (no /etc/pcp.conf?)".into());
+        return (None, CounterNames::default(), None);
+    };
+    let var = PathBuf::from(var);
+    let state = match StateDir::open(&state_dir::default_path(&var)) {
+        Ok(s) => s,
+        Err(e) => {
+            log(format!("state folder: {e}"));
+            return (None, CounterNames::default(), None);
+        }
+    };
+    let file = names_file(domain);
+    let names = match state.read(&file, counter_names::MAX_TEXT) {
+        Ok(None) => CounterNames::default(),
+        Ok(Some(text)) => match CounterNames::from_text(&text) {
+            Ok(n) => {
+                Agent::log(
+                    pcp,
+                    LOG_INFO,
+                    &format!(
+                        "{} counter numbers read from {}",
+                        n.len(),
+                        state.path().join(&file).display()
+                    ),
+                );
+                n
+            }
+            Err(e) => {
+                let kept = state
+                    .set_aside(&file)
+                    .map_or_else(|e| format!("not kept: {e}"), |p| format!("kept as {p}"));
+                Agent::log(
+                    pcp,
+                    LOG_ERR,
+                    &format!(
+                        "{}: {e}; counters are numbered anew (the file is {kept})",
+                        state.path().join(&file).display()
+                    ),
+                );
+                CounterNames::default()
+            }
+        },
+        Err(e) => {
+            log(format!("counter numbers not read: {e}"));
+            return (None, CounterNames::default(), None);
+        }
+    };
+    (Some(state), names, Some(var.join("config/pmda")))
 }

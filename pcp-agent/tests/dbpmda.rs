@@ -1,5 +1,6 @@
 //! The agent alone, driven by dbpmda (no pmcd), as PCP's own PMDAs are
-//! tested; and its shipped help file.
+//! tested; and its shipped help file. The agent's saved state goes to the
+//! test's own folder (`PCP_VAR_DIR`), never the machine's.
 
 mod support;
 
@@ -21,6 +22,7 @@ fn dbpmda(dir: &Path, segment: &Path, commands: &str) -> String {
         segment.display()
     );
     let mut child = tool("dbpmda")
+        .env("PCP_VAR_DIR", dir.join("var"))
         .arg("-n")
         .arg(&pmns)
         .arg("-ie")
@@ -53,7 +55,8 @@ fn dbpmda_fetches_values_descriptors_help_and_the_dynamic_namespace() {
         &seg,
         "fetch perfabi.total.db_checks\nfetch perfabi.segment.available\nchildren perfabi\nchildren perfabi.counter\n\
          text perfabi.total.db_checks\ntext perfabi.segment.busy_reads\ndesc perfabi.counter.db_checks\ninstance 502.0\n\
-         fetch perfabi.no.such.metric\n",
+         fetch perfabi.no.such.metric\npmid perfabi.total.db_checks\nname 502.2048.0\ntraverse perfabi.total\n\
+         children perfabi.total.db_checks\nchildren perfabi.tot\n",
     );
     assert!(out.contains("value 4321"), "total");
     assert!(
@@ -79,6 +82,20 @@ fn dbpmda_fetches_values_descriptors_help_and_the_dynamic_namespace() {
         "desc"
     );
     assert!(out.contains("name: \"cpu0\""), "instances");
+    // The agent's own namespace: name → PMID → name, and a subtree.
+    assert!(
+        out.contains("Metric: perfabi.total.db_checks\n   502.2048.0\n"),
+        "pmid"
+    );
+    assert!(
+        out.contains("PMID: 502.2048.0\n   perfabi.total.db_checks\n"),
+        "name"
+    );
+    assert!(
+        out.contains("Metric: perfabi.total\n   perfabi.total.db_checks\n"),
+        "traverse"
+    );
+    assert!(out.contains("Unknown metric name"), "a prefix is no name");
     assert!(
         !out.contains("Segmentation") && !out.contains("panic"),
         "{out}"
@@ -96,8 +113,8 @@ fn dbpmda_with_no_segment_gets_no_values_and_a_log_line() {
     );
     assert!(out.contains("value 0"), "available = 0");
     assert!(
-        out.contains("502.0.2 (<noname>): No values returned!"),
-        "no epoch"
+        out.contains("502.0.2 (<noname>): Try again. Information not currently available"),
+        "no epoch: PM_ERR_AGAIN"
     );
     let log = std::fs::read_to_string(dir.path().join("agent.log")).unwrap();
     assert!(
@@ -178,4 +195,188 @@ fn a_missing_pcp_library_is_one_line_saying_what_to_install() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("apt-get install libpcp-pmda3"), "{err}");
+}
+
+/// `instance INDOM` output: instance name → id.
+fn instances(out: &str, indom: &str) -> Vec<(String, i64)> {
+    let mut lines = out
+        .lines()
+        .skip_while(|l| *l != format!("pmInDom: {indom}"));
+    lines.next();
+    lines
+        .map_while(|l| {
+            // [  0] inst: 7 name: "kdamond1/target0/region0"
+            let rest = l.trim_start().strip_prefix('[')?;
+            let (_, rest) = rest.split_once("] inst: ")?;
+            let (id, name) = rest.split_once(" name: ")?;
+            Some((name.trim_matches('"').to_string(), id.parse().ok()?))
+        })
+        .collect()
+}
+
+#[test]
+fn two_thousand_one_hundred_damon_streams_get_as_many_region_ids() {
+    // The old agent packed a stream's number into 11 bits of the region
+    // id: stream 2,048 took stream 0's ids (2,100 streams, 2,048 ids).
+    const STREAMS: u64 = 2100;
+    let dir = tempfile::tempdir().unwrap();
+    let seg = dir.path().join("seg");
+    let w = Writer::create(
+        &seg,
+        &Config {
+            damon_capacity: 8192,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    let iv = perfabi::damon::Intervals {
+        sample_us: 5000,
+        aggr_us: 100_000,
+    };
+    for k in 0..STREAMS {
+        let r = perfabi::damon::Region {
+            start: 0x1000 * (k + 1),
+            end: 0x1000 * (k + 2),
+            nr_accesses: 1,
+            age: 0,
+        };
+        w.publish_damon(1000 + k, 0, iv, &[r]).unwrap();
+    }
+    let out = dbpmda(
+        dir.path(),
+        &seg,
+        "fetch perfabi.damon.streams\ninstance 502.1\ninstance 502.2\ngetiname on\nfetch perfabi.damon.region.start\n",
+    );
+    assert!(out.contains(&format!("value {STREAMS}\n")), "streams");
+    for (indom, what) in [("502.1", "stream"), ("502.2", "region")] {
+        let insts = instances(&out, indom);
+        let mut ids: Vec<i64> = insts.iter().map(|(_, id)| *id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        println!(
+            "{STREAMS} streams: {} {what} instances, {} distinct ids",
+            insts.len(),
+            ids.len()
+        );
+        assert_eq!(insts.len() as u64, STREAMS, "{what} instances");
+        assert_eq!(ids.len() as u64, STREAMS, "one id per {what}");
+    }
+    // Each region's value is its own stream's, found by its name.
+    let mut seen = 0;
+    for l in out.lines() {
+        // inst [5 or "kdamond1005/target0/region0"] value 24576
+        let Some(rest) = l.trim_start().strip_prefix("inst [") else {
+            continue;
+        };
+        let Some((_, rest)) = rest.split_once(" or \"kdamond") else {
+            continue;
+        };
+        let (k, rest) = rest.split_once('/').unwrap();
+        let v: u64 = rest.rsplit_once("value ").unwrap().1.parse().unwrap();
+        let k: u64 = k.parse::<u64>().unwrap() - 1000;
+        assert_eq!(v, 0x1000 * (k + 1), "{l}");
+        seen += 1;
+    }
+    assert_eq!(seen, STREAMS, "region.start values");
+    drop(w);
+}
+
+#[test]
+fn counter_pmids_outlive_the_agent_and_are_never_given_to_another_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let seg = dir.path().join("seg");
+    let w = Writer::create(&seg, &Config::default()).unwrap();
+    let a = w.add("keep.a", "count", Semantics::Counter).unwrap();
+    w.add("keep.b", "count", Semantics::Counter).unwrap();
+    let first = dbpmda(dir.path(), &seg, "pmid perfabi.total.keep_b\n");
+    assert!(
+        first.contains("   502.2048.1\n"),
+        "b is the second counter met"
+    );
+    // a goes, c comes (in a's slot): a new agent meets c first.
+    w.del(a).unwrap();
+    w.add("keep.c", "count", Semantics::Counter).unwrap();
+    let second = dbpmda(
+        dir.path(),
+        &seg,
+        "pmid perfabi.total.keep_b\npmid perfabi.total.keep_c\npmid perfabi.counter.keep_c\n",
+    );
+    assert!(
+        second.contains("Metric: perfabi.total.keep_b\n   502.2048.1\n"),
+        "b keeps its PMID"
+    );
+    assert!(
+        second.contains("Metric: perfabi.total.keep_c\n   502.2048.2\n")
+            && second.contains("Metric: perfabi.counter.keep_c\n   502.16.2\n"),
+        "c takes a new number, not a's"
+    );
+    let saved =
+        std::fs::read_to_string(dir.path().join("var/config/pmda/perfabi/502.pmids")).unwrap();
+    assert_eq!(
+        saved,
+        "pmdaperfabi counter numbers 1\n0 keep_a keep.a\n1 keep_b keep.b\n2 keep_c keep.c\n"
+    );
+}
+
+#[test]
+fn saved_state_that_is_bad_or_not_the_agent_s_is_refused_and_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let seg = dir.path().join("seg");
+    let w = Writer::create(&seg, &Config::default()).unwrap();
+    let id = w.add("st.x", "count", Semantics::Counter).unwrap();
+    w.adjust(id, 9).unwrap();
+    let state = dir.path().join("var/config/pmda/perfabi");
+    std::fs::create_dir_all(&state).unwrap();
+    let file = state.join("502.pmids");
+    let log = || std::fs::read_to_string(dir.path().join("agent.log")).unwrap();
+
+    // Not the agent's format: set aside, said, numbered anew.
+    std::fs::write(&file, "pmdaperfabi counter numbers 1\n0 a a\n0 b b\n").unwrap();
+    let out = dbpmda(dir.path(), &seg, "fetch perfabi.total.st_x\n");
+    assert!(out.contains("value 9"), "served anyway");
+    assert!(
+        log().contains("502.pmids: line 3: number 0 is given twice; counters are numbered anew"),
+        "{}",
+        log()
+    );
+    assert_eq!(
+        std::fs::read_to_string(state.join("502.pmids.bad")).unwrap(),
+        "pmdaperfabi counter numbers 1\n0 a a\n0 b b\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "pmdaperfabi counter numbers 1\n0 st_x st.x\n"
+    );
+
+    // A link planted in its place: refused, never followed or replaced.
+    let target = dir.path().join("elsewhere");
+    std::fs::write(&target, "precious\n").unwrap();
+    std::fs::remove_file(&file).unwrap();
+    std::os::unix::fs::symlink(&target, &file).unwrap();
+    let out = dbpmda(dir.path(), &seg, "fetch perfabi.total.st_x\n");
+    assert!(out.contains("value 9"), "served anyway");
+    assert!(
+        log().contains("it is a symbolic link")
+            && log().contains("will not be kept across restarts"),
+        "{}",
+        log()
+    );
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious\n");
+    assert!(std::fs::symlink_metadata(&file)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+
+    // A state folder others may write in: refused.
+    std::fs::remove_file(&file).unwrap();
+    std::fs::set_permissions(&state, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let out = dbpmda(dir.path(), &seg, "fetch perfabi.total.st_x\n");
+    assert!(out.contains("value 9"), "served anyway");
+    assert!(
+        log().contains("others could replace files in it"),
+        "{}",
+        log()
+    );
+    assert!(!file.exists(), "nothing written there");
+    drop(w);
 }

@@ -34,6 +34,11 @@ int main(void) {
     printf("indom %u\n", (unsigned)pmInDom_build(502, 2));
     printf("consts %d %d %d %d %d %d %d %d\n", PMDA_INTERFACE_4, PMDA_EXT_FLAG_HASHED,
         PM_TYPE_U64, PM_SEM_DISCRETE, PM_TEXT_INDOM, PM_ERR_TEXT, PM_ERR_PMID, PMDA_FETCH_STATIC);
+    printf("errors %d %d %d\n", PM_ERR_NAME, PM_ERR_AGAIN, PM_ERR_GENERIC);
+    printf("pmns %d %d\n", PMNS_LEAF_STATUS, PMNS_NONLEAF_STATUS);
+    printf("cache %d %d %d %d %d %d %d %d\n", PMDA_CACHE_LOAD, PMDA_CACHE_ADD, PMDA_CACHE_CULL,
+        PMDA_CACHE_SAVE, PMDA_CACHE_ACTIVE, PMDA_CACHE_INACTIVE, PMDA_CACHE_WALK_REWIND,
+        PMDA_CACHE_WALK_NEXT);
     return 0;
 }
 "#;
@@ -60,7 +65,8 @@ fn rust_declarations_match_pcp_s_headers() {
     let want = format!(
         "sizeof_interface {}\noffset_ext {}\noffset_fetch {}\noffset_text {}\noffset_children {}\n\
          sizeof_desc {}\noffset_units {}\nsizeof_metric {}\nsizeof_indom {}\nsizeof_instid {}\nsizeof_atom {}\n\
-         units_us {}\nunits_bytes {}\nunits_count {}\nunits_neg {}\npmid {}\nindom {}\nconsts {} {} {} {} {} {} {} {}\n",
+         units_us {}\nunits_bytes {}\nunits_count {}\nunits_neg {}\npmid {}\nindom {}\nconsts {} {} {} {} {} {} {} {}\n\
+         errors {} {} {}\npmns {} {}\ncache {} {} {} {} {} {} {} {}\n",
         size_of::<pmdaInterface>(),
         offset_of!(pmdaInterface, four),
         offset_of!(pmdaInterface, four) + offset_of!(Four, fetch),
@@ -86,6 +92,19 @@ fn rust_declarations_match_pcp_s_headers() {
         PM_ERR_TEXT,
         PM_ERR_PMID,
         PMDA_FETCH_STATIC,
+        PM_ERR_NAME,
+        PM_ERR_AGAIN,
+        PM_ERR_GENERIC,
+        PMNS_LEAF_STATUS,
+        PMNS_NONLEAF_STATUS,
+        PMDA_CACHE_LOAD,
+        PMDA_CACHE_ADD,
+        PMDA_CACHE_CULL,
+        PMDA_CACHE_SAVE,
+        PMDA_CACHE_ACTIVE,
+        PMDA_CACHE_INACTIVE,
+        PMDA_CACHE_WALK_REWIND,
+        PMDA_CACHE_WALK_NEXT,
     );
     assert_eq!(out, want);
 }

@@ -259,14 +259,16 @@ fn new_counters_restarts_truncation_and_deletion_are_followed() {
         Some("1")
     );
 
-    // Truncation under the agent: no values, no crash, pmcd and agent live.
+    // Truncation under the agent: no crash, pmcd and agent live; the
+    // agent answers with the last good values (held) until the writer's
+    // heartbeat repairs the segment, which it does within half a second.
     let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
     f.set_len(0).unwrap();
     assert_eq!(
         pmcd.value("perfabi.segment.available").as_deref(),
-        Some("0")
+        Some("1")
     );
-    assert_eq!(pmcd.value("perfabi.total.first"), None);
+    assert!(pmcd.value("perfabi.total.first").is_some());
     assert!(pmcd.alive());
     // Deletion: the same; then a new writer is picked up.
     drop(w);
@@ -404,4 +406,302 @@ fn a_fifo_or_a_giant_sparse_file_at_the_path_answers_at_once_and_the_agent_recov
         "{pmcd_log}"
     );
     drop(w);
+}
+
+/// Instance id and name of each instance in `pminfo -f` output of one
+/// metric: `inst [7 or "kdamond1/target0"] value 2`.
+fn inst_ids(text: &str) -> Vec<(i64, String)> {
+    text.lines()
+        .filter_map(|l| {
+            let rest = l.trim_start().strip_prefix("inst [")?;
+            let (id, rest) = rest.split_once(" or \"")?;
+            let (name, _) = rest.split_once('"')?;
+            Some((id.parse().ok()?, name.to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn an_archive_across_agent_and_pmcd_restarts_keeps_each_name_s_pmid_and_instance_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let seg = dir.path().join("seg");
+    let w = Writer::create(&seg, &config()).unwrap();
+    let iv = Intervals {
+        sample_us: 5000,
+        aggr_us: 100_000,
+    };
+    let region = |start| Region {
+        start,
+        end: start + 0x1000,
+        nr_accesses: 2,
+        age: 1,
+    };
+    let a = w.add("arch.a", "count", Semantics::Counter).unwrap();
+    let b = w.add("arch.b", "count", Semantics::Counter).unwrap();
+    w.adjust(a, 111).unwrap();
+    w.adjust(b, 222).unwrap();
+    w.publish_damon(900, 0, iv, &[region(0x10000), region(0x20000)])
+        .unwrap();
+    let pmcd_dir = dir.path().join("pmcd");
+    let pmcd = Pmcd::start(&pmcd_dir, port(5), &seg, &[]);
+    // The agent numbers a, b and stream 900 as it meets them; then a goes,
+    // c comes and stream 100 appears, and the agent meets them too.
+    assert_eq!(pmcd.value("perfabi.total.arch_b").as_deref(), Some("222"));
+    w.del(a).unwrap();
+    let c = w.add("arch.c", "count", Semantics::Counter).unwrap();
+    w.adjust(c, 333).unwrap();
+    w.publish_damon(100, 0, iv, &[region(0x30000)]).unwrap();
+    assert_eq!(pmcd.value("perfabi.total.arch_c").as_deref(), Some("333"));
+    let ids = |pmcd: &Pmcd| {
+        let out = stdout(&run(pmcd.client("pminfo").args([
+            "-m",
+            "perfabi.total.arch_b",
+            "perfabi.total.arch_c",
+            "perfabi.counter.arch_c",
+        ])));
+        let streams = inst_ids(&stdout(&run(pmcd
+            .client("pminfo")
+            .args(["-f", "perfabi.damon.nr_regions"]))));
+        let regions = inst_ids(&stdout(&run(pmcd
+            .client("pminfo")
+            .args(["-f", "perfabi.damon.region.start"]))));
+        (out, streams, regions)
+    };
+    let before = ids(&pmcd);
+    println!("before the restarts: {before:?}");
+
+    // pmlogger records while the agent is restarted under it.
+    let cfg = dir.path().join("pmlogger.config");
+    std::fs::write(
+        &cfg,
+        "log mandatory on every 1 second {\n    perfabi.total\n    perfabi.damon.nr_regions\n    perfabi.damon.region.start\n}\n",
+    )
+    .unwrap();
+    let archive = dir.path().join("archive");
+    let logger = pmcd
+        .client("pmlogger")
+        .arg("-c")
+        .arg(&cfg)
+        .args(["-s", "7", "-t", "1"])
+        .arg("-l")
+        .arg(dir.path().join("pmlogger.log"))
+        .arg(&archive)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    pmcd.restart_agent();
+    let after_agent = ids(&pmcd);
+    let out = logger.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "pmlogger: {out:?}\n{}",
+        std::fs::read_to_string(dir.path().join("pmlogger.log")).unwrap_or_default()
+    );
+    assert_eq!(
+        before, after_agent,
+        "PMIDs and instance ids after an agent restart"
+    );
+    let log = pmcd.agent_log();
+    assert_eq!(
+        log.matches("serving ").count() - log.matches("serving no values").count(),
+        1,
+        "the log of the second agent: {log}"
+    );
+    assert!(log.contains("counter numbers read from"), "{log}");
+
+    let dump = stdout(&run(tool("pmdumplog").args(["-a"]).arg(&archive)));
+    // Each name has one PMID in the archive, each PMID one name.
+    let mut pmids: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        Default::default();
+    for l in dump.lines().filter(|l| l.starts_with("PMID: ")) {
+        // PMID: 502.2048.2 (perfabi.total.arch_c)
+        let (id, name) = l["PMID: ".len()..].split_once(' ').unwrap();
+        pmids
+            .entry(name.trim_matches(['(', ')']).to_string())
+            .or_default()
+            .insert(id.to_string());
+    }
+    println!("archive metrics: {pmids:?}");
+    assert!(pmids.contains_key("perfabi.total.arch_c"), "{dump}");
+    for (name, ids) in &pmids {
+        assert_eq!(ids.len(), 1, "{name} has PMIDs {ids:?}");
+    }
+    // Each instance name has one id in every instance domain record, and
+    // no id is given to two names.
+    let indoms = &dump[dump.find("Instance Domains in the Log").unwrap()..];
+    let indoms = &indoms[..indoms.find("Temporal Index").unwrap_or(indoms.len())];
+    type Ids<K, V> = std::collections::BTreeMap<K, std::collections::BTreeSet<V>>;
+    let mut by_name: Ids<(String, String), i64> = Default::default();
+    let mut by_id: Ids<(String, i64), String> = Default::default();
+    let mut indom = String::new();
+    for l in indoms.lines() {
+        if let Some(d) = l.strip_prefix("InDom: ") {
+            indom = d.to_string();
+        }
+        // "   0 or \"kdamond900/target0\""
+        let Some((id, name)) = l.trim().split_once(" or \"") else {
+            continue;
+        };
+        let (Ok(id), name) = (id.parse::<i64>(), name.trim_end_matches('"')) else {
+            continue;
+        };
+        if indom.starts_with("502.") {
+            let (i, n) = (indom.clone(), name.to_string());
+            by_name
+                .entry((i.clone(), n.clone()))
+                .or_default()
+                .insert(id);
+            by_id.entry((i, id)).or_default().insert(n);
+        }
+    }
+    println!("archive instances: {by_name:?}");
+    assert_eq!(by_name.len(), 5, "2 streams and 3 regions: {indoms}");
+    for (name, ids) in &by_name {
+        assert_eq!(ids.len(), 1, "{name:?} has ids {ids:?}: {indoms}");
+    }
+    for (id, names) in &by_id {
+        assert_eq!(names.len(), 1, "id {id:?} names {names:?}: {indoms}");
+    }
+    // The values go on under the same names after the restart (pmlogger
+    // marks the restart in the archive).
+    let after_mark = &dump[dump
+        .find("<mark>")
+        .expect("pmlogger marks the agent restart")..];
+    let records = |text: &str, line: &str| text.matches(line).count();
+    let c = "(perfabi.total.arch_c): value 333";
+    let b = "(perfabi.total.arch_b): value 222";
+    println!(
+        "archive: arch_c 333 in {} records ({} after the restart), arch_b 222 in {}",
+        records(&dump, c),
+        records(after_mark, c),
+        records(&dump, b)
+    );
+    assert!(records(after_mark, c) >= 2, "{dump}");
+    assert_eq!(records(&dump, c), records(&dump, b), "{dump}");
+    assert!(
+        after_mark.contains("inst [0 or \"kdamond900/target0/region0\"] value 65536"),
+        "{dump}"
+    );
+
+    // The saved state is in the private pmcd's folder (its PCP_VAR_DIR).
+    for f in ["502.1", "502.2", "perfabi/502.pmids"] {
+        let p = pmcd_dir.join("var/config/pmda").join(f);
+        assert!(p.is_file(), "{} is missing", p.display());
+    }
+
+    // pmcd itself restarted, with the same state folder.
+    drop(pmcd);
+    std::thread::sleep(Duration::from_millis(300));
+    let pmcd = Pmcd::start(&pmcd_dir, port(6), &seg, &[]);
+    let after_pmcd = ids(&pmcd);
+    assert_eq!(
+        before, after_pmcd,
+        "PMIDs and instance ids after a pmcd restart"
+    );
+    drop(w);
+}
+
+/// Leaves CPU `cpu`'s block of the segment at `path` as a writer that died
+/// mid-update would (an odd sequence word), or restores it; returns the
+/// word's previous value.
+fn set_cpu_sequence(path: &Path, cpu: u64, value: Option<u64>) -> u64 {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    let mut h = [0u8; perfabi::layout::HEADER_SIZE_V1_0];
+    f.read_exact_at(&mut h, 0).unwrap();
+    let h = perfabi::layout::header_from_bytes(&h);
+    let at = h.cpu_area_offset + cpu * h.cpu_block_size + perfabi::layout::CPU_SEQ_WORD as u64 * 8;
+    let mut old = [0u8; 8];
+    f.read_exact_at(&mut old, at).unwrap();
+    let old = u64::from_ne_bytes(old);
+    let new = value.unwrap_or(old | 1);
+    f.write_all_at(&new.to_ne_bytes(), at).unwrap();
+    old
+}
+
+#[test]
+fn a_transient_read_error_keeps_the_last_values_for_a_bounded_time_and_counts_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let seg = dir.path().join("seg");
+    // No heartbeat thread: nothing repairs what the test breaks.
+    let w = Writer::create(
+        &seg,
+        &Config {
+            heartbeat_interval: Duration::ZERO,
+            auto_heartbeat: false,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    let id = w.add("held.events", "count", Semantics::Counter).unwrap();
+    w.adjust(id, 42).unwrap();
+    let pmcd = Pmcd::start(&dir.path().join("pmcd"), port(7), &seg, &[]);
+    let one = |m: &str| pmcd.value(m);
+    assert_eq!(one("perfabi.total.held_events").as_deref(), Some("42"));
+
+    // The writer dies mid-update: every read of CPU 0's block is busy.
+    let seq = set_cpu_sequence(&seg, 0, None);
+    let t = Instant::now();
+    assert_eq!(
+        one("perfabi.total.held_events").as_deref(),
+        Some("42"),
+        "the last good value, held"
+    );
+    assert_eq!(one("perfabi.segment.held").as_deref(), Some("1"));
+    assert_eq!(one("perfabi.segment.available").as_deref(), Some("1"));
+    let held: u64 = one("perfabi.segment.held_reads").unwrap().parse().unwrap();
+    let busy: u64 = one("perfabi.segment.busy_reads").unwrap().parse().unwrap();
+    assert!(held >= 3 && busy >= 3, "held {held}, busy {busy}");
+    // Held for the bound, not for ever.
+    eventually(
+        perfabi_pcp_agent::source::HOLD.as_secs() + 5,
+        "held values expire",
+        || one("perfabi.total.held_events").is_none(),
+    );
+    let gone = t.elapsed();
+    println!("busy segment: values held for {gone:?}");
+    assert!(gone >= perfabi_pcp_agent::source::HOLD, "{gone:?}");
+    assert_eq!(one("perfabi.segment.available").as_deref(), Some("0"));
+    assert_eq!(one("perfabi.segment.held").as_deref(), Some("0"));
+    let epoch = stdout(&run(pmcd
+        .client("pminfo")
+        .args(["-f", "perfabi.segment.epoch"])));
+    assert!(
+        epoch.contains("Try again. Information not currently available"),
+        "{epoch}"
+    );
+    // The writer's block is whole again: values are back at once.
+    set_cpu_sequence(&seg, 0, Some(seq));
+    assert_eq!(one("perfabi.total.held_events").as_deref(), Some("42"));
+    assert_eq!(one("perfabi.segment.held").as_deref(), Some("0"));
+
+    // The file truncated under the agent: held too (a live writer
+    // repairs it at its next heartbeat; this one does not).
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&seg)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    assert_eq!(one("perfabi.total.held_events").as_deref(), Some("42"));
+    assert_eq!(one("perfabi.segment.held").as_deref(), Some("1"));
+    // A permanent error (no file at the path) is no values at once.
+    drop(w);
+    std::fs::remove_file(&seg).unwrap();
+    assert_eq!(one("perfabi.total.held_events"), None);
+    assert_eq!(one("perfabi.segment.available").as_deref(), Some("0"));
+    let log = pmcd.agent_log();
+    println!("agent log:\n{log}");
+    assert_eq!(
+        log.matches("answering with the values of the last good read")
+            .count(),
+        2,
+        "{log}"
+    );
+    assert!(log.contains("(held values expired)"), "{log}");
+    assert!(pmcd.alive());
 }

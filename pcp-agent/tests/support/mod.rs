@@ -98,6 +98,38 @@ impl Pmcd {
         Path::new(&format!("/proc/{}", self.pid)).exists()
     }
 
+    /// The pid of the agent pmcd runs (its child running pmdaperfabi).
+    pub fn agent_pid(&self) -> Option<u32> {
+        let kids =
+            std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", self.pid)).ok()?;
+        kids.split_whitespace()
+            .filter_map(|p| p.parse::<u32>().ok())
+            .find(|p| {
+                std::fs::read(format!("/proc/{p}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains("pmdaperfabi"))
+            })
+    }
+
+    /// Stops the agent (SIGTERM, by its pid) and has pmcd start it again
+    /// (SIGHUP), as an operator restarts a PMDA; returns once the new
+    /// agent answers.
+    pub fn restart_agent(&self) {
+        let old = self.agent_pid().expect("pmcd runs the agent");
+        // SAFETY: kill(2) on the agent this test's pmcd started.
+        unsafe { libc::kill(old as i32, libc::SIGTERM) };
+        eventually(10, "the agent stops", || {
+            !Path::new(&format!("/proc/{old}")).exists()
+                || std::fs::read_to_string(format!("/proc/{old}/stat"))
+                    .is_ok_and(|s| s.contains(") Z "))
+        });
+        // SAFETY: kill(2) on the pmcd this test started.
+        unsafe { libc::kill(self.pid as i32, libc::SIGHUP) };
+        eventually(10, "pmcd starts the agent again", || {
+            self.agent_pid().is_some_and(|p| p != old)
+                && self.value("perfabi.segment.available").is_some()
+        });
+    }
+
     pub fn agent_log(&self) -> String {
         std::fs::read_to_string(self.dir.join("perfabi.log")).unwrap_or_default()
     }

@@ -1,0 +1,199 @@
+//! An instance domain whose instance ids libpcp_pmda's instance cache
+//! (`pmdaCache(3)`) gives out and keeps, as PCP's own dynamic agents do: a
+//! name keeps its id while it is in the cache, ids are never given to
+//! another name, and the cache is saved to (and loaded from) PCP's usual
+//! file, `$PCP_VAR_DIR/config/pmda/<domain>.<serial>`, so that ids outlive
+//! the agent. While a cache exists, libpcp_pmda answers instance requests
+//! and walks fetches from it.
+//!
+//! libpcp_pmda opens that file itself (`fopen`), in a folder group `pcp`
+//! may write on Debian; before each load and save the agent checks that
+//! the file is absent or a regular file of its own user with one link, and
+//! refuses (ids then live in memory only) anything else, such as a
+//! symbolic link planted there.
+
+use std::ffi::{c_char, c_int, CStr, CString};
+use std::path::{Path, PathBuf};
+
+use perfabi::safe_open::{euid, FileKind, Folder};
+
+use crate::ffi::*;
+
+/// One cached instance domain.
+pub struct CachedIndom {
+    pcp: &'static Pcp,
+    indom: pmInDom,
+    /// `$PCP_VAR_DIR/config/pmda`, where libpcp_pmda keeps the file; `None`:
+    /// ids are not saved.
+    dir: Option<PathBuf>,
+}
+
+impl CachedIndom {
+    /// The cache of `indom`, with the ids saved in `dir` (the folder
+    /// libpcp_pmda uses, `$PCP_VAR_DIR/config/pmda`) loaded; `dir` `None`:
+    /// nothing is loaded or saved. Returns a line to log if the saved ids
+    /// could not be loaded.
+    pub fn open(
+        pcp: &'static Pcp,
+        indom: pmInDom,
+        dir: Option<&Path>,
+    ) -> (CachedIndom, Option<String>) {
+        let c = CachedIndom {
+            pcp,
+            indom,
+            dir: dir.map(Path::to_path_buf),
+        };
+        let mut problem = None;
+        if c.dir.is_some() {
+            problem = match c.check_file() {
+                Err(e) => Some(format!("instance ids not loaded: {e}")),
+                Ok(false) => None,
+                Ok(true) => {
+                    // SAFETY: plain call; libpcp_pmda reads its own file.
+                    let n = unsafe { (pcp.pmdaCacheOp)(indom, PMDA_CACHE_LOAD) };
+                    (n < 0).then(|| {
+                        format!(
+                            "instance ids not loaded from {}: {}",
+                            c.file().display(),
+                            pcp.err_str(n)
+                        )
+                    })
+                }
+            };
+        }
+        // A cache that exists (even empty) is what libpcp_pmda serves from.
+        // SAFETY: plain call.
+        unsafe { (pcp.pmdaCacheOp)(indom, PMDA_CACHE_INACTIVE) };
+        (c, problem)
+    }
+
+    /// The instance domain.
+    pub fn indom(&self) -> pmInDom {
+        self.indom
+    }
+
+    /// `<domain>.<serial>`, the file's name (as `pmInDomStr` writes it).
+    fn file(&self) -> PathBuf {
+        let name = format!("{}.{}", self.indom >> 22, self.indom & 0x3f_ffff);
+        self.dir.as_deref().unwrap_or(Path::new("")).join(name)
+    }
+
+    /// Whether the saved file exists; an error if it is anything but a
+    /// regular file of the agent's user with one link.
+    fn check_file(&self) -> Result<bool, String> {
+        let Some(dir) = &self.dir else {
+            return Ok(false);
+        };
+        let folder = match Folder::open(dir) {
+            Ok(f) => f,
+            Err(e) if e.not_found() => return Ok(false),
+            Err(e) => return Err(e.to_string()),
+        };
+        let path = self.file();
+        let name = path.file_name().expect("a file name");
+        match folder.stat(name) {
+            Ok(None) => Ok(false),
+            Err(e) => Err(format!("{}: {e}", path.display())),
+            Ok(Some(e)) if e.kind != FileKind::Regular => {
+                Err(format!("{} is {}", path.display(), e.kind.describe()))
+            }
+            Ok(Some(e)) if e.uid != euid() => Err(format!(
+                "{} belongs to uid {}, not to this user (uid {})",
+                path.display(),
+                e.uid,
+                euid()
+            )),
+            Ok(Some(e)) if e.nlink != 1 => {
+                Err(format!("{} has {} hard links", path.display(), e.nlink))
+            }
+            Ok(Some(_)) => Ok(true),
+        }
+    }
+
+    /// Marks every instance inactive (before the current ones are added).
+    pub fn hide_all(&self) {
+        // SAFETY: plain call.
+        unsafe { (self.pcp.pmdaCacheOp)(self.indom, PMDA_CACHE_INACTIVE) };
+    }
+
+    /// The id of `name`, made active: its old id if the cache has it, else
+    /// a new one, never given out before in this cache.
+    pub fn add(&self, name: &str) -> Result<c_int, String> {
+        let n = CString::new(name).map_err(|_| format!("instance name {name:?} holds a NUL"))?;
+        // SAFETY: a valid C string, copied by pmdaCacheStore; no private data.
+        let id = unsafe {
+            (self.pcp.pmdaCacheStore)(self.indom, PMDA_CACHE_ADD, n.as_ptr(), std::ptr::null_mut())
+        };
+        if id < 0 {
+            return Err(format!("instance {name}: {}", self.pcp.err_str(id)));
+        }
+        Ok(id)
+    }
+
+    /// Forgets `name`: it is no longer served or saved (if it comes back,
+    /// it gets a new id).
+    pub fn cull(&self, name: &str) {
+        if let Ok(n) = CString::new(name) {
+            // SAFETY: a valid C string; an unknown name is an error we ignore.
+            unsafe {
+                (self.pcp.pmdaCacheStore)(
+                    self.indom,
+                    PMDA_CACHE_CULL,
+                    n.as_ptr(),
+                    std::ptr::null_mut(),
+                )
+            };
+        }
+    }
+
+    /// Every name in the cache, active or not (with its id).
+    pub fn names(&self) -> Vec<(c_int, String)> {
+        let pcp = self.pcp;
+        // Only active instances are walked: make all active, walk, hide.
+        // SAFETY: plain calls on this cache.
+        unsafe {
+            (pcp.pmdaCacheOp)(self.indom, PMDA_CACHE_ACTIVE);
+            (pcp.pmdaCacheOp)(self.indom, PMDA_CACHE_WALK_REWIND);
+        }
+        let mut out = Vec::new();
+        loop {
+            // SAFETY: plain call.
+            let inst = unsafe { (pcp.pmdaCacheOp)(self.indom, PMDA_CACHE_WALK_NEXT) };
+            if inst < 0 {
+                break;
+            }
+            let mut name: *mut c_char = std::ptr::null_mut();
+            // SAFETY: out pointers valid for the call; the name stays owned
+            // by the cache and is copied at once.
+            let st =
+                unsafe { (pcp.pmdaCacheLookup)(self.indom, inst, &mut name, std::ptr::null_mut()) };
+            if st >= 0 && !name.is_null() {
+                // SAFETY: non-null, NUL-terminated (the cache's copy).
+                let s = unsafe { CStr::from_ptr(name) };
+                out.push((inst, s.to_string_lossy().into_owned()));
+            }
+        }
+        self.hide_all();
+        out
+    }
+
+    /// Saves the cache if instances were added or culled since it was
+    /// loaded or saved (and ids are saved at all).
+    pub fn save(&self) -> Result<(), String> {
+        if self.dir.is_none() {
+            return Ok(());
+        }
+        self.check_file()
+            .map_err(|e| format!("instance ids not saved: {e}"))?;
+        // SAFETY: plain call; libpcp_pmda writes its own file.
+        let n = unsafe { (self.pcp.pmdaCacheOp)(self.indom, PMDA_CACHE_SAVE) };
+        if n < 0 {
+            return Err(format!(
+                "instance ids not saved to {}: {}",
+                self.file().display(),
+                self.pcp.err_str(n)
+            ));
+        }
+        Ok(())
+    }
+}
