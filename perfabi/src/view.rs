@@ -272,7 +272,7 @@ impl<'a> SegmentView<'a> {
                 value_type: ValueType::from_raw(e.value_type).ok_or(bad(EntryField::ValueType))?,
             });
         }
-        unique(out)
+        Ok(())
     }
 
     /// The live instances, read inside one generation.
@@ -283,6 +283,8 @@ impl<'a> SegmentView<'a> {
         })?;
         let (decoded, g) = r.ok_or(Error::BusyMetadata)?;
         decoded?;
+        // Outside the generation window: the sort does not widen it.
+        unique(&v)?;
         Ok((v, g))
     }
 
@@ -329,10 +331,11 @@ impl<'a> SegmentView<'a> {
         let mut values = core::mem::take(&mut snap.values);
         let r = gen_read::<Sound, _, Error>(self.gen1(), self.gen2(), retries, |g| {
             let used = self.used();
+            // Ok(true): decoded afresh (still to be checked for uniqueness).
             let decoded = if cached_gen == Some(g) && instances_fit(&instances, used) {
-                Ok(())
+                Ok(false)
             } else {
-                self.read_instances(used, &mut instances)
+                self.read_instances(used, &mut instances).map(|()| true)
             };
             values.resize(nr_cpus * used, 0);
             for cpu in 0..nr_cpus {
@@ -341,7 +344,15 @@ impl<'a> SegmentView<'a> {
             Ok((decoded, used))
         });
         let ok = match r {
-            Ok(Some(((Ok(()), used), g))) => Ok((used, g)),
+            // Uniqueness is checked outside the generation window: the sort
+            // does not widen it.
+            Ok(Some(((Ok(fresh), used), g))) => {
+                if fresh {
+                    unique(&instances).map(|()| (used, g))
+                } else {
+                    Ok((used, g))
+                }
+            }
             Ok(Some(((Err(e), _), _))) | Err(e) => Err(e),
             Ok(None) => Err(Error::BusyMetadata),
         };
@@ -453,7 +464,8 @@ fn instances_fit(instances: &[Instance], used: usize) -> bool {
 pub use protocol::DEFAULT_RETRIES;
 
 /// Live entries must have distinct registration ids and names that are
-/// distinct to consumers (spec §5): `O(n log n)` in the live entries.
+/// distinct to consumers (spec §5): `O(n log n)` in the live entries, run
+/// on a consistent copy once the generation window closed.
 fn unique(live: &[Instance]) -> Result<(), Error> {
     let mut ids: Vec<(u64, u32)> = live.iter().map(|i| (i.reg_id, i.slot)).collect();
     ids.sort_unstable();
