@@ -410,16 +410,7 @@ impl Writer {
     /// every value whole, but values of different CPUs may come from
     /// different publications.
     pub fn publish_per_cpu(&self, id: ExternalId, values: &[u64]) -> Result<(), Error> {
-        let slot = id.0.slot as usize;
-        if self
-            .state
-            .external
-            .get(slot)
-            .map(|r| r.load(Ordering::Relaxed))
-            != Some(id.0.reg_id)
-        {
-            return Err(Error::UnknownInstance);
-        }
+        let slot = self.external_slot(id)?;
         let words = self.state.words();
         for cpu in 0..self.state.layout.nr_cpus {
             let v = values.get(cpu).copied().unwrap_or(0);
@@ -428,18 +419,24 @@ impl Writer {
         Ok(())
     }
 
-    /// Unregisters an external instance.
-    pub fn del_external(&self, id: ExternalId) -> Result<(), Error> {
+    /// The slot of a live external instance, or `UnknownInstance`.
+    fn external_slot(&self, id: ExternalId) -> Result<usize, Error> {
         let slot = id.0.slot as usize;
-        if self
+        let live = self
             .state
             .external
             .get(slot)
-            .map(|r| r.load(Ordering::Relaxed))
-            != Some(id.0.reg_id)
-        {
-            return Err(Error::UnknownInstance);
+            .map(|r| r.load(Ordering::Relaxed));
+        if live == Some(id.0.reg_id) {
+            Ok(slot)
+        } else {
+            Err(Error::UnknownInstance)
         }
+    }
+
+    /// Unregisters an external instance.
+    pub fn del_external(&self, id: ExternalId) -> Result<(), Error> {
+        let slot = self.external_slot(id)?;
         // del() checks `live`: give the id back to it for the removal.
         self.state.external[slot].store(0, Ordering::Relaxed);
         self.state.live[slot].store(id.0.reg_id, Ordering::Relaxed);
