@@ -95,15 +95,7 @@ fn parse_openmetrics(page: &[u8]) -> Result<String, String> {
 fn names_that_would_be_one_series_are_refused_and_near_ones_all_parse() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("seg");
-    let w = Writer::create(
-        &path,
-        &Config {
-            max_instances: 64,
-            damon_capacity: 0,
-            ..Config::default()
-        },
-    )
-    .unwrap();
+    let w = counters_writer(&path, 64);
     // Close to each other but distinct to every consumer.
     let near = [
         ("x", Semantics::Counter),
@@ -187,15 +179,7 @@ fn names_that_would_be_one_series_are_refused_and_near_ones_all_parse() {
 fn a_backslash_in_a_unit_reaches_the_help_text_as_written() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("seg");
-    let w = Writer::create(
-        &path,
-        &Config {
-            max_instances: 4,
-            damon_capacity: 0,
-            ..Config::default()
-        },
-    )
-    .unwrap();
+    let w = counters_writer(&path, 4);
     // A unit may hold any printable byte: here a backslash and an `n`,
     // which unescaped would read as a newline.
     w.add("odd", r"a\nb\", Semantics::Counter).unwrap();

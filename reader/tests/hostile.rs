@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use perfabi::layout::{FLAG_KERNEL, HEADER_FLAGS_WORD};
 use perfabi::writer::{Config, Health, Writer};
-use perfabi::{Geometry, Semantics, WriterIdentity};
+use perfabi::Semantics;
 use perfabi_reader::{Error, Liveness, Options, Segment, Trust};
 use perfabi_test_harness::{self as harness, Tmpfs, OTHER_UID};
 use support::*;
@@ -195,27 +195,8 @@ fn another_users_segment_is_refused_unless_trusted_and_its_writer_must_be_that_u
 /// A segment file owned by the other user whose header claims `claim`:
 /// (flags, writer pid, writer start).
 fn forged(fs: &Tmpfs, name: &str, flags: u64, pid: u64, start_ns: u64) -> std::path::PathBuf {
-    let g = Geometry {
-        page_size: 4096,
-        nr_cpus: 1,
-        max_instances: 4,
-        damon_capacity: 0,
-    };
-    let mut h = g
-        .header(&WriterIdentity {
-            epoch: 7,
-            pid,
-            start_ns,
-            heartbeat_interval_ns: 0,
-            first_heartbeat_ns: perfabi::host::boottime_ns(),
-        })
-        .unwrap();
-    h.flags = flags;
-    let mut bytes = vec![0u8; h.segment_size as usize];
-    bytes[..std::mem::size_of_val(&h)].copy_from_slice(bytemuck::bytes_of(&h));
     let p = fs.join(name);
-    std::fs::write(&p, &bytes).unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+    write_claimed_segment(&p, flags, pid, start_ns);
     harness::give_to_other_user(&p);
     p
 }

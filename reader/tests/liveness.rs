@@ -2,12 +2,14 @@
 //! beating is silent, a pid reused by another process is a dead writer, and
 //! a handle that names a slot past the table is an error, not a panic.
 
-use std::os::unix::fs::PermissionsExt;
+mod support;
+
 use std::time::Duration;
 
 use perfabi::writer::{Config, Writer};
-use perfabi::{Geometry, Semantics, WriterIdentity};
+use perfabi::Semantics;
 use perfabi_reader::{Error, Liveness, Options, Segment};
+use support::{counters_writer, write_claimed_segment};
 
 #[test]
 fn a_live_writer_that_stops_beating_is_silent_until_it_beats_again() {
@@ -52,26 +54,8 @@ fn a_live_writer_that_stops_beating_is_silent_until_it_beats_again() {
 
 /// A segment file of this user whose writer is `pid`, started at `start_ns`.
 fn claimed(dir: &std::path::Path, name: &str, pid: u64, start_ns: u64) -> std::path::PathBuf {
-    let g = Geometry {
-        page_size: 4096,
-        nr_cpus: 1,
-        max_instances: 4,
-        damon_capacity: 0,
-    };
-    let h = g
-        .header(&WriterIdentity {
-            epoch: 9,
-            pid,
-            start_ns,
-            heartbeat_interval_ns: 0,
-            first_heartbeat_ns: perfabi::host::boottime_ns(),
-        })
-        .unwrap();
-    let mut bytes = vec![0u8; h.segment_size as usize];
-    bytes[..std::mem::size_of_val(&h)].copy_from_slice(bytemuck::bytes_of(&h));
     let p = dir.join(name);
-    std::fs::write(&p, &bytes).unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+    write_claimed_segment(&p, 0, pid, start_ns);
     p
 }
 
@@ -109,15 +93,7 @@ fn a_pid_reused_by_another_process_is_a_dead_writer() {
 fn a_handle_past_the_table_is_an_error_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("seg");
-    let w = Writer::create(
-        &path,
-        &Config {
-            max_instances: 4,
-            damon_capacity: 0,
-            ..Config::default()
-        },
-    )
-    .unwrap();
+    let w = counters_writer(&path, 4);
     w.add("x", "", Semantics::Counter).unwrap();
     let mut seg = Segment::open(&path).unwrap();
     let mut out = vec![0u64; seg.nr_cpus()];

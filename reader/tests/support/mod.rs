@@ -1,4 +1,5 @@
-//! Test helpers: a writer in a child process, and waiting with a deadline.
+//! Test helpers: a writer in a child process, small writers and forged
+//! segment files, and waiting with a deadline.
 
 #![allow(dead_code)]
 
@@ -147,4 +148,45 @@ pub fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// A writer at `path` with room for `max_instances` counters and no DAMON
+/// ring (other settings default).
+pub fn counters_writer(path: &Path, max_instances: u32) -> perfabi::writer::Writer {
+    perfabi::writer::Writer::create(
+        path,
+        &perfabi::writer::Config {
+            max_instances,
+            damon_capacity: 0,
+            ..perfabi::writer::Config::default()
+        },
+    )
+    .unwrap()
+}
+
+/// Writes at `path` (mode 0644) a new, empty one-CPU segment whose header
+/// claims writer `pid`, started at `start_ns`, with `flags` and no
+/// heartbeat promised: what a forger, or a writer long gone, leaves.
+pub fn write_claimed_segment(path: &Path, flags: u64, pid: u64, start_ns: u64) {
+    use std::os::unix::fs::PermissionsExt;
+    let g = perfabi::Geometry {
+        page_size: 4096,
+        nr_cpus: 1,
+        max_instances: 4,
+        damon_capacity: 0,
+    };
+    let mut h = g
+        .header(&perfabi::WriterIdentity {
+            epoch: 7,
+            pid,
+            start_ns,
+            heartbeat_interval_ns: 0,
+            first_heartbeat_ns: perfabi::host::boottime_ns(),
+        })
+        .unwrap();
+    h.flags = flags;
+    let mut bytes = vec![0u8; h.segment_size as usize];
+    bytes[..std::mem::size_of_val(&h)].copy_from_slice(bytemuck::bytes_of(&h));
+    std::fs::write(path, &bytes).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
 }
