@@ -220,10 +220,7 @@ fn savable(name: &str) -> bool {
 }
 
 fn valid_component(c: &str) -> bool {
-    let mut b = c.bytes();
-    c.len() <= MAX_NAME + 8
-        && b.next().is_some_and(|c| c.is_ascii_alphabetic())
-        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
+    c.len() <= MAX_NAME + 8 && crate::namespace::valid_component(c)
 }
 
 /// At most 80 characters of `s`, for a message.

@@ -55,7 +55,7 @@ pub struct Namespace {
 }
 
 /// One PCP name component: a letter, then letters, digits and `_`.
-fn valid_component(c: &str) -> bool {
+pub(crate) fn valid_component(c: &str) -> bool {
     let mut b = c.bytes();
     b.next().is_some_and(|c| c.is_ascii_alphabetic())
         && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
