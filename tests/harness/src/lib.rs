@@ -4,6 +4,10 @@
 //! account, child processes measured (peak memory, time) and killed if they
 //! hang, and skips that are reported as skips, never as passes.
 
+pub mod forge;
+pub mod hammer;
+pub mod probe;
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -268,5 +272,18 @@ fn wait_limited(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
             return None;
         }
         std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+pub use rustix::process::Signal;
+
+/// Sends `signal` to process `pid` (a child or a server the test started);
+/// a process already gone is not an error.
+pub fn send(pid: u32, signal: Signal) {
+    if let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process(pid, signal);
     }
 }
