@@ -2,22 +2,22 @@
 //! reading and parsing the same values as `/proc/stat` text (a tmpfs copy,
 //! and the real `/proc/stat`), side by side in one run.
 //!
-//! `cargo bench -p perfabi-reader --bench read`, then
-//! `python3 perfabi/benches/ratios.py` for the ratios.
+//! `cargo bench -p perfabi-exportd --bench read`, then
+//! `python3 perfabi/shm/benches/ratios.py` for the ratios.
 
 use std::hint::black_box;
 use std::path::Path;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use perfabi::writer::{Config, Writer};
 use perfabi_reader::Segment;
+use perfabi_shm::writer::{Config, Writer};
 
-use perfabi::host::CPU_FIELDS as FIELDS;
+use perfabi_exportd::procfs::CPU_FIELDS as FIELDS;
 
 /// The text route: open, read and parse the per-CPU lines.
 fn read_parse(path: &Path) -> usize {
     let text = std::fs::read_to_string(path).unwrap();
-    perfabi::host::stat_times(&text).len()
+    perfabi_exportd::procfs::stat_times(&text).len()
 }
 
 fn bench(c: &mut Criterion) {
@@ -25,7 +25,9 @@ fn bench(c: &mut Criterion) {
     let stat = std::fs::read_to_string("/proc/stat").unwrap();
     let copy = dir.path().join("stat.txt");
     std::fs::write(&copy, &stat).unwrap();
-    let per_cpu: Vec<[u64; 10]> = perfabi::host::stat_times(&stat).into_values().collect();
+    let per_cpu: Vec<[u64; 10]> = perfabi_exportd::procfs::stat_times(&stat)
+        .into_values()
+        .collect();
 
     // The same values in a segment, each CPU's in its own block.
     let seg_path = dir.path().join("stat.seg");

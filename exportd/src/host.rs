@@ -5,10 +5,10 @@
 
 use std::path::PathBuf;
 
-use perfabi::writer::{ExternalId, Writer};
 use perfabi::{Semantics, ValueType};
+use perfabi_shm::writer::{ExternalId, Writer};
 
-use perfabi::host as procfs;
+use crate::procfs;
 
 /// The files the source reads.
 #[derive(Clone, Debug)]

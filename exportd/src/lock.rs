@@ -18,7 +18,7 @@ use std::io::{Read, Seek, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use perfabi::safe_open::{Access, FileId, Folder, PathError};
+use perfabi_shm::safe_open::{Access, FileId, Folder, PathError};
 use rustix::fs::{flock, FlockOperation};
 
 /// Why the lock could not be taken.

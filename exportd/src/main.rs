@@ -8,10 +8,6 @@
 //! SIGINT/SIGTERM mark the segment closed; a restart creates it again at the
 //! same path with a new epoch, and readers follow.
 
-mod damon;
-mod host;
-mod lock;
-
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -21,8 +17,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use perfabi::writer::{Config, Health, Writer};
 use perfabi::Semantics;
+use perfabi_exportd::{damon, host, lock, procfs};
+use perfabi_shm::writer::{Config, Health, Writer};
 
 /// Publish host statistics and DAMON region statistics as a perfabi segment.
 #[derive(Parser, Debug)]
@@ -96,17 +93,47 @@ struct Args {
     replay_max_mib: u64,
 }
 
-/// A failure: the exit code (see `--help`) and one line.
-type Fail = (u8, String);
+/// Why the daemon stopped other than on a signal, by exit status (see
+/// `--help`); each holds one line for the user.
+enum Fail {
+    /// Exit 1: a runtime error.
+    Runtime(String),
+    /// Exit 2: bad configuration or a refused path; nothing was created.
+    Config(String),
+    /// Exit 3: another daemon already writes the path.
+    Held(String),
+}
+
+impl Fail {
+    /// The exit status, as `--help` lists them.
+    fn code(&self) -> u8 {
+        match self {
+            Fail::Runtime(_) => 1,
+            Fail::Config(_) => 2,
+            Fail::Held(_) => 3,
+        }
+    }
+
+    fn message(&self) -> &str {
+        match self {
+            Fail::Runtime(m) | Fail::Config(m) | Fail::Held(m) => m,
+        }
+    }
+}
+
+/// A runtime failure from any displayable error.
+fn runtime(e: impl std::fmt::Display) -> Fail {
+    Fail::Runtime(e.to_string())
+}
 
 fn main() -> ExitCode {
     let args = Args::parse();
     let r = configure(&args).and_then(|plan| run(&args, plan));
     match r {
         Ok(()) => ExitCode::SUCCESS,
-        Err((code, msg)) => {
-            eprintln!("perfabi-exportd: {msg}");
-            ExitCode::from(code)
+        Err(f) => {
+            eprintln!("perfabi-exportd: {}", f.message());
+            ExitCode::from(f.code())
         }
     }
 }
@@ -124,11 +151,11 @@ struct Plan {
 }
 
 /// Instances the daemon registers beside the host statistics.
-const OWN_INSTANCES: usize = 2 + damon::Published::INSTANCES;
+const OWN_INSTANCES: usize = 2 + damon::DamonCounters::INSTANCES;
 
 /// 1. Checks the whole configuration (exit 2); nothing exists yet.
 fn configure(args: &Args) -> Result<Plan, Fail> {
-    let bad = |m: String| (2u8, m);
+    let bad = Fail::Config;
     if !(args.interval.is_finite() && args.interval >= 0.01 && args.interval <= 3600.0) {
         return Err(bad(format!(
             "--interval {} must be between 0.01 and 3600 seconds",
@@ -144,44 +171,6 @@ fn configure(args: &Args) -> Result<Plan, Fail> {
     let paths = host::ProcPaths::default();
     host::check(&paths, &vmstat).map_err(|e| bad(e.to_string()))?;
     let limit = args.replay_max_mib << 20;
-    let record = match &args.replay {
-        Some(f) => {
-            let mut bytes = Vec::new();
-            // The file may grow after it was measured: read at most the limit.
-            perfabi::safe_open::open_input(f, limit)
-                .map_err(|e| match e.problem {
-                    perfabi::safe_open::Problem::TooLarge { .. } => {
-                        bad(format!("--replay: {e} (raise --replay-max-mib to read it)"))
-                    }
-                    _ => bad(format!("--replay: {e}")),
-                })?
-                .take(limit + 1)
-                .read_to_end(&mut bytes)
-                .map_err(|e| bad(format!("--replay {}: {e}", f.display())))?;
-            if bytes.len() as u64 > limit {
-                return Err(bad(format!(
-                    "--replay {}: it grew past the limit of {limit} bytes while being read",
-                    f.display()
-                )));
-            }
-            let r = damon::replay::parse(&bytes, limit)
-                .map_err(|e| bad(format!("--replay {}: {e}", f.display())))?;
-            if r.aggregations.is_empty() {
-                return Err(bad(format!(
-                    "--replay {}: no complete damon_aggregated aggregation in it",
-                    f.display()
-                )));
-            }
-            Some(r)
-        }
-        None => None,
-    };
-    if !(args.replay_speed.is_finite() && args.replay_speed > 0.0 && args.replay_speed <= 1e6) {
-        return Err(bad(format!(
-            "--replay-speed {} must be positive and at most 1000000",
-            args.replay_speed
-        )));
-    }
     let default_iv = perfabi::damon::Intervals {
         sample_us: args.damon_sample_us,
         aggr_us: args.damon_aggr_us,
@@ -190,6 +179,16 @@ fn configure(args: &Args) -> Result<Plan, Fail> {
         return Err(bad(
             "--damon-sample-us must be positive and at most --damon-aggr-us".into(),
         ));
+    }
+    let record = match &args.replay {
+        Some(f) => Some(read_record(f, limit, default_iv).map_err(bad)?),
+        None => None,
+    };
+    if !(args.replay_speed.is_finite() && args.replay_speed > 0.0 && args.replay_speed <= 1e6) {
+        return Err(bad(format!(
+            "--replay-speed {} must be positive and at most 1000000",
+            args.replay_speed
+        )));
     }
     let choice = args.source.unwrap_or(if record.is_some() {
         damon::Choice::Replay
@@ -258,6 +257,42 @@ fn configure(args: &Args) -> Result<Plan, Fail> {
     })
 }
 
+/// Reads and parses the `--replay` record at `f` (at most `limit` bytes,
+/// compressed or not); it must hold at least one complete aggregation.
+fn read_record(
+    f: &Path,
+    limit: u64,
+    default_iv: perfabi::damon::Intervals,
+) -> Result<damon::replay::Record, String> {
+    let mut bytes = Vec::new();
+    // The file may grow after it was measured: read at most the limit.
+    perfabi_shm::safe_open::open_input(f, limit)
+        .map_err(|e| match e.problem {
+            perfabi_shm::safe_open::Problem::TooLarge { .. } => {
+                format!("--replay: {e} (raise --replay-max-mib to read it)")
+            }
+            _ => format!("--replay: {e}"),
+        })?
+        .take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("--replay {}: {e}", f.display()))?;
+    if bytes.len() as u64 > limit {
+        return Err(format!(
+            "--replay {}: it grew past the limit of {limit} bytes while being read",
+            f.display()
+        ));
+    }
+    let r = damon::replay::parse(&bytes, limit, default_iv)
+        .map_err(|e| format!("--replay {}: {e}", f.display()))?;
+    if r.aggregations.is_empty() {
+        return Err(format!(
+            "--replay {}: no complete damon_aggregated aggregation in it",
+            f.display()
+        ));
+    }
+    Ok(r)
+}
+
 /// `--path` must name a file (not a folder) in a folder that exists, is
 /// reached through no other user's symbolic link, and in which other users
 /// cannot replace files.
@@ -269,11 +304,11 @@ fn check_path(path: &Path) -> Result<(), String> {
         ));
     }
     let (folder, name) =
-        perfabi::safe_open::Folder::of(path).map_err(|e| format!("--path: {e}"))?;
+        perfabi_shm::safe_open::Folder::of(path).map_err(|e| format!("--path: {e}"))?;
     if folder
         .stat(&name)
         .map_err(|e| format!("--path {shown}: {e}"))?
-        .is_some_and(|e| e.kind == perfabi::safe_open::FileKind::Directory)
+        .is_some_and(|e| e.kind == perfabi_shm::safe_open::FileKind::Directory)
     {
         return Err(format!("--path {shown}: is a folder, not a segment file"));
     }
@@ -285,143 +320,32 @@ fn check_path(path: &Path) -> Result<(), String> {
 /// 2–5: locks the path, opens the DAMON source, creates the segment, then
 /// refreshes and heartbeats until told to stop.
 fn run(args: &Args, plan: Plan) -> Result<(), Fail> {
-    let Plan {
-        interval,
-        vmstat,
-        paths,
-        record,
-        default_iv,
-        choice,
-        sysfs_opts,
-        config,
-    } = plan;
-    // 2. One daemon per path.
-    let lock = lock::PathLock::take(&args.path).map_err(|e| {
-        let code = match e {
-            lock::LockError::Held { .. } => 3,
-            lock::LockError::Refused(_) => 2,
-            lock::LockError::Io(_) => 1,
-        };
-        (code, e.to_string())
-    })?;
-
-    // 3. Open the DAMON source: a refusal or missing permission is a
-    // configuration error; the lock file goes with the lock.
+    let lock = lock_path(&args.path)?;
     let decision = damon::open(
-        choice,
-        &sysfs_opts,
-        record,
+        plan.choice,
+        &plan.sysfs_opts,
+        plan.record,
         args.perf_pages.trailing_zeros(),
     )
-    .map_err(|e| (2u8, format!("--source {choice}: {e}")))?;
-
-    // 4. Create the segment (a new epoch).
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone())
-            .map_err(|e| (1u8, format!("cannot handle signals: {e}")))?;
-    }
-    let w = Arc::new(Writer::create(&args.path, &config).map_err(|e| (1u8, e.to_string()))?);
-    let refreshes = w
-        .add("exportd.refreshes", "count", Semantics::Counter)
-        .map_err(|e| (1u8, e.to_string()))?;
-    let refresh_us = w
-        .add_typed(
-            "exportd.refresh_us",
-            "us",
-            Semantics::Instant,
-            perfabi::ValueType::U64,
-        )
-        .map_err(|e| (1u8, e.to_string()))?;
-    let mut hostsrc =
-        host::HostSource::new(&w, paths, &vmstat).map_err(|e| (1u8, e.to_string()))?;
-    let counters = damon::Published::add(&w).map_err(|e| (1u8, e.to_string()))?;
-    eprintln!("perfabi-exportd: DAMON: {}", decision.why);
-    let damon_thread = decision.source.map(|source| {
-        let (w, stop) = (w.clone(), stop.clone());
-        let (speed, repeat) = (args.replay_speed, !args.replay_once);
-        std::thread::spawn(move || {
-            let done = || stop.load(Ordering::Relaxed);
-            let res = match source {
-                damon::Source::Replay(r) => {
-                    damon::replay::run(&w, &r, default_iv, speed, repeat, &counters, &done)
-                        .map(drop)
-                }
-                damon::Source::Tracepoint(mut t) => t.run(&w, &counters, default_iv, &done),
-                damon::Source::Sysfs(k) => k.run(&w, &counters, &done),
-            };
-            if let Err(e) = res {
-                eprintln!("perfabi-exportd: DAMON source stopped: {e}");
-            }
-        })
-    });
+    .map_err(|e| Fail::Config(format!("--source {}: {e}", plan.choice)))?;
+    let mut daemon = Daemon::start(
+        args,
+        &plan.config,
+        decision,
+        plan.paths,
+        &plan.vmstat,
+        plan.default_iv,
+    )?;
     eprintln!(
         "perfabi-exportd: writing {} (epoch {:#x}, {} CPUs, every {:?}; lock {})",
         args.path.display(),
-        w.epoch(),
-        w.layout().nr_cpus,
-        interval,
+        daemon.w.epoch(),
+        daemon.w.layout().nr_cpus,
+        plan.interval,
         lock.path().display()
     );
-
-    // 5. Refresh and heartbeat until told to stop.
-    let mut next = Instant::now();
-    let mut last_damage = None;
-    let mut result = Ok(());
-    while !stop.load(Ordering::Relaxed) {
-        let t = Instant::now();
-        if let Err(e) = hostsrc.refresh(&w) {
-            eprintln!("perfabi-exportd: host statistics: {e}");
-        }
-        let _ = w.set(refresh_us, t.elapsed().as_micros() as i64);
-        let _ = w.adjust(refreshes, 1);
-        match w.heartbeat() {
-            Health::Intact => last_damage = None,
-            Health::Recreated { why, epoch } => {
-                last_damage = None;
-                eprintln!(
-                    "perfabi-exportd: {} was damaged by someone else ({why}): created it again (epoch {epoch:#x})",
-                    args.path.display()
-                );
-            }
-            Health::Damaged { why, error } => {
-                let line = format!(
-                    "{} was damaged by someone else ({why}) and cannot be created again: {error}; retrying every interval",
-                    args.path.display()
-                );
-                if last_damage.as_ref() != Some(&line) {
-                    eprintln!("perfabi-exportd: {line}");
-                }
-                last_damage = Some(line);
-            }
-        }
-        if !lock.still_held() {
-            result = Err((
-                1,
-                format!(
-                    "lock file {} was removed or replaced: stopping, so that two daemons never write one path",
-                    lock.path().display()
-                ),
-            ));
-            stop.store(true, Ordering::Relaxed);
-            break;
-        }
-        next += interval;
-        while !stop.load(Ordering::Relaxed) {
-            let now = Instant::now();
-            if now >= next {
-                break;
-            }
-            std::thread::sleep((next - now).min(Duration::from_millis(50)));
-        }
-    }
-    if let Some(t) = damon_thread {
-        let _ = t.join();
-    }
-    match Arc::try_unwrap(w) {
-        Ok(w) => w.close(),
-        Err(_) => return Err((1, "internal: the writer is still shared at exit".into())),
-    }
+    let result = daemon.serve(&lock, plan.interval);
+    daemon.finish()?;
     if result.is_ok() {
         eprintln!(
             "perfabi-exportd: stopped; {} marked closed",
@@ -431,10 +355,174 @@ fn run(args: &Args, plan: Plan) -> Result<(), Fail> {
     result
 }
 
+/// Step 2, one daemon per path: takes the path's lock.
+fn lock_path(path: &Path) -> Result<lock::PathLock, Fail> {
+    lock::PathLock::take(path).map_err(|e| match e {
+        lock::LockError::Held { .. } => Fail::Held(e.to_string()),
+        lock::LockError::Refused(_) => Fail::Config(e.to_string()),
+        lock::LockError::Io(_) => Fail::Runtime(e.to_string()),
+    })
+}
+
+/// A running daemon: its segment, its own counters, the host source and
+/// the DAMON source's thread.
+struct Daemon {
+    path: PathBuf,
+    w: Arc<Writer>,
+    stop: Arc<AtomicBool>,
+    host: host::HostSource,
+    refreshes: perfabi_shm::writer::InstanceId,
+    refresh_us: perfabi_shm::writer::InstanceId,
+    damon_thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Daemon {
+    /// Step 4: creates the segment (a new epoch), registers the counters, and
+    /// starts the DAMON source on its own thread.
+    fn start(
+        args: &Args,
+        config: &Config,
+        decision: damon::Decision,
+        paths: host::ProcPaths,
+        vmstat: &[String],
+        default_iv: perfabi::damon::Intervals,
+    ) -> Result<Daemon, Fail> {
+        let stop = Arc::new(AtomicBool::new(false));
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            signal_hook::flag::register(sig, stop.clone())
+                .map_err(|e| Fail::Runtime(format!("cannot handle signals: {e}")))?;
+        }
+        let w = Arc::new(Writer::create(&args.path, config).map_err(runtime)?);
+        let refreshes = w
+            .add("exportd.refreshes", "count", Semantics::Counter)
+            .map_err(runtime)?;
+        let refresh_us = w
+            .add_typed(
+                "exportd.refresh_us",
+                "us",
+                Semantics::Instant,
+                perfabi::ValueType::U64,
+            )
+            .map_err(runtime)?;
+        let host = host::HostSource::new(&w, paths, vmstat).map_err(runtime)?;
+        let counters = damon::DamonCounters::add(&w).map_err(runtime)?;
+        eprintln!("perfabi-exportd: DAMON: {}", decision.why);
+        let damon_thread = decision.source.map(|source| {
+            let (w, stop) = (w.clone(), stop.clone());
+            let (speed, repeat) = (args.replay_speed, !args.replay_once);
+            std::thread::spawn(move || {
+                let done = || stop.load(Ordering::Relaxed);
+                let res = match source {
+                    damon::Source::Replay(r) => {
+                        damon::replay::run(&w, &r, speed, repeat, &counters, &done).map(drop)
+                    }
+                    damon::Source::Tracepoint(mut t) => t.run(&w, &counters, default_iv, &done),
+                    damon::Source::Sysfs(k) => k.run(&w, &counters, &done),
+                };
+                if let Err(e) = res {
+                    eprintln!("perfabi-exportd: DAMON source stopped: {e}");
+                }
+            })
+        });
+        Ok(Daemon {
+            path: args.path.clone(),
+            w,
+            stop,
+            host,
+            refreshes,
+            refresh_us,
+            damon_thread,
+        })
+    }
+
+    /// Step 5: refreshes and heartbeats every `interval` until told to stop, or
+    /// until the lock is lost.
+    fn serve(&mut self, lock: &lock::PathLock, interval: Duration) -> Result<(), Fail> {
+        let mut next = Instant::now();
+        let mut last_damage = None;
+        while !self.stopping() {
+            self.refresh();
+            self.report(self.w.heartbeat(), &mut last_damage);
+            if !lock.still_held() {
+                self.stop.store(true, Ordering::Relaxed);
+                return Err(Fail::Runtime(format!(
+                    "lock file {} was removed or replaced: stopping, so that two daemons never write one path",
+                    lock.path().display()
+                )));
+            }
+            next += interval;
+            while !self.stopping() {
+                let now = Instant::now();
+                if now >= next {
+                    break;
+                }
+                std::thread::sleep((next - now).min(Duration::from_millis(50)));
+            }
+        }
+        Ok(())
+    }
+
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// One refresh of the host statistics, timed and counted.
+    fn refresh(&mut self) {
+        let t = Instant::now();
+        if let Err(e) = self.host.refresh(&self.w) {
+            eprintln!("perfabi-exportd: host statistics: {e}");
+        }
+        let _ = self.w.set(self.refresh_us, t.elapsed().as_micros() as i64);
+        let _ = self.w.adjust(self.refreshes, 1);
+    }
+
+    /// Logs what a heartbeat found: a repair every time, a damage it cannot
+    /// repair once until its message changes.
+    fn report(&self, health: Health, last_damage: &mut Option<String>) {
+        match health {
+            Health::Intact => *last_damage = None,
+            Health::Recreated { why, epoch } => {
+                *last_damage = None;
+                eprintln!(
+                    "perfabi-exportd: {} was damaged by someone else ({why}): created it again (epoch {epoch:#x})",
+                    self.path.display()
+                );
+            }
+            Health::Damaged { why, error } => {
+                let line = format!(
+                    "{} was damaged by someone else ({why}) and cannot be created again: {error}; retrying every interval",
+                    self.path.display()
+                );
+                if last_damage.as_ref() != Some(&line) {
+                    eprintln!("perfabi-exportd: {line}");
+                }
+                *last_damage = Some(line);
+            }
+        }
+    }
+
+    /// Stops the DAMON source and closes the segment (marked closed).
+    fn finish(self) -> Result<(), Fail> {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.damon_thread {
+            let _ = t.join();
+        }
+        match Arc::try_unwrap(self.w) {
+            Ok(w) => {
+                w.close();
+                Ok(())
+            }
+            Err(_) => Err(Fail::Runtime(
+                "internal: the writer is still shared at exit".into(),
+            )),
+        }
+    }
+}
+
 /// The default vmstat set, limited to what this kernel has.
 fn default_vmstat() -> Vec<String> {
     let present = std::fs::read_to_string("/proc/vmstat")
-        .map(|t| perfabi::host::vmstat(&t))
+        .map(|t| procfs::vmstat(&t))
         .unwrap_or_default();
     host::DEFAULT_VMSTAT
         .iter()

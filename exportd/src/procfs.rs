@@ -1,48 +1,7 @@
-//! Facts about the host that writers and readers both need: the clock of
-//! heartbeats, process start times (to tell a writer from a process reusing
-//! its pid), the number of possible CPUs, and parsers of the `/proc` text
-//! that exporters publish (and that benchmarks compare reading against).
-
-use std::prelude::rust_2021::*;
-
-/// `CLOCK_BOOTTIME` in nanoseconds (the clock of `heartbeat_ns`).
-pub fn boottime_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
-    (t.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(t.tv_nsec as u64)
-}
-
-/// `CLOCK_BOOTTIME` nanoseconds at which process `pid` (`None`: this one)
-/// started: field 22 of `/proc/PID/stat`, in clock ticks. `None` if the
-/// process or `/proc` is not there.
-pub fn process_start_ns(pid: Option<u32>) -> Option<u64> {
-    let path = match pid {
-        Some(p) => format!("/proc/{p}/stat"),
-        None => "/proc/self/stat".to_string(),
-    };
-    let stat = std::fs::read_to_string(path).ok()?;
-    // The command name (field 2) may hold spaces: fields restart after ')'.
-    let after_comm = stat.get(stat.rfind(')')? + 2..)?;
-    let ticks: u64 = after_comm.split(' ').nth(19)?.parse().ok()?;
-    let hz = rustix::param::clock_ticks_per_second().max(1);
-    Some(ticks.saturating_mul(1_000_000_000 / hz))
-}
-
-/// Number of possible CPUs (`/sys/devices/system/cpu/possible`: the highest
-/// id + 1), or `None` if it cannot be read.
-pub fn possible_cpus() -> Option<usize> {
-    let s = std::fs::read_to_string("/sys/devices/system/cpu/possible").ok()?;
-    let last = s
-        .trim()
-        .split([',', '-'])
-        .filter_map(|x| x.parse::<usize>().ok())
-        .max()?;
-    Some(last + 1)
-}
+//! Parsers of the `/proc` text the exporter publishes: per-CPU times of
+//! `/proc/stat`, `/proc/softirqs` and `/proc/vmstat`.
 
 use std::collections::BTreeMap;
-use std::string::{String, ToString};
 
 /// The per-CPU time fields of `/proc/stat`, in its order.
 pub const CPU_FIELDS: [&str; 10] = [

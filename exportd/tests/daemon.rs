@@ -347,16 +347,15 @@ fn a_bad_aggregation_is_skipped_and_counted_and_each_keeps_its_intervals() {
         nr_accesses: 4,
         age: 1,
     };
-    let agg = |n, sample_us, aggr_us, regions| perfabi::record::RecordedAggregation {
+    let agg = |n, sample_us, aggr_us, regions| perfabi::damon::Aggregation {
         monitor_id: 5,
         target_id: 1,
         aggregation: n,
-        sample_us,
-        aggr_us,
+        intervals: perfabi::damon::Intervals { sample_us, aggr_us },
         regions,
     };
     let line = |t_ns, a| {
-        perfabi::record::to_line(&perfabi::record::Snapshot {
+        perfabi_record::to_line(&perfabi_record::Snapshot {
             t_ns,
             epoch: "0x1".into(),
             generation: 1,

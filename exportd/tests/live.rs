@@ -61,8 +61,7 @@ fn the_tracepoint_source_publishes_the_host_kdamonds_aggregations_passively() {
         );
         std::thread::sleep(Duration::from_millis(100));
     };
-    // SAFETY: kill(2) on our own child's pid, not reaped yet.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    perfabi_test_harness::send(child.id(), perfabi_test_harness::Signal::TERM);
     let out = child.wait_with_output().unwrap();
     println!("{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success());

@@ -7,8 +7,8 @@
 
 use std::time::{Duration, Instant};
 
-use perfabi::writer::{Config, Writer};
 use perfabi::Semantics;
+use perfabi_shm::writer::{Config, Writer};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -26,7 +26,7 @@ fn main() {
         eprintln!("bench_writer: {path}: {e}");
         std::process::exit(1)
     });
-    let groups: Vec<Vec<(perfabi::writer::InstanceId, i64)>> = (0..125)
+    let groups: Vec<Vec<(perfabi_shm::writer::InstanceId, i64)>> = (0..125)
         .map(|g| {
             (0..8)
                 .map(|c| {

@@ -8,8 +8,8 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use perfabi::writer::{Config, Writer};
 use perfabi::Semantics;
+use perfabi_shm::writer::{Config, Writer};
 
 fn main() {
     let mut args = std::env::args().skip(1);

@@ -15,7 +15,7 @@
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::path::{Path, PathBuf};
 
-use perfabi::safe_open::{euid, FileKind, Folder};
+use perfabi_shm::safe_open::{euid, FileKind, Folder};
 
 use crate::ffi::*;
 

@@ -282,8 +282,9 @@ fn merge_newest(old: &[Aggregation], new: Vec<Aggregation>) -> Vec<Aggregation> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use perfabi::writer::{Config, Writer};
     use perfabi::Semantics;
+    use perfabi_shm::writer::{Config, Writer};
+    use perfabi_test_harness::forge::set_cpu_sequence;
     use std::os::unix::fs::FileExt;
 
     /// A segment with one counter at 42, written by nobody afterwards.
@@ -302,25 +303,6 @@ mod tests {
         w
     }
 
-    /// CPU 0's sequence word set odd (a writer dead mid-update), or back.
-    fn cpu0_sequence(path: &Path, value: Option<u64>) -> u64 {
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .unwrap();
-        let mut h = [0u8; perfabi::layout::HEADER_SIZE_V1_0];
-        f.read_exact_at(&mut h, 0).unwrap();
-        let h = perfabi::layout::header_from_bytes(&h);
-        let at = h.cpu_area_offset + perfabi::layout::CPU_SEQ_WORD as u64 * 8;
-        let mut old = [0u8; 8];
-        f.read_exact_at(&mut old, at).unwrap();
-        let old = u64::from_ne_bytes(old);
-        f.write_all_at(&value.unwrap_or(old | 1).to_ne_bytes(), at)
-            .unwrap();
-        old
-    }
-
     fn total(s: &Source) -> Option<u64> {
         let snap = &s.reading.snapshot;
         let inst = snap.instances.iter().find(|i| i.name == "x")?;
@@ -337,7 +319,7 @@ mod tests {
         let t0 = Instant::now();
         s.refresh(t0, &mut |m| logs.push(m));
         assert_eq!((total(&s), s.held, s.held_reads), (Some(42), false, 0));
-        let seq = cpu0_sequence(&path, None);
+        let seq = set_cpu_sequence(&path, 0, None);
         s.refresh(t0 + Duration::from_secs(1), &mut |m| logs.push(m));
         assert_eq!((total(&s), s.held, s.held_reads), (Some(42), true, 1));
         s.refresh(t0 + Duration::from_secs(5), &mut |m| logs.push(m));
@@ -350,7 +332,7 @@ mod tests {
         s.refresh(t0 + Duration::from_secs(7), &mut |m| logs.push(m));
         assert!(s.reading.info.is_none());
         // Whole again: values at once.
-        cpu0_sequence(&path, Some(seq));
+        set_cpu_sequence(&path, 0, Some(seq));
         s.refresh(t0 + Duration::from_secs(8), &mut |m| logs.push(m));
         assert_eq!((total(&s), s.held), (Some(42), false));
         assert_eq!(logs.len(), 4, "{logs:#?}");

@@ -1,5 +1,5 @@
 //! The folder the agent keeps its own state in (the saved counter
-//! numbers), opened and written as untrusted paths are (`perfabi::safe_open`):
+//! numbers), opened and written as untrusted paths are (`perfabi_shm::safe_open`):
 //! no symbolic link followed unless root or the agent's user owns it, the
 //! folder owned by root or the agent's user and not writable by others, a
 //! file read only if it is a regular file of the agent's user with one
@@ -16,7 +16,7 @@ use std::io::{Read, Write};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
-use perfabi::safe_open::{euid, FileKind, Folder, Problem};
+use perfabi_shm::safe_open::{euid, FileKind, Folder, Problem};
 
 /// The agent's folder below PCP's `PCP_VAR_DIR` (`/var/lib/pcp` on most
 /// systems): `$PCP_VAR_DIR/config/pmda/perfabi`.

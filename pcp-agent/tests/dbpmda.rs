@@ -8,8 +8,9 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use perfabi::writer::{Config, Writer};
+use perfabi::damon::Aggregation;
 use perfabi::Semantics;
+use perfabi_shm::writer::{Config, Writer};
 use support::*;
 
 fn dbpmda(dir: &Path, segment: &Path, commands: &str) -> String {
@@ -240,7 +241,8 @@ fn two_thousand_one_hundred_damon_streams_get_as_many_region_ids() {
             nr_accesses: 1,
             age: 0,
         };
-        w.publish_damon(1000 + k, 0, iv, &[r]).unwrap();
+        w.publish_damon(&Aggregation::new(1000 + k, 0, iv, vec![r]))
+            .unwrap();
     }
     let out = dbpmda(
         dir.path(),

@@ -11,9 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use perfabi::damon::{Intervals, Region};
-use perfabi::writer::{Config, Writer};
+use perfabi::damon::{Aggregation, Intervals, Region};
 use perfabi::Semantics;
+use perfabi_shm::writer::{Config, Writer};
+use perfabi_test_harness::forge::set_cpu_sequence;
 use support::*;
 
 fn config() -> Config {
@@ -67,7 +68,8 @@ fn pminfo_values_equal_perfabi_cat_json_for_the_same_segment() {
         sample_us: 5000,
         aggr_us: 100_000,
     };
-    w.publish_damon(4242, 0, iv, &regions).unwrap();
+    w.publish_damon(&Aggregation::new(4242, 0, iv, regions.to_vec()))
+        .unwrap();
     let pmcd = Pmcd::start(&dir.path().join("pmcd"), port(0), &seg, &[]);
 
     // The writer does not move: "the same moment" is any moment.
@@ -440,8 +442,13 @@ fn an_archive_across_agent_and_pmcd_restarts_keeps_each_name_s_pmid_and_instance
     let b = w.add("arch.b", "count", Semantics::Counter).unwrap();
     w.adjust(a, 111).unwrap();
     w.adjust(b, 222).unwrap();
-    w.publish_damon(900, 0, iv, &[region(0x10000), region(0x20000)])
-        .unwrap();
+    w.publish_damon(&Aggregation::new(
+        900,
+        0,
+        iv,
+        vec![region(0x10000), region(0x20000)],
+    ))
+    .unwrap();
     let pmcd_dir = dir.path().join("pmcd");
     let pmcd = Pmcd::start(&pmcd_dir, port(5), &seg, &[]);
     // The agent numbers a, b and stream 900 as it meets them; then a goes,
@@ -450,7 +457,8 @@ fn an_archive_across_agent_and_pmcd_restarts_keeps_each_name_s_pmid_and_instance
     w.del(a).unwrap();
     let c = w.add("arch.c", "count", Semantics::Counter).unwrap();
     w.adjust(c, 333).unwrap();
-    w.publish_damon(100, 0, iv, &[region(0x30000)]).unwrap();
+    w.publish_damon(&Aggregation::new(100, 0, iv, vec![region(0x30000)]))
+        .unwrap();
     assert_eq!(pmcd.value("perfabi.total.arch_c").as_deref(), Some("333"));
     let ids = |pmcd: &Pmcd| {
         let out = stdout(&run(pmcd.client("pminfo").args([
@@ -599,28 +607,6 @@ fn an_archive_across_agent_and_pmcd_restarts_keeps_each_name_s_pmid_and_instance
         "PMIDs and instance ids after a pmcd restart"
     );
     drop(w);
-}
-
-/// Leaves CPU `cpu`'s block of the segment at `path` as a writer that died
-/// mid-update would (an odd sequence word), or restores it; returns the
-/// word's previous value.
-fn set_cpu_sequence(path: &Path, cpu: u64, value: Option<u64>) -> u64 {
-    use std::os::unix::fs::FileExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .unwrap();
-    let mut h = [0u8; perfabi::layout::HEADER_SIZE_V1_0];
-    f.read_exact_at(&mut h, 0).unwrap();
-    let h = perfabi::layout::header_from_bytes(&h);
-    let at = h.cpu_area_offset + cpu * h.cpu_block_size + perfabi::layout::CPU_SEQ_WORD as u64 * 8;
-    let mut old = [0u8; 8];
-    f.read_exact_at(&mut old, at).unwrap();
-    let old = u64::from_ne_bytes(old);
-    let new = value.unwrap_or(old | 1);
-    f.write_all_at(&new.to_ne_bytes(), at).unwrap();
-    old
 }
 
 #[test]

@@ -1,6 +1,14 @@
-//! DAMON aggregations: the records' meaning, the rule that rebuilds the latest
-//! complete aggregation per (monitor, target), and the check a writer applies
-//! before publishing one.
+//! DAMON aggregations: the one type every part of perfabi passes them in
+//! ([`Aggregation`]: sources, the writer, readers, recordings, perfabi-cat),
+//! the records' meaning, the rule that rebuilds the latest complete
+//! aggregation per (monitor, target), and the check a writer applies before
+//! publishing one.
+//!
+//! Numbering (`spec/PERFABI.md` §6.3): regions are numbered `0..nr_regions`
+//! in address order, their position in [`Aggregation::regions`]; the
+//! aggregation index is given by the writer that publishes it, 1, 2, 3… per
+//! (monitor, target) in publication order, and is 0 in an aggregation not
+//! (yet) read from a segment.
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -10,7 +18,7 @@ use crate::layout::DamonRecord;
 
 /// One region of an aggregation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "std", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Region {
     /// First address.
     pub start: u64,
@@ -35,6 +43,7 @@ impl Region {
 
 /// Sampling and aggregation intervals of a DAMON context.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Intervals {
     /// Sampling interval, microseconds.
     pub sample_us: u32,
@@ -58,22 +67,45 @@ impl Intervals {
     }
 }
 
-/// One complete aggregation of one (monitor, target).
+/// One complete aggregation of one (monitor, target): what a DAMON source
+/// produces, a writer publishes, a reader rebuilds and a recording holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Aggregation {
     /// Monitor id (kdamond thread id, or writer chosen).
     pub monitor_id: u64,
     /// Target id.
     pub target_id: u64,
-    /// Aggregation index (1, 2, 3… per monitor and target).
+    /// Aggregation index, given by the writer that published it (1, 2, 3…
+    /// per monitor and target); 0 if not read from a segment. A writer
+    /// numbers what it publishes itself and ignores this field.
     pub aggregation: u64,
-    /// The intervals the regions were measured with.
+    /// The intervals the regions were measured with (in the recording
+    /// format, the fields `sample_us` and `aggr_us` of the aggregation).
+    #[cfg_attr(feature = "serde", serde(flatten))]
     pub intervals: Intervals,
     /// Regions sorted by address, non-overlapping.
     pub regions: Vec<Region>,
 }
 
 impl Aggregation {
+    /// An aggregation not yet published (aggregation index 0), as a source
+    /// hands it to a writer.
+    pub fn new(
+        monitor_id: u64,
+        target_id: u64,
+        intervals: Intervals,
+        regions: Vec<Region>,
+    ) -> Self {
+        Self {
+            monitor_id,
+            target_id,
+            aggregation: 0,
+            intervals,
+            regions,
+        }
+    }
+
     /// Access frequency of a region, 0..=1 (see [`Intervals::frequency`]).
     pub fn frequency(&self, r: &Region) -> f64 {
         self.intervals.frequency(r.nr_accesses)

@@ -144,6 +144,9 @@ pub enum Error {
     /// An instance id does not name a live instance (never registered, or
     /// deleted).
     UnknownInstance,
+    /// `set` was given an instance whose semantics is not `instant` (only
+    /// an instantaneous value can be set; a counter only moves by deltas).
+    NotInstant,
     /// A DAMON aggregation is malformed (no regions, overlapping regions,
     /// zero intervals, more regions than a ring can hold).
     BadAggregation,
@@ -186,6 +189,7 @@ impl Error {
             Self::TableFull => "table-full",
             Self::DuplicateName => "duplicate-name",
             Self::UnknownInstance => "unknown-instance",
+            Self::NotInstant => "not-instant",
             Self::BadAggregation => "bad-aggregation",
             Self::GroupTooLarge => "group-too-large",
             Self::BadConfig => "bad-config",
@@ -254,6 +258,9 @@ impl fmt::Display for Error {
                 "an instance with this name, or one that is the same name to consumers (a.b and a_b; x and x_total), exists already",
             ),
             Self::UnknownInstance => f.write_str("no live instance with this id"),
+            Self::NotInstant => f.write_str(
+                "only an instance of semantics instant can be set; adjust a counter instead",
+            ),
             Self::BadAggregation => f.write_str(
                 "bad DAMON aggregation: needs 1..=ring capacity sorted, non-overlapping, non-empty regions and non-zero intervals",
             ),
@@ -271,5 +278,4 @@ impl fmt::Display for Error {
     }
 }
 
-#[cfg(feature = "std")]
-impl std::error::Error for Error {}
+impl core::error::Error for Error {}

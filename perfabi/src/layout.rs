@@ -49,8 +49,6 @@ pub const MAX_DAMON_CAPACITY: u32 = 1 << 20;
 pub const FLAG_CLOSED: u64 = 1 << 0;
 /// `flags` bit: the writer is the kernel module (no pid, no process to check).
 pub const FLAG_KERNEL: u64 = 1 << 1;
-/// All `flags` bits defined by ABI 1.0; others are ignored by readers.
-pub const KNOWN_FLAGS: u64 = FLAG_CLOSED | FLAG_KERNEL;
 
 /// The segment header, at offset 0 of the header page.
 ///

@@ -1,49 +1,53 @@
-//! perfabi: a counter ABI for very cheap, very frequent observation.
+//! perfabi: a counter ABI for very cheap, very frequent observation — the
+//! core.
 //!
 //! A writer lays out one shared segment — a versioned header, an instance
 //! table, and page-aligned per-CPU blocks of 64-bit counters and DAMON region
 //! records behind an update sequence word — and any number of readers read it
 //! with plain memory loads. The normative contract is `spec/PERFABI.md`.
 //!
+//! This crate is the part every writer and reader shares, with no operating
+//! system in it: `no_std` (it needs `alloc`) and free of `unsafe`.
+//!
 //! * [`layout`]: the byte layout (mirrored by `spec/perfabi.h`);
+//! * [`geometry`]: where a writer puts every section ([`Geometry::sizes`]);
 //! * [`validate()`]: every offset and length checked against the mapped size;
 //! * [`protocol`]: the sequence and generation protocol, written once against
-//!   the [`sync`] facade so that loom checks the code that runs;
+//!   a private atomics facade so that loom checks the code that runs;
 //! * [`view`]: reading a live segment through that protocol;
-//! * [`damon`]: rebuilding complete DAMON aggregations;
-//! * [`trust`]: what a reader may believe about the writer;
-//! * `writer` (feature `std`, Linux): the userspace segment writer.
+//! * [`damon`]: the one DAMON aggregation type, and the rule that rebuilds
+//!   complete aggregations from a segment's records;
+//! * [`name`]: the naming rules; [`trust`]: what a reader may believe about
+//!   the writer; [`error`]: every error, with its stable code.
 //!
-//! The core is `#![no_std]` (it needs `alloc`).
+//! Shared memory reaches this crate as a slice of [`Word`]s. Making that
+//! slice — opening, mapping and guarding a segment file — and the userspace
+//! writer live in `perfabi-shm` (`perfabi/shm/`).
 #![no_std]
-#![cfg_attr(docsrs, feature(doc_cfg))]
+#![forbid(unsafe_code)]
+#![warn(clippy::std_instead_of_core, clippy::std_instead_of_alloc)]
 
 extern crate alloc;
-#[cfg(feature = "std")]
-extern crate std;
 
 pub mod damon;
 pub mod error;
+pub mod geometry;
 pub mod layout;
 pub mod name;
 pub mod protocol;
-pub mod sync;
+mod sync;
 pub mod trust;
 pub mod validate;
 pub mod view;
 
-#[cfg(all(feature = "std", target_os = "linux", not(loom)))]
-pub mod host;
-#[cfg(all(feature = "std", not(loom)))]
-pub mod record;
-#[cfg(all(feature = "std", target_os = "linux", not(loom)))]
-pub mod safe_open;
-#[cfg(all(feature = "std", target_os = "linux", not(loom)))]
-pub mod sigbus;
-#[cfg(all(feature = "std", target_os = "linux", not(loom)))]
-pub mod writer;
-
 pub use error::{EntryField, Error, Section};
+pub use geometry::{Geometry, Sizes, WriterIdentity};
 pub use layout::{Semantics, ValueType};
-pub use validate::{validate, validate_header, Geometry, Layout, WriterIdentity};
-pub use view::{Info, Instance, SegmentView, Snapshot};
+pub use validate::{validate, validate_header, Layout};
+pub use view::{load_header, Info, Instance, SegmentView, Snapshot};
+
+/// One 64-bit word of a segment as the core reads and writes it: an
+/// `AtomicU64` (`core::sync::atomic::AtomicU64`; loom's under `cfg(loom)`).
+/// Every access to shared memory is an atomic access to a `Word`
+/// (`spec/PERFABI.md` §7), so a segment is a `&[Word]`.
+pub type Word = sync::AtomicU64;

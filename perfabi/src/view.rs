@@ -104,6 +104,21 @@ impl Snapshot {
     }
 }
 
+/// Copies the header out of shared `words` (each word with one atomic load),
+/// unvalidated: the one place a header is decoded from shared memory.
+/// Fails if `words` cannot hold a header.
+pub fn load_header(words: &[AtomicU64]) -> Result<Header, Error> {
+    let Some(head) = words.get(..HEADER_WORDS) else {
+        return Err(Error::Truncated {
+            needed: HEADER_SIZE_V1_0 as u64,
+            have: words.len() as u64 * 8,
+        });
+    };
+    let mut hw = [0u64; HEADER_WORDS];
+    load_words(head, 0, &mut hw);
+    Ok(bytemuck::cast(hw))
+}
+
 /// A validated view of a segment held in shared atomic words.
 #[derive(Clone, Copy, Debug)]
 pub struct SegmentView<'a> {
@@ -115,15 +130,7 @@ impl<'a> SegmentView<'a> {
     /// Copies the header out of `words` and validates it against
     /// `words.len() * 8` bytes. Nothing else is read before this succeeds.
     pub fn new(words: &'a [AtomicU64]) -> Result<Self, Error> {
-        let mut hw = [0u64; HEADER_WORDS];
-        let Some(head) = words.get(..HEADER_WORDS) else {
-            return Err(Error::Truncated {
-                needed: HEADER_SIZE_V1_0 as u64,
-                have: words.len() as u64 * 8,
-            });
-        };
-        load_words(head, 0, &mut hw);
-        let h: Header = bytemuck::cast(hw);
+        let h = load_header(words)?;
         let layout = validate_header(&h, words.len() as u64 * 8)?;
         Ok(Self { words, layout })
     }
@@ -447,12 +454,6 @@ impl<'a> SegmentView<'a> {
         }
         self.word(self.layout.cpu_block_word(cpu) + CPU_DAMON_DROPPED_WORD)
             .load(Ordering::Relaxed)
-    }
-
-    /// Whether `cpu`'s sequence word is odd right now (an update in progress,
-    /// or a writer that died mid-update).
-    pub fn cpu_busy(&self, cpu: usize) -> bool {
-        cpu < self.layout.nr_cpus && self.seq(cpu).load(Ordering::Relaxed) & 1 == 1
     }
 }
 

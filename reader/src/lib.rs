@@ -26,10 +26,15 @@
 //!   followed, nothing blocks in `open`, only a regular file of a trusted
 //!   owner ([`Trust`]) or the kernel module's device is read, and a reader's
 //!   cost is bounded by what the writer really allocated.
+//!
+//! Where things live: the protocol, validation and decoding are the core's
+//! (`perfabi`); opening, mapping and SIGBUS-guarding a segment file are
+//! `perfabi-shm`'s ([`perfabi_shm::SegmentMap`]); this crate is the policy
+//! on top — trust, liveness, retries, following a writer that restarts —
+//! and contains no `unsafe` code.
 
 mod error;
 pub mod liveness;
-mod mapping;
 mod segment;
 mod trust;
 

@@ -12,7 +12,9 @@ use perfabi::Info;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum Liveness {
-    /// Heartbeat fresh and the writer's process present.
+    /// The writer's process is present (its pid, start time and owner are
+    /// the header's) and, if it promised a heartbeat, the last one is
+    /// within the allowed silence.
     Alive,
     /// The kernel module writes this segment (`FLAG_KERNEL` on its device).
     Kernel,
@@ -50,7 +52,7 @@ pub fn assess(info: &Info, origin: Origin, owner: u32, max_silence: Duration) ->
         return Liveness::Kernel;
     }
     let silent_for =
-        Duration::from_nanos(perfabi::host::boottime_ns().saturating_sub(info.heartbeat_ns));
+        Duration::from_nanos(perfabi_shm::host::boottime_ns().saturating_sub(info.heartbeat_ns));
     match claim {
         WriterClaim::Process { pid, start_ns } if process_is(pid, start_ns, owner) => {}
         _ => return Liveness::Dead { silent_for },
@@ -84,7 +86,7 @@ fn process_is(pid: u64, start_ns: u64, owner: u32) -> bool {
         return false;
     }
     match (
-        perfabi::host::process_start_ns(Some(pid)),
+        perfabi_shm::host::process_start_ns(Some(pid)),
         process_uids(pid),
     ) {
         (Some(started), Some(uids)) => {
@@ -93,7 +95,7 @@ fn process_is(pid: u64, start_ns: u64, owner: u32) -> bool {
         // /proc does not tell (not mounted, or hidepid): the claim cannot be
         // checked, unless the writer is ours — kill(2) succeeded on a pid of
         // a file we own. Another user's process (EPERM) proves nothing.
-        _ => r == 0 && owner == perfabi::safe_open::euid(),
+        _ => r == 0 && owner == perfabi_shm::safe_open::euid(),
     }
 }
 

@@ -10,8 +10,8 @@ use perfabi::{Info, Instance, Snapshot};
 
 use crate::error::Error;
 use crate::liveness::{self, Liveness};
-use crate::mapping::{MapError, Mapping};
 use crate::trust::{self, Found, Trust};
+use perfabi_shm::{MapError, SegmentMap};
 
 /// The default of [`Options::busy_timeout`]: 200 ms.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_millis(200);
@@ -127,7 +127,7 @@ enum Source {
 pub struct Segment {
     source: Source,
     opts: Options,
-    map: Mapping,
+    map: SegmentMap,
     /// Origin and owner of what `map` maps.
     found: Found,
     /// A read found the header changed: map again before the next read.
@@ -167,7 +167,7 @@ impl Segment {
         Self::new(Source::Fd(fd), map, found, opts)
     }
 
-    fn new(source: Source, map: Mapping, found: Found, opts: Options) -> Result<Self, Error> {
+    fn new(source: Source, map: SegmentMap, found: Found, opts: Options) -> Result<Self, Error> {
         let liveness = assess(&map, found, &opts);
         Ok(Self {
             source,
@@ -459,7 +459,7 @@ fn fd_path() -> PathBuf {
     PathBuf::from("<file descriptor>")
 }
 
-fn assess(map: &Mapping, found: Found, opts: &Options) -> Liveness {
+fn assess(map: &SegmentMap, found: Found, opts: &Options) -> Liveness {
     liveness::assess(
         &map.view().info(),
         found.origin,
@@ -468,19 +468,19 @@ fn assess(map: &Mapping, found: Found, opts: &Options) -> Liveness {
     )
 }
 
-fn map_path(path: &Path, opts: &Options) -> Result<(Mapping, Found), Error> {
+fn map_path(path: &Path, opts: &Options) -> Result<(SegmentMap, Found), Error> {
     let (file, md, found) = trust::open_path(path, &opts.trust)?;
-    let map = Mapping::new(file, &md, found.origin, opts.max_segment_bytes)
+    let map = SegmentMap::new(file, &md, found.origin, opts.max_segment_bytes)
         .map_err(|e| map_error(path, e, opts))?;
     Ok((map, found))
 }
 
-fn map_fd(fd: &OwnedFd, opts: &Options) -> Result<(Mapping, Found), Error> {
+fn map_fd(fd: &OwnedFd, opts: &Options) -> Result<(SegmentMap, Found), Error> {
     // A descriptor is handed over on purpose (memfds are mode 0777), so
     // only the owner is checked, not the mode.
     let file = File::from(fd.try_clone().map_err(|e| Error::Io(fd_path(), e))?);
     let (md, found) = trust::check_descriptor(&file, &fd_path(), &opts.trust)?;
-    let map = Mapping::new(file, &md, found.origin, opts.max_segment_bytes)
+    let map = SegmentMap::new(file, &md, found.origin, opts.max_segment_bytes)
         .map_err(|e| map_error(&fd_path(), e, opts))?;
     Ok((map, found))
 }

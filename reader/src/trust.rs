@@ -11,8 +11,8 @@ use std::fs::{File, Metadata};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use perfabi::safe_open::{self, Entry, FileKind, Folder, Problem};
 use perfabi::trust::Origin;
+use perfabi_shm::safe_open::{self, Entry, FileKind, Folder, Problem};
 
 use crate::error::Error;
 

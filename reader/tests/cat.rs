@@ -8,9 +8,9 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use perfabi::damon::{Intervals, Region};
-use perfabi::writer::{Config, Writer};
+use perfabi::damon::{Aggregation, Intervals, Region};
 use perfabi::{Semantics, ValueType};
+use perfabi_shm::writer::{Config, Writer};
 use support::*;
 
 fn cat(args: &[&str]) -> Output {
@@ -59,7 +59,8 @@ fn sample_writer(path: &Path) -> Writer {
             age: 1,
         })
         .collect();
-    w.publish_damon(5, 1, iv, &regions).unwrap();
+    w.publish_damon(&Aggregation::new(5, 1, iv, regions.to_vec()))
+        .unwrap();
     w
 }
 

@@ -16,9 +16,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use perfabi::layout::{FLAG_KERNEL, HEADER_FLAGS_WORD};
-use perfabi::writer::{Config, Health, Writer};
 use perfabi::Semantics;
 use perfabi_reader::{Error, Liveness, Options, Segment, Trust};
+use perfabi_shm::writer::{Config, Health, Writer};
 use perfabi_test_harness::{self as harness, Tmpfs, OTHER_UID};
 use support::*;
 
@@ -207,7 +207,7 @@ fn a_forged_kernel_flag_or_another_users_pid_is_not_believed() {
         return;
     }
     let fs = Tmpfs::mount("16m");
-    let init_start = perfabi::host::process_start_ns(Some(1)).unwrap();
+    let init_start = perfabi_shm::host::process_start_ns(Some(1)).unwrap();
     let trusting = Options {
         trust: Trust::Also(vec![OTHER_UID]),
         require_live: false,
@@ -298,7 +298,7 @@ fn a_thousand_mapped_segments_each_truncated_kill_no_process() {
         nr_cpus: Some(1),
         max_instances: 1,
         damon_capacity: 0,
-        method: perfabi::writer::MethodChoice::Lock,
+        method: perfabi_shm::writer::MethodChoice::Lock,
         ..Config::default()
     };
     let lenient = Options {
@@ -391,12 +391,16 @@ fn segments_written_under_common_umasks_are_accepted_by_readers() {
             },
         ));
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
-        let r = Segment::open(&path).map(|mut s| s.counter("ticks").map(|_| ()));
+        // The writer registers its counter just after it creates the file:
+        // an open refused is final, a counter not there yet is waited for.
+        let r = wait_for(Duration::from_secs(10), || match Segment::open(&path) {
+            Ok(mut s) => s.counter("ticks").ok().map(|_| Ok(())),
+            Err(e) => Some(Err(e)),
+        });
         drop(child);
         assert!(
-            matches!(r, Ok(Ok(()))),
-            "umask {mask}: mode {mode:o} refused: {:?}",
-            r.err()
+            matches!(r, Some(Ok(()))),
+            "umask {mask}: mode {mode:o} refused: {r:?}"
         );
         assert_eq!(mode & 0o022, 0, "umask {mask} gave mode {mode:o}");
     }
@@ -596,7 +600,7 @@ fn a_forged_pid_is_not_believed_where_proc_hides_other_users_processes() {
         return;
     }
     let fs = Tmpfs::mount("64m");
-    let init_start = perfabi::host::process_start_ns(Some(1)).unwrap();
+    let init_start = perfabi_shm::host::process_start_ns(Some(1)).unwrap();
     let p = forged(&fs, "pid-of-init", 0, 1, init_start);
     let cat_copy = harness::executable_copy(&cat_bin(), fs.path());
     // A third user reads it, trusting the file's owner, with /proc mounted

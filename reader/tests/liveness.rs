@@ -6,9 +6,9 @@ mod support;
 
 use std::time::Duration;
 
-use perfabi::writer::{Config, Writer};
 use perfabi::Semantics;
 use perfabi_reader::{Error, Liveness, Options, Segment};
+use perfabi_shm::writer::{Config, Writer};
 use support::{counters_writer, write_claimed_segment};
 
 #[test]
@@ -63,7 +63,7 @@ fn claimed(dir: &std::path::Path, name: &str, pid: u64, start_ns: u64) -> std::p
 fn a_pid_reused_by_another_process_is_a_dead_writer() {
     let dir = tempfile::tempdir().unwrap();
     let me = u64::from(std::process::id());
-    let started = perfabi::host::process_start_ns(None).unwrap();
+    let started = perfabi_shm::host::process_start_ns(None).unwrap();
     let lenient = Options {
         require_live: false,
         ..Options::default()

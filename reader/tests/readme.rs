@@ -9,9 +9,9 @@ use perfabi_reader::{Liveness, Segment};
 /// The writer example of the README's "Using the writer", between the
 /// markers (a test below checks that it is the README's text, verbatim).
 #[rustfmt::skip]
-fn writer_example() -> Result<perfabi::writer::Writer, Box<dyn std::error::Error>> {
+fn writer_example() -> Result<perfabi_shm::writer::Writer, Box<dyn std::error::Error>> {
     // README BEGIN
-    use perfabi::writer::{Config, Writer};
+    use perfabi_shm::writer::{Config, Writer};
     use perfabi::Semantics;
 
     let w = Writer::create("/dev/shm/myapp.perfabi", &Config::default())?;

@@ -9,9 +9,10 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use perfabi::damon::{Intervals, Region};
-use perfabi::writer::{Config, Health, Writer};
+use perfabi::damon::{Aggregation, Intervals, Region};
 use perfabi_reader::{Error, Liveness, Options, Segment, Trust};
+use perfabi_shm::writer::{Config, Health, Writer};
+use perfabi_test_harness::hammer::Hammer;
 use support::*;
 
 fn config() -> Config {
@@ -38,20 +39,20 @@ fn reads_what_the_writer_wrote() {
         .add("net.rx_bytes", "bytes", perfabi::Semantics::Counter)
         .unwrap();
     w.adjust(rx, 1500).unwrap();
-    w.publish_damon(
+    w.publish_damon(&Aggregation::new(
         3,
         1,
         Intervals {
             sample_us: 5000,
             aggr_us: 100_000,
         },
-        &[Region {
+        vec![Region {
             start: 0,
             end: 4096,
             nr_accesses: 7,
             age: 1,
         }],
-    )
+    ))
     .unwrap();
     let mut seg = Segment::open(&path).unwrap();
     let c = seg.counter("net.rx_bytes").unwrap();
@@ -342,9 +343,9 @@ fn one_cpu_busy_image() -> Vec<u8> {
         .header(&perfabi::WriterIdentity {
             epoch: 5,
             pid: u64::from(std::process::id()),
-            start_ns: perfabi::host::process_start_ns(None).unwrap(),
+            start_ns: perfabi_shm::host::process_start_ns(None).unwrap(),
             heartbeat_interval_ns: 0,
-            first_heartbeat_ns: perfabi::host::boottime_ns(),
+            first_heartbeat_ns: perfabi_shm::host::boottime_ns(),
         })
         .unwrap();
     let mut b = vec![0u8; h.segment_size as usize];
@@ -423,7 +424,7 @@ fn a_busy_writer_is_waited_for_with_back_off() {
         Writer::create(
             &path,
             &Config {
-                method: perfabi::writer::MethodChoice::Lock,
+                method: perfabi_shm::writer::MethodChoice::Lock,
                 ..config()
             },
         )
@@ -435,18 +436,11 @@ fn a_busy_writer_is_waited_for_with_back_off() {
                 .unwrap()
         })
         .collect();
-    let stop = Arc::new(AtomicBool::new(false));
-    let writers: Vec<_> = (0..2)
-        .map(|_| {
-            let (w, stop, ids) = (w.clone(), stop.clone(), ids.clone());
-            thread::spawn(move || {
-                let group: Vec<_> = ids.iter().map(|&id| (id, 1)).collect();
-                while !stop.load(Ordering::Relaxed) {
-                    w.adjust_group(&group).unwrap();
-                }
-            })
-        })
-        .collect();
+    let group: Vec<_> = ids.iter().map(|&id| (id, 1)).collect();
+    let writers = {
+        let w = w.clone();
+        Hammer::start(2, move || w.adjust_group(&group).unwrap())
+    };
     let mut seg = Segment::open(&path).unwrap();
     let (mut ok, mut busy) = (0, 0);
     for _ in 0..300 {
@@ -460,10 +454,7 @@ fn a_busy_writer_is_waited_for_with_back_off() {
             Err(e) => panic!("{e}"),
         }
     }
-    stop.store(true, Ordering::Relaxed);
-    for t in writers {
-        t.join().unwrap();
-    }
+    writers.stop();
     println!("snapshots of a writer busy on every CPU: {ok} read, {busy} busy");
     assert_eq!(busy, 0);
 }

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use perfabi::damon::Region;
+use perfabi::damon::{Aggregation, Intervals, Region};
 
 /// One `damon_aggregated` event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,19 +25,6 @@ pub struct Event {
     pub nr_regions: u32,
     /// The region.
     pub region: Region,
-}
-
-/// One complete aggregation.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Aggregation {
-    /// Timestamp of its first event, nanoseconds (the source's clock).
-    pub ts_ns: u64,
-    /// kdamond thread id (0 if unknown).
-    pub monitor: u64,
-    /// DAMON target id.
-    pub target: u64,
-    /// Regions in address order.
-    pub regions: Vec<Region>,
 }
 
 struct Partial {
@@ -55,8 +42,14 @@ pub struct Assembler {
 }
 
 impl Assembler {
-    /// Feeds one event; returns the aggregation it completes, if any.
-    pub fn push(&mut self, e: Event) -> Option<Aggregation> {
+    /// Feeds one event; returns the aggregation it completes, if any, with
+    /// the timestamp of its first event. `intervals` tells, when one
+    /// completes, the intervals of its monitor (events do not carry them).
+    pub fn push(
+        &mut self,
+        e: Event,
+        intervals: impl FnOnce(u64) -> Intervals,
+    ) -> Option<(u64, Aggregation)> {
         let key = (e.monitor, e.target);
         let p = self.partial.entry(key).or_insert(Partial {
             ts_ns: e.ts_ns,
@@ -79,12 +72,16 @@ impl Assembler {
         if p.regions.len() < e.nr_regions as usize {
             return None;
         }
-        Some(Aggregation {
-            ts_ns: p.ts_ns,
-            monitor: key.0,
-            target: key.1,
-            regions: std::mem::take(&mut p.regions),
-        })
+        Some((
+            p.ts_ns,
+            Aggregation {
+                monitor_id: key.0,
+                target_id: key.1,
+                aggregation: 0,
+                intervals: intervals(key.0),
+                regions: std::mem::take(&mut p.regions),
+            },
+        ))
     }
 
     /// The stream lost events: every unfinished aggregation is dropped.
@@ -101,6 +98,11 @@ impl Assembler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const IV: Intervals = Intervals {
+        sample_us: 5000,
+        aggr_us: 100_000,
+    };
 
     fn ev(ts_ns: u64, target: u64, nr: u32, start: u64) -> Event {
         Event {
@@ -121,23 +123,24 @@ mod tests {
     fn completes_interleaved_targets_and_drops_cut_ones() {
         let mut a = Assembler::default();
         // Target 0's first aggregation is cut (its region 0 is missing).
-        assert_eq!(a.push(ev(1, 0, 2, 8192)), None);
-        assert_eq!(a.push(ev(2, 1, 2, 0)), None);
+        assert_eq!(a.push(ev(1, 0, 2, 8192), |_| IV), None);
+        assert_eq!(a.push(ev(2, 1, 2, 0), |_| IV), None);
         // Target 0 starts anew at a lower address: the cut one is dropped.
-        assert_eq!(a.push(ev(3, 0, 2, 0)), None);
-        let t1 = a.push(ev(4, 1, 2, 4096)).unwrap();
-        assert_eq!((t1.ts_ns, t1.target, t1.regions.len()), (2, 1, 2));
-        let t0 = a.push(ev(5, 0, 2, 4096)).unwrap();
-        assert_eq!((t0.ts_ns, t0.target), (3, 0));
+        assert_eq!(a.push(ev(3, 0, 2, 0), |_| IV), None);
+        let (ts1, t1) = a.push(ev(4, 1, 2, 4096), |_| IV).unwrap();
+        assert_eq!((ts1, t1.target_id, t1.regions.len()), (2, 1, 2));
+        assert_eq!((t1.intervals, t1.aggregation), (IV, 0));
+        let (ts0, t0) = a.push(ev(5, 0, 2, 4096), |_| IV).unwrap();
+        assert_eq!((ts0, t0.target_id), (3, 0));
         assert_eq!(a.dropped, 1);
         // A gap drops what is unfinished.
-        assert_eq!(a.push(ev(6, 0, 3, 0)), None);
+        assert_eq!(a.push(ev(6, 0, 3, 0), |_| IV), None);
         a.gap();
         assert_eq!(a.dropped, 2);
-        assert_eq!(a.push(ev(7, 0, 3, 4096)), None);
-        assert_eq!(a.push(ev(8, 0, 3, 8192)), None);
+        assert_eq!(a.push(ev(7, 0, 3, 4096), |_| IV), None);
+        assert_eq!(a.push(ev(8, 0, 3, 8192), |_| IV), None);
         // A different count starts anew too.
-        assert_eq!(a.push(ev(9, 0, 1, 0)).unwrap().regions.len(), 1);
+        assert_eq!(a.push(ev(9, 0, 1, 0), |_| IV).unwrap().1.regions.len(), 1);
         assert_eq!(a.dropped, 3);
     }
 }

@@ -13,11 +13,9 @@
 
 use std::io::Read;
 
-use perfabi::damon::{Intervals, Region};
+use perfabi::damon::{Aggregation, Intervals, Region};
 use serde::Deserialize;
 use serde_json::Value;
-
-use super::replay::{Record, RecordedAggregation};
 
 /// Whether `bytes` start with a zlib header (RFC 1950): deflate with a
 /// window of at most 32 KiB, and the check bits right. Python's
@@ -38,9 +36,15 @@ pub fn is_damo(bytes: &[u8]) -> bool {
     is_zlib(bytes) || bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[')
 }
 
-/// Parses a damo record (`json` or `json_compressed`); a compressed record
-/// must not decompress to more than `limit` bytes.
-pub fn parse(bytes: &[u8], limit: u64) -> Result<Record, String> {
+/// Parses a damo record (`json` or `json_compressed`) into its snapshots as
+/// aggregations in time order, each with the nanoseconds since the first
+/// one; a compressed record must not decompress to more than `limit` bytes.
+/// Snapshots whose intervals the record does not give get `default`.
+pub fn parse(
+    bytes: &[u8],
+    limit: u64,
+    default: Intervals,
+) -> Result<Vec<(u64, Aggregation)>, String> {
     let mut text = Vec::new();
     let bytes = if is_zlib(bytes) {
         flate2::read::ZlibDecoder::new(bytes)
@@ -90,22 +94,26 @@ pub fn parse(bytes: &[u8], limit: u64) -> Result<Record, String> {
                 .collect();
             let intervals = intervals_of(s.intervals.as_ref())
                 .map_err(|e| at(&e))?
-                .or(intervals);
-            out.push(RecordedAggregation {
-                at_ns: end_time,
-                monitor,
-                target,
-                intervals,
-                regions,
-            });
+                .or(intervals)
+                .unwrap_or(default);
+            out.push((
+                end_time,
+                Aggregation {
+                    monitor_id: monitor,
+                    target_id: target,
+                    aggregation: 0,
+                    intervals,
+                    regions,
+                },
+            ));
         }
     }
-    out.sort_by_key(|a| a.at_ns);
-    let t0 = out.first().map_or(0, |a| a.at_ns);
-    for a in &mut out {
-        a.at_ns -= t0;
+    out.sort_by_key(|(at_ns, _)| *at_ns);
+    let t0 = out.first().map_or(0, |(at_ns, _)| *at_ns);
+    for (at_ns, _) in &mut out {
+        *at_ns -= t0;
     }
-    Ok(Record { aggregations: out })
+    Ok(out)
 }
 
 /// A damo `intervals` object (`sample`, `aggr`), absent or `null` if damo did
@@ -267,6 +275,11 @@ mod tests {
     const LIMIT: u64 = super::super::replay::DEFAULT_MAX_RECORD_BYTES;
     const SHIPPED: &[u8] = include_bytes!("../../records/guest-6.12-vaddr-hot4of64.damo.json.zlib");
     const TRACE: &str = include_str!("../../records/guest-6.12-vaddr-hot4of64.trace");
+    /// The intervals given to what a record does not say (recognisable).
+    const UNSAID: Intervals = Intervals {
+        sample_us: 7,
+        aggr_us: 700,
+    };
 
     #[test]
     fn a_record_compressed_at_any_level_is_recognised() {
@@ -278,9 +291,9 @@ mod tests {
             z.write_all(json).unwrap();
             let bytes = z.finish().unwrap();
             assert!(is_damo(&bytes), "level {level}: {:02x?}", &bytes[..2]);
-            let rec = parse(&bytes, 1 << 20).unwrap();
-            assert_eq!(rec.aggregations.len(), 1, "level {level}");
-            assert_eq!(rec.aggregations[0].regions[0].nr_accesses, 2);
+            let rec = parse(&bytes, 1 << 20, UNSAID).unwrap();
+            assert_eq!(rec.len(), 1, "level {level}");
+            assert_eq!(rec[0].1.regions[0].nr_accesses, 2);
         }
         // Text that merely starts with 'x' is not zlib.
         assert!(!is_zlib(b"xy"));
@@ -288,24 +301,23 @@ mod tests {
 
     #[test]
     fn damo_s_own_conversion_of_the_shipped_trace_gives_the_same_aggregations() {
-        let damo = parse(SHIPPED, LIMIT).unwrap();
-        let trace = super::super::text::parse(TRACE);
+        let damo = parse(SHIPPED, LIMIT, UNSAID).unwrap();
+        let trace = super::super::text::parse(TRACE, UNSAID);
         assert!(
-            damo.aggregations.iter().all(|a| a.intervals.is_none()),
+            damo.iter().all(|(_, a)| a.intervals == UNSAID),
             "damo did not know them"
         );
-        assert_eq!(damo.aggregations.len(), 17);
-        assert_eq!(damo.aggregations.len(), trace.aggregations.len());
-        for (d, t) in damo.aggregations.iter().zip(&trace.aggregations) {
+        assert_eq!(damo.len(), 17);
+        assert_eq!(damo.len(), trace.len());
+        for ((_, d), (_, t)) in damo.iter().zip(&trace) {
             assert_eq!(d.regions, t.regions);
-            assert_eq!((d.monitor, d.target), (0, t.target));
+            assert_eq!((d.monitor_id, d.target_id), (0, t.target_id));
         }
         // The cadence is the trace's (damo stamps the last event, we the
         // first: within a few microseconds of each other).
-        let gaps = |r: &Record| -> Vec<u64> {
-            r.aggregations
-                .windows(2)
-                .map(|w| (w[1].at_ns - w[0].at_ns) / 1_000_000)
+        let gaps = |r: &[(u64, Aggregation)]| -> Vec<u64> {
+            r.windows(2)
+                .map(|w| (w[1].0 - w[0].0) / 1_000_000)
                 .collect()
         };
         assert_eq!(gaps(&damo), gaps(&trace));
@@ -318,18 +330,21 @@ mod tests {
             .read_to_end(&mut json)
             .unwrap();
         assert!(is_damo(&json));
-        assert_eq!(parse(&json, LIMIT).unwrap(), parse(SHIPPED, LIMIT).unwrap());
+        assert_eq!(
+            parse(&json, LIMIT, UNSAID).unwrap(),
+            parse(SHIPPED, LIMIT, UNSAID).unwrap()
+        );
         // damo 1.x/2.x style: plain numbers, intervals in microseconds.
         let old = br#"[{"target_id": 3, "intervals": {"sample": 5000, "aggr": "100 ms", "ops_update": 1000000},
             "snapshots": [{"start_time": 10, "end_time": 100000010,
               "regions": [{"start": 4096, "end": 8192, "nr_accesses": 7, "age": 2}]}]}]"#;
-        let r = parse(old, LIMIT).unwrap();
+        let r = parse(old, LIMIT, UNSAID).unwrap();
         assert_eq!(
-            r.aggregations[0].intervals,
-            Some(Intervals {
+            r[0].1.intervals,
+            Intervals {
                 sample_us: 5000,
                 aggr_us: 100_000
-            })
+            }
         );
         // Intervals changed in the middle of a recording: each snapshot
         // keeps its own.
@@ -341,22 +356,21 @@ mod tests {
             {"target_id": 2, "intervals": {"sample": 1000, "aggr": 50000},
              "snapshots": [{"end_time": 200000000,
                "regions": [{"start": 0, "end": 4096, "nr_accesses": 1, "age": 0}]}]}]"#;
-        let changed = parse(changing, LIMIT).unwrap();
+        let changed = parse(changing, LIMIT, UNSAID).unwrap();
         let ivs: Vec<_> = changed
-            .aggregations
             .iter()
-            .map(|a| (a.target, a.intervals.map(|i| (i.sample_us, i.aggr_us))))
+            .map(|(_, a)| (a.target_id, (a.intervals.sample_us, a.intervals.aggr_us)))
             .collect();
         assert_eq!(
             ivs,
             [
-                (1, Some((5000, 100_000))),
-                (2, Some((1000, 50_000))),
-                (1, Some((10_000, 200_000)))
+                (1, (5000, 100_000)),
+                (2, (1000, 50_000)),
+                (1, (10_000, 200_000))
             ]
         );
-        assert_eq!(r.aggregations[0].target, 3);
-        assert_eq!(r.aggregations[0].regions[0].nr_accesses, 7);
+        assert_eq!(r[0].1.target_id, 3);
+        assert_eq!(r[0].1.regions[0].nr_accesses, 7);
         for bad in [
             &br#"[{"target_id": 0}]"#[..],
             br#"[{"target_id": 0, "snapshots": [{"end_time": 1, "regions": [{"start": "x"}]}]}]"#,
@@ -365,7 +379,7 @@ mod tests {
             &SHIPPED[..100],
         ] {
             assert!(
-                parse(bad, LIMIT).is_err(),
+                parse(bad, LIMIT, UNSAID).is_err(),
                 "{}",
                 String::from_utf8_lossy(bad)
             );

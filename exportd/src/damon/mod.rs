@@ -14,7 +14,7 @@
 
 pub mod assemble;
 pub mod damo;
-pub mod perf;
+
 pub mod replay;
 pub mod sysfs;
 pub mod text;
@@ -24,12 +24,12 @@ pub mod tracepoint;
 use std::cell::Cell;
 use std::path::Path;
 
-use perfabi::damon::{Intervals, Region};
-use perfabi::writer::{InstanceId, Writer};
+use perfabi::damon::{Aggregation, Intervals};
 use perfabi::Semantics;
+use perfabi_shm::writer::{InstanceId, Writer};
 
 /// The counters every DAMON source keeps beside the regions it publishes.
-pub struct Published {
+pub struct DamonCounters {
     aggregations: InstanceId,
     rejected: InstanceId,
     lost_events: (InstanceId, Cell<u64>),
@@ -39,13 +39,13 @@ pub struct Published {
     rejected_logged: Cell<bool>,
 }
 
-impl Published {
+impl DamonCounters {
     /// How many instances [`add`](Self::add) registers.
     pub const INSTANCES: usize = 4;
 
     /// Registers the counters in `w`.
-    pub fn add(w: &Writer) -> Result<Published, perfabi::Error> {
-        Ok(Published {
+    pub fn add(w: &Writer) -> Result<DamonCounters, perfabi::Error> {
+        Ok(DamonCounters {
             aggregations: w.add("exportd.damon_aggregations", "count", Semantics::Counter)?,
             rejected: w.add(
                 "exportd.damon_rejected_aggregations",
@@ -72,15 +72,8 @@ impl Published {
     /// refuses (malformed, or more regions than a ring holds) is skipped and
     /// counted in `exportd.damon_rejected_aggregations`, the first logged:
     /// a source never stops for one bad aggregation.
-    pub fn publish(
-        &self,
-        w: &Writer,
-        monitor: u64,
-        target: u64,
-        iv: Intervals,
-        regions: &[Region],
-    ) {
-        match w.publish_damon(monitor, target, iv, regions) {
+    pub fn publish(&self, w: &Writer, a: &Aggregation) {
+        match w.publish_damon(a) {
             Ok(_) => {
                 let _ = w.adjust(self.aggregations, 1);
             }
@@ -88,10 +81,12 @@ impl Published {
                 let _ = w.adjust(self.rejected, 1);
                 if !self.rejected_logged.replace(true) {
                     eprintln!(
-                        "perfabi-exportd: DAMON: skipped an aggregation of {} regions (monitor {monitor}, \
-                         target {target}): {e}; counting such skips in \
+                        "perfabi-exportd: DAMON: skipped an aggregation of {} regions (monitor {}, \
+                         target {}): {e}; counting such skips in \
                          exportd.damon_rejected_aggregations without logging them",
-                        regions.len()
+                        a.regions.len(),
+                        a.monitor_id,
+                        a.target_id
                     );
                 }
             }

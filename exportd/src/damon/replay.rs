@@ -6,34 +6,21 @@
 //!   print it (see [`super::text`]);
 //! * damo's record files, `json` or `json_compressed` (see [`super::damo`]);
 //! * recordings made with `perfabi-cat --record` (JSON lines, see
-//!   `perfabi::record`).
+//!   `perfabi_record`).
 
 use std::time::{Duration, Instant};
 
-use perfabi::damon::{Intervals, Region};
-use perfabi::writer::Writer;
-
-/// One complete aggregation of the record.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RecordedAggregation {
-    /// Nanoseconds since the first event of the record.
-    pub at_ns: u64,
-    /// kdamond thread id (0 if the line does not say).
-    pub monitor: u64,
-    /// DAMON target id.
-    pub target: u64,
-    /// The intervals the regions were measured with, if the record says
-    /// (each aggregation its own: they may change in the middle of a record).
-    pub intervals: Option<Intervals>,
-    /// Regions in address order.
-    pub regions: Vec<Region>,
-}
+use perfabi::damon::{Aggregation, Intervals};
+use perfabi_shm::writer::Writer;
 
 /// A parsed record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record {
-    /// Complete aggregations in time order.
-    pub aggregations: Vec<RecordedAggregation>,
+    /// Complete aggregations in time order, each with the nanoseconds since
+    /// the first event of the record. Their aggregation index is the one the
+    /// recorded segment gave (a perfabi-cat recording) or 0; the writer that
+    /// replays them numbers them anew.
+    pub aggregations: Vec<(u64, Aggregation)>,
 }
 
 /// The default bound on a record, read or decompressed: 64 MiB.
@@ -41,27 +28,21 @@ pub const DEFAULT_MAX_RECORD_BYTES: u64 = 64 << 20;
 
 /// Parses a whole record in any of the formats of the module documentation;
 /// a compressed one must not decompress to more than `limit` bytes.
-pub fn parse(bytes: &[u8], limit: u64) -> Result<Record, String> {
+/// Aggregations whose intervals the record does not give get `default`.
+pub fn parse(bytes: &[u8], limit: u64, default: Intervals) -> Result<Record, String> {
     if super::damo::is_damo(bytes) {
-        return super::damo::parse(bytes, limit);
+        let aggregations = super::damo::parse(bytes, limit, default)?;
+        return Ok(Record { aggregations });
     }
     let text = std::str::from_utf8(bytes)
         .map_err(|_| "neither text nor a damo record (json or json_compressed)".to_string())?;
     if text.trim_start().starts_with('{') {
-        let aggs = perfabi::record::aggregations(text)?;
-        let aggregations = aggs
-            .into_iter()
-            .map(|(at_ns, a)| RecordedAggregation {
-                at_ns,
-                monitor: a.monitor_id,
-                target: a.target_id,
-                intervals: Some(a.intervals()),
-                regions: a.regions,
-            })
-            .collect();
+        let aggregations = perfabi_record::aggregations(text)?;
         return Ok(Record { aggregations });
     }
-    Ok(super::text::parse(text))
+    Ok(Record {
+        aggregations: super::text::parse(text, default),
+    })
 }
 
 /// Publishes `record` into `w` at its recorded cadence divided by `speed`,
@@ -69,21 +50,20 @@ pub fn parse(bytes: &[u8], limit: u64) -> Result<Record, String> {
 pub fn run(
     w: &Writer,
     record: &Record,
-    default_intervals: Intervals,
     speed: f64,
     repeat: bool,
-    counters: &super::Published,
+    counters: &super::DamonCounters,
     stop: &dyn Fn() -> bool,
 ) -> Result<u64, String> {
     let last = record.aggregations.last();
-    let span = last.map_or(0, |a| {
-        a.at_ns + u64::from(a.intervals.unwrap_or(default_intervals).aggr_us) * 1000
+    let span = last.map_or(0, |(at_ns, a)| {
+        at_ns + u64::from(a.intervals.aggr_us) * 1000
     });
     let start = Instant::now();
     let mut published = 0u64;
     for round in 0u64.. {
-        for a in &record.aggregations {
-            let at = round.saturating_mul(span).saturating_add(a.at_ns);
+        for (at_ns, a) in &record.aggregations {
+            let at = round.saturating_mul(span).saturating_add(*at_ns);
             let due = Duration::from_nanos((at as f64 / speed) as u64);
             while start.elapsed() < due {
                 if stop() {
@@ -95,8 +75,7 @@ pub fn run(
                         .min(Duration::from_millis(50)),
                 );
             }
-            let iv = a.intervals.unwrap_or(default_intervals);
-            counters.publish(w, a.monitor, a.target, iv, &a.regions);
+            counters.publish(w, a);
             published += 1;
         }
         if !repeat || record.aggregations.is_empty() || stop() {
@@ -109,15 +88,19 @@ pub fn run(
 #[cfg(test)]
 mod recording_tests {
     use super::*;
+    use perfabi::damon::Region;
 
     #[test]
     fn reads_back_a_perfabi_cat_recording() {
-        let a = perfabi::record::RecordedAggregation {
+        let iv = Intervals {
+            sample_us: 1000,
+            aggr_us: 50_000,
+        };
+        let a = Aggregation {
             monitor_id: 9,
             target_id: 1,
             aggregation: 4,
-            sample_us: 1000,
-            aggr_us: 50_000,
+            intervals: iv,
             regions: vec![Region {
                 start: 0,
                 end: 4096,
@@ -126,7 +109,7 @@ mod recording_tests {
             }],
         };
         let line = |t_ns, damon: Vec<_>| {
-            perfabi::record::to_line(&perfabi::record::Snapshot {
+            perfabi_record::to_line(&perfabi_record::Snapshot {
                 t_ns,
                 epoch: "0x1".into(),
                 generation: 1,
@@ -143,18 +126,18 @@ mod recording_tests {
             line(90, vec![b]),
         ]
         .join("\n");
-        let r = parse(text.as_bytes(), DEFAULT_MAX_RECORD_BYTES).unwrap();
-        assert!(r.aggregations.iter().all(|a| a.intervals
-            == Some(Intervals {
-                sample_us: 1000,
-                aggr_us: 50_000
-            })));
+        let unsaid = Intervals {
+            sample_us: 7,
+            aggr_us: 700,
+        };
+        let r = parse(text.as_bytes(), DEFAULT_MAX_RECORD_BYTES, unsaid).unwrap();
+        assert!(r.aggregations.iter().all(|(_, a)| a.intervals == iv));
         assert_eq!(r.aggregations.len(), 2);
         assert_eq!(
-            (r.aggregations[1].at_ns, r.aggregations[1].monitor),
+            (r.aggregations[1].0, r.aggregations[1].1.monitor_id),
             (90, 9)
         );
-        assert_eq!(r.aggregations[0].regions[0].nr_accesses, 50);
-        assert!(parse(b"{not json", DEFAULT_MAX_RECORD_BYTES).is_err());
+        assert_eq!(r.aggregations[0].1.regions[0].nr_accesses, 50);
+        assert!(parse(b"{not json", DEFAULT_MAX_RECORD_BYTES, unsaid).is_err());
     }
 }

@@ -11,10 +11,10 @@
 
 use std::path::{Path, PathBuf};
 
-use perfabi::damon::{Intervals, Region};
-use perfabi::writer::Writer;
+use perfabi::damon::{Aggregation, Intervals, Region};
+use perfabi_shm::writer::Writer;
 
-use super::Published;
+use super::DamonCounters;
 
 /// DAMON sysfs' admin folder.
 pub const ADMIN: &str = "/sys/kernel/mm/damon/admin";
@@ -212,7 +212,7 @@ impl OwnKdamond {
     pub fn run(
         &self,
         w: &Writer,
-        counters: &Published,
+        counters: &DamonCounters,
         stop: &dyn Fn() -> bool,
     ) -> Result<(), String> {
         let mut last: Option<Vec<Region>> = None;
@@ -229,8 +229,15 @@ impl OwnKdamond {
                 ));
                 continue;
             }
-            counters.publish(w, self.pid, 0, self.intervals, &regions);
-            last = Some(regions);
+            let a = Aggregation {
+                monitor_id: self.pid,
+                target_id: 0,
+                aggregation: 0,
+                intervals: self.intervals,
+                regions,
+            };
+            counters.publish(w, &a);
+            last = Some(a.regions);
         }
         Ok(())
     }

@@ -9,10 +9,9 @@
 //! The tracepoint does not carry the intervals: a `PERFABI-TRACE-BEGIN …
 //! sample_us=N aggr_us=M` line gives them.
 
-use perfabi::damon::{Intervals, Region};
+use perfabi::damon::{Aggregation, Intervals, Region};
 
 use super::assemble::{Assembler, Event};
-use super::replay::{Record, RecordedAggregation};
 
 /// Parses one trace line; `None` for lines of other events or of no event.
 pub fn parse_event(line: &str) -> Option<Event> {
@@ -73,10 +72,13 @@ fn parse_seconds_ns(t: &str) -> Option<u64> {
     Some(s.parse::<u64>().ok()? * 1_000_000_000 + frac.get(..9)?.parse::<u64>().ok()?)
 }
 
-/// Parses trace text (see the module documentation). Aggregations cut by
-/// the start or end of the text are left out.
-pub fn parse(text: &str) -> Record {
-    let mut intervals = None;
+/// Parses trace text (see the module documentation) into complete
+/// aggregations in time order, each with the nanoseconds since the text's
+/// first event. Aggregations cut by the start or end of the text are left
+/// out. Their intervals are those of the text's `PERFABI-TRACE-BEGIN` line,
+/// or `default` without one.
+pub fn parse(text: &str, default: Intervals) -> Vec<(u64, Aggregation)> {
+    let mut intervals = default;
     let mut asm = Assembler::default();
     let mut out = Vec::new();
     let mut first_ts = None;
@@ -87,24 +89,18 @@ pub fn parse(text: &str) -> Record {
                     .find_map(|t| t.strip_prefix(k)?.parse::<u32>().ok())
             };
             if let (Some(sample_us), Some(aggr_us)) = (field("sample_us="), field("aggr_us=")) {
-                intervals = Some(Intervals { sample_us, aggr_us });
+                intervals = Intervals { sample_us, aggr_us };
             }
             continue;
         }
         let Some(e) = parse_event(line) else { continue };
         let t0 = *first_ts.get_or_insert(e.ts_ns);
-        if let Some(a) = asm.push(e) {
-            out.push(RecordedAggregation {
-                at_ns: a.ts_ns.saturating_sub(t0),
-                monitor: a.monitor,
-                target: a.target,
-                intervals,
-                regions: a.regions,
-            });
+        if let Some((ts_ns, a)) = asm.push(e, |_| intervals) {
+            out.push((ts_ns.saturating_sub(t0), a));
         }
     }
-    out.sort_by_key(|a| a.at_ns);
-    Record { aggregations: out }
+    out.sort_by_key(|(at_ns, _)| *at_ns);
+    out
 }
 
 #[cfg(test)]
@@ -140,15 +136,19 @@ mod tests {
 
     #[test]
     fn the_shipped_record_holds_complete_aggregations_with_the_hot_range() {
-        let r = parse(SHIPPED);
-        assert!(r.aggregations.iter().all(|a| a.intervals
-            == Some(Intervals {
+        let unsaid = Intervals {
+            sample_us: 7,
+            aggr_us: 700,
+        };
+        let r = parse(SHIPPED, unsaid);
+        assert!(r.iter().all(|(_, a)| a.intervals
+            == Intervals {
                 sample_us: 5000,
                 aggr_us: 100_000
-            })));
-        assert!(r.aggregations.len() >= 15, "{}", r.aggregations.len());
-        for a in &r.aggregations {
-            assert_eq!(a.monitor, 160);
+            }));
+        assert!(r.len() >= 15, "{}", r.len());
+        for (_, a) in &r {
+            assert_eq!(a.monitor_id, 160);
             assert!(perfabi::damon::check_regions(
                 &a.regions,
                 Intervals {
@@ -162,15 +162,11 @@ mod tests {
         // The workload kept 4 MiB at 140374689447936 hot: in every
         // aggregation a region starting there saw at least 18 of 20 samples.
         let hot = 140_374_689_447_936u64;
-        assert!(r.aggregations.iter().all(|a| a
+        assert!(r.iter().all(|(_, a)| a
             .regions
             .iter()
             .any(|g| g.start == hot && g.nr_accesses >= 18)));
-        let gaps: Vec<u64> = r
-            .aggregations
-            .windows(2)
-            .map(|w| w[1].at_ns - w[0].at_ns)
-            .collect();
+        let gaps: Vec<u64> = r.windows(2).map(|w| w[1].0 - w[0].0).collect();
         assert!(
             gaps.iter().all(|&g| (50_000_000..200_000_000).contains(&g)),
             "cadence about 100 ms: {gaps:?}"

@@ -12,13 +12,13 @@
 use std::path::Path;
 use std::time::Duration;
 
-use perfabi::damon::{Intervals, Region};
-use perfabi::writer::Writer;
+use perfabi::damon::{Aggregation, Intervals, Region};
+use perfabi_shm::writer::Writer;
 
 use super::assemble::{Assembler, Event};
-use super::perf::{self, Record, Ring};
 use super::tracefs::{self, Field};
-use super::{intervals_of, Published};
+use super::{intervals_of, DamonCounters};
+use perfabi_shm::perf_ring::{self as perf, Record, Ring};
 
 /// How long an event waits for earlier ones still being written elsewhere.
 pub const HOLD_BACK: Duration = Duration::from_millis(20);
@@ -55,10 +55,9 @@ pub struct TracepointSource {
     fields: Fields,
     asm: Assembler,
     pending: Vec<Event>,
-    /// Events the kernel dropped (full ring buffers).
+    /// Events lost: dropped by the kernel (full ring buffers), or raw
+    /// records that did not decode.
     pub lost: u64,
-    /// Raw records that did not decode.
-    pub malformed: u64,
 }
 
 impl TracepointSource {
@@ -75,8 +74,8 @@ impl TracepointSource {
             nr_accesses: fmt.field("nr_accesses")?,
             age: fmt.field("age")?,
         };
-        let cpus =
-            perfabi::host::possible_cpus().ok_or("cannot read /sys/devices/system/cpu/possible")?;
+        let cpus = perfabi_shm::host::possible_cpus()
+            .ok_or("cannot read /sys/devices/system/cpu/possible")?;
         let cpus: Vec<u32> = (0..cpus as u32).collect();
         let rings = perf::open_all(fmt.id, &cpus, pages_log2)?;
         Ok(TracepointSource {
@@ -85,7 +84,6 @@ impl TracepointSource {
             asm: Assembler::default(),
             pending: Vec::new(),
             lost: 0,
-            malformed: 0,
         })
     }
 
@@ -96,7 +94,13 @@ impl TracepointSource {
 
     /// Waits up to `timeout` for events, then feeds every event old enough
     /// and returns the aggregations they complete.
-    pub fn poll(&mut self, timeout: Duration) -> Result<Vec<super::assemble::Aggregation>, String> {
+    /// `intervals` gives the intervals of a monitor's completed
+    /// aggregations.
+    pub fn poll(
+        &mut self,
+        timeout: Duration,
+        intervals: &dyn Fn(u64) -> Intervals,
+    ) -> Result<Vec<(u64, Aggregation)>, String> {
         let mut fds: Vec<_> = self
             .rings
             .iter()
@@ -115,12 +119,17 @@ impl TracepointSource {
         let cut = monotonic_ns().saturating_sub(HOLD_BACK.as_nanos() as u64);
         let mut gap = false;
         let (pending, fields) = (&mut self.pending, &self.fields);
-        let (mut lost, mut malformed) = (0, 0);
+        let mut lost = 0;
         for r in &mut self.rings {
             let res = r.drain(&mut |rec| match rec {
                 Record::Sample { ts_ns, tid, raw } => match fields.decode(ts_ns, tid, &raw) {
                     Some(e) => pending.push(e),
-                    None => malformed += 1,
+                    // An event that cannot be decoded is one lost to us,
+                    // and breaks its aggregation like a lost one.
+                    None => {
+                        lost += 1;
+                        gap = true;
+                    }
                 },
                 Record::Lost(n) => {
                     lost += n;
@@ -133,12 +142,11 @@ impl TracepointSource {
             }
         }
         self.lost += lost;
-        self.malformed += malformed;
         self.pending.sort_by_key(|e| e.ts_ns);
         let ready = self.pending.partition_point(|e| e.ts_ns <= cut);
         let mut out = Vec::new();
         for e in self.pending.drain(..ready) {
-            out.extend(self.asm.push(e));
+            out.extend(self.asm.push(e, intervals));
         }
         if gap {
             self.asm.gap();
@@ -150,15 +158,16 @@ impl TracepointSource {
     pub fn run(
         &mut self,
         w: &Writer,
-        counters: &Published,
+        counters: &DamonCounters,
         default_intervals: Intervals,
         stop: &dyn Fn() -> bool,
     ) -> Result<(), String> {
         while !stop() {
-            for a in self.poll(Duration::from_millis(50))? {
-                let iv = intervals_of(Path::new(super::sysfs::ADMIN), a.monitor)
-                    .unwrap_or(default_intervals);
-                counters.publish(w, a.monitor, a.target, iv, &a.regions);
+            let intervals = |monitor| {
+                intervals_of(Path::new(super::sysfs::ADMIN), monitor).unwrap_or(default_intervals)
+            };
+            for (_, a) in self.poll(Duration::from_millis(50), &intervals)? {
+                counters.publish(w, &a);
             }
             counters.lost(w, self.lost)?;
             counters.dropped(w, self.asm.dropped)?;

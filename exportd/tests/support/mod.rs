@@ -76,8 +76,7 @@ pub fn spawn_until(path: &Path, extra: &[&str], mut ready: impl FnMut() -> bool)
 /// SIGTERM, as a service manager stops the daemon, then its output.
 pub fn stop(mut r: Running) -> Output {
     let child = r.0.take().expect("running");
-    // SAFETY: kill(2) on our own child's pid, which we have not reaped yet.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    perfabi_test_harness::send(child.id(), perfabi_test_harness::Signal::TERM);
     child.wait_with_output().unwrap()
 }
 

@@ -115,15 +115,13 @@ impl Pmcd {
     /// agent answers.
     pub fn restart_agent(&self) {
         let old = self.agent_pid().expect("pmcd runs the agent");
-        // SAFETY: kill(2) on the agent this test's pmcd started.
-        unsafe { libc::kill(old as i32, libc::SIGTERM) };
+        perfabi_test_harness::send(old, perfabi_test_harness::Signal::TERM);
         eventually(10, "the agent stops", || {
             !Path::new(&format!("/proc/{old}")).exists()
                 || std::fs::read_to_string(format!("/proc/{old}/stat"))
                     .is_ok_and(|s| s.contains(") Z "))
         });
-        // SAFETY: kill(2) on the pmcd this test started.
-        unsafe { libc::kill(self.pid as i32, libc::SIGHUP) };
+        perfabi_test_harness::send(self.pid, perfabi_test_harness::Signal::HUP);
         eventually(10, "pmcd starts the agent again", || {
             self.agent_pid().is_some_and(|p| p != old)
                 && self.value("perfabi.segment.available").is_some()
@@ -137,8 +135,7 @@ impl Pmcd {
 
 impl Drop for Pmcd {
     fn drop(&mut self) {
-        // SAFETY: kill(2) on the pmcd this test started.
-        unsafe { libc::kill(self.pid as i32, libc::SIGTERM) };
+        perfabi_test_harness::send(self.pid, perfabi_test_harness::Signal::TERM);
     }
 }
 

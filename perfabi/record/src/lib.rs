@@ -1,6 +1,7 @@
 //! The recording format: timestamped snapshots of a segment, one JSON object
 //! per line, written by `perfabi-cat --record` and read back by the
-//! exporter's replay source.
+//! exporter's replay source. An aggregation is recorded as the one DAMON
+//! type, [`perfabi::damon::Aggregation`], its intervals as two fields.
 //!
 //! ```text
 //! {"t_ns":0,"epoch":"0x…","generation":4,"counters":{"net.rx_bytes":1500},
@@ -13,30 +14,10 @@
 //! snapshot taken while it is the latest; readers of a record keep the first
 //! appearance of each (monitor, target, aggregation).
 
-use std::prelude::rust_2021::*;
-
 use std::collections::{BTreeMap, BTreeSet};
 
+use perfabi::damon::Aggregation;
 use serde::{Deserialize, Serialize};
-
-use crate::damon::{Aggregation, Intervals, Region};
-
-/// One aggregation, as recorded.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RecordedAggregation {
-    /// Monitor id.
-    pub monitor_id: u64,
-    /// Target id.
-    pub target_id: u64,
-    /// Aggregation index in the recorded segment.
-    pub aggregation: u64,
-    /// Sampling interval, µs.
-    pub sample_us: u32,
-    /// Aggregation interval, µs.
-    pub aggr_us: u32,
-    /// Regions in address order.
-    pub regions: Vec<Region>,
-}
 
 /// One line of a record.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -49,31 +30,9 @@ pub struct Snapshot {
     pub generation: u64,
     /// Counter totals by name.
     pub counters: BTreeMap<String, serde_json::Value>,
-    /// The latest complete aggregation of each (monitor, target).
-    pub damon: Vec<RecordedAggregation>,
-}
-
-impl From<&Aggregation> for RecordedAggregation {
-    fn from(a: &Aggregation) -> Self {
-        Self {
-            monitor_id: a.monitor_id,
-            target_id: a.target_id,
-            aggregation: a.aggregation,
-            sample_us: a.intervals.sample_us,
-            aggr_us: a.intervals.aggr_us,
-            regions: a.regions.clone(),
-        }
-    }
-}
-
-impl RecordedAggregation {
-    /// The intervals.
-    pub fn intervals(&self) -> Intervals {
-        Intervals {
-            sample_us: self.sample_us,
-            aggr_us: self.aggr_us,
-        }
-    }
+    /// The latest complete aggregation of each (monitor, target), with the
+    /// aggregation index the recorded segment gave it.
+    pub damon: Vec<Aggregation>,
 }
 
 /// One line of a record (no trailing newline).
@@ -83,7 +42,7 @@ pub fn to_line(s: &Snapshot) -> String {
 
 /// The aggregations of a record, each once (at its first appearance), with
 /// the time it appeared. Lines that are not snapshots are errors.
-pub fn aggregations(text: &str) -> Result<Vec<(u64, RecordedAggregation)>, String> {
+pub fn aggregations(text: &str) -> Result<Vec<(u64, Aggregation)>, String> {
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
     for (n, line) in text
@@ -99,4 +58,43 @@ pub fn aggregations(text: &str) -> Result<Vec<(u64, RecordedAggregation)>, Strin
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use perfabi::damon::{Intervals, Region};
+
+    #[test]
+    fn a_line_keeps_the_documented_format_and_reads_back() {
+        let a = Aggregation {
+            monitor_id: 160,
+            target_id: 0,
+            aggregation: 7,
+            intervals: Intervals {
+                sample_us: 5000,
+                aggr_us: 100_000,
+            },
+            regions: vec![Region {
+                start: 4096,
+                end: 8192,
+                nr_accesses: 20,
+                age: 3,
+            }],
+        };
+        let s = Snapshot {
+            t_ns: 0,
+            epoch: "0x1".into(),
+            generation: 4,
+            counters: BTreeMap::from([("net.rx_bytes".to_string(), 1500.into())]),
+            damon: vec![a.clone()],
+        };
+        let line = to_line(&s);
+        assert_eq!(
+            line,
+            r#"{"t_ns":0,"epoch":"0x1","generation":4,"counters":{"net.rx_bytes":1500},"damon":[{"monitor_id":160,"target_id":0,"aggregation":7,"sample_us":5000,"aggr_us":100000,"regions":[{"start":4096,"end":8192,"nr_accesses":20,"age":3}]}]}"#
+        );
+        assert_eq!(aggregations(&line).unwrap(), vec![(0, a)]);
+        assert!(aggregations("{not json").is_err());
+    }
 }

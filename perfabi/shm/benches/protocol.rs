@@ -1,4 +1,4 @@
-//! `cargo bench -p perfabi`, then `python3 perfabi/benches/ratios.py` for the
+//! `cargo bench -p perfabi-shm`, then `python3 perfabi/shm/benches/ratios.py` for the
 #![cfg(not(loom))]
 //! ratios the ABI issue asks for.
 //!
@@ -17,8 +17,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use perfabi::writer::{Config, MethodChoice, Writer};
+use perfabi::damon::Aggregation;
 use perfabi::{Semantics, Snapshot};
+use perfabi_shm::writer::{Config, MethodChoice, Writer};
 
 fn writer(dir: &tempfile::TempDir, method: MethodChoice, n: u32) -> Writer {
     let cfg = Config {
@@ -166,8 +167,9 @@ fn damon(c: &mut Criterion) {
         .collect();
     let mut g = c.benchmark_group("damon");
     g.throughput(Throughput::Elements(regions.len() as u64));
+    let a = Aggregation::new(1, 1, iv, regions);
     g.bench_function("publish_10000_regions", |b| {
-        b.iter(|| w.publish_damon(1, 1, iv, black_box(&regions)).unwrap())
+        b.iter(|| w.publish_damon(black_box(&a)).unwrap())
     });
     g.finish();
     assert_eq!(w.view().damon(64).aggregations[0].regions.len(), 10_000);

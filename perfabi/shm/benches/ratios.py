@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Prints the ratios the issues ask for from criterion's last run.
 
-    cargo bench -p perfabi --bench protocol
-    cargo bench -p perfabi-reader --bench read      (optional)
-    python3 perfabi/benches/ratios.py
+    cargo bench -p perfabi-shm --bench protocol
+    cargo bench -p perfabi-exportd --bench read     (optional)
+    python3 perfabi/shm/benches/ratios.py
 """
 import json
 import pathlib
@@ -17,7 +17,7 @@ def ns(group, name, required=True):
     if not matches:
         if not required:
             return None
-        sys.exit(f"no criterion result for {group}/{name} under {root}: run cargo bench -p perfabi first")
+        sys.exit(f"no criterion result for {group}/{name} under {root}: run cargo bench -p perfabi-shm first")
     return json.loads(matches[0].read_text())["mean"]["point_estimate"]
 
 

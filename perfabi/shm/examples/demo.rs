@@ -14,9 +14,9 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use perfabi::damon::{Intervals, Region};
-use perfabi::writer::{Config, Writer};
+use perfabi::damon::{Aggregation, Intervals, Region};
 use perfabi::{Semantics, ValueType};
+use perfabi_shm::writer::{Config, Writer};
 
 fn default_path() -> PathBuf {
     let dir = std::env::var_os("XDG_RUNTIME_DIR")
@@ -107,7 +107,7 @@ fn run(path: &std::path::Path, seconds: u64) -> Result<(), Box<dyn std::error::E
                 age: round as u32,
             })
             .collect();
-        let agg = w.publish_damon(1, 1, iv, &regions)?;
+        let agg = w.publish_damon(&Aggregation::new(1, 1, iv, regions.to_vec()))?;
         w.heartbeat();
         thread::sleep(Duration::from_secs(1));
         round += 1;

@@ -26,7 +26,6 @@ use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
-use std::prelude::rust_2021::*;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat, CWD};
 

@@ -1,4 +1,4 @@
-//! A read-only, SIGBUS-guarded mapping of a whole segment.
+//! A reader's read-only, SIGBUS-guarded mapping of a whole segment.
 //!
 //! Opening costs what the writer really allocated, never what a header
 //! claims (`spec/PERFABI.md` §11.4): a segment file must have no hole in its
@@ -11,74 +11,39 @@ use std::fs::{File, Metadata};
 use std::io;
 use std::os::unix::fs::FileExt;
 
-use memmap2::{MmapOptions, MmapRaw};
-use perfabi::layout::{HEADER_EPOCH_WORD, HEADER_SIZE_V1_0, HEADER_WORDS, MAGIC_WORD};
-use perfabi::safe_open::FileId;
-use perfabi::sigbus::Guard;
-use perfabi::sync::AtomicU64;
+use std::sync::atomic::Ordering;
+
+use perfabi::layout::{HEADER_EPOCH_WORD, HEADER_SIZE_V1_0, MAGIC_WORD};
 use perfabi::trust::Origin;
 use perfabi::Layout;
 
-/// A read-only mapping registered with the SIGBUS guard.
-struct Raw {
-    // Field order: the guard must be dropped before the mapping it guards.
-    guard: Guard,
-    map: MmapRaw,
+use crate::mapping::Mapping;
+use crate::safe_open::{Entry, FileId};
+
+/// The header's segment size, validated against an unbounded length.
+fn segment_size(words: &[perfabi::Word]) -> Result<u64, perfabi::Error> {
+    let h = perfabi::load_header(words)?;
+    Ok(perfabi::validate_header(&h, u64::MAX)?.segment_size as u64)
 }
 
-impl Raw {
-    fn new(file: &File, len: usize) -> io::Result<Self> {
-        let map = MmapOptions::new().len(len).map_raw_read_only(file)?;
-        // SAFETY: the range is `map`, owned by this Raw and dropped after
-        // the guard (field order).
-        let guard = unsafe { Guard::register(map.as_ptr() as usize, map.len(), false) };
-        Ok(Self { guard, map })
-    }
-
-    fn words(&self) -> &[AtomicU64] {
-        // SAFETY: the mapping is page aligned, its length a multiple of 8
-        // (callers map whole words), and it lives as long as `self`. Another
-        // process writes it, so it is only ever seen as atomics, and only read
-        // with relaxed atomic loads of 8 bytes (perfabi::protocol), which Rust
-        // permits on read-only memory. A load from a page truncated away is
-        // caught by the SIGBUS guard registered for exactly this range, which
-        // maps a zero page there and flags the mapping: no load can kill.
-        unsafe {
-            std::slice::from_raw_parts(self.map.as_ptr() as *const AtomicU64, self.map.len() / 8)
-        }
-    }
-
-    fn faulted(&self) -> bool {
-        self.guard.faulted()
-    }
-
-    /// The header's segment size, validated against an unbounded length.
-    fn segment_size(&self) -> Result<u64, perfabi::Error> {
-        let mut h = [0u64; HEADER_WORDS];
-        perfabi::protocol::load_words(self.words(), 0, &mut h);
-        let h = perfabi::layout::header_from_words(h);
-        Ok(perfabi::validate_header(&h, u64::MAX)?.segment_size as u64)
-    }
-}
-
-/// The mapping, the file it maps, and its validated layout.
-pub(crate) struct Mapping {
-    raw: Raw,
-    pub(crate) id: FileId,
+/// A reader's read-only [`Mapping`] of a whole segment, the file it maps,
+/// and its validated layout.
+pub struct SegmentMap {
+    map: Mapping,
+    /// The identity of the file mapped.
+    pub id: FileId,
     /// The file's length when it was mapped (`None`: a device).
-    pub(crate) file_len: Option<u64>,
-    pub(crate) layout: Layout,
+    pub file_len: Option<u64>,
+    /// The layout validated for this mapping.
+    pub layout: Layout,
 }
-
-// SAFETY: the mapping is only ever read through atomics (see `Raw::words`),
-// and the guard and file are thread-safe.
-unsafe impl Send for Mapping {}
-// SAFETY: as above.
-unsafe impl Sync for Mapping {}
 
 /// Why a mapping could not be made.
-pub(crate) enum MapError {
+#[derive(Debug)]
+pub enum MapError {
+    /// A system call failed.
     Io(io::Error),
+    /// The header is invalid.
     Abi(perfabi::Error),
     /// A hole at this offset, inside the segment.
     Sparse(u64),
@@ -90,18 +55,13 @@ pub(crate) enum MapError {
     TooShort,
 }
 
-impl Mapping {
+impl SegmentMap {
     /// Maps `file` (described by `md`, found at `origin`) read-only and
     /// validates it. A file's header is read with `pread` (which allocates
     /// nothing, even from a hole); nothing is mapped until the segment is
     /// known to be at most `limit` bytes and, for a file, hole-free. Only
     /// the declared segment is mapped.
-    pub(crate) fn new(
-        file: File,
-        md: &Metadata,
-        origin: Origin,
-        limit: u64,
-    ) -> Result<Self, MapError> {
+    pub fn new(file: File, md: &Metadata, origin: Origin, limit: u64) -> Result<Self, MapError> {
         let id = FileId::of(md);
         let file_len = (origin == Origin::File).then_some(md.len());
         let declared = match file_len {
@@ -117,8 +77,10 @@ impl Mapping {
             }
             // A device (the kernel module's): its first page tells.
             None => {
-                let probe = Raw::new(&file, page_size()).map_err(MapError::Io)?;
-                probe.segment_size().map_err(MapError::Abi)?
+                let probe =
+                    Mapping::read_only(file.try_clone().map_err(MapError::Io)?, page_size())
+                        .map_err(MapError::Io)?;
+                segment_size(probe.words()).map_err(MapError::Abi)?
             }
         };
         if declared > limit {
@@ -138,11 +100,11 @@ impl Mapping {
         }
         let len =
             usize::try_from(declared).map_err(|_| MapError::Abi(perfabi::Error::BadConfig))?;
-        let raw = Raw::new(&file, len).map_err(MapError::Io)?;
-        let layout = *perfabi::SegmentView::new(raw.words())
+        let map = Mapping::read_only(file, len).map_err(MapError::Io)?;
+        let layout = *perfabi::SegmentView::new(map.words())
             .map_err(MapError::Abi)?
             .layout();
-        if raw.faulted() {
+        if map.faulted() {
             return Err(MapError::Abi(perfabi::Error::Truncated {
                 needed: declared,
                 have: 0,
@@ -152,7 +114,7 @@ impl Mapping {
             return Err(MapError::Changed);
         }
         Ok(Self {
-            raw,
+            map,
             id,
             file_len,
             layout,
@@ -163,11 +125,7 @@ impl Mapping {
     /// or (judged from the blocks `lstat` counts, and then confirmed with
     /// `SEEK_HOLE`) holed. Its readers would read fresh zero pages there,
     /// allocating them.
-    pub(crate) fn lost_data(
-        &self,
-        now: &perfabi::safe_open::Entry,
-        reopen: impl FnOnce() -> Option<File>,
-    ) -> bool {
+    pub fn lost_data(&self, now: &Entry, reopen: impl FnOnce() -> Option<File>) -> bool {
         if self.file_len.is_none() {
             return false;
         }
@@ -182,29 +140,34 @@ impl Mapping {
     }
 
     /// A view of the segment through the protocol.
-    pub(crate) fn view(&self) -> perfabi::SegmentView<'_> {
-        perfabi::SegmentView::from_validated(self.raw.words(), self.layout)
+    pub fn view(&self) -> perfabi::SegmentView<'_> {
+        perfabi::SegmentView::from_validated(self.map.words(), self.layout)
             .expect("layout validated for this mapping")
     }
 
     /// Whether a read hit a truncated page (the data read is then void).
-    pub(crate) fn faulted(&self) -> bool {
-        self.raw.faulted()
+    pub fn faulted(&self) -> bool {
+        self.map.faulted()
     }
 
     /// Whether the header still shows the segment this mapping validated:
     /// the magic and the epoch are where they were. A file truncated to
     /// nothing and grown again reads as zeros; a writer that created its
     /// segment again in the same file wrote a new epoch.
-    pub(crate) fn intact(&self) -> bool {
-        let w = self.raw.words();
-        w[0].load(perfabi::sync::Ordering::Relaxed) == MAGIC_WORD
-            && w[HEADER_EPOCH_WORD].load(perfabi::sync::Ordering::Relaxed) == self.layout.epoch
+    pub fn intact(&self) -> bool {
+        let w = self.map.words();
+        w[0].load(Ordering::Relaxed) == MAGIC_WORD
+            && w[HEADER_EPOCH_WORD].load(Ordering::Relaxed) == self.layout.epoch
     }
 
     /// Bytes mapped.
-    pub(crate) fn len(&self) -> usize {
-        self.raw.map.len()
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether nothing is mapped (never true: a segment is not empty).
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
     }
 }
 

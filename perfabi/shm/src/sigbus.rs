@@ -23,7 +23,6 @@
 //! The handler only uses async-signal-safe operations: atomic loads and
 //! stores and the `mmap` system call.
 
-use std::prelude::rust_2021::*;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Once};
 

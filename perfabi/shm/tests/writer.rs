@@ -6,10 +6,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 
-use perfabi::damon::{Intervals, Region};
+use perfabi::damon::{Aggregation, Intervals, Region};
 use perfabi::layout::FLAG_CLOSED;
-use perfabi::writer::{Config, Method, MethodChoice, Writer};
 use perfabi::{Error, Semantics, ValueType};
+use perfabi_shm::writer::{Config, Method, MethodChoice, Writer};
+use perfabi_test_harness::hammer::Hammer;
 
 fn small(method: MethodChoice) -> Config {
     Config {
@@ -99,18 +100,11 @@ fn readers_never_see_half_a_group() {
         let ids: Vec<_> = (0..4)
             .map(|i| w.add(&format!("g{i}"), "", Semantics::Counter).unwrap())
             .collect();
-        let stop = Arc::new(AtomicBool::new(false));
-        let writers: Vec<_> = (0..3)
-            .map(|_| {
-                let (w, ids, stop) = (w.clone(), ids.clone(), stop.clone());
-                thread::spawn(move || {
-                    let g: Vec<_> = ids.iter().map(|&i| (i, 1)).collect();
-                    while !stop.load(Ordering::Relaxed) {
-                        w.adjust_group(&g).unwrap();
-                    }
-                })
-            })
-            .collect();
+        let g: Vec<_> = ids.iter().map(|&i| (i, 1)).collect();
+        let writers = {
+            let w = w.clone();
+            Hammer::start(3, move || w.adjust_group(&g).unwrap())
+        };
         let view = w.view();
         let (insts, _) = view.instances(1024).unwrap();
         let mut buf = vec![0u64; 4];
@@ -130,10 +124,7 @@ fn readers_never_see_half_a_group() {
                 }
             }
         }
-        stop.store(true, Ordering::Relaxed);
-        for h in writers {
-            h.join().unwrap();
-        }
+        writers.stop();
         println!(
             "{m:?}: {ok} consistent per-CPU reads, {busy} busy, 0 torn; instances {}",
             insts.len()
@@ -155,11 +146,7 @@ fn instants_and_signed_values() {
     let inst = s.find("queue.depth").unwrap();
     assert_eq!(inst.value_type, ValueType::I64);
     assert_eq!(s.total(inst) as i64, -3);
-    assert_eq!(
-        w.set(c, 1),
-        Err(Error::UnknownInstance),
-        "set is for instants"
-    );
+    assert_eq!(w.set(c, 1), Err(Error::NotInstant), "set is for instants");
 }
 
 #[test]
@@ -206,13 +193,16 @@ fn bad_input_is_refused_and_the_segment_stays_valid() {
         nr_accesses: 1,
         age: 0,
     };
-    assert_eq!(w.publish_damon(1, 1, iv, &[]), Err(Error::BadAggregation));
     assert_eq!(
-        w.publish_damon(1, 1, iv, &[r(0, 10), r(5, 20)]),
+        w.publish_damon(&Aggregation::new(1, 1, iv, vec![])),
         Err(Error::BadAggregation)
     );
     assert_eq!(
-        w.publish_damon(1, 1, iv, &vec![r(0, 1); 65]),
+        w.publish_damon(&Aggregation::new(1, 1, iv, vec![r(0, 10), r(5, 20)])),
+        Err(Error::BadAggregation)
+    );
+    assert_eq!(
+        w.publish_damon(&Aggregation::new(1, 1, iv, vec![r(0, 1); 65])),
         Err(Error::BadAggregation)
     );
     let per_cpu: Vec<u64> = (0..w.layout().nr_cpus)
@@ -252,8 +242,13 @@ fn damon_aggregations_are_rebuilt() {
                 age: round as u32,
             })
             .collect();
-        assert_eq!(w.publish_damon(42, 7, iv, &regions).unwrap(), round + 1);
-        w.publish_damon(42, 8, iv, &regions[..3]).unwrap();
+        assert_eq!(
+            w.publish_damon(&Aggregation::new(42, 7, iv, regions.to_vec()))
+                .unwrap(),
+            round + 1
+        );
+        w.publish_damon(&Aggregation::new(42, 8, iv, regions[..3].to_vec()))
+            .unwrap();
     }
     let aggs = w.view().damon(64).aggregations;
     assert_eq!(aggs.len(), 2);
@@ -321,7 +316,7 @@ fn recreating_replaces_the_file_with_a_new_epoch() {
     );
     assert!(matches!(
         bad,
-        Err(perfabi::writer::CreateError::Abi(Error::BadCapacity))
+        Err(perfabi_shm::writer::CreateError::Abi(Error::BadCapacity))
     ));
 }
 
@@ -368,7 +363,8 @@ fn signal_storm_aborts_and_undoes_without_losing_updates() {
                     w.adjust(a, 1).unwrap();
                     w.adjust_group(&g).unwrap();
                     if n % 64 == 0 {
-                        w.publish_damon(me as u64, 0, iv, &region).unwrap();
+                        w.publish_damon(&Aggregation::new(me as u64, 0, iv, region.to_vec()))
+                            .unwrap();
                     }
                     n += 1;
                 }

@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 
 use perfabi::damon::{to_record, Intervals, Region};
 use perfabi::layout::*;
-use perfabi::sync::AtomicU64;
 use perfabi::trust::{Origin, WriterClaim};
+use perfabi::Word as AtomicU64;
 use perfabi::{Geometry, SegmentView, WriterIdentity};
 
 const GEOMETRY: Geometry = Geometry {

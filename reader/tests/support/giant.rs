@@ -21,9 +21,9 @@ pub fn sparse_giant(path: &Path) -> u64 {
         .header(&WriterIdentity {
             epoch: 9,
             pid: u64::from(std::process::id()),
-            start_ns: perfabi::host::process_start_ns(None).unwrap(),
+            start_ns: perfabi_shm::host::process_start_ns(None).unwrap(),
             heartbeat_interval_ns: 0,
-            first_heartbeat_ns: perfabi::host::boottime_ns(),
+            first_heartbeat_ns: perfabi_shm::host::boottime_ns(),
         })
         .unwrap();
     h.instances_used = u64::from(perfabi::layout::MAX_INSTANCES);

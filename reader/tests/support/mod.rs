@@ -58,7 +58,7 @@ pub fn run_child_writer() {
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(1000);
-    let cfg = perfabi::writer::Config {
+    let cfg = perfabi_shm::writer::Config {
         max_instances: 64,
         damon_capacity: 64,
         heartbeat_interval: Duration::from_millis(100),
@@ -66,14 +66,13 @@ pub fn run_child_writer() {
     };
     if let Some(mask) = std::env::var(UMASK_ENV)
         .ok()
-        .and_then(|m| libc::mode_t::from_str_radix(&m, 8).ok())
+        .and_then(|m| u32::from_str_radix(&m, 8).ok())
     {
-        // SAFETY: umask has no memory-safety preconditions; it sets this
-        // helper process's file mode mask, which only its writer uses.
-        unsafe { libc::umask(mask) };
+        // This helper process's file mode mask, which only its writer uses.
+        rustix::process::umask(rustix::fs::Mode::from_bits_truncate(mask));
     }
     let w = std::sync::Arc::new(
-        perfabi::writer::Writer::create(&path, &cfg).expect("child: create segment"),
+        perfabi_shm::writer::Writer::create(&path, &cfg).expect("child: create segment"),
     );
     let ticks = w
         .add("ticks", "count", perfabi::Semantics::Counter)
@@ -100,7 +99,7 @@ pub fn run_child_writer() {
 /// 4–20 % of one-shot reads fail).
 pub const LOAD_ENV: &str = "PERFABI_TEST_CHILD_LOAD";
 
-fn start_load(w: &std::sync::Arc<perfabi::writer::Writer>) {
+fn start_load(w: &std::sync::Arc<perfabi_shm::writer::Writer>) {
     let ids: Vec<_> = (0..8)
         .map(|i| {
             w.add(&format!("load.g{i}"), "count", perfabi::Semantics::Counter)
@@ -130,8 +129,9 @@ fn start_load(w: &std::sync::Arc<perfabi::writer::Writer>) {
                 age: 1,
             })
             .collect();
+        let a = perfabi::damon::Aggregation::new(1, 1, iv, regions);
         loop {
-            w.publish_damon(1, 1, iv, &regions).unwrap();
+            w.publish_damon(&a).unwrap();
         }
     });
 }
@@ -152,13 +152,13 @@ pub fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<
 
 /// A writer at `path` with room for `max_instances` counters and no DAMON
 /// ring (other settings default).
-pub fn counters_writer(path: &Path, max_instances: u32) -> perfabi::writer::Writer {
-    perfabi::writer::Writer::create(
+pub fn counters_writer(path: &Path, max_instances: u32) -> perfabi_shm::writer::Writer {
+    perfabi_shm::writer::Writer::create(
         path,
-        &perfabi::writer::Config {
+        &perfabi_shm::writer::Config {
             max_instances,
             damon_capacity: 0,
-            ..perfabi::writer::Config::default()
+            ..perfabi_shm::writer::Config::default()
         },
     )
     .unwrap()
@@ -181,7 +181,7 @@ pub fn write_claimed_segment(path: &Path, flags: u64, pid: u64, start_ns: u64) {
             pid,
             start_ns,
             heartbeat_interval_ns: 0,
-            first_heartbeat_ns: perfabi::host::boottime_ns(),
+            first_heartbeat_ns: perfabi_shm::host::boottime_ns(),
         })
         .unwrap();
     h.flags = flags;

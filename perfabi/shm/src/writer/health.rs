@@ -3,10 +3,9 @@
 //! §11.5).
 
 use std::io;
-use std::prelude::rust_2021::*;
 
-use crate::layout::*;
-use crate::sync::Ordering;
+use perfabi::layout::*;
+use std::sync::atomic::Ordering;
 
 use super::state::State;
 use super::{boottime_ns, new_epoch, store_header, Health};

@@ -2,7 +2,6 @@
 //! promised interval, so a writer keeps its promise to readers without the
 //! application's help (`Config::auto_heartbeat`).
 
-use std::prelude::rust_2021::*;
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;

@@ -1,12 +1,12 @@
 //! The userspace segment writer.
 //!
 //! ```no_run
-//! use perfabi::writer::{Config, Writer};
+//! use perfabi_shm::writer::{Config, Writer};
 //! use perfabi::Semantics;
 //!
 //! let w = Writer::create("/dev/shm/myapp.perfabi", &Config::default())?;
 //! let rx = w.add("net.rx_bytes", "bytes", Semantics::Counter)?;
-//! w.adjust(rx, 1500)?; // ~1 ns, from any thread
+//! w.adjust(rx, 1500)?; // ~2 ns, from any thread
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -34,18 +34,17 @@ use std::fmt;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
-use std::prelude::rust_2021::*;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::damon::{self, Intervals, Region};
-use crate::error::Error;
-use crate::layout::*;
-use crate::name;
-use crate::protocol::{gen_write_begin, gen_write_end, Sound, DEFAULT_RETRIES, MAX_GROUP};
-use crate::sync::{AtomicU64, Ordering};
-use crate::validate::{validate_header, Geometry, Layout, WriterIdentity};
-use crate::view::{SegmentView, Snapshot};
+use perfabi::damon::{self, Aggregation};
+use perfabi::layout::*;
+use perfabi::name;
+use perfabi::protocol::{gen_write_begin, gen_write_end, Sound, DEFAULT_RETRIES, MAX_GROUP};
+use perfabi::view::{SegmentView, Snapshot};
+use perfabi::Error;
+use perfabi::{validate_header, Geometry, Layout, WriterIdentity};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use self::state::State;
 use crate::host::process_start_ns;
@@ -293,7 +292,7 @@ impl Writer {
     }
     /// The segment's file descriptor (to pass a memfd to readers).
     pub fn fd(&self) -> BorrowedFd<'_> {
-        self.state.backing.file.as_fd()
+        self.state.backing.file().as_fd()
     }
     /// This incarnation's epoch (a new one after the segment was created
     /// again, see [`Health::Recreated`]).
@@ -456,7 +455,7 @@ impl Writer {
         let base = self.state.layout.instance_word(id.slot as usize);
         let state_word = core::mem::offset_of!(InstanceEntry, state) / 8;
         let mut e: [u64; INSTANCE_ENTRY_WORDS] = [0; INSTANCE_ENTRY_WORDS];
-        crate::protocol::load_words(words, base, &mut e);
+        perfabi::protocol::load_words(words, base, &mut e);
         let mut entry: InstanceEntry = bytemuck::cast(e);
         entry.state = SlotState::Free as u32;
         let ew: [u64; INSTANCE_ENTRY_WORDS] = bytemuck::cast(entry);
@@ -496,10 +495,10 @@ impl Writer {
         if deltas.len() > MAX_GROUP {
             return Err(Error::GroupTooLarge);
         }
-        let mut ops = [percpu::Word::default(); MAX_GROUP];
+        let mut ops = [percpu::WordDelta::default(); MAX_GROUP];
         for (o, &(id, d)) in ops.iter_mut().zip(deltas) {
             self.check(id)?;
-            *o = percpu::Word {
+            *o = percpu::WordDelta {
                 index: self.state.layout.counters_offset / 8 + id.slot as usize,
                 val: d as u64,
             };
@@ -518,7 +517,7 @@ impl Writer {
         if self.state.semantics[id.slot as usize].load(Ordering::Relaxed)
             != Semantics::Instant as u64
         {
-            return Err(Error::UnknownInstance);
+            return Err(Error::NotInstant);
         }
         let _g = self
             .state
@@ -534,35 +533,37 @@ impl Writer {
         self.adjust(id, (value as u64).wrapping_sub(total) as i64)
     }
 
-    /// Publishes one DAMON aggregation of (`monitor_id`, `target_id`): its
-    /// records go to the current CPU's ring (or rings, if the thread
-    /// migrates), each record one update. Returns its aggregation index.
-    pub fn publish_damon(
-        &self,
-        monitor_id: u64,
-        target_id: u64,
-        intervals: Intervals,
-        regions: &[Region],
-    ) -> Result<u64, Error> {
+    /// Publishes one DAMON aggregation: its records go to the current CPU's
+    /// ring (or rings, if the thread migrates), each record one update. The
+    /// writer numbers it (1, 2, 3… per monitor and target; `a.aggregation`
+    /// is ignored) and returns the index it gave.
+    pub fn publish_damon(&self, a: &Aggregation) -> Result<u64, Error> {
+        let regions = &a.regions;
         if regions.len() > self.state.layout.damon_capacity {
             // It could never be complete in a ring: count it as dropped.
             self.count_dropped_regions(regions.len() as u64)?;
         }
-        damon::check_regions(regions, intervals, self.state.layout.damon_capacity)?;
+        damon::check_regions(regions, a.intervals, self.state.layout.damon_capacity)?;
         let n = regions.len() as u32;
         let mut aggs = self
             .state
             .aggregations
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        let agg = aggs.entry((monitor_id, target_id)).or_insert(0);
+        let agg = aggs.entry((a.monitor_id, a.target_id)).or_insert(0);
         *agg += 1;
         let records: Vec<[u64; DAMON_RECORD_WORDS]> = regions
             .iter()
             .enumerate()
             .map(|(i, r)| {
                 bytemuck::cast(damon::to_record(
-                    monitor_id, target_id, *agg, i as u32, n, intervals, r,
+                    a.monitor_id,
+                    a.target_id,
+                    *agg,
+                    i as u32,
+                    n,
+                    a.intervals,
+                    r,
                 ))
             })
             .collect();

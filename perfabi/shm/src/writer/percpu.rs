@@ -6,22 +6,21 @@
 //!   is an rseq critical section running on CPU `c` (see [`super::rseq`]);
 //! * [`Method::Lock`] (anywhere): a single counter is changed with
 //!   `fetch_add`, and multi-word updates take a process-private per-block
-//!   lock and use [`crate::protocol::seq_write_begin`]/`seq_write_end`.
+//!   lock and use [`perfabi::protocol::seq_write_begin`]/`seq_write_end`.
 //!
 //! One process uses one method for a segment, chosen when it is created.
 
 use core::sync::atomic::{AtomicBool, Ordering};
 use std::cell::UnsafeCell;
-use std::prelude::rust_2021::*;
 
 use crossbeam_utils::CachePadded;
 
-use crate::error::Error;
-use crate::layout::{CPU_DAMON_NEXT_WORD, CPU_SEQ_WORD, DAMON_RECORD_WORDS};
-use crate::protocol::{seq_write_begin, seq_write_end, Sound};
-use crate::sync::AtomicU64;
+use perfabi::layout::{CPU_DAMON_NEXT_WORD, CPU_SEQ_WORD, DAMON_RECORD_WORDS};
+use perfabi::protocol::{seq_write_begin, seq_write_end, Sound};
+use perfabi::Error;
+use std::sync::atomic::AtomicU64;
 
-use crate::validate::Layout;
+use perfabi::validate::Layout;
 
 #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
 use super::rseq;
@@ -47,7 +46,7 @@ pub enum MethodChoice {
 
 /// One word of a multi-word update: its word index inside the block.
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Word {
+pub(crate) struct WordDelta {
     pub(crate) index: usize,
     pub(crate) val: u64,
 }
@@ -240,7 +239,7 @@ impl Engine {
         &self,
         words: &[AtomicU64],
         layout: &Layout,
-        ops: &[Word],
+        ops: &[WordDelta],
     ) -> Result<(), Error> {
         debug_assert!(ops.len() <= MAX_WORDS);
         #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
@@ -392,7 +391,7 @@ impl Engine {
     }
 
     /// Repairs every block left with an odd sequence by an aborted update
-    /// (see [`Self::run_multi`]). Called by the writer's heartbeat and close.
+    /// (see [`Self::run_rseq`]). Called by the writer's heartbeat and close.
     pub(crate) fn sweep(&self, words: &[AtomicU64], layout: &Layout) {
         #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
         if self.method == Method::Rseq {
@@ -412,7 +411,7 @@ impl Engine {
         layout: &Layout,
         area: *const u8,
         cpu: u32,
-        ops: &[Word],
+        ops: &[WordDelta],
     ) -> rseq::Status {
         let mut raw = [rseq::Op::default(); MAX_WORDS];
         for (r, o) in raw.iter_mut().zip(ops) {

@@ -414,6 +414,46 @@ pub(crate) struct CopyArgs {
     pub(crate) guard_new: u64,
 }
 
+/// The kernel's `struct rseq` (`include/uapi/linux/rseq.h`), the fields the
+/// sections read or write: `cpu_id` (read) and `rseq_cs` (the section
+/// descriptor pointer, written). Never constructed: glibc owns the area;
+/// the type exists so that the offsets below are checked, not assumed.
+#[repr(C, align(32))]
+#[allow(dead_code)]
+struct KernelRseq {
+    cpu_id_start: u32,
+    cpu_id: u32,
+    rseq_cs: u64,
+    flags: u32,
+}
+
+// Every offset the assembly of this module writes as a number, pinned to
+// the struct it reads (a change of field order or type fails to compile):
+// `[{a} + 4]`/`[{rseq} + 4]` and `+ 8` into the rseq area, `[{args} + N]`
+// into the argument structs, `[{t} + 8]` into an `Op`, `[{j}]` into a
+// `Journal`. Fields the assembly names through `const` operands (`{undos}`,
+// `{addr}`, `{old}`) need no pin.
+const _: () = {
+    use core::mem::offset_of;
+    assert!(offset_of!(KernelRseq, cpu_id) == 4);
+    assert!(offset_of!(KernelRseq, rseq_cs) == 8);
+    assert!(offset_of!(Journal, n) == 0);
+    assert!(offset_of!(Op, off) == 0 && offset_of!(Op, val) == 8);
+    assert!(core::mem::size_of::<Op>() == 16);
+    assert!(offset_of!(MultiArgs, base) == 0);
+    assert!(offset_of!(MultiArgs, journal) == 8);
+    assert!(offset_of!(MultiArgs, ops) == 16);
+    assert!(offset_of!(MultiArgs, n) == 24);
+    assert!(offset_of!(CopyArgs, base) == 0);
+    assert!(offset_of!(CopyArgs, journal) == 8);
+    assert!(offset_of!(CopyArgs, src) == 16);
+    assert!(offset_of!(CopyArgs, n) == 24);
+    assert!(offset_of!(CopyArgs, dst_off) == 32);
+    assert!(offset_of!(CopyArgs, guard_off) == 40);
+    assert!(offset_of!(CopyArgs, guard_val) == 48);
+    assert!(offset_of!(CopyArgs, guard_new) == 56);
+};
+
 /// Copies `n` words to a contiguous range of CPU `cpu`'s block as one
 /// update behind the sequence word (DAMON records into the ring), and
 /// advances the guard word. The old words are journaled as one contiguous

@@ -3,13 +3,12 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::prelude::rust_2021::*;
 use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 
-use crate::layout::{Header, InstanceEntry, INSTANCE_ENTRY_WORDS};
-use crate::sync::{AtomicU64, Ordering};
-use crate::validate::Layout;
+use perfabi::layout::{Header, InstanceEntry, INSTANCE_ENTRY_WORDS};
+use perfabi::validate::Layout;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{percpu, segment, Health, Meta};
 

@@ -142,7 +142,7 @@ fn exit_code(e: &Error) -> u8 {
 enum Failure {
     Read(Error),
     Output(io::Error),
-    Record(perfabi::safe_open::PathError),
+    Record(perfabi_shm::safe_open::PathError),
 }
 
 impl From<Error> for Failure {
@@ -262,12 +262,12 @@ fn run(args: &Args) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Appends one snapshot line per interval to `file` (see perfabi::record).
+/// Appends one snapshot line per interval to `file` (see perfabi_record).
 fn record(seg: &mut Segment, file: &std::path::Path, args: &Args) -> Result<(), Failure> {
     let secs = args.watch.unwrap_or(1.0);
     // Never through a planted link, never into another user's file.
     let (mut f, _) =
-        perfabi::safe_open::open_private(file, perfabi::safe_open::Access::Append, 0o644)
+        perfabi_shm::safe_open::open_private(file, perfabi_shm::safe_open::Access::Append, 0o644)
             .map_err(Failure::Record)?;
     let period = Duration::from_secs_f64(secs);
     let start = Instant::now();
@@ -291,14 +291,14 @@ fn record(seg: &mut Segment, file: &std::path::Path, args: &Args) -> Result<(), 
             .into_iter()
             .map(|c| (c.name.to_string(), c.total))
             .collect();
-        let line = perfabi::record::Snapshot {
+        let line = perfabi_record::Snapshot {
             t_ns: start.elapsed().as_nanos() as u64,
             epoch: format!("{:#018x}", snap.epoch),
             generation: snap.generation,
             counters,
-            damon: damon.aggregations.iter().map(Into::into).collect(),
+            damon: damon.aggregations,
         };
-        writeln!(f, "{}", perfabi::record::to_line(&line))?;
+        writeln!(f, "{}", perfabi_record::to_line(&line))?;
         if args.count.is_some_and(|c| n >= c) {
             return Ok(());
         }

@@ -1,0 +1,34 @@
+//! perfabi shared memory: everything that touches a segment's memory or its
+//! file, and the userspace writer.
+//!
+//! The core crate (`perfabi`) reads and writes a segment as a safe slice of
+//! atomic words ([`perfabi::Word`]) and knows nothing of files. This crate
+//! makes that slice:
+//!
+//! * [`safe_open`]: opening paths in world-writable folders without
+//!   following links or blocking, and checking type and owner;
+//! * [`mapping`]: [`Mapping`], the one owner of a mapped segment (the file,
+//!   the mapping and its SIGBUS guard), used by readers and writers alike;
+//! * [`segment_map`]: a reader's validated, read-only mapping of a segment,
+//!   whose cost is bounded by what the writer really allocated;
+//! * [`sigbus`]: surviving a truncated file;
+//! * [`writer`]: the userspace segment writer (rseq per-CPU counters, the
+//!   heartbeat, repair of a damaged file);
+//! * [`host`]: the heartbeat clock, process start times, possible CPUs;
+//! * [`perf_ring`]: the kernel's perf ring buffer (another shared mapping),
+//!   read the way `perf_event.h` spells out.
+//!
+//! All `unsafe` code of the workspace outside `kmod/` and the PCP FFI lives
+//! in this crate, each block with a `SAFETY` note.
+#![cfg(target_os = "linux")]
+
+pub mod host;
+pub mod mapping;
+pub mod perf_ring;
+pub mod safe_open;
+pub mod segment_map;
+pub mod sigbus;
+pub mod writer;
+
+pub use mapping::Mapping;
+pub use segment_map::{MapError, SegmentMap};
