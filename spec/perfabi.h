@@ -4,7 +4,9 @@
  *
  * The normative text is spec/PERFABI.md; this header and the Rust crate
  * `perfabi` (perfabi/src/layout.rs) describe the same bytes, and the test
- * perfabi/tests/c_layout.rs checks every field offset and struct size.
+ * perfabi/tests/c_layout.rs checks every field offset and struct size, every
+ * constant, and the placement, header and address helpers at the end of this
+ * file against their Rust twins over a grid of geometries.
  *
  * A segment is:
  *
