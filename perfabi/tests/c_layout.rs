@@ -57,6 +57,7 @@ fn run_c(name: &str, source: &str) -> String {
 }
 
 /// Fails listing every difference (the first 40), if there is any.
+#[track_caller]
 fn assert_no_differences(what: &str, diffs: &[String]) {
     if diffs.is_empty() {
         return;
