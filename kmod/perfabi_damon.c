@@ -77,6 +77,7 @@ static void record_region(unsigned int target_id, struct damon_region *r, unsign
 	struct stream *st;
 	unsigned long flags;
 	u64 t0 = ktime_get_ns();
+	unsigned int cpu;
 	u64 seq;
 
 	raw_spin_lock_irqsave(&streams_lock, flags);
@@ -106,13 +107,14 @@ static void record_region(unsigned int target_id, struct damon_region *r, unsign
 	 * ours. Interrupts may run perfabi_adjust() here, which only adds to a
 	 * counter word and never touches seq or the ring.
 	 */
-	head = perfabi_cpu_block(s, smp_processor_id());
-	if (nr_regions > s->damon_capacity) {
+	cpu = smp_processor_id();
+	head = perfabi_cpu_block(s, cpu);
+	if (nr_regions > s->geo.damon_capacity) {
 		local64_add(1, (local64_t *)&head->damon_dropped);
 		return;
 	}
-	slot = (struct perfabi_damon_record *)((void *)head + s->damon_offset) +
-	       (head->damon_next % s->damon_capacity);
+	slot = s->base + perfabi_damon_record_offset(s->hdr, cpu,
+						     head->damon_next % s->geo.damon_capacity);
 	/* spec 7.1, multi-word update */
 	seq = head->seq;
 	WRITE_ONCE(head->seq, seq + 1);
@@ -128,7 +130,7 @@ static void record_region(unsigned int target_id, struct damon_region *r, unsign
 	WRITE_ONCE(slot->age, rec.age);
 	WRITE_ONCE(slot->sample_us, rec.sample_us);
 	WRITE_ONCE(slot->aggr_us, rec.aggr_us);
-	WRITE_ONCE(head->damon_next, (head->damon_next + 1) % s->damon_capacity);
+	WRITE_ONCE(head->damon_next, (head->damon_next + 1) % s->geo.damon_capacity);
 	smp_wmb();
 	WRITE_ONCE(head->seq, seq + 2);
 	WRITE_ONCE(perfabi_damon_probe_ns, perfabi_damon_probe_ns + (ktime_get_ns() - t0));

@@ -28,16 +28,15 @@ struct perfabi_seg {
 	bool reuse_needs_gp;		/* a slot was freed since the last grace period */
 	u64 next_reg;
 	u32 used;			/* instances_used */
-	u32 nr_cpus, max_instances, damon_capacity;
-	u64 size, instances_offset, instances_size, cpu_area_offset, cpu_block_size;
-	u32 counters_offset, damon_offset;
+	struct perfabi_geometry geo;	/* the layout: perfabi_geometry_init() */
 };
 
 extern struct perfabi_seg perfabi_seg;
 
-static inline void *perfabi_cpu_block(struct perfabi_seg *s, unsigned int cpu)
+/* The head of a CPU's block, once header_init() has written the header. */
+static inline struct perfabi_cpu_head *perfabi_cpu_block(struct perfabi_seg *s, unsigned int cpu)
 {
-	return s->base + s->cpu_area_offset + (u64)cpu * s->cpu_block_size;
+	return s->base + perfabi_cpu_block_offset(s->hdr, cpu);
 }
 
 void perfabi_damon_start(void);

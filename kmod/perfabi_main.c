@@ -64,7 +64,7 @@ static long id_empty(unsigned long index)
 /* The per-CPU address of a slot's counter. */
 static u64 __percpu *slot_counter(struct perfabi_seg *s, unsigned int slot)
 {
-	return (u64 __percpu *)((char __percpu *)s->pcpu + s->counters_offset) + slot;
+	return (u64 __percpu *)((char __percpu *)s->pcpu + s->geo.counters_offset) + slot;
 }
 
 /* The slot of a registered id. */
@@ -73,16 +73,16 @@ static unsigned int id_slot(struct perfabi_seg *s, long id)
 	return ((unsigned long)perfabi_id_counter(id) - (unsigned long)slot_counter(s, 0)) / 8;
 }
 
-static u64 align_up(u64 v, u64 a)
-{
-	return (v + a - 1) & ~(a - 1);
-}
-
-/* The canonical layout of spec/PERFABI.md section 3 (perfabi::Geometry). */
+/*
+ * The canonical layout of spec/PERFABI.md section 3: perfabi.h's
+ * perfabi_geometry_init(), the C twin of perfabi::Geometry::sizes() (the
+ * test perfabi/tests/c_layout.rs compares them), for this machine's page
+ * size and possible CPUs. The module parameters are checked first, against
+ * the module's own, tighter, bound on max_instances.
+ */
 static int layout(struct perfabi_seg *s)
 {
-	u64 page = PAGE_SIZE;
-	u64 counters_end;
+	enum perfabi_geometry_status st;
 
 	if (max_instances < 1 || max_instances > KMOD_MAX_INSTANCES) {
 		pr_err("perfabi: max_instances=%u: must be 1..%lu\n", max_instances,
@@ -94,53 +94,30 @@ static int layout(struct perfabi_seg *s)
 		       PERFABI_MAX_DAMON_CAPACITY);
 		return -EINVAL;
 	}
-	s->nr_cpus = nr_cpu_ids;
-	s->max_instances = max_instances;
-	s->damon_capacity = damon_capacity;
-	s->instances_offset = page;
-	s->instances_size = align_up((u64)max_instances * sizeof(struct perfabi_instance), page);
-	s->counters_offset = sizeof(struct perfabi_cpu_head);
-	counters_end = s->counters_offset + 8ULL * max_instances;
-	s->damon_offset = align_up(counters_end, PERFABI_CACHE_LINE);
-	s->cpu_block_size = align_up(s->damon_offset +
-				     (u64)damon_capacity * sizeof(struct perfabi_damon_record), page);
-	s->cpu_area_offset = s->instances_offset + s->instances_size;
+	st = perfabi_geometry_init(&s->geo, PAGE_SIZE, nr_cpu_ids, max_instances, damon_capacity);
+	if (st != PERFABI_GEOMETRY_OK) {
+		pr_err("perfabi: no segment layout for %u CPUs and %lu-byte pages: %s\n",
+		       nr_cpu_ids, PAGE_SIZE, perfabi_geometry_status_code(st));
+		return -EINVAL;
+	}
 	/* Head and counters: the per-CPU area. */
-	s->pcpu_pages = align_up(counters_end, page) >> PAGE_SHIFT;
-	s->size = s->cpu_area_offset + s->cpu_block_size * s->nr_cpus;
-	s->nr_pages = s->size >> PAGE_SHIFT;
+	s->pcpu_pages = perfabi_align_up(s->geo.counters_offset + 8ULL * s->geo.max_instances,
+					 PAGE_SIZE) >> PAGE_SHIFT;
+	s->nr_pages = s->geo.segment_size >> PAGE_SHIFT;
 	return 0;
 }
 
+/*
+ * perfabi.h's perfabi_header_init() (the twin of perfabi::Geometry::header())
+ * with the kernel's identity: no pid, loaded now, no heartbeat promised.
+ * Runs before misc_register(): no reader sees the header yet.
+ */
 static void header_init(struct perfabi_seg *s)
 {
-	struct perfabi_header *h = s->hdr;
+	u64 now = ktime_get_boottime_ns();
 
-	memcpy(h->magic, PERFABI_MAGIC, sizeof(h->magic));
-	h->abi_major = PERFABI_ABI_MAJOR;
-	h->abi_minor = PERFABI_ABI_MINOR;
-	h->header_size = sizeof(*h);
-	h->byte_order = PERFABI_BYTE_ORDER_MARK;
-	h->page_size = PAGE_SIZE;
-	h->nr_cpus = s->nr_cpus;
-	h->pages_per_cpu = s->cpu_block_size >> PAGE_SHIFT;
-	h->max_instances = s->max_instances;
-	h->damon_capacity = s->damon_capacity;
-	h->instance_entry_size = sizeof(struct perfabi_instance);
-	h->damon_record_size = sizeof(struct perfabi_damon_record);
-	h->counters_offset = s->counters_offset;
-	h->damon_offset = s->damon_offset;
-	h->segment_size = s->size;
-	h->instances_offset = s->instances_offset;
-	h->instances_size = s->instances_size;
-	h->cpu_area_offset = s->cpu_area_offset;
-	h->cpu_block_size = s->cpu_block_size;
-	h->epoch = get_random_u64() | 1;
-	h->writer_pid = 0;
-	h->writer_start_ns = ktime_get_boottime_ns();
-	h->heartbeat_interval_ns = 0;
-	h->heartbeat_ns = h->writer_start_ns;
-	WRITE_ONCE(h->flags, PERFABI_FLAG_KERNEL);
+	perfabi_header_init(s->hdr, &s->geo, get_random_u64() | 1, 0, now, 0, now);
+	WRITE_ONCE(s->hdr->flags, PERFABI_FLAG_KERNEL);
 }
 
 static bool name_ok(const char *n)
@@ -228,7 +205,7 @@ long perfabi_add(const char *name, const char *unit, u32 semantics)
 		return -EINVAL;
 	clash_key(name, key);
 	mutex_lock(&meta_lock);
-	slot = s->max_instances;
+	slot = s->geo.max_instances;
 	for (i = 0; i < s->used; i++) {
 		e = &s->instances[i];
 		if (e->state == PERFABI_SLOT_LIVE)
@@ -237,11 +214,11 @@ long perfabi_add(const char *name, const char *unit, u32 semantics)
 			mutex_unlock(&meta_lock);
 			return -EEXIST;
 		}
-		if (e->state == PERFABI_SLOT_FREE && slot == s->max_instances)
+		if (e->state == PERFABI_SLOT_FREE && slot == s->geo.max_instances)
 			slot = i;
 	}
-	if (slot == s->max_instances) {
-		if (s->used == s->max_instances) {
+	if (slot == s->geo.max_instances) {
+		if (s->used == s->geo.max_instances) {
 			mutex_unlock(&meta_lock);
 			return -ENOSPC;
 		}
@@ -366,8 +343,8 @@ static struct miscdevice perfabi_misc = {
 static bool page_is_pcpu(struct perfabi_seg *s, unsigned long i, unsigned int *cpu,
 			 unsigned long *pg)
 {
-	unsigned long first = s->cpu_area_offset >> PAGE_SHIFT;
-	unsigned long per_cpu = s->cpu_block_size >> PAGE_SHIFT;
+	unsigned long first = s->geo.cpu_area_offset >> PAGE_SHIFT;
+	unsigned long per_cpu = s->geo.cpu_block_size >> PAGE_SHIFT;
 
 	if (i < first)
 		return false;
@@ -430,7 +407,7 @@ static int seg_alloc(struct perfabi_seg *s)
 	}
 	s->pages = kvcalloc(s->nr_pages, sizeof(*s->pages), GFP_KERNEL);
 	s->pcpu_refs = kvcalloc(s->nr_pages, sizeof(*s->pcpu_refs), GFP_KERNEL);
-	s->id_gen = kvcalloc(s->max_instances, sizeof(*s->id_gen), GFP_KERNEL);
+	s->id_gen = kvcalloc(s->geo.max_instances, sizeof(*s->id_gen), GFP_KERNEL);
 	s->pcpu = __alloc_percpu(s->pcpu_pages << PAGE_SHIFT, PAGE_SIZE);
 	if (!s->pages || !s->pcpu_refs || !s->id_gen || !s->pcpu)
 		goto nomem;
@@ -465,7 +442,7 @@ static int seg_alloc(struct perfabi_seg *s)
 	if (!s->base)
 		goto nomem;
 	s->hdr = s->base;
-	s->instances = s->base + s->instances_offset;
+	s->instances = s->base + s->geo.instances_offset;
 	return 0;
 nomem:
 	err = -ENOMEM;
@@ -490,8 +467,8 @@ static int __init perfabi_init(void)
 	}
 	perfabi_damon_start();
 	pr_info("perfabi: /dev/perfabi ready: %u CPUs, %u instances, %u DAMON records per CPU, %llu bytes\n",
-		perfabi_seg.nr_cpus, perfabi_seg.max_instances, perfabi_seg.damon_capacity,
-		perfabi_seg.size);
+		perfabi_seg.geo.nr_cpus, perfabi_seg.geo.max_instances,
+		perfabi_seg.geo.damon_capacity, perfabi_seg.geo.segment_size);
 	return 0;
 }
 
