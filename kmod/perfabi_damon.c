@@ -116,9 +116,7 @@ static void record_region(unsigned int target_id, struct damon_region *r, unsign
 	slot = s->base + perfabi_damon_record_offset(s->hdr, cpu,
 						     head->damon_next % s->geo.damon_capacity);
 	/* spec 7.1, multi-word update */
-	seq = head->seq;
-	WRITE_ONCE(head->seq, seq + 1);
-	smp_wmb();
+	seq = perfabi_seq_write_begin(head);
 	WRITE_ONCE(slot->monitor_id, rec.monitor_id);
 	WRITE_ONCE(slot->target_id, rec.target_id);
 	WRITE_ONCE(slot->aggregation, rec.aggregation);
@@ -131,8 +129,7 @@ static void record_region(unsigned int target_id, struct damon_region *r, unsign
 	WRITE_ONCE(slot->sample_us, rec.sample_us);
 	WRITE_ONCE(slot->aggr_us, rec.aggr_us);
 	WRITE_ONCE(head->damon_next, (head->damon_next + 1) % s->geo.damon_capacity);
-	smp_wmb();
-	WRITE_ONCE(head->seq, seq + 2);
+	perfabi_seq_write_end(head, seq);
 	WRITE_ONCE(perfabi_damon_probe_ns, perfabi_damon_probe_ns + (ktime_get_ns() - t0));
 	WRITE_ONCE(perfabi_damon_probe_events, perfabi_damon_probe_events + 1);
 }

@@ -238,9 +238,7 @@ long perfabi_add(const char *name, const char *unit, u32 semantics)
 	     (long)((unsigned long)slot_counter(s, slot) & ID_PTR_MASK);
 
 	/* gen1 first (spec 7.3). */
-	g = h->gen1 + 1;
-	WRITE_ONCE(h->gen1, g);
-	smp_wmb();
+	g = perfabi_gen_write_begin(h);
 	/* The slot is free: no adjust writes it, zeroing it cannot race. */
 	for_each_possible_cpu(cpu)
 		WRITE_ONCE(*per_cpu_ptr(slot_counter(s, slot), cpu), 0);
@@ -256,8 +254,7 @@ long perfabi_add(const char *name, const char *unit, u32 semantics)
 		s->used++;
 		WRITE_ONCE(h->instances_used, s->used);
 	}
-	smp_wmb();
-	WRITE_ONCE(h->gen2, g);
+	perfabi_gen_write_end(h, g);
 	/* Adjusts may use the id from now on. */
 	smp_store_release(&perfabi_ids[perfabi_id_index(id)], id);
 	mutex_unlock(&meta_lock);
@@ -280,12 +277,9 @@ int perfabi_del(long id)
 	slot = id_slot(s, id);
 	WRITE_ONCE(perfabi_ids[perfabi_id_index(id)], id_empty(perfabi_id_index(id)));
 	s->reuse_needs_gp = true;
-	g = h->gen1 + 1;
-	WRITE_ONCE(h->gen1, g);
-	smp_wmb();
+	g = perfabi_gen_write_begin(h);
 	WRITE_ONCE(s->instances[slot].state, PERFABI_SLOT_FREE);
-	smp_wmb();
-	WRITE_ONCE(h->gen2, g);
+	perfabi_gen_write_end(h, g);
 	mutex_unlock(&meta_lock);
 	return 0;
 }

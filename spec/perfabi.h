@@ -47,13 +47,15 @@
  *	}
  *	return BUSY;
  *
- * Writer side, per-CPU (with preemption disabled, or in an rseq section):
+ * Writer side, per-CPU (with preemption disabled, or in an rseq section;
+ * in the kernel perfabi_seq_write_begin() and perfabi_seq_write_end() below):
  *
  *	single counter:   WRITE_ONCE(val[i], val[i] + delta);   // no seq change
  *	multi-word:       s = head->seq; WRITE_ONCE(head->seq, s + 1); smp_wmb();
  *	                  write the words; smp_wmb(); WRITE_ONCE(head->seq, s + 2);
  *
- * Writer side, metadata (one writer at a time, under a mutex):
+ * Writer side, metadata (one writer at a time, under a mutex; in the kernel
+ * perfabi_gen_write_begin() and perfabi_gen_write_end() below):
  *
  *	g = hdr->gen1 + 1; WRITE_ONCE(hdr->gen1, g); smp_wmb();
  *	change entries, zero a reused slot on every CPU, instances_used;
@@ -65,9 +67,14 @@
 /*
  * Kernel and userspace C include this header alike: it needs only the
  * fixed-width types of <linux/types.h> (the uapi header in userspace), no
- * libc.
+ * libc. The writer's protocol steps at the end use the kernel's WRITE_ONCE()
+ * and smp_wmb() and exist only under __KERNEL__.
  */
 #include <linux/types.h>
+#ifdef __KERNEL__
+#include <linux/compiler.h>		/* WRITE_ONCE() */
+#include <asm/barrier.h>		/* smp_wmb() */
+#endif
 
 #define PERFABI_MAGIC		"PERFABI"	/* 8 bytes with the NUL */
 #define PERFABI_ABI_MAJOR	1
@@ -458,5 +465,85 @@ static inline __u64 perfabi_damon_record_offset(const struct perfabi_header *h, 
 	return perfabi_cpu_block_offset(h, cpu) + h->damon_offset +
 	       (__u64)slot * sizeof(struct perfabi_damon_record);
 }
+
+#ifdef __KERNEL__
+/*
+ * The writer's protocol steps (PERFABI.md section 7), one helper each, named
+ * after their Rust twins in perfabi/src/protocol.rs (seq_write_begin/end,
+ * gen_write_begin/end) and written as the kernel's own
+ * raw_write_seqcount_begin()/_end(): WRITE_ONCE() and smp_wmb(). The
+ * readers they pair with are the loops at the top of this file.
+ */
+
+/**
+ * perfabi_seq_write_begin() - begin a multi-word update of a CPU's block
+ * @head: the head of the block; the caller owns the block
+ *
+ * Makes seq odd, then orders that store before the update's stores.
+ *
+ * Context: the block's own CPU with preemption disabled (single writer).
+ * Return: the token for perfabi_seq_write_end().
+ */
+static inline __u64 perfabi_seq_write_begin(struct perfabi_cpu_head *head)
+{
+	__u64 s = head->seq;		/* only this writer stores it */
+
+	WRITE_ONCE(head->seq, s + 1);
+	/* Pairs with the reader's smp_rmb() before its second load of seq (7.2). */
+	smp_wmb();
+	return s;
+}
+
+/**
+ * perfabi_seq_write_end() - end the update perfabi_seq_write_begin() began
+ * @head: the head of the block
+ * @s: the token perfabi_seq_write_begin() returned
+ *
+ * Orders the update's stores before making seq even again (s + 2).
+ *
+ * Context: as perfabi_seq_write_begin(), on the same CPU.
+ */
+static inline void perfabi_seq_write_end(struct perfabi_cpu_head *head, __u64 s)
+{
+	/* Pairs with the reader's smp_rmb() after its first load of seq (7.2). */
+	smp_wmb();
+	WRITE_ONCE(head->seq, s + 2);
+}
+
+/**
+ * perfabi_gen_write_begin() - begin a metadata change
+ * @h: the segment's header
+ *
+ * Stores gen1 + 1 to gen1, then orders that store before the change's.
+ *
+ * Context: the one metadata writer (the caller holds its lock).
+ * Return: the new generation, for perfabi_gen_write_end().
+ */
+static inline __u64 perfabi_gen_write_begin(struct perfabi_header *h)
+{
+	__u64 g = h->gen1 + 1;		/* only this writer stores it */
+
+	WRITE_ONCE(h->gen1, g);
+	/* Pairs with the reader's smp_rmb() before it loads gen1 last (7.4). */
+	smp_wmb();
+	return g;
+}
+
+/**
+ * perfabi_gen_write_end() - publish the change perfabi_gen_write_begin() began
+ * @h: the segment's header
+ * @g: the generation perfabi_gen_write_begin() returned
+ *
+ * Orders the change's stores before storing @g to gen2.
+ *
+ * Context: as perfabi_gen_write_begin(), still holding the lock.
+ */
+static inline void perfabi_gen_write_end(struct perfabi_header *h, __u64 g)
+{
+	/* Pairs with the reader's smp_rmb() after it loads gen2 first (7.4). */
+	smp_wmb();
+	WRITE_ONCE(h->gen2, g);
+}
+#endif /* __KERNEL__ */
 
 #endif /* _PERFABI_H */
