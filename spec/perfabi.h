@@ -96,7 +96,6 @@
 #define PERFABI_FLAG_KERNEL	(1ull << 1)	/* writer is the kernel module; readers
 						 * believe it only from the module's
 						 * root-owned device (PERFABI.md 11.3) */
-#define PERFABI_KNOWN_FLAGS	(PERFABI_FLAG_CLOSED | PERFABI_FLAG_KERNEL)	/* others: ignore */
 
 /* perfabi_instance.state */
 #define PERFABI_SLOT_FREE	0
