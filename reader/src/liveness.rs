@@ -7,6 +7,8 @@ use std::time::Duration;
 use perfabi::layout::FLAG_CLOSED;
 use perfabi::trust::{Origin, WriterClaim};
 use perfabi::Info;
+use rustix::io::Errno;
+use rustix::process::{test_kill_current_process_group, test_kill_process, Pid, RawPid};
 
 /// What a reader knows about its writer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -76,13 +78,16 @@ fn process_is(pid: u64, start_ns: u64, owner: u32) -> bool {
     let Ok(pid) = u32::try_from(pid) else {
         return false;
     };
-    let Ok(raw) = libc::pid_t::try_from(pid) else {
+    let Ok(raw) = RawPid::try_from(pid) else {
         return false;
     };
-    // SAFETY: kill with signal 0 only checks existence and permission.
-    let r = unsafe { libc::kill(raw, 0) };
-    let errno = std::io::Error::last_os_error().raw_os_error();
-    if r != 0 && errno == Some(libc::ESRCH) {
+    // Signal 0: existence and permission only. rustix's `Pid` is never 0;
+    // kill(2) reads pid 0 as this process group, and so does this check.
+    let r = match Pid::from_raw(raw) {
+        Some(p) => test_kill_process(p),
+        None => test_kill_current_process_group(),
+    };
+    if r == Err(Errno::SRCH) {
         return false;
     }
     match (
@@ -95,7 +100,7 @@ fn process_is(pid: u64, start_ns: u64, owner: u32) -> bool {
         // /proc does not tell (not mounted, or hidepid): the claim cannot be
         // checked, unless the writer is ours — kill(2) succeeded on a pid of
         // a file we own. Another user's process (EPERM) proves nothing.
-        _ => r == 0 && owner == perfabi_shm::safe_open::euid(),
+        _ => r.is_ok() && owner == perfabi_shm::safe_open::euid(),
     }
 }
 
