@@ -344,6 +344,95 @@ impl Pcp {
     }
 }
 
+/// The `pmdaCacheOp(3)` operations this agent uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheOp {
+    /// `PMDA_CACHE_LOAD`: read the saved instances.
+    Load,
+    /// `PMDA_CACHE_SAVE`: save the instances if some were added or culled.
+    Save,
+    /// `PMDA_CACHE_ACTIVE`: mark every instance active.
+    Active,
+    /// `PMDA_CACHE_INACTIVE`: mark every instance inactive.
+    Inactive,
+    /// `PMDA_CACHE_WALK_REWIND`: start a walk over the active instances.
+    WalkRewind,
+    /// `PMDA_CACHE_WALK_NEXT`: the next active instance of the walk, or -1.
+    WalkNext,
+}
+
+impl CacheOp {
+    const fn code(self) -> c_int {
+        match self {
+            CacheOp::Load => PMDA_CACHE_LOAD,
+            CacheOp::Save => PMDA_CACHE_SAVE,
+            CacheOp::Active => PMDA_CACHE_ACTIVE,
+            CacheOp::Inactive => PMDA_CACHE_INACTIVE,
+            CacheOp::WalkRewind => PMDA_CACHE_WALK_REWIND,
+            CacheOp::WalkNext => PMDA_CACHE_WALK_NEXT,
+        }
+    }
+}
+
+/// The `pmdaCacheStore(3)` operations this agent uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheStore {
+    /// `PMDA_CACHE_ADD`: add (or make active) an instance.
+    Add,
+    /// `PMDA_CACHE_CULL`: forget an instance (it is no longer saved).
+    Cull,
+}
+
+impl CacheStore {
+    const fn code(self) -> c_int {
+        match self {
+            CacheStore::Add => PMDA_CACHE_ADD,
+            CacheStore::Cull => PMDA_CACHE_CULL,
+        }
+    }
+}
+
+/// libpcp_pmda's instance cache (`pmdaCache(3)`).
+impl Pcp {
+    /// `pmdaCacheOp(indom, op)`, on the cache of `indom` (made if there is
+    /// none yet): for [`CacheOp::WalkNext`] the next instance or -1, else a
+    /// count or 0; a negative PCP error.
+    pub fn cache_op(&self, indom: pmInDom, op: CacheOp) -> c_int {
+        // SAFETY: plain values; libpcp_pmda finds or makes the cache
+        // itself (and for Load and Save reads or writes its own file).
+        unsafe { (self.pmdaCacheOp)(indom, op.code()) }
+    }
+
+    /// `pmdaCacheStore(indom, op, name, NULL)`: for [`CacheStore::Add`] the
+    /// instance's id (its old one if the cache has the name); a negative
+    /// PCP error.
+    pub fn cache_store(&self, indom: pmInDom, op: CacheStore, name: &CStr) -> c_int {
+        // SAFETY: a valid C string, which the cache copies (strdup); no
+        // private data.
+        unsafe { (self.pmdaCacheStore)(indom, op.code(), name.as_ptr(), std::ptr::null_mut()) }
+    }
+
+    /// The name of instance `inst` in the cache of `indom`
+    /// (`pmdaCacheLookup`), copied; `None` if the cache has no such
+    /// instance (or it has no name).
+    pub fn cache_name(&self, indom: pmInDom, inst: c_int) -> Option<String> {
+        let mut name: *mut c_char = std::ptr::null_mut();
+        // SAFETY: the out pointer is valid for the call; no private data
+        // is asked for.
+        let st = unsafe { (self.pmdaCacheLookup)(indom, inst, &mut name, std::ptr::null_mut()) };
+        if st < 0 || name.is_null() {
+            return None;
+        }
+        // SAFETY: non-null and NUL-terminated: the cache's own copy, which
+        // stays until the cache changes; copied at once.
+        Some(
+            unsafe { CStr::from_ptr(name) }
+                .to_string_lossy()
+                .into_owned(),
+        )
+    }
+}
+
 /// A function pointer of type `F` from a symbol's address.
 ///
 /// # Safety

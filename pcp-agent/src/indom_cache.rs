@@ -12,7 +12,7 @@
 //! refuses (ids then live in memory only) anything else, such as a
 //! symbolic link planted there.
 
-use std::ffi::{c_char, c_int, CStr, CString};
+use std::ffi::{c_int, CString};
 use std::path::{Path, PathBuf};
 
 use perfabi_shm::safe_open::{euid, FileKind, Folder};
@@ -49,8 +49,7 @@ impl CachedIndom {
                 Err(e) => Some(format!("instance ids not loaded: {e}")),
                 Ok(false) => None,
                 Ok(true) => {
-                    // SAFETY: plain call; libpcp_pmda reads its own file.
-                    let n = unsafe { (pcp.pmdaCacheOp)(indom, PMDA_CACHE_LOAD) };
+                    let n = pcp.cache_op(indom, CacheOp::Load);
                     (n < 0).then(|| {
                         format!(
                             "instance ids not loaded from {}: {}",
@@ -62,8 +61,7 @@ impl CachedIndom {
             };
         }
         // A cache that exists (even empty) is what libpcp_pmda serves from.
-        // SAFETY: plain call.
-        unsafe { (pcp.pmdaCacheOp)(indom, PMDA_CACHE_INACTIVE) };
+        pcp.cache_op(indom, CacheOp::Inactive);
         (c, problem)
     }
 
@@ -112,18 +110,14 @@ impl CachedIndom {
 
     /// Marks every instance inactive (before the current ones are added).
     pub fn hide_all(&self) {
-        // SAFETY: plain call.
-        unsafe { (self.pcp.pmdaCacheOp)(self.indom, PMDA_CACHE_INACTIVE) };
+        self.pcp.cache_op(self.indom, CacheOp::Inactive);
     }
 
     /// The id of `name`, made active: its old id if the cache has it, else
     /// a new one, never given out before in this cache.
     pub fn add(&self, name: &str) -> Result<c_int, String> {
         let n = CString::new(name).map_err(|_| format!("instance name {name:?} holds a NUL"))?;
-        // SAFETY: a valid C string, copied by pmdaCacheStore; no private data.
-        let id = unsafe {
-            (self.pcp.pmdaCacheStore)(self.indom, PMDA_CACHE_ADD, n.as_ptr(), std::ptr::null_mut())
-        };
+        let id = self.pcp.cache_store(self.indom, CacheStore::Add, &n);
         if id < 0 {
             return Err(format!("instance {name}: {}", self.pcp.err_str(id)));
         }
@@ -134,15 +128,8 @@ impl CachedIndom {
     /// it gets a new id).
     pub fn cull(&self, name: &str) {
         if let Ok(n) = CString::new(name) {
-            // SAFETY: a valid C string; an unknown name is an error we ignore.
-            unsafe {
-                (self.pcp.pmdaCacheStore)(
-                    self.indom,
-                    PMDA_CACHE_CULL,
-                    n.as_ptr(),
-                    std::ptr::null_mut(),
-                )
-            };
+            // An unknown name is an error we ignore.
+            self.pcp.cache_store(self.indom, CacheStore::Cull, &n);
         }
     }
 
@@ -150,27 +137,16 @@ impl CachedIndom {
     pub fn names(&self) -> Vec<(c_int, String)> {
         let pcp = self.pcp;
         // Only active instances are walked: make all active, walk, hide.
-        // SAFETY: plain calls on this cache.
-        unsafe {
-            (pcp.pmdaCacheOp)(self.indom, PMDA_CACHE_ACTIVE);
-            (pcp.pmdaCacheOp)(self.indom, PMDA_CACHE_WALK_REWIND);
-        }
+        pcp.cache_op(self.indom, CacheOp::Active);
+        pcp.cache_op(self.indom, CacheOp::WalkRewind);
         let mut out = Vec::new();
         loop {
-            // SAFETY: plain call.
-            let inst = unsafe { (pcp.pmdaCacheOp)(self.indom, PMDA_CACHE_WALK_NEXT) };
+            let inst = pcp.cache_op(self.indom, CacheOp::WalkNext);
             if inst < 0 {
                 break;
             }
-            let mut name: *mut c_char = std::ptr::null_mut();
-            // SAFETY: out pointers valid for the call; the name stays owned
-            // by the cache and is copied at once.
-            let st =
-                unsafe { (pcp.pmdaCacheLookup)(self.indom, inst, &mut name, std::ptr::null_mut()) };
-            if st >= 0 && !name.is_null() {
-                // SAFETY: non-null, NUL-terminated (the cache's copy).
-                let s = unsafe { CStr::from_ptr(name) };
-                out.push((inst, s.to_string_lossy().into_owned()));
+            if let Some(name) = pcp.cache_name(self.indom, inst) {
+                out.push((inst, name));
             }
         }
         self.hide_all();
@@ -185,8 +161,7 @@ impl CachedIndom {
         }
         self.check_file()
             .map_err(|e| format!("instance ids not saved: {e}"))?;
-        // SAFETY: plain call; libpcp_pmda writes its own file.
-        let n = unsafe { (self.pcp.pmdaCacheOp)(self.indom, PMDA_CACHE_SAVE) };
+        let n = self.pcp.cache_op(self.indom, CacheOp::Save);
         if n < 0 {
             return Err(format!(
                 "instance ids not saved to {}: {}",
