@@ -6,7 +6,9 @@
 
 #![allow(non_camel_case_types, non_snake_case)]
 
-use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
+
+pub mod daemon;
 
 /// `pmID`: domain (9 bits), cluster (12), item (10).
 pub type pmID = c_uint;
@@ -329,6 +331,22 @@ impl Pcp {
         }
         // SAFETY: non-null, NUL-terminated (above).
         Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    }
+
+    /// Sets the program name libpcp puts in its messages
+    /// (`pmSetProgname`); libpcp keeps the pointer, hence `'static`.
+    pub fn set_progname(&self, name: &'static CStr) {
+        // SAFETY: a valid C string that outlives every use libpcp makes of
+        // it (it keeps the pointer).
+        unsafe { (self.pmSetProgname)(name.as_ptr()) };
+    }
+
+    /// Writes `msg` to the agent's log at `level` (`LOG_ERR`, `LOG_INFO`),
+    /// with `pmNotifyErr`; NUL bytes in `msg` become spaces.
+    pub fn notify(&self, level: c_int, msg: &str) {
+        let m = CString::new(msg.replace('\0', " ")).expect("NULs replaced");
+        // SAFETY: a "%s" format with one valid C string argument.
+        unsafe { (self.pmNotifyErr)(level, c"%s".as_ptr(), m.as_ptr()) };
     }
 
     /// PCP's text for an error code.

@@ -1,0 +1,426 @@
+//! The daemon side of libpcp_pmda: the dispatch table ([`Daemon`]), the
+//! tables libpcp_pmda reads ([`Tables`]), and the `extern "C"` callbacks
+//! through which pmcd's requests reach the agent ([`Callbacks`]).
+//!
+//! Each callback turns libpcp_pmda's raw pointers into Rust values, asks
+//! the agent, and writes the answer back. Every callback is wrapped so that
+//! no panic unwinds into C: a panic is logged and the request fails with
+//! `PM_ERR_GENERIC`.
+
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::*;
+use crate::cnames;
+use crate::namespace::Child;
+
+/// What libpcp_pmda's callbacks ask of the agent. The methods run inside
+/// [`Daemon::serve`] (in `pmdaMain`), on its thread, one at a time.
+pub trait Callbacks {
+    /// Before each request from pmcd (the check callback): brings the
+    /// agent, and the `tables` libpcp_pmda reads, up to date.
+    fn refresh(&mut self, tables: &mut Tables);
+    /// The value of metric `metric` (its index in the last
+    /// [`Tables::set_metrics`]) for instance `inst`: `None` if it has no
+    /// value, `Err` a negative PCP error.
+    fn value(&self, metric: usize, inst: c_uint) -> Result<Option<Value<'_>>, c_int>;
+    /// The help text of the metric or instance domain `ident` (`kind`:
+    /// `PM_TEXT_PMID` or `PM_TEXT_INDOM`, with `PM_TEXT_ONELINE` or not).
+    fn text(&mut self, ident: c_int, kind: c_int) -> Option<&CStr>;
+    /// The PMID of the metric `name`.
+    fn pmid(&self, name: &str) -> Option<pmID>;
+    /// The name of the metric `pmid`.
+    fn name(&self, pmid: pmID) -> Option<&str>;
+    /// The children of `name` (`leaves` false) or every leaf below it
+    /// (`leaves` true); `None` if there is no such name.
+    fn children(&self, name: &str, leaves: bool) -> Option<Vec<Child<'_>>>;
+}
+
+/// One value for the fetch callback. A string is handed to libpcp_pmda as
+/// `PMDA_FETCH_STATIC`, so it is borrowed from the agent, not copied: it
+/// stays there until the agent changes, which only a later callback does,
+/// and libpcp_pmda has copied it by then.
+#[derive(Clone, Copy, Debug)]
+pub enum Value<'a> {
+    /// `PM_TYPE_U32`.
+    U32(u32),
+    /// `PM_TYPE_U64` or `PM_TYPE_64` (the same 8 bytes).
+    U64(u64),
+    /// `PM_TYPE_DOUBLE`.
+    F64(f64),
+    /// `PM_TYPE_STRING`.
+    Str(&'a CStr),
+}
+
+/// The tables libpcp_pmda reads: the metrics (`pmdaMetric`), the instance
+/// domains (`pmdaIndom`) and the instances the agent lists itself.
+///
+/// # Safety
+/// From [`Daemon::serve`] on, libpcp_pmda keeps pointers to the metric
+/// table, the instance domain array and each listed instance and its name,
+/// and reads them while it serves a request. So the one `Tables` is made
+/// by the one [`Daemon`], only ever lent out (there is no other to swap
+/// with), kept until `pmdaMain` has returned, and changes a buffer only
+/// through these methods, which point libpcp_pmda at the new one
+/// (`pmdaRehash`, `it_set`) before it can read again. Every buffer is on
+/// the heap, so moving a `Tables` moves no table.
+pub struct Tables {
+    pcp: &'static Pcp,
+    /// The agent's `pmdaExt` once `pmdaInit` has run, else null: where
+    /// `pmdaRehash` tells libpcp_pmda of a new metric table.
+    ext: *mut pmdaExt,
+    /// `m_user` is the metric's index, passed back to [`Callbacks::value`].
+    metrics: Vec<pmdaMetric>,
+    indoms: Box<[pmdaIndom]>,
+    /// For each instance domain, the instances the agent lists (none for
+    /// those libpcp_pmda's instance cache serves) and their names.
+    instances: Vec<(Vec<pmdaInstid>, Vec<CString>)>,
+}
+
+impl Tables {
+    fn new(pcp: &'static Pcp, indoms: impl IntoIterator<Item = pmInDom>) -> Tables {
+        let indoms: Box<[pmdaIndom]> = indoms
+            .into_iter()
+            .map(|d| pmdaIndom {
+                it_indom: d,
+                it_numinst: 0,
+                it_set: std::ptr::null_mut(),
+            })
+            .collect();
+        Tables {
+            pcp,
+            ext: std::ptr::null_mut(),
+            metrics: Vec::new(),
+            instances: indoms.iter().map(|_| (Vec::new(), Vec::new())).collect(),
+            indoms,
+        }
+    }
+
+    /// Replaces the metric table: entry `i` describes the metric the agent
+    /// knows as `i`.
+    pub fn set_metrics(&mut self, descs: impl IntoIterator<Item = pmDesc>) {
+        self.metrics = descs
+            .into_iter()
+            .enumerate()
+            .map(|(i, m_desc)| pmdaMetric {
+                m_user: i as *mut c_void,
+                m_desc,
+            })
+            .collect();
+        if !self.ext.is_null() {
+            // SAFETY: ext is the agent's pmdaExt (from pmdaInit); the new
+            // table stays in self until the next call replaces it, and
+            // libpcp_pmda drops the old one here, before it reads again.
+            unsafe {
+                (self.pcp.pmdaRehash)(
+                    self.ext,
+                    self.metrics.as_mut_ptr(),
+                    self.metrics.len() as c_int,
+                )
+            };
+        }
+    }
+
+    /// Lists the instances of instance domain `which` (its index in the
+    /// domains given to [`Daemon::new`]): instance `i` is named `names[i]`.
+    pub fn set_instances(&mut self, which: usize, names: Vec<CString>) {
+        let mut insts: Vec<pmdaInstid> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| pmdaInstid {
+                i_inst: i as c_int,
+                i_name: n.as_ptr() as *mut c_char,
+            })
+            .collect();
+        let d = &mut self.indoms[which];
+        d.it_numinst = insts.len() as c_int;
+        d.it_set = insts.as_mut_ptr();
+        self.instances[which] = (insts, names);
+    }
+}
+
+/// The agent's `pmdaInterface`, set up as a daemon PMDA (`pmdaDaemon`) with
+/// its log open and this module's callbacks installed, and the [`Tables`]
+/// it will serve.
+///
+/// # Safety
+/// The interface is leaked, so libpcp_pmda's pointers to it hold for the
+/// process; the names given to `pmdaDaemon` are `'static` because it keeps
+/// them. libpcp_pmda's own state is process-wide, so there is at most one
+/// `Daemon` per process.
+pub struct Daemon {
+    pcp: &'static Pcp,
+    dispatch: &'static mut pmdaInterface,
+    tables: Tables,
+}
+
+impl Daemon {
+    /// Sets up the agent `name` for `domain`, logging to `logfile`, with
+    /// the instance domains `indoms` (none of them listed yet); an error
+    /// if it fails, or if a `Daemon` was made before in this process.
+    pub fn new(
+        pcp: &'static Pcp,
+        name: &'static CStr,
+        domain: u32,
+        logfile: &'static CStr,
+        indoms: impl IntoIterator<Item = pmInDom>,
+    ) -> Result<Daemon, String> {
+        static MADE: AtomicBool = AtomicBool::new(false);
+        if MADE.swap(true, Ordering::Relaxed) {
+            return Err("pmdaDaemon: called twice in one process".into());
+        }
+        // SAFETY: pmdaInterface is plain C data (integers, pointers and
+        // optional function pointers), and all zero is what pmdaDaemon
+        // expects to fill.
+        let dispatch: &'static mut pmdaInterface =
+            Box::leak(Box::new(unsafe { std::mem::zeroed() }));
+        // SAFETY: dispatch is a valid, 'static pmdaInterface; the strings
+        // are 'static (pmdaDaemon keeps them); no help file.
+        unsafe {
+            (pcp.pmdaDaemon)(
+                dispatch,
+                PMDA_INTERFACE_4,
+                name.as_ptr(),
+                domain as c_int,
+                logfile.as_ptr(),
+                std::ptr::null(),
+            );
+        }
+        if dispatch.status < 0 {
+            return Err(format!("pmdaDaemon: {}", pcp.err_str(dispatch.status)));
+        }
+        // SAFETY: dispatch was set up by pmdaDaemon.
+        unsafe { (pcp.pmdaOpenLog)(dispatch) };
+        dispatch.four.text = Some(text_cb);
+        dispatch.four.pmid = Some(pmid_cb);
+        dispatch.four.name = Some(name_cb);
+        dispatch.four.children = Some(children_cb);
+        // SAFETY: dispatch is set up; the callbacks are 'static functions.
+        unsafe {
+            (pcp.pmdaSetFlags)(dispatch, PMDA_EXT_FLAG_HASHED);
+            (pcp.pmdaSetFetchCallBack)(dispatch, fetch_cb);
+            (pcp.pmdaSetCheckCallBack)(dispatch, check_cb);
+        }
+        Ok(Daemon {
+            pcp,
+            dispatch,
+            tables: Tables::new(pcp, indoms),
+        })
+    }
+
+    /// The tables, to fill before [`Daemon::serve`].
+    pub fn tables(&mut self) -> &mut Tables {
+        &mut self.tables
+    }
+
+    /// Hands the tables to libpcp_pmda (`pmdaInit`), then serves pmcd on
+    /// stdin/stdout (`pmdaConnect`, `pmdaMain`), `agent` answering the
+    /// callbacks; returns when pmcd closes the pipe.
+    pub fn serve(self, agent: impl Callbacks + 'static) -> Result<(), String> {
+        let Daemon {
+            pcp,
+            dispatch,
+            mut tables,
+        } = self;
+        // SAFETY: dispatch is set up; the tables' buffers stay where they
+        // are for as long as libpcp_pmda may read them (see Tables).
+        unsafe {
+            (pcp.pmdaInit)(
+                dispatch,
+                tables.indoms.as_mut_ptr(),
+                tables.indoms.len() as c_int,
+                tables.metrics.as_mut_ptr(),
+                tables.metrics.len() as c_int,
+            );
+        }
+        if dispatch.status < 0 {
+            return Err(format!("pmdaInit: {}", pcp.err_str(dispatch.status)));
+        }
+        tables.ext = dispatch.four.ext;
+        SERVED.with(|s| {
+            *s.borrow_mut() = Some(Served {
+                agent: Box::new(agent),
+                tables,
+            })
+        });
+        // SAFETY: dispatch is initialised; pmdaMain serves pmcd until EOF.
+        unsafe {
+            (pcp.pmdaConnect)(dispatch);
+            (pcp.pmdaMain)(dispatch);
+        }
+        Ok(())
+    }
+}
+
+/// The agent and its tables, while `pmdaMain` runs.
+struct Served {
+    agent: Box<dyn Callbacks>,
+    tables: Tables,
+}
+
+thread_local! {
+    /// Set by [`Daemon::serve`] on the thread that runs `pmdaMain`, where
+    /// the callbacks run.
+    static SERVED: RefCell<Option<Served>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` on the served agent, turning a panic into a logged
+/// `PM_ERR_GENERIC`.
+fn with_served(what: &str, f: impl FnOnce(&mut Served) -> c_int) -> c_int {
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        SERVED.with(|s| match s.try_borrow_mut() {
+            Ok(mut s) => s.as_mut().map_or(PM_ERR_GENERIC, f),
+            Err(_) => PM_ERR_GENERIC,
+        })
+    }));
+    r.unwrap_or_else(|_| {
+        eprintln!("pmdaperfabi: internal error (panic) in {what}; the request failed");
+        PM_ERR_GENERIC
+    })
+}
+
+extern "C" fn check_cb() -> c_int {
+    with_served("refresh", |s| {
+        s.agent.refresh(&mut s.tables);
+        0
+    })
+}
+
+/// # Safety
+/// libpcp_pmda passes an entry of the metric table it got from [`Tables`]
+/// and an atom to fill, both valid for the call.
+unsafe extern "C" fn fetch_cb(m: *mut pmdaMetric, inst: c_uint, atom: *mut pmAtomValue) -> c_int {
+    with_served("fetch", |s| {
+        // SAFETY: as the function's contract says.
+        let (m, atom) = unsafe { (&*m, &mut *atom) };
+        match s.agent.value(m.m_user as usize, inst) {
+            Err(e) => e,
+            Ok(None) => PMDA_FETCH_NOVALUES,
+            Ok(Some(v)) => {
+                match v {
+                    Value::U32(x) => atom.ul = x,
+                    // The 8 bytes are the same for PM_TYPE_64 and PM_TYPE_U64.
+                    Value::U64(x) => atom.ull = x,
+                    Value::F64(x) => atom.d = x,
+                    // Static: kept by the agent (see Value).
+                    Value::Str(p) => atom.cp = p.as_ptr(),
+                }
+                PMDA_FETCH_STATIC
+            }
+        }
+    })
+}
+
+/// # Safety
+/// `buf` is libpcp_pmda's out pointer, valid for the call.
+unsafe extern "C" fn text_cb(
+    ident: c_int,
+    kind: c_int,
+    buf: *mut *mut c_char,
+    _: *mut pmdaExt,
+) -> c_int {
+    with_served("text", |s| match s.agent.text(ident, kind) {
+        Some(t) => {
+            // SAFETY: buf is valid for the call (the function's contract);
+            // the text lives in the agent until its next change, which only
+            // a later callback makes, and libpcp_pmda sends it before that
+            // (pmdaText's contract is the same).
+            unsafe { *buf = t.as_ptr() as *mut c_char };
+            0
+        }
+        None => PM_ERR_TEXT,
+    })
+}
+
+/// The name libpcp_pmda passed, as text; `None` for a null or non-UTF-8
+/// one (no metric has such a name).
+///
+/// # Safety
+/// `name` is null or a NUL-terminated string valid for the call.
+unsafe fn name_arg<'a>(name: *const c_char) -> Option<&'a str> {
+    if name.is_null() {
+        return None;
+    }
+    // SAFETY: non-null and NUL-terminated (the caller's promise).
+    unsafe { CStr::from_ptr(name) }.to_str().ok()
+}
+
+/// # Safety
+/// libpcp_pmda passes a metric name and an out pointer, valid for the call.
+unsafe extern "C" fn pmid_cb(name: *const c_char, pmid: *mut pmID, _: *mut pmdaExt) -> c_int {
+    // SAFETY: libpcp_pmda passes a metric name valid for the call.
+    let name = unsafe { name_arg(name) };
+    with_served("pmid", |s| {
+        match name.and_then(|n| s.agent.pmid(n)) {
+            Some(p) => {
+                // SAFETY: libpcp_pmda's out pointer, valid for the call.
+                unsafe { *pmid = p };
+                0
+            }
+            None => PM_ERR_NAME,
+        }
+    })
+}
+
+/// # Safety
+/// `names` is libpcp_pmda's out pointer, valid for the call.
+unsafe extern "C" fn name_cb(pmid: pmID, names: *mut *mut *mut c_char, _: *mut pmdaExt) -> c_int {
+    with_served("name", |s| {
+        let Some(name) = s.agent.name(pmid) else {
+            return PM_ERR_PMID;
+        };
+        match cnames::pack(std::iter::once(name)) {
+            Ok(list) => {
+                // SAFETY: libpcp_pmda's out pointer, valid for the call; it
+                // frees the list with one free().
+                unsafe { *names = list };
+                1
+            }
+            Err(_) => PM_ERR_GENERIC,
+        }
+    })
+}
+
+/// # Safety
+/// libpcp_pmda passes a name and two out pointers, valid for the call.
+unsafe extern "C" fn children_cb(
+    name: *const c_char,
+    traverse: c_int,
+    kids: *mut *mut *mut c_char,
+    status: *mut *mut c_int,
+    _: *mut pmdaExt,
+) -> c_int {
+    // SAFETY: libpcp_pmda passes a name valid for the call.
+    let name = unsafe { name_arg(name) };
+    with_served("children", |s| {
+        // SAFETY: libpcp_pmda's out pointers, valid for the call; they are
+        // set (to null at worst) so that nothing stale is freed.
+        unsafe {
+            *kids = std::ptr::null_mut();
+            *status = std::ptr::null_mut();
+        }
+        let Some(found) = name.and_then(|n| s.agent.children(n, traverse != 0)) else {
+            return PM_ERR_NAME;
+        };
+        let list = match cnames::pack(found.iter().map(|c| c.name)) {
+            Ok(l) => l,
+            Err(_) => return PM_ERR_GENERIC,
+        };
+        let st = match cnames::statuses(found.iter().map(|c| c.leaf)) {
+            Ok(s) => s,
+            Err(_) => {
+                // SAFETY: `list` came from malloc (cnames::pack).
+                unsafe { libc::free(list.cast()) };
+                return PM_ERR_GENERIC;
+            }
+        };
+        // SAFETY: as above; libpcp_pmda frees both.
+        unsafe {
+            *kids = list;
+            *status = st;
+        }
+        found.len() as c_int
+    })
+}
