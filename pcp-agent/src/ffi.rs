@@ -8,6 +8,7 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 
+pub mod cnames;
 pub mod daemon;
 
 /// `pmID`: domain (9 bits), cluster (12), item (10).

@@ -2,20 +2,20 @@
 //! segment. The `pmdaperfabi` binary (`src/main.rs`) runs [`pmda::run`].
 //!
 //! * [`ffi`]: the hand-written declarations of PCP's C API, loaded at run
-//!   time;
+//!   time, and the safe calls into it (name lists in the layout
+//!   libpcp_pmda frees in [`ffi::cnames`], the daemon's callbacks in
+//!   [`ffi::daemon`]);
 //! * [`catalog`]: the metrics, their identifiers and help text;
 //! * [`counter_names`]: the counters' numbers and PCP names, kept for good;
 //! * [`namespace`]: the metric names below `perfabi`, sorted once;
-//! * [`cnames`]: name lists in the layout libpcp_pmda frees;
 //! * [`source`]: the segment, re-checked and read once per request, its
 //!   last good values held over transient errors;
 //! * [`indom_cache`]: instance ids from libpcp_pmda's instance cache, saved;
 //! * [`damon_instances`]: the DAMON stream and region instances;
 //! * [`state_dir`]: the folder the agent saves its state in;
-//! * [`pmda`]: the callbacks libpcp_pmda calls.
+//! * [`pmda`]: the agent that answers libpcp_pmda's callbacks.
 
 pub mod catalog;
-pub mod cnames;
 pub mod counter_names;
 pub mod damon_instances;
 pub mod ffi;

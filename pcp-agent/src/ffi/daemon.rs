@@ -12,8 +12,8 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::cnames::{NameList, StatusList};
 use super::*;
-use crate::cnames;
 use crate::namespace::Child;
 
 /// What libpcp_pmda's callbacks ask of the agent. The methods run inside
@@ -371,11 +371,11 @@ unsafe extern "C" fn name_cb(pmid: pmID, names: *mut *mut *mut c_char, _: *mut p
         let Some(name) = s.agent.name(pmid) else {
             return PM_ERR_PMID;
         };
-        match cnames::pack(std::iter::once(name)) {
+        match NameList::new([name]) {
             Ok(list) => {
                 // SAFETY: libpcp_pmda's out pointer, valid for the call; it
                 // frees the list with one free().
-                unsafe { *names = list };
+                unsafe { *names = list.into_raw() };
                 1
             }
             Err(_) => PM_ERR_GENERIC,
@@ -404,22 +404,19 @@ unsafe extern "C" fn children_cb(
         let Some(found) = name.and_then(|n| s.agent.children(n, traverse != 0)) else {
             return PM_ERR_NAME;
         };
-        let list = match cnames::pack(found.iter().map(|c| c.name)) {
+        let list = match NameList::new(found.iter().map(|c| c.name)) {
             Ok(l) => l,
             Err(_) => return PM_ERR_GENERIC,
         };
-        let st = match cnames::statuses(found.iter().map(|c| c.leaf)) {
+        // On an error, `list` is dropped, which frees it.
+        let st = match StatusList::new(found.iter().map(|c| c.leaf)) {
             Ok(s) => s,
-            Err(_) => {
-                // SAFETY: `list` came from malloc (cnames::pack).
-                unsafe { libc::free(list.cast()) };
-                return PM_ERR_GENERIC;
-            }
+            Err(_) => return PM_ERR_GENERIC,
         };
         // SAFETY: as above; libpcp_pmda frees both.
         unsafe {
-            *kids = list;
-            *status = st;
+            *kids = list.into_raw();
+            *status = st.into_raw();
         }
         found.len() as c_int
     })
