@@ -3,6 +3,13 @@
 //! `dlopen`, so that a missing PCP library is a one-line message saying
 //! what to install rather than a loader error. The layouts are checked
 //! against the real headers by `tests/ffi_layout.rs`.
+//!
+//! This module and its children hold all of the agent's unsafe code: every
+//! C function is called from a safe method of the type that owns that
+//! boundary ([`Pcp`] for the library, [`daemon::Daemon`] and
+//! [`daemon::Tables`] for the dispatch table and what it points to,
+//! [`cnames::NameList`] and [`cnames::StatusList`] for memory handed to
+//! libpcp_pmda), and the callbacks libpcp_pmda makes are in [`daemon`].
 
 #![allow(non_camel_case_types, non_snake_case)]
 
@@ -235,13 +242,26 @@ pub type FetchCallBack = unsafe extern "C" fn(*mut pmdaMetric, c_uint, *mut pmAt
 /// The per-PDU check callback.
 pub type CheckCallBack = unsafe extern "C" fn() -> c_int;
 
-/// The library's functions this agent calls.
-#[allow(missing_docs)]
+/// libpcp_pmda (and libpcp), loaded: the functions this agent calls.
+///
+/// # Safety
+/// Each field is the C function it is named after, looked up by
+/// [`Pcp::load`] (the only way to make a `Pcp`) in a library that is never
+/// closed, so it stays callable for the whole process. The fields are
+/// private to this module: only its safe methods, and those of the types
+/// in [`daemon`] and [`cnames`], call them, each with the arguments its C
+/// function requires.
+///
+/// libpcp_pmda keeps its state (instance caches, dispatch table, log) in
+/// process globals without locks, so calls must not overlap: the agent
+/// makes them all from the thread that runs `pmdaMain`, and the unit tests
+/// that use the caches take turns. Nothing in this type enforces that (it
+/// is `Sync`, holding only function pointers); it is a rule of this crate.
 pub struct Pcp {
-    pub pmSetProgname: unsafe extern "C" fn(*const c_char),
-    pub pmNotifyErr: unsafe extern "C" fn(c_int, *const c_char, ...),
-    pub pmErrStr_r: unsafe extern "C" fn(c_int, *mut c_char, c_int) -> *mut c_char,
-    pub pmdaDaemon: unsafe extern "C" fn(
+    pmSetProgname: unsafe extern "C" fn(*const c_char),
+    pmNotifyErr: unsafe extern "C" fn(c_int, *const c_char, ...),
+    pmErrStr_r: unsafe extern "C" fn(c_int, *mut c_char, c_int) -> *mut c_char,
+    pmdaDaemon: unsafe extern "C" fn(
         *mut pmdaInterface,
         c_int,
         *const c_char,
@@ -249,20 +269,20 @@ pub struct Pcp {
         *const c_char,
         *const c_char,
     ),
-    pub pmdaOpenLog: unsafe extern "C" fn(*mut pmdaInterface),
-    pub pmdaSetFlags: unsafe extern "C" fn(*mut pmdaInterface, c_int),
-    pub pmdaInit:
+    pmdaOpenLog: unsafe extern "C" fn(*mut pmdaInterface),
+    pmdaSetFlags: unsafe extern "C" fn(*mut pmdaInterface, c_int),
+    pmdaInit:
         unsafe extern "C" fn(*mut pmdaInterface, *mut pmdaIndom, c_int, *mut pmdaMetric, c_int),
-    pub pmdaConnect: unsafe extern "C" fn(*mut pmdaInterface),
-    pub pmdaMain: unsafe extern "C" fn(*mut pmdaInterface),
-    pub pmdaSetFetchCallBack: unsafe extern "C" fn(*mut pmdaInterface, FetchCallBack),
-    pub pmdaSetCheckCallBack: unsafe extern "C" fn(*mut pmdaInterface, CheckCallBack),
-    pub pmdaRehash: unsafe extern "C" fn(*mut pmdaExt, *mut pmdaMetric, c_int),
-    pub pmGetOptionalConfig: unsafe extern "C" fn(*const c_char) -> *mut c_char,
-    pub pmdaCacheOp: unsafe extern "C" fn(pmInDom, c_int) -> c_int,
-    pub pmdaCacheLookup:
+    pmdaConnect: unsafe extern "C" fn(*mut pmdaInterface),
+    pmdaMain: unsafe extern "C" fn(*mut pmdaInterface),
+    pmdaSetFetchCallBack: unsafe extern "C" fn(*mut pmdaInterface, FetchCallBack),
+    pmdaSetCheckCallBack: unsafe extern "C" fn(*mut pmdaInterface, CheckCallBack),
+    pmdaRehash: unsafe extern "C" fn(*mut pmdaExt, *mut pmdaMetric, c_int),
+    pmGetOptionalConfig: unsafe extern "C" fn(*const c_char) -> *mut c_char,
+    pmdaCacheOp: unsafe extern "C" fn(pmInDom, c_int) -> c_int,
+    pmdaCacheLookup:
         unsafe extern "C" fn(pmInDom, c_int, *mut *mut c_char, *mut *mut c_void) -> c_int,
-    pub pmdaCacheStore: unsafe extern "C" fn(pmInDom, c_int, *const c_char, *mut c_void) -> c_int,
+    pmdaCacheStore: unsafe extern "C" fn(pmInDom, c_int, *const c_char, *mut c_void) -> c_int,
 }
 
 /// The library file loaded (it pulls in libpcp.so.3); the environment

@@ -110,9 +110,10 @@ impl Tables {
             })
             .collect();
         if !self.ext.is_null() {
-            // SAFETY: ext is the agent's pmdaExt (from pmdaInit); the new
-            // table stays in self until the next call replaces it, and
-            // libpcp_pmda drops the old one here, before it reads again.
+            // SAFETY: ext is the agent's pmdaExt (from pmdaInit). The old
+            // table is freed already, but libpcp_pmda reads the table only
+            // while it serves a request, not before this call points it
+            // at the new one, which stays in self until the next call.
             unsafe {
                 (self.pcp.pmdaRehash)(
                     self.ext,
