@@ -6,6 +6,7 @@
 //! * [`damon`]: the DAMON sources (tracepoint, sysfs, replay of a record)
 //!   and the exporter's own counters of what it published;
 //! * [`lock`]: one daemon per segment path.
+#![forbid(unsafe_code)]
 #![cfg(target_os = "linux")]
 
 pub mod damon;

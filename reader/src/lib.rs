@@ -32,6 +32,7 @@
 //! `perfabi-shm`'s ([`perfabi_shm::SegmentMap`]); this crate is the policy
 //! on top — trust, liveness, retries, following a writer that restarts —
 //! and contains no `unsafe` code.
+#![forbid(unsafe_code)]
 
 mod error;
 pub mod liveness;

@@ -13,6 +13,7 @@
 //! (signed values as negative numbers). An aggregation appears in every
 //! snapshot taken while it is the latest; readers of a record keep the first
 //! appearance of each (monitor, target, aggregation).
+#![forbid(unsafe_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
 
