@@ -44,7 +44,7 @@ pub use error::{EntryField, Error, Section};
 pub use geometry::{Geometry, Sizes, WriterIdentity};
 pub use layout::{Semantics, ValueType};
 pub use validate::{validate, validate_header, Layout};
-pub use view::{load_header, Info, Instance, SegmentView, Snapshot};
+pub use view::{load_header, Info, Instance, InstanceTable, SegmentView, Snapshot};
 
 /// One 64-bit word of a segment as the core reads and writes it: an
 /// `AtomicU64` (`core::sync::atomic::AtomicU64`; loom's under `cfg(loom)`).

@@ -119,6 +119,32 @@ pub fn load_header(words: &[AtomicU64]) -> Result<Header, Error> {
     Ok(bytemuck::cast(hw))
 }
 
+/// An instance table as last decoded, with the segment epoch and the
+/// metadata generation it belongs to: the one cache of a decoded table.
+/// [`SegmentView::instances_into`] decodes it again only when the segment
+/// or its generation changed ([`SegmentView::snapshot_into`] applies the
+/// same rule to a [`Snapshot`]'s instances).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InstanceTable {
+    /// The live instances, by slot (empty until the first decoding).
+    pub instances: Vec<Instance>,
+    /// (epoch, generation) of `instances`; `None`: nothing cached.
+    at: Option<(u64, u64)>,
+}
+
+impl InstanceTable {
+    /// The generation the table belongs to, if it holds one.
+    pub fn generation(&self) -> Option<u64> {
+        self.at.map(|(_, g)| g)
+    }
+
+    /// Forgets the table: the next read decodes it afresh.
+    pub fn clear(&mut self) {
+        self.instances.clear();
+        self.at = None;
+    }
+}
+
 /// A validated view of a segment held in shared atomic words.
 #[derive(Clone, Copy, Debug)]
 pub struct SegmentView<'a> {
@@ -295,6 +321,46 @@ impl<'a> SegmentView<'a> {
         Ok((v, g))
     }
 
+    /// Brings `table` up to date inside one generation: decoded afresh
+    /// only if it belongs to another segment or generation (one generation
+    /// check otherwise). Returns the generation.
+    pub fn instances_into(&self, table: &mut InstanceTable, retries: u32) -> Result<u64, Error> {
+        let cached = table
+            .at
+            .filter(|&(epoch, _)| epoch == self.layout.epoch)
+            .map(|(_, g)| g);
+        let instances = &mut table.instances;
+        table.at = None;
+        let r = gen_read::<Sound, _, Error>(self.gen1(), self.gen2(), retries, |g| {
+            Ok(self.table_at(g, self.used(), cached, instances))
+        })?;
+        let (fresh, g) = r.ok_or(Error::BusyMetadata)?;
+        // Outside the generation window: the sort does not widen it.
+        if fresh? {
+            unique(instances)?;
+        }
+        table.at = Some((self.layout.epoch, g));
+        Ok(g)
+    }
+
+    /// Inside a generation window at generation `g` with `used` slots:
+    /// keeps `instances` if they were decoded at `cached == Some(g)` and
+    /// fit, else decodes them again. `Ok(true)`: decoded afresh, still to be
+    /// checked for uniqueness (outside the window).
+    fn table_at(
+        &self,
+        g: u64,
+        used: usize,
+        cached: Option<u64>,
+        instances: &mut Vec<Instance>,
+    ) -> Result<bool, Error> {
+        if cached == Some(g) && instances_fit(instances, used) {
+            Ok(false)
+        } else {
+            self.read_instances(used, instances).map(|()| true)
+        }
+    }
+
     fn gen1(&self) -> &AtomicU64 {
         self.word(HEADER_GEN1_WORD)
     }
@@ -338,12 +404,7 @@ impl<'a> SegmentView<'a> {
         let mut values = core::mem::take(&mut snap.values);
         let r = gen_read::<Sound, _, Error>(self.gen1(), self.gen2(), retries, |g| {
             let used = self.used();
-            // Ok(true): decoded afresh (still to be checked for uniqueness).
-            let decoded = if cached_gen == Some(g) && instances_fit(&instances, used) {
-                Ok(false)
-            } else {
-                self.read_instances(used, &mut instances).map(|()| true)
-            };
+            let decoded = self.table_at(g, used, cached_gen, &mut instances);
             values.resize(nr_cpus * used, 0);
             for cpu in 0..nr_cpus {
                 self.read_cpu_counters(cpu, &mut values[cpu * used..(cpu + 1) * used], retries)?;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use perfabi::damon::DamonRead;
-use perfabi::{Info, Instance, Snapshot};
+use perfabi::{Info, Instance, InstanceTable, Snapshot};
 
 use crate::error::Error;
 use crate::liveness::{self, Liveness};
@@ -132,9 +132,8 @@ pub struct Segment {
     found: Found,
     /// A read found the header changed: map again before the next read.
     remap: bool,
-    /// Live instances at generation `names_gen`, for name look-ups.
-    names: Vec<Instance>,
-    names_gen: Option<u64>,
+    /// The instance table as last decoded, for name look-ups.
+    names: InstanceTable,
     checked: Instant,
     liveness: Liveness,
     stats: ReadStats,
@@ -175,8 +174,7 @@ impl Segment {
             map,
             found,
             remap: false,
-            names: Vec::new(),
-            names_gen: None,
+            names: InstanceTable::default(),
             checked: Instant::now(),
             liveness,
             stats: ReadStats::default(),
@@ -224,7 +222,7 @@ impl Segment {
                     let path = path.clone();
                     (self.map, self.found) = map_path(&path, &self.opts)?;
                     self.remap = false;
-                    self.names_gen = None;
+                    self.names.clear();
                     self.stats.remaps += 1;
                 }
             }
@@ -234,7 +232,7 @@ impl Segment {
             if resized || damaged {
                 (self.map, self.found) = map_fd(fd, &self.opts)?;
                 self.remap = false;
-                self.names_gen = None;
+                self.names.clear();
                 self.stats.remaps += 1;
             }
         }
@@ -309,12 +307,24 @@ impl Segment {
         self.finish(Ok(info))
     }
 
-    /// The live instances.
+    /// The live instances (decoded again only when the generation moved).
     pub fn instances(&mut self) -> Result<Vec<Instance>, Error> {
+        self.refresh_names()?;
+        Ok(self.names.instances.clone())
+    }
+
+    /// Brings the cached instance table up to date.
+    fn refresh_names(&mut self) -> Result<(), Error> {
         self.prepare()?;
         let (view, retries) = (self.map.view(), self.opts.retries);
-        let r = patiently(&self.opts, || view.instances(retries).map(|(v, _)| v));
-        self.finish(r)
+        let names = &mut self.names;
+        let r = patiently(&self.opts, || view.instances_into(names, retries));
+        let r = self.finish(r).map(drop);
+        if r.is_err() {
+            // What was decoded from a truncated or replaced mapping is void.
+            self.names.clear();
+        }
+        r
     }
 
     /// A consistent snapshot of every counter on every CPU.
@@ -350,19 +360,11 @@ impl Segment {
 
     /// Looks a counter up by name, for repeated [`read`](Self::read)s.
     pub fn handle(&mut self, name: &str) -> Result<Handle, Error> {
-        self.prepare()?;
-        // The instance table is decoded again only when the generation moved
-        // (one load to check); read() still checks each registration id.
-        let generation = self.map.view().info().generation;
-        if self.names_gen != Some(generation) {
-            let (view, retries) = (self.map.view(), self.opts.retries);
-            let r = patiently(&self.opts, || view.instances(retries));
-            let (names, g) = self.finish(r)?;
-            self.names = names;
-            self.names_gen = Some(g);
-        }
+        // read() still checks each registration id.
+        self.refresh_names()?;
         let instance = self
             .names
+            .instances
             .iter()
             .find(|i| i.name == name)
             .cloned()

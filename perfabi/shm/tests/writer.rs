@@ -490,3 +490,29 @@ fn external_instances_take_per_cpu_values_whole() {
     assert_eq!(w.del_external(e), Err(Error::UnknownInstance));
     assert!(w.snapshot().unwrap().find("cpu.user").is_none());
 }
+
+#[test]
+fn an_instance_table_is_decoded_again_only_when_the_generation_moves() {
+    let (_d, w) = new_writer(MethodChoice::Lock);
+    w.add("a", "", Semantics::Counter).unwrap();
+    let view = w.view();
+    let mut t = perfabi::InstanceTable::default();
+    let g1 = view.instances_into(&mut t, 64).unwrap();
+    assert_eq!(t.generation(), Some(g1));
+    let names = |t: &perfabi::InstanceTable| -> Vec<String> {
+        t.instances.iter().map(|i| i.name.clone()).collect()
+    };
+    assert_eq!(names(&t), ["a"]);
+    // The generation stands: the cached table is kept (a mark put in it
+    // survives), not decoded again.
+    t.instances[0].name = "kept".into();
+    assert_eq!(view.instances_into(&mut t, 64).unwrap(), g1);
+    assert_eq!(names(&t), ["kept"]);
+    // It moves: decoded afresh.
+    w.add("b", "", Semantics::Counter).unwrap();
+    let g2 = view.instances_into(&mut t, 64).unwrap();
+    assert!(g2 > g1);
+    assert_eq!(names(&t), ["a", "b"]);
+    t.clear();
+    assert_eq!((t.generation(), t.instances.len()), (None, 0));
+}
