@@ -13,7 +13,10 @@
 //! * `same-damon SEGMENT_A SEGMENT_B`: both segments show the same latest
 //!   aggregation of the same kdamond (the module's probe and the
 //!   exporter's tracepoint source saw the same events);
-//! * `cost`: prints the self-test module's cost measurements.
+//! * `cost`: prints the self-test module's cost measurements;
+//! * `canonical`: the module's header is the one the Rust core lays out
+//!   for the same geometry and identity (`Geometry::header`): the C layout
+//!   code of `spec/perfabi.h`, as the module runs it, equals Rust's.
 
 use std::time::Duration;
 
@@ -302,6 +305,56 @@ fn cost() -> bool {
     verdict("cost-measured", a > 0 && p > 0 && am > 0 && pm > 0, "")
 }
 
+/// The header of /dev/perfabi equals `Geometry::header` for its geometry
+/// and writer identity, but for the fields that change as it runs (the
+/// generations, the instances used, the flags, which must be FLAG_KERNEL).
+fn canonical() -> bool {
+    let read = || -> Result<(perfabi::layout::Header, perfabi::layout::Header), String> {
+        let f = std::fs::File::open(DEV).map_err(|e| e.to_string())?;
+        let m = perfabi_shm::Mapping::read_only(f, 4096).map_err(|e| e.to_string())?;
+        let h = perfabi::load_header(m.words()).map_err(|e| e.to_string())?;
+        let g = perfabi::Geometry {
+            page_size: h.page_size,
+            nr_cpus: h.nr_cpus,
+            max_instances: h.max_instances,
+            damon_capacity: h.damon_capacity,
+        };
+        let mut want = g
+            .header(&perfabi::WriterIdentity {
+                epoch: h.epoch,
+                pid: h.writer_pid,
+                start_ns: h.writer_start_ns,
+                heartbeat_interval_ns: h.heartbeat_interval_ns,
+                first_heartbeat_ns: h.heartbeat_ns,
+            })
+            .map_err(|e| e.to_string())?;
+        want.gen1 = h.gen1;
+        want.gen2 = h.gen2;
+        want.instances_used = h.instances_used;
+        want.flags = perfabi::layout::FLAG_KERNEL;
+        Ok((h, want))
+    };
+    match read() {
+        Ok((h, want)) => verdict(
+            "canonical-header",
+            bytemuck::bytes_of(&h) == bytemuck::bytes_of(&want),
+            &format!(
+                "{} CPUs, {} instances, {} DAMON slots, {} bytes{}",
+                h.nr_cpus,
+                h.max_instances,
+                h.damon_capacity,
+                h.segment_size,
+                if bytemuck::bytes_of(&h) == bytemuck::bytes_of(&want) {
+                    String::new()
+                } else {
+                    format!(": module {h:?}, Rust {want:?}")
+                }
+            ),
+        ),
+        Err(e) => verdict("canonical-header", false, &e),
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let ok = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
@@ -312,8 +365,9 @@ fn main() {
         ["damon", file, segment, name] => damon(file, segment, name),
         ["same-damon", a, b] => same_damon(a, b),
         ["cost"] => cost(),
+        ["canonical"] => canonical(),
         _ => {
-            eprintln!("usage: perfabi-guest-check readonly | rising NAME | workload FILE | damon FILE [SEGMENT NAME] | same-damon SEG SEG | cost");
+            eprintln!("usage: perfabi-guest-check readonly | rising NAME | workload FILE | damon FILE [SEGMENT NAME] | same-damon SEG SEG | cost | canonical");
             std::process::exit(2)
         }
     };
