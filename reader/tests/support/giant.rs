@@ -6,7 +6,7 @@ use perfabi::{Geometry, WriterIdentity};
 
 /// Writes at `path` a file with the largest legal geometry — 8,192 CPUs,
 /// 65,536 instance slots (all claimed used), 1,048,576 DAMON slots per CPU,
-/// a segment of about 528 GiB — that is all holes but its first three pages
+/// a segment of about 516 GiB — that is all holes but its first three pages
 /// (the header page, the first page of the table and of CPU 0's block).
 /// The writer it names is the calling process. Returns the segment size.
 pub fn sparse_giant(path: &Path) -> u64 {
