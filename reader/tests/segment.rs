@@ -458,3 +458,29 @@ fn a_busy_writer_is_waited_for_with_back_off() {
     println!("snapshots of a writer busy on every CPU: {ok} read, {busy} busy");
     assert_eq!(busy, 0);
 }
+
+/// A reader keeps no descriptor per segment: the mapping alone holds the
+/// file (so 1,000 segments cost no 1,000 descriptors, and the kernel
+/// module's device is not held open: it may be unloaded while mapped).
+#[test]
+fn an_open_segment_holds_no_file_descriptor() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let w = Writer::create(&path, &config()).unwrap();
+    let id = w.add("x", "", perfabi::Semantics::Counter).unwrap();
+    w.adjust(id, 5).unwrap();
+    let fds = || std::fs::read_dir("/proc/self/fd").unwrap().count();
+    let mut segs: Vec<Segment> = Vec::new();
+    let before = fds();
+    for _ in 0..20 {
+        segs.push(Segment::open(&path).unwrap());
+    }
+    // Other tests of this binary open files meanwhile: a margin, far below
+    // the 20 descriptors one per segment would take.
+    let after = fds();
+    assert!(
+        after < before + 10,
+        "20 open segments hold descriptors: {before} before, {after} after"
+    );
+    assert!(segs.iter_mut().all(|s| s.counter("x").unwrap().total == 5));
+}

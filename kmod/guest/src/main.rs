@@ -311,7 +311,7 @@ fn cost() -> bool {
 fn canonical() -> bool {
     let read = || -> Result<(perfabi::layout::Header, perfabi::layout::Header), String> {
         let f = std::fs::File::open(DEV).map_err(|e| e.to_string())?;
-        let m = perfabi_shm::Mapping::read_only(f, 4096).map_err(|e| e.to_string())?;
+        let m = perfabi_shm::Mapping::read_only(&f, 4096).map_err(|e| e.to_string())?;
         let h = perfabi::load_header(m.words()).map_err(|e| e.to_string())?;
         let g = perfabi::Geometry {
             page_size: h.page_size,

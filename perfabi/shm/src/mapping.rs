@@ -33,11 +33,13 @@ pub struct Mapping {
     /// [`replace_file`](Self::replace_file)): faults past it hit the file
     /// mapped now.
     faults_seen: AtomicU64,
-    /// The file mapped (after a `replace_file`, the descriptor refers to the
-    /// new file).
-    file: File,
+    /// The file mapped, kept by a writable mapping only (after a
+    /// `replace_file`, the descriptor refers to the new file). A read-only
+    /// mapping keeps no descriptor: the mapping alone holds the file, so a
+    /// reader holds no descriptor per segment and does not keep the kernel
+    /// module's device open (the module may be unloaded while mapped).
+    file: Option<File>,
     map: MmapRaw,
-    writable: bool,
 }
 
 // SAFETY: the mapping is only ever accessed through atomics (see the type's
@@ -48,20 +50,20 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
-    /// Maps the first `len` bytes of `file` shared and read-only. `len` is a
-    /// multiple of 8 (whole words).
-    pub fn read_only(file: File, len: usize) -> io::Result<Self> {
-        let map = MmapOptions::new().len(len).map_raw_read_only(&file)?;
-        Ok(Self::guarded(file, map, false))
+    /// Maps the first `len` bytes of `file` shared and read-only (the
+    /// descriptor is not kept). `len` is a multiple of 8 (whole words).
+    pub fn read_only(file: &File, len: usize) -> io::Result<Self> {
+        let map = MmapOptions::new().len(len).map_raw_read_only(file)?;
+        Ok(Self::guarded(None, map, false))
     }
 
-    /// Maps the whole of `file` shared and writable.
+    /// Maps the whole of `file` shared and writable, and keeps it.
     pub fn writable(file: File) -> io::Result<Self> {
         let map = MmapRaw::map_raw(&file)?;
-        Ok(Self::guarded(file, map, true))
+        Ok(Self::guarded(Some(file), map, true))
     }
 
-    fn guarded(file: File, map: MmapRaw, writable: bool) -> Self {
+    fn guarded(file: Option<File>, map: MmapRaw, writable: bool) -> Self {
         // SAFETY: the range is `map`, which this Mapping owns and which is
         // dropped after the guard (field order).
         let guard = unsafe { Guard::register(map.as_ptr() as usize, map.len(), writable) };
@@ -70,7 +72,6 @@ impl Mapping {
             faults_seen: AtomicU64::new(0),
             file,
             map,
-            writable,
         }
     }
 
@@ -102,9 +103,9 @@ impl Mapping {
         self.map.len() == 0
     }
 
-    /// The file mapped now.
-    pub fn file(&self) -> &File {
-        &self.file
+    /// The file mapped now, if this mapping keeps it (a writable one).
+    pub fn file(&self) -> Option<&File> {
+        self.file.as_ref()
     }
 
     /// Replaces the file under a writable mapping with `new` (at least as
@@ -113,12 +114,13 @@ impl Mapping {
     /// old or the new file. The descriptor of [`file`](Self::file) then
     /// refers to `new`.
     pub fn replace_file(&self, new: &File) -> io::Result<()> {
-        if !self.writable {
+        // Only a writable mapping keeps its file.
+        let Some(file) = self.file.as_ref() else {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
                 "a read-only mapping cannot be given a new file",
             ));
-        }
+        };
         if new.metadata()?.len() < self.map.len() as u64 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -150,7 +152,7 @@ impl Mapping {
         // `file` by this Mapping); dup2 only makes `file`'s number refer to
         // `new`'s open file, which `file` then owns; nothing else uses that
         // number.
-        if unsafe { libc::dup2(new.as_raw_fd(), self.file.as_raw_fd()) } < 0 {
+        if unsafe { libc::dup2(new.as_raw_fd(), file.as_raw_fd()) } < 0 {
             return Err(io::Error::last_os_error());
         }
         self.faults_seen.store(seen, Ordering::Release);

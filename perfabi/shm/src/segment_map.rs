@@ -77,9 +77,7 @@ impl SegmentMap {
             }
             // A device (the kernel module's): its first page tells.
             None => {
-                let probe =
-                    Mapping::read_only(file.try_clone().map_err(MapError::Io)?, page_size())
-                        .map_err(MapError::Io)?;
+                let probe = Mapping::read_only(&file, page_size()).map_err(MapError::Io)?;
                 segment_size(probe.words()).map_err(MapError::Abi)?
             }
         };
@@ -100,7 +98,7 @@ impl SegmentMap {
         }
         let len =
             usize::try_from(declared).map_err(|_| MapError::Abi(perfabi::Error::BadConfig))?;
-        let map = Mapping::read_only(file, len).map_err(MapError::Io)?;
+        let map = Mapping::read_only(&file, len).map_err(MapError::Io)?;
         let layout = *perfabi::SegmentView::new(map.words())
             .map_err(MapError::Abi)?
             .layout();

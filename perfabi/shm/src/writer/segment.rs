@@ -133,7 +133,9 @@ impl Backing {
 
     /// The file mapped now.
     pub(crate) fn file(&self) -> &File {
-        self.map.file()
+        self.map
+            .file()
+            .expect("a writable mapping keeps its file (Mapping::writable)")
     }
 
     /// What the file looks like now: its length and the offset of its first
