@@ -210,8 +210,8 @@ impl Segment {
             // The writer removed it: keep the old mapping, report the
             // liveness it shows.
             if let Some(now) = trust::stat_path(path)? {
-                let moved = now.id != self.map.id;
-                let resized = self.map.file_len.is_some_and(|len| now.len != len);
+                let moved = now.id != self.map.id();
+                let resized = self.map.file_len().is_some_and(|len| now.len != len);
                 let lost = !moved
                     && self.map.lost_data(&now, || {
                         trust::open_path(path, &self.opts.trust)
@@ -228,7 +228,7 @@ impl Segment {
             }
         }
         if let Source::Fd(fd) = &self.source {
-            let resized = file_len(fd) != self.map.file_len;
+            let resized = file_len(fd) != self.map.file_len();
             if resized || damaged {
                 (self.map, self.found) = map_fd(fd, &self.opts)?;
                 self.remap = false;
@@ -347,7 +347,7 @@ impl Segment {
     /// registration.
     pub fn counter(&mut self, name: &str) -> Result<Counter, Error> {
         let h = self.handle(name)?;
-        let mut per_cpu = vec![0u64; self.map.layout.nr_cpus];
+        let mut per_cpu = vec![0u64; self.map.layout().nr_cpus];
         let generation = self.read(&h, &mut per_cpu)?;
         let total = per_cpu.iter().fold(0u64, |a, &v| a.wrapping_add(v));
         Ok(Counter {
@@ -371,13 +371,13 @@ impl Segment {
             .ok_or_else(|| Error::NoSuchCounter(name.to_string()))?;
         Ok(Handle {
             instance,
-            epoch: self.map.layout.epoch,
+            epoch: self.map.layout().epoch,
         })
     }
 
     /// Number of per-CPU values a [`read`](Self::read) fills per handle.
     pub fn nr_cpus(&self) -> usize {
-        self.map.layout.nr_cpus
+        self.map.layout().nr_cpus
     }
 
     /// The hot path: reads a counter's per-CPU values into `out` (length
@@ -387,7 +387,7 @@ impl Segment {
     /// the path or the writer: call [`refresh`](Self::refresh) (or any other
     /// method) from time to time to follow a restarted writer.
     pub fn read(&mut self, h: &Handle, out: &mut [u64]) -> Result<u64, Error> {
-        if h.epoch != self.map.layout.epoch {
+        if h.epoch != self.map.layout().epoch {
             return Err(Error::Abi(perfabi::Error::UnknownInstance));
         }
         // The one key lives on the stack: not even a first read allocates.
@@ -401,7 +401,7 @@ impl Segment {
     /// generation: `out` holds `nr_cpus` values per handle, in order. It
     /// allocates only when given more handles than ever before.
     pub fn read_many(&mut self, hs: &[Handle], out: &mut [u64]) -> Result<u64, Error> {
-        if hs.iter().any(|h| h.epoch != self.map.layout.epoch) {
+        if hs.iter().any(|h| h.epoch != self.map.layout().epoch) {
             return Err(Error::Abi(perfabi::Error::UnknownInstance));
         }
         self.keys.clear();
@@ -422,7 +422,7 @@ impl Segment {
         let mut records = Vec::new();
         let mut busy_cpus = Vec::new();
         let mut patience = Patience::new(&self.opts);
-        for cpu in 0..self.map.layout.nr_cpus {
+        for cpu in 0..self.map.layout().nr_cpus {
             let mut from = 0;
             while let Err(slot) = view.damon_cpu_records(cpu, from, self.opts.retries, &mut records)
             {
@@ -445,7 +445,7 @@ impl Segment {
     /// DAMON region records the writer could not store, summed over CPUs.
     pub fn damon_dropped(&self) -> u64 {
         let v = self.map.view();
-        (0..self.map.layout.nr_cpus)
+        (0..self.map.layout().nr_cpus)
             .map(|c| v.damon_dropped(c))
             .sum()
     }

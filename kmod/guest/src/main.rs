@@ -311,8 +311,10 @@ fn cost() -> bool {
 fn canonical() -> bool {
     let read = || -> Result<(perfabi::layout::Header, perfabi::layout::Header), String> {
         let f = std::fs::File::open(DEV).map_err(|e| e.to_string())?;
-        let m = perfabi_shm::Mapping::read_only(&f, 4096).map_err(|e| e.to_string())?;
-        let h = perfabi::load_header(m.words()).map_err(|e| e.to_string())?;
+        let md = f.metadata().map_err(|e| e.to_string())?;
+        let m = perfabi_shm::SegmentMap::new(f, &md, perfabi::trust::Origin::KernelDevice, 1 << 30)
+            .map_err(|e| format!("{e:?}"))?;
+        let h = m.header().map_err(|e| e.to_string())?;
         let g = perfabi::Geometry {
             page_size: h.page_size,
             nr_cpus: h.nr_cpus,

@@ -7,8 +7,11 @@
 //!
 //! * [`safe_open`]: opening paths in world-writable folders without
 //!   following links or blocking, and checking type and owner;
-//! * [`mapping`]: [`Mapping`], the one owner of a mapped segment (the file,
-//!   the mapping and its SIGBUS guard), used by readers and writers alike;
+//! * `mapping`: `Mapping`, the one owner of a mapped segment (the file,
+//!   the mapping and its SIGBUS guard), used by readers and writers alike.
+//!   It stays private: a writable mapping's words reach users only through
+//!   the writer, a read-only one's only through [`SegmentMap::view`] (an
+//!   atomic store to read-only memory would fault);
 //! * [`segment_map`]: a reader's validated, read-only mapping of a segment,
 //!   whose cost is bounded by what the writer really allocated;
 //! * [`sigbus`]: surviving a truncated file;
@@ -23,12 +26,11 @@
 #![cfg(target_os = "linux")]
 
 pub mod host;
-pub mod mapping;
+mod mapping;
 pub mod perf_ring;
 pub mod safe_open;
 pub mod segment_map;
 pub mod sigbus;
 pub mod writer;
 
-pub use mapping::Mapping;
 pub use segment_map::{MapError, SegmentMap};

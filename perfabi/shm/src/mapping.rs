@@ -26,7 +26,7 @@ use crate::sigbus::Guard;
 /// this range, which maps a zero page there and counts the fault: no access
 /// can kill the process, and [`faulted`](Self::faulted) tells the caller
 /// to throw what it read away. Callers stay safe.
-pub struct Mapping {
+pub(crate) struct Mapping {
     // Field order: the guard must be dropped before the mapping it guards.
     guard: Guard,
     /// The guard's fault count when the range was last mapped anew (by
@@ -42,23 +42,16 @@ pub struct Mapping {
     map: MmapRaw,
 }
 
-// SAFETY: the mapping is only ever accessed through atomics (see the type's
-// safety section), the guard is thread-safe (its count is atomic), and
-// `File` is Send and Sync.
-unsafe impl Send for Mapping {}
-// SAFETY: as above.
-unsafe impl Sync for Mapping {}
-
 impl Mapping {
     /// Maps the first `len` bytes of `file` shared and read-only (the
     /// descriptor is not kept). `len` is a multiple of 8 (whole words).
-    pub fn read_only(file: &File, len: usize) -> io::Result<Self> {
+    pub(crate) fn read_only(file: &File, len: usize) -> io::Result<Self> {
         let map = MmapOptions::new().len(len).map_raw_read_only(file)?;
         Ok(Self::guarded(None, map, false))
     }
 
     /// Maps the whole of `file` shared and writable, and keeps it.
-    pub fn writable(file: File) -> io::Result<Self> {
+    pub(crate) fn writable(file: File) -> io::Result<Self> {
         let map = MmapRaw::map_raw(&file)?;
         Ok(Self::guarded(Some(file), map, true))
     }
@@ -76,35 +69,38 @@ impl Mapping {
     }
 
     /// The mapping as atomic words: the core's safe view of shared memory.
-    pub fn words(&self) -> &[Word] {
+    pub(crate) fn words(&self) -> &[Word] {
         // SAFETY: the mapping is page aligned (so 8-byte aligned), its length
         // a multiple of 8 (`read_only`'s contract; `writable` maps whole
         // files, which writers size in pages), and it lives as long as
         // `self`. Shared memory may change at any time, which is why it is
-        // only ever seen as atomics (the type's safety section); Rust permits
-        // atomic loads of read-only memory. A truncated page is caught by the
+        // only ever seen as atomics (the type's safety section). Of a
+        // read-only mapping this crate only ever makes relaxed 8-byte atomic
+        // loads (through `SegmentMap::view` and the core's protocol), which
+        // Rust permits on read-only memory; the type is crate-private so
+        // that no caller can store into one. A truncated page is caught by the
         // guard of exactly this range.
         unsafe { std::slice::from_raw_parts(self.map.as_ptr() as *const Word, self.map.len() / 8) }
     }
 
     /// Whether an access hit a page someone truncated away (since the file
     /// mapped now was mapped): what was read is then void.
-    pub fn faulted(&self) -> bool {
+    pub(crate) fn faulted(&self) -> bool {
         self.guard.faults() > self.faults_seen.load(Ordering::Acquire)
     }
 
     /// Bytes mapped.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.map.len()
     }
 
     /// Whether nothing is mapped (never true: mappings are not empty).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.map.len() == 0
     }
 
     /// The file mapped now, if this mapping keeps it (a writable one).
-    pub fn file(&self) -> Option<&File> {
+    pub(crate) fn file(&self) -> Option<&File> {
         self.file.as_ref()
     }
 
@@ -113,7 +109,7 @@ impl Mapping {
     /// address and concurrent users keep working; their accesses land in the
     /// old or the new file. The descriptor of [`file`](Self::file) then
     /// refers to `new`.
-    pub fn replace_file(&self, new: &File) -> io::Result<()> {
+    pub(crate) fn replace_file(&self, new: &File) -> io::Result<()> {
         // Only a writable mapping keeps its file.
         let Some(file) = self.file.as_ref() else {
             return Err(io::Error::new(

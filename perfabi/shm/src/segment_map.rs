@@ -30,12 +30,9 @@ fn segment_size(words: &[perfabi::Word]) -> Result<u64, perfabi::Error> {
 /// and its validated layout.
 pub struct SegmentMap {
     map: Mapping,
-    /// The identity of the file mapped.
-    pub id: FileId,
-    /// The file's length when it was mapped (`None`: a device).
-    pub file_len: Option<u64>,
-    /// The layout validated for this mapping.
-    pub layout: Layout,
+    id: FileId,
+    file_len: Option<u64>,
+    layout: Layout,
 }
 
 /// Why a mapping could not be made.
@@ -135,6 +132,27 @@ impl SegmentMap {
             return false;
         }
         reopen().is_some_and(|f| first_hole(&f, now.len).is_ok_and(|h| h < size))
+    }
+
+    /// The identity of the file mapped.
+    pub fn id(&self) -> FileId {
+        self.id
+    }
+
+    /// The file's length when it was mapped (`None`: a device).
+    pub fn file_len(&self) -> Option<u64> {
+        self.file_len
+    }
+
+    /// The layout validated for this mapping.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The header as it is now, unvalidated (its geometry fields are the
+    /// validated layout's; the others may have moved on).
+    pub fn header(&self) -> Result<perfabi::layout::Header, perfabi::Error> {
+        perfabi::load_header(self.map.words())
     }
 
     /// A view of the segment through the protocol.
