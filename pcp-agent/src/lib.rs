@@ -15,9 +15,13 @@
 //! * [`state_dir`]: the folder the agent saves its state in;
 //! * [`pmda`]: the agent that answers libpcp_pmda's callbacks.
 
+#![deny(unsafe_code)]
+
 pub mod catalog;
 pub mod counter_names;
 pub mod damon_instances;
+// The one home of the agent's unsafe code: PCP's C API.
+#[allow(unsafe_code)]
 pub mod ffi;
 pub mod indom_cache;
 pub mod namespace;
