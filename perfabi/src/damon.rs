@@ -4,7 +4,7 @@
 //! aggregation per (monitor, target), and the check a writer applies before
 //! publishing one.
 //!
-//! Numbering (`spec/PERFABI.md` §6.3): regions are numbered `0..nr_regions`
+//! Numbering (`spec/PERFABI.md` §6.4): regions are numbered `0..nr_regions`
 //! in address order, their position in [`Aggregation::regions`]; the
 //! aggregation index is given by the writer that publishes it, 1, 2, 3… per
 //! (monitor, target) in publication order, and is 0 in an aggregation not

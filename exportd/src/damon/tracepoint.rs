@@ -55,8 +55,7 @@ pub struct TracepointSource {
     fields: Fields,
     asm: Assembler,
     pending: Vec<Event>,
-    /// Events lost: dropped by the kernel (full ring buffers), or raw
-    /// records that did not decode.
+    /// Events the kernel dropped (full ring buffers).
     pub lost: u64,
 }
 
@@ -122,15 +121,11 @@ impl TracepointSource {
         let mut lost = 0;
         for r in &mut self.rings {
             let res = r.drain(&mut |rec| match rec {
-                Record::Sample { ts_ns, tid, raw } => match fields.decode(ts_ns, tid, &raw) {
-                    Some(e) => pending.push(e),
-                    // An event that cannot be decoded is one lost to us,
-                    // and breaks its aggregation like a lost one.
-                    None => {
-                        lost += 1;
-                        gap = true;
-                    }
-                },
+                // A record whose fields do not decode is skipped (its
+                // aggregation then never completes).
+                Record::Sample { ts_ns, tid, raw } => {
+                    pending.extend(fields.decode(ts_ns, tid, &raw))
+                }
                 Record::Lost(n) => {
                     lost += n;
                     gap = true;

@@ -76,9 +76,12 @@ pub(crate) fn area() -> Option<*const u8> {
 #[inline]
 pub(crate) fn cpu(area: *const u8) -> Option<u32> {
     // SAFETY: `area` comes from `area()` for the calling thread: it points at
-    // the thread's `struct rseq`, 32-byte aligned, whose `cpu_id` field at
-    // offset 4 the kernel updates. An atomic relaxed load reads it.
-    let c = unsafe { AtomicU32::from_ptr(area.add(4) as *mut u32) }.load(Ordering::Relaxed);
+    // the thread's `struct rseq`, 32-byte aligned, whose `cpu_id` field
+    // (pinned below) the kernel updates. An atomic relaxed load reads it.
+    let c = unsafe {
+        AtomicU32::from_ptr(area.add(core::mem::offset_of!(KernelRseq, cpu_id)) as *mut u32)
+    }
+    .load(Ordering::Relaxed);
     (c < u32::MAX - 1).then_some(c)
 }
 
@@ -414,10 +417,12 @@ pub(crate) struct CopyArgs {
     pub(crate) guard_new: u64,
 }
 
-/// The kernel's `struct rseq` (`include/uapi/linux/rseq.h`), the fields the
-/// sections read or write: `cpu_id` (read) and `rseq_cs` (the section
-/// descriptor pointer, written). Never constructed: glibc owns the area;
-/// the type exists so that the offsets below are checked, not assumed.
+/// The start of the kernel's `struct rseq` (`include/uapi/linux/rseq.h`,
+/// copied here field for field), with the fields the sections read or
+/// write: `cpu_id` (read) and `rseq_cs` (the section descriptor pointer,
+/// written). Never constructed: glibc owns the area. The offsets the
+/// assembly uses are derived from this copy, so they follow the uapi
+/// header's field order and types as written here.
 #[repr(C, align(32))]
 #[allow(dead_code)]
 struct KernelRseq {
