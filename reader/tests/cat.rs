@@ -64,6 +64,19 @@ fn sample_writer(path: &Path) -> Writer {
     w
 }
 
+/// Runs the Python program `script` with `input` on its standard input.
+fn python(script: &str, input: &[u8]) -> std::process::Output {
+    let mut py = Command::new("python3")
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 (apt-get install python3)");
+    py.stdin.take().unwrap().write_all(input).unwrap();
+    py.wait_with_output().unwrap()
+}
+
 /// Runs `page` through the `prometheus_client` OpenMetrics parser: one line
 /// per sample (`TYPE NAME CPU VALUE`), or the parser's complaint.
 fn parse_openmetrics(page: &[u8]) -> Result<String, String> {
@@ -72,15 +85,7 @@ fn parse_openmetrics(page: &[u8]) -> Result<String, String> {
         for f in text_string_to_metric_families(sys.stdin.read()):\n\
         \x20   for s in f.samples:\n\
         \x20       print(f.type, s.name, s.labels.get('cpu', '-'), repr(s.value))\n";
-    let mut py = Command::new("python3")
-        .args(["-c", script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3 (apt-get install python3)");
-    py.stdin.take().unwrap().write_all(page).unwrap();
-    let parsed = py.wait_with_output().unwrap();
+    let parsed = python(script, page);
     if parsed.status.success() {
         Ok(String::from_utf8(parsed.stdout).unwrap())
     } else {
@@ -190,15 +195,7 @@ fn a_backslash_in_a_unit_reaches_the_help_text_as_written() {
         from prometheus_client.openmetrics.parser import text_string_to_metric_families\n\
         for f in text_string_to_metric_families(sys.stdin.read()):\n\
         \x20   print(f.name, repr(f.documentation))\n";
-    let mut py = Command::new("python3")
-        .args(["-c", script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3 (apt-get install python3)");
-    py.stdin.take().unwrap().write_all(&out.stdout).unwrap();
-    let parsed = py.wait_with_output().unwrap();
+    let parsed = python(script, &out.stdout);
     let text = String::from_utf8_lossy(&parsed.stdout);
     assert!(
         parsed.status.success(),

@@ -504,14 +504,7 @@ fn a_hole_punched_in_a_mapped_segment_is_noticed_at_the_next_look() {
     let w = Writer::create(&path, &small()).unwrap();
     let id = w.add("x", "", Semantics::Counter).unwrap();
     w.adjust(id, 7).unwrap();
-    let mut seg = Segment::open_with(
-        &path,
-        Options {
-            recheck: Duration::ZERO,
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let mut seg = open_checking_every_read(&path);
     assert_eq!(seg.counter("x").unwrap().total, 7);
     // The owner punches a hole in the per-CPU area, size unchanged: reads
     // there would return (and allocate) fresh zero pages.

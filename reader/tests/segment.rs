@@ -308,14 +308,7 @@ fn a_grown_segment_is_mapped_again_and_only_the_segment_is_mapped() {
     let w = Writer::create(&path, &config()).unwrap();
     let id = w.add("x", "", perfabi::Semantics::Counter).unwrap();
     w.adjust(id, 3).unwrap();
-    let mut seg = Segment::open_with(
-        &path,
-        Options {
-            recheck: Duration::ZERO,
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let mut seg = open_checking_every_read(&path);
     let before = seg.info().unwrap();
     assert_eq!(
         before.mapped, before.header.segment_size,

@@ -190,3 +190,16 @@ pub fn write_claimed_segment(path: &Path, flags: u64, pid: u64, start_ns: u64) {
     std::fs::write(path, &bytes).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
 }
+
+/// Opens `path` with the path re-checked before every read (no recheck
+/// interval), so that a change to the file is seen at the next look.
+pub fn open_checking_every_read(path: &Path) -> perfabi_reader::Segment {
+    perfabi_reader::Segment::open_with(
+        path,
+        perfabi_reader::Options {
+            recheck: Duration::ZERO,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
