@@ -235,6 +235,8 @@ fn configure(args: &Args) -> Result<Plan, Fail> {
         nr_cpus: 1,
         max_instances: config.max_instances,
         damon_capacity: config.damon_capacity,
+        max_families: 0,
+        max_members: 0,
     }
     .sizes()
     .map_err(|e| bad(format!("--max-instances {}: {e}", args.max_instances)))?;

@@ -369,6 +369,8 @@ fn a_fifo_or_a_giant_sparse_file_at_the_path_answers_at_once_and_the_agent_recov
         nr_cpus: perfabi::layout::MAX_CPUS,
         max_instances: perfabi::layout::MAX_INSTANCES,
         damon_capacity: perfabi::layout::MAX_DAMON_CAPACITY,
+        max_families: 0,
+        max_members: 0,
     };
     let h = g
         .header(&perfabi::WriterIdentity {

@@ -17,6 +17,10 @@ pub enum Section {
     Counters,
     /// The DAMON region ring inside a per-CPU block.
     Damon,
+    /// The family table (ABI 1.1).
+    Families,
+    /// The member table (ABI 1.1).
+    Members,
 }
 
 impl Section {
@@ -29,6 +33,8 @@ impl Section {
             Self::BlockHead => "block-head",
             Self::Counters => "counters",
             Self::Damon => "damon",
+            Self::Families => "families",
+            Self::Members => "members",
         }
     }
 }
@@ -61,6 +67,111 @@ impl EntryField {
             Self::RegId => "registration id 0, or the same as another live slot's",
             Self::Semantics => "undefined semantics",
             Self::ValueType => "undefined value type",
+        }
+    }
+}
+
+/// A field of a family table entry (spec §5.1), named in
+/// [`Error::BadFamily`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FamilyField {
+    /// `state`: neither FREE nor LIVE.
+    State,
+    /// `name`: no NUL, or breaks the naming rule of §5.
+    Name,
+    /// `help`: no NUL, or a byte that is not printable ASCII.
+    Help,
+    /// `dimension`: no NUL, or not a label key (§5.3).
+    Dimension,
+    /// `reg_id`: 0, or the same as another live family's.
+    RegId,
+    /// `kind`: a value this version does not define.
+    Kind,
+    /// `unit`: an encoding §5.2 does not allow.
+    Unit,
+    /// `value_type`: undefined, or not allowed for the kind.
+    ValueType,
+    /// `nr_buckets`, `bucket_layout`, `log2_first`: not a histogram's, or a
+    /// histogram's out of range.
+    Buckets,
+    /// `bounds`: not strictly increasing, or non-zero past the last bound.
+    Bounds,
+}
+
+impl FamilyField {
+    /// What is wrong with the field, in words.
+    pub fn problem(self) -> &'static str {
+        match self {
+            Self::State => "undefined state (neither free nor live)",
+            Self::Name => "bad name (the naming rule of spec section 5)",
+            Self::Help => "bad help (at most 127 printable ASCII bytes, NUL-terminated)",
+            Self::Dimension => "bad dimension (empty, or a label key: [a-z][a-z0-9_]*, at most 31 bytes, not cpu or le)",
+            Self::RegId => "registration id 0, or the same as another live family's",
+            Self::Kind => "undefined kind",
+            Self::Unit => "unit encoding not allowed (spec section 5.2)",
+            Self::ValueType => "undefined value type, or one the kind does not allow",
+            Self::Buckets => "bucket count or layout out of range for the kind",
+            Self::Bounds => "bucket bounds not strictly increasing, or set past the last bound",
+        }
+    }
+}
+
+/// A field of a member table entry (spec §5.3), named in
+/// [`Error::BadMember`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemberField {
+    /// `state`: neither FREE nor LIVE.
+    State,
+    /// `instance`: no NUL, bytes an instance may not hold, empty in a
+    /// family with a dimension (or not empty in one without), or the same
+    /// as another live member's of the family.
+    Instance,
+    /// `reg_id`: 0, or the same as another live member's.
+    RegId,
+    /// `family`: not a live family.
+    Family,
+    /// `value_slot`: the member's values reach past `instances_used`, or
+    /// share a slot with a live entry or another live member.
+    ValueSlot,
+    /// `instance_id`: the same as another live member's of the family.
+    InstanceId,
+    /// `labels`: a key or value breaks §5.3, keys repeat or name the
+    /// family's dimension, or a used label follows an unused one.
+    Labels,
+    /// A reserved field is not zero.
+    Reserved,
+}
+
+impl MemberField {
+    /// What is wrong with the field, in words.
+    pub fn problem(self) -> &'static str {
+        match self {
+            Self::State => "undefined state (neither free nor live)",
+            Self::Instance => "bad instance (1-63 bytes of printable ASCII without spaces, quotes or backslashes; empty only in a family without dimension; unique in its family)",
+            Self::RegId => "registration id 0, or the same as another live member's",
+            Self::Family => "not the slot of a live family",
+            Self::ValueSlot => "values past instances_used, or sharing a slot with another live entry or member",
+            Self::InstanceId => "instance number the same as another live member's of the family",
+            Self::Labels => "bad labels (keys [a-z][a-z0-9_]*, distinct, not the dimension, cpu or le; values 1-47 printable ASCII bytes without quotes or backslashes; used ones first)",
+            Self::Reserved => "reserved field not zero",
+        }
+    }
+}
+
+/// Where a live name is: an instance table entry or a family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Named {
+    /// Instance table slot.
+    Entry(u32),
+    /// Family table slot.
+    Family(u32),
+}
+
+impl fmt::Display for Named {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Entry(s) => write!(f, "instance slot {s}"),
+            Self::Family(s) => write!(f, "family slot {s}"),
         }
     }
 }
@@ -130,8 +241,33 @@ pub enum Error {
         /// The earlier slot it clashes with.
         other: u32,
     },
+    /// A live family table entry breaks a rule of spec §5.1 (its slot, and
+    /// which field).
+    BadFamily {
+        /// The entry's slot.
+        slot: u32,
+        /// The field that breaks its rule.
+        field: FamilyField,
+    },
+    /// A live member table entry breaks a rule of spec §5.3 (its slot, and
+    /// which field).
+    BadMember {
+        /// The entry's slot.
+        slot: u32,
+        /// The field that breaks its rule.
+        field: MemberField,
+    },
+    /// A live family's name is one name to consumers with another live
+    /// family's or entry's (spec §5: the same clash key), or one is the
+    /// other's dotted prefix.
+    FamilyClash {
+        /// The family.
+        family: u32,
+        /// What it clashes with.
+        other: Named,
+    },
     /// `instances_size` is smaller than `max_instances` entries or not whole
-    /// pages.
+    /// pages (or a family or member table is too small).
     BadTableSize,
     /// `pages_per_cpu` is 0, or `cpu_block_size` is not `pages_per_cpu`
     /// pages.
@@ -154,6 +290,24 @@ pub enum Error {
     GroupTooLarge,
     /// The configuration asks for a segment this ABI cannot describe.
     BadConfig,
+    /// Help text too long or not printable ASCII (writer side).
+    BadHelp,
+    /// An instance dimension or label key is not a label key (writer side).
+    BadLabelKey,
+    /// An instance string or label value breaks §5.3 (writer side).
+    BadInstance,
+    /// Too many labels, or a label key repeated (writer side).
+    BadLabels,
+    /// Bucket count out of range, bounds not strictly increasing, or a
+    /// log2 bound past 2^63 (writer side).
+    BadBuckets,
+    /// The family's kind does not allow the operation (observe on a
+    /// counter, a peak update on a histogram) or the value type.
+    WrongKind,
+    /// A live instance of the family has this instance string already.
+    DuplicateInstance,
+    /// The segment has no family tables (a 1.0 segment) or they are full.
+    NoFamilyRoom,
     /// The segment was closed by its writer.
     Closed,
     /// The calling thread has no rseq registration but the segment's writer
@@ -183,7 +337,17 @@ impl Error {
             Self::BadName => "bad-name",
             Self::BadUnit => "bad-unit",
             Self::BadEntry { .. } => "bad-entry",
-            Self::NameClash { .. } => "name-clash",
+            Self::NameClash { .. } | Self::FamilyClash { .. } => "name-clash",
+            Self::BadFamily { .. } => "bad-family",
+            Self::BadMember { .. } => "bad-member",
+            Self::BadHelp => "bad-help",
+            Self::BadLabelKey => "bad-label-key",
+            Self::BadInstance => "bad-instance",
+            Self::BadLabels => "bad-labels",
+            Self::BadBuckets => "bad-buckets",
+            Self::WrongKind => "wrong-kind",
+            Self::DuplicateInstance => "duplicate-instance",
+            Self::NoFamilyRoom => "no-family-room",
             Self::BadTableSize => "bad-table-size",
             Self::BadBlockSize => "bad-block-size",
             Self::TableFull => "table-full",
@@ -247,8 +411,41 @@ impl fmt::Display for Error {
                 f,
                 "instance slots {other} and {slot} have names that are one name to consumers (same once dots are underscores and _total, _count, ... are taken off)"
             ),
+            Self::BadFamily { slot, field } => write!(f, "family slot {slot}: {}", field.problem()),
+            Self::BadMember { slot, field } => write!(f, "member slot {slot}: {}", field.problem()),
+            Self::FamilyClash { family, other } => write!(
+                f,
+                "family slot {family} and {other} have names that are one name to consumers (same once dots are underscores and _total, _count, ... are taken off, or one is a dotted prefix of the other)"
+            ),
             Self::BadTableSize => f.write_str(
-                "invalid instances_size: less than max_instances entries, or not whole pages",
+                "invalid table size: less than its capacity's entries, or not whole pages",
+            ),
+            Self::BadHelp => f.write_str("bad help: at most 127 printable ASCII bytes"),
+            Self::BadLabelKey => f.write_str(
+                "bad dimension or label key: [a-z][a-z0-9_]*, at most 31 (dimension) or 15 (label) bytes, not cpu or le",
+            ),
+            Self::BadInstance => f.write_str(
+                "bad instance or label value: printable ASCII without spaces (instances), quotes or backslashes, at most 63 (instance) or 47 (label) bytes",
+            ),
+            Self::BadLabels => write!(
+                f,
+                "bad labels: at most {} per instance, keys distinct and not the family's dimension",
+                crate::layout::MAX_LABELS
+            ),
+            Self::BadBuckets => write!(
+                f,
+                "bad buckets: {}..={} buckets (+Inf included), bounds strictly increasing, log2 bounds at most 2^63",
+                crate::layout::MIN_BUCKETS,
+                crate::layout::MAX_BUCKETS
+            ),
+            Self::WrongKind => f.write_str(
+                "the family's kind does not allow this (observe needs a histogram, peak a peak, adjust a counter or gauge)",
+            ),
+            Self::DuplicateInstance => {
+                f.write_str("a live instance of the family has this name already")
+            }
+            Self::NoFamilyRoom => f.write_str(
+                "no room for a family or instance: the segment has no family tables (max_families 0) or they are full",
             ),
             Self::BadBlockSize => f.write_str(
                 "invalid per-CPU block size: pages_per_cpu is 0 or cpu_block_size is not pages_per_cpu pages",

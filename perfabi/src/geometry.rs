@@ -18,6 +18,11 @@ pub struct Geometry {
     pub max_instances: u32,
     /// DAMON ring slots per CPU.
     pub damon_capacity: u32,
+    /// Family table capacity; 0 (with `max_members` 0) lays out an ABI 1.0
+    /// segment without family tables.
+    pub max_families: u32,
+    /// Member table capacity.
+    pub max_members: u32,
 }
 
 /// Derived sizes of a [`Geometry`], as the writer lays them out.
@@ -39,6 +44,9 @@ pub struct Sizes {
     pub cpu_block_size: u64,
     /// Bytes of the whole segment.
     pub segment_size: u64,
+    /// The ABI 1.1 header fields (family and member tables after the
+    /// per-CPU area); all zero for a 1.0 segment.
+    pub families: FamilyHeader,
 }
 
 impl Geometry {
@@ -67,10 +75,11 @@ impl Geometry {
         let block_end = damon_offset + u64::from(self.damon_capacity) * DAMON_RECORD_SIZE as u64;
         let cpu_block_size = align_up(block_end, page).ok_or(Error::BadConfig)?;
         let cpu_area_offset = instances_offset + instances_size;
-        let segment_size = cpu_block_size
+        let cpu_area_end = cpu_block_size
             .checked_mul(u64::from(self.nr_cpus))
             .and_then(|s| s.checked_add(cpu_area_offset))
             .ok_or(Error::BadConfig)?;
+        let (families, segment_size) = self.family_tables(cpu_area_end)?;
         Ok(Sizes {
             instances_size,
             instances_offset,
@@ -80,7 +89,52 @@ impl Geometry {
             cpu_area_offset,
             cpu_block_size,
             segment_size,
+            families,
         })
+    }
+
+    /// The family and member tables, placed after the per-CPU area (which
+    /// ends at `cpu_area_end`): the header fields and the segment's end.
+    fn family_tables(&self, cpu_area_end: u64) -> Result<(FamilyHeader, u64), Error> {
+        if self.max_families == 0 && self.max_members == 0 {
+            return Ok((FamilyHeader::default(), cpu_area_end));
+        }
+        if self.max_families == 0
+            || self.max_families > MAX_FAMILIES
+            || self.max_members > MAX_MEMBERS
+        {
+            return Err(Error::BadCapacity);
+        }
+        let page = u64::from(self.page_size);
+        let families_size =
+            align_up(u64::from(self.max_families) * FAMILY_ENTRY_SIZE as u64, page)
+                .ok_or(Error::BadConfig)?;
+        let members_offset = cpu_area_end + families_size;
+        let members_size = align_up(u64::from(self.max_members) * MEMBER_ENTRY_SIZE as u64, page)
+            .ok_or(Error::BadConfig)?;
+        let end = members_offset
+            .checked_add(members_size)
+            .ok_or(Error::BadConfig)?;
+        Ok((
+            FamilyHeader {
+                families_offset: cpu_area_end,
+                families_size,
+                members_offset,
+                members_size,
+                max_families: self.max_families,
+                max_members: self.max_members,
+                family_entry_size: FAMILY_ENTRY_SIZE as u32,
+                member_entry_size: MEMBER_ENTRY_SIZE as u32,
+                families_used: 0,
+                members_used: 0,
+            },
+            end,
+        ))
+    }
+
+    /// Whether the geometry has family tables (an ABI 1.1 segment).
+    pub fn has_families(&self) -> bool {
+        self.max_families != 0 || self.max_members != 0
     }
 }
 
@@ -102,14 +156,20 @@ pub struct WriterIdentity {
 
 impl Geometry {
     /// The header of a new, empty segment of this geometry (generation 0,
-    /// no instances, not closed), laid out canonically.
+    /// no instances, not closed), laid out canonically. A geometry with
+    /// family tables also needs [`Sizes::families`] written after it (ABI
+    /// 1.1, minor 1, 256-byte header); one without is ABI 1.0.
     pub fn header(&self, id: &WriterIdentity) -> Result<Header, Error> {
         let s = self.sizes()?;
         Ok(Header {
             magic: MAGIC,
             abi_major: ABI_MAJOR,
-            abi_minor: ABI_MINOR,
-            header_size: HEADER_SIZE_V1_0 as u32,
+            abi_minor: if self.has_families() { ABI_MINOR } else { 0 },
+            header_size: if self.has_families() {
+                HEADER_SIZE_V1_1
+            } else {
+                HEADER_SIZE_V1_0
+            } as u32,
             byte_order: BYTE_ORDER_MARK,
             page_size: self.page_size,
             nr_cpus: self.nr_cpus,

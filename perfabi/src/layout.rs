@@ -22,6 +22,12 @@ pub const CACHE_LINE: usize = 64;
 
 /// Size of [`Header`] in ABI 1.0; `header_size` in a segment is at least this.
 pub const HEADER_SIZE_V1_0: usize = core::mem::size_of::<Header>();
+/// Size of the header of ABI 1.1: [`Header`] followed by [`FamilyHeader`].
+pub const HEADER_SIZE_V1_1: usize = HEADER_SIZE_V1_0 + core::mem::size_of::<FamilyHeader>();
+/// Size of one [`FamilyEntry`].
+pub const FAMILY_ENTRY_SIZE: usize = core::mem::size_of::<FamilyEntry>();
+/// Size of one [`MemberEntry`].
+pub const MEMBER_ENTRY_SIZE: usize = core::mem::size_of::<MemberEntry>();
 /// Size of one [`InstanceEntry`].
 pub const INSTANCE_ENTRY_SIZE: usize = core::mem::size_of::<InstanceEntry>();
 /// Size of one [`DamonRecord`].
@@ -33,6 +39,27 @@ pub const CPU_BLOCK_HEAD_SIZE: usize = core::mem::size_of::<CpuBlockHead>();
 pub const NAME_LEN: usize = 64;
 /// Bytes of a unit field; units hold at most `UNIT_LEN - 1` bytes.
 pub const UNIT_LEN: usize = 16;
+
+/// Bytes of a family's help field; help holds at most `HELP_LEN - 1` bytes.
+pub const HELP_LEN: usize = 128;
+/// Bytes of a family's instance dimension field (a label key).
+pub const DIMENSION_LEN: usize = 32;
+/// Bytes of a member's instance field; at most `INSTANCE_LEN - 1` bytes.
+pub const INSTANCE_LEN: usize = 64;
+/// Extra labels a member may carry.
+pub const MAX_LABELS: usize = 4;
+/// Bytes of a label key field; keys hold at most `LABEL_KEY_LEN - 1` bytes.
+pub const LABEL_KEY_LEN: usize = 16;
+/// Bytes of a label value field; at most `LABEL_VALUE_LEN - 1` bytes.
+pub const LABEL_VALUE_LEN: usize = 48;
+/// Most buckets of a histogram, the last one (`+Inf`) included.
+pub const MAX_BUCKETS: u32 = 32;
+/// Fewest buckets of a histogram: one finite bound and `+Inf`.
+pub const MIN_BUCKETS: u32 = 2;
+/// Largest family table capacity a segment may declare.
+pub const MAX_FAMILIES: u32 = 1 << 16;
+/// Largest member table capacity a segment may declare.
+pub const MAX_MEMBERS: u32 = 1 << 16;
 
 /// Smallest page size a segment may declare.
 pub const MIN_PAGE_SIZE: u32 = 4096;
@@ -135,6 +162,200 @@ pub const HEADER_HEARTBEAT_WORD: usize = core::mem::offset_of!(Header, heartbeat
 pub const HEADER_FLAGS_WORD: usize = core::mem::offset_of!(Header, flags) / 8;
 /// Word index of `instances_used`.
 pub const HEADER_USED_WORD: usize = core::mem::offset_of!(Header, instances_used) / 8;
+
+/// Header fields appended by ABI 1.1 (at byte [`HEADER_SIZE_V1_0`] of the
+/// header, present when `abi_minor >= 1`): where the family and member
+/// tables are and how many of their slots are in use. The tables sit after
+/// the per-CPU area (spec §4.1), where a 1.0 reader does not look.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct FamilyHeader {
+    /// Offset of the family table (page aligned); ignored if `max_families` is 0.
+    pub families_offset: u64,
+    /// Bytes of the family table (whole pages).
+    pub families_size: u64,
+    /// Offset of the member table (page aligned); ignored if `max_members` is 0.
+    pub members_offset: u64,
+    /// Bytes of the member table (whole pages).
+    pub members_size: u64,
+    /// Family table capacity, 0..=[`MAX_FAMILIES`].
+    pub max_families: u32,
+    /// Member table capacity, 0..=[`MAX_MEMBERS`]; 0 if `max_families` is 0.
+    pub max_members: u32,
+    /// Size of one family entry ([`FAMILY_ENTRY_SIZE`]).
+    pub family_entry_size: u32,
+    /// Size of one member entry ([`MEMBER_ENTRY_SIZE`]).
+    pub member_entry_size: u32,
+    /// **Dynamic, under gen1/gen2.** Family slots `0..families_used` may be live.
+    pub families_used: u64,
+    /// **Dynamic, under gen1/gen2.** Member slots `0..members_used` may be live.
+    pub members_used: u64,
+}
+
+/// Number of 8-byte words in [`FamilyHeader`].
+pub const FAMILY_HEADER_WORDS: usize = core::mem::size_of::<FamilyHeader>() / 8;
+/// Word index (from the segment start) of `families_used`.
+pub const HEADER_FAMILIES_USED_WORD: usize =
+    (HEADER_SIZE_V1_0 + core::mem::offset_of!(FamilyHeader, families_used)) / 8;
+/// Word index (from the segment start) of `members_used`.
+pub const HEADER_MEMBERS_USED_WORD: usize =
+    (HEADER_SIZE_V1_0 + core::mem::offset_of!(FamilyHeader, members_used)) / 8;
+
+/// What a family's values are (spec §5.1). The values 1 and 2 are the
+/// [`Semantics`] of ABI 1.0 entries, which read as families of these kinds.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// Monotonic count; the total is the sum over CPUs.
+    Counter = 1,
+    /// A level; the total is the sum of the per-CPU contributions.
+    Gauge = 2,
+    /// A high-water mark per CPU; the total is the maximum over CPUs.
+    Peak = 3,
+    /// Observations in fixed buckets, with their count and sum, per CPU.
+    Histogram = 4,
+}
+
+impl Kind {
+    /// Decodes the `kind` field.
+    pub fn from_raw(v: u32) -> Option<Self> {
+        match v {
+            1 => Some(Self::Counter),
+            2 => Some(Self::Gauge),
+            3 => Some(Self::Peak),
+            4 => Some(Self::Histogram),
+            _ => None,
+        }
+    }
+    /// Lower-case name as used in text output and the spec.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Counter => "counter",
+            Self::Gauge => "gauge",
+            Self::Peak => "peak",
+            Self::Histogram => "histogram",
+        }
+    }
+}
+
+impl From<Semantics> for Kind {
+    fn from(s: Semantics) -> Self {
+        match s {
+            Semantics::Counter => Self::Counter,
+            Semantics::Instant => Self::Gauge,
+        }
+    }
+}
+
+/// How a histogram's bucket bounds are given (spec §5.1).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BucketLayout {
+    /// Not a histogram.
+    None = 0,
+    /// Bound `k` is `2^(log2_first + k)`.
+    Log2 = 1,
+    /// Bounds are listed in `bounds`.
+    Explicit = 2,
+}
+
+/// A unit: dimensions and scales of space, time and count, after PCP's
+/// `pmUnits`, plus what a count counts (spec §5.2). 8 bytes, one word.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Pod, Zeroable)]
+pub struct Unit {
+    /// Power of space (bytes), -3..=3.
+    pub dim_space: i8,
+    /// Power of time, -3..=3.
+    pub dim_time: i8,
+    /// Power of count, -3..=3.
+    pub dim_count: i8,
+    /// Space scale: 0 byte, 1 KiB, 2 MiB, 3 GiB, 4 TiB, 5 PiB, 6 EiB; 0 if
+    /// `dim_space` is 0.
+    pub scale_space: u8,
+    /// Time scale: 0 ns, 1 µs, 2 ms, 3 s, 4 min, 5 h; 0 if `dim_time` is 0.
+    pub scale_time: u8,
+    /// Count scale: a power of ten, -8..=7; 0 if `dim_count` is 0.
+    pub scale_count: i8,
+    /// What the value is beyond its dimensions: 0 plain, 1 pages (a count of
+    /// memory pages), 2 ratio (a dimensionless fraction, 1 = all).
+    pub quantity: u8,
+    /// Zero.
+    pub reserved: u8,
+}
+
+/// One metric family (spec §5.1): name, help, kind, unit, the dimension its
+/// instances vary along, and a histogram's buckets.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct FamilyEntry {
+    /// Family name, NUL padded (the naming rule of §5).
+    pub name: [u8; NAME_LEN],
+    /// One line of help: printable ASCII, NUL padded.
+    pub help: [u8; HELP_LEN],
+    /// Name of the instance dimension (a label key such as `device`); empty
+    /// for a family of a single instance.
+    pub dimension: [u8; DIMENSION_LEN],
+    /// Registration id: non-zero, unique among families, never reused.
+    pub reg_id: u64,
+    /// [`SlotState`].
+    pub state: u32,
+    /// [`Kind`].
+    pub kind: u32,
+    /// [`Unit`].
+    pub unit: Unit,
+    /// [`ValueType`].
+    pub value_type: u32,
+    /// Buckets of a histogram, `+Inf` included (2..=[`MAX_BUCKETS`]); else 0.
+    pub nr_buckets: u32,
+    /// [`BucketLayout`].
+    pub bucket_layout: u32,
+    /// Log2 layout: exponent of the first bound; else 0.
+    pub log2_first: u32,
+    /// Explicit layout: the `nr_buckets - 1` finite upper bounds, strictly
+    /// increasing; every other word 0.
+    pub bounds: [u64; MAX_BUCKETS as usize - 1],
+}
+
+/// One `key=value` label of a member.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct Label {
+    /// Key, NUL padded; empty = unused.
+    pub key: [u8; LABEL_KEY_LEN],
+    /// Value, NUL padded.
+    pub value: [u8; LABEL_VALUE_LEN],
+}
+
+/// One instance of a family (spec §5.3): its value of the family's
+/// dimension, its labels, and where its values are.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct MemberEntry {
+    /// The instance's value of the family's dimension (`sda`), NUL padded.
+    pub instance: [u8; INSTANCE_LEN],
+    /// Registration id: non-zero, unique among members, never reused.
+    pub reg_id: u64,
+    /// [`SlotState`].
+    pub state: u32,
+    /// Slot of the member's family in the family table.
+    pub family: u32,
+    /// First value slot of the member in every per-CPU counter array.
+    pub value_slot: u32,
+    /// Instance number, stable for one instance string within the family.
+    pub instance_id: u32,
+    /// Zero.
+    pub reserved0: u64,
+    /// Extra labels; unused ones all zero, used ones first.
+    pub labels: [Label; MAX_LABELS],
+    /// Zero.
+    pub reserved: [u64; 4],
+}
+
+/// Number of 8-byte words in one [`FamilyEntry`].
+pub const FAMILY_ENTRY_WORDS: usize = FAMILY_ENTRY_SIZE / 8;
+/// Number of 8-byte words in one [`MemberEntry`].
+pub const MEMBER_ENTRY_WORDS: usize = MEMBER_ENTRY_SIZE / 8;
 
 /// State of an instance slot.
 #[repr(u32)]
@@ -307,6 +528,13 @@ pub const fn align_up(v: u64, align: u64) -> Option<u64> {
 
 const _: () = {
     assert!(HEADER_SIZE_V1_0 == 192);
+    assert!(HEADER_SIZE_V1_1 == 256);
+    assert!(FAMILY_ENTRY_SIZE == 512);
+    assert!(MEMBER_ENTRY_SIZE == 384);
+    assert!(core::mem::size_of::<Unit>() == 8);
+    assert!(core::mem::offset_of!(FamilyEntry, unit) % 8 == 0);
+    assert!(core::mem::offset_of!(FamilyEntry, bounds) == 264);
+    assert!(core::mem::offset_of!(MemberEntry, labels) == 96);
     assert!(INSTANCE_ENTRY_SIZE == 128);
     assert!(DAMON_RECORD_SIZE == 64);
     assert!(CPU_BLOCK_HEAD_SIZE == 128);

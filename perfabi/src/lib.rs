@@ -17,6 +17,8 @@
 //! * [`view`]: reading a live segment through that protocol;
 //! * [`damon`]: the one DAMON aggregation type, and the rule that rebuilds
 //!   complete aggregations from a segment's records;
+//! * [`family`]: metric families and their instances (ABI 1.1), and the one
+//!   view readers present; [`unit`]: units with dimension and scale;
 //! * [`name`]: the naming rules; [`trust`]: what a reader may believe about
 //!   the writer; [`error`]: every error, with its stable code.
 //!
@@ -31,20 +33,25 @@ extern crate alloc;
 
 pub mod damon;
 pub mod error;
+pub mod family;
 pub mod geometry;
 pub mod layout;
 pub mod name;
 pub mod protocol;
 mod sync;
 pub mod trust;
+pub mod unit;
 pub mod validate;
 pub mod view;
 
-pub use error::{EntryField, Error, Section};
+pub use error::{EntryField, Error, FamilyField, MemberField, Named, Section};
 pub use geometry::{Geometry, Sizes, WriterIdentity};
-pub use layout::{Semantics, ValueType};
-pub use validate::{validate, validate_header, Layout};
-pub use view::{load_header, Info, Instance, InstanceTable, SegmentView, Snapshot};
+pub use family::{Buckets, Family, FamilySpec, Histogram, Member, Reading};
+pub use layout::{Kind, Semantics, Unit, ValueType};
+pub use validate::{validate, validate_header, validate_prefix, FamilyTables, Layout};
+pub use view::{
+    load_family_header, load_header, Info, Instance, InstanceTable, SegmentView, Snapshot,
+};
 
 /// One 64-bit word of a segment as the core reads and writes it: an
 /// `AtomicU64` (`core::sync::atomic::AtomicU64`; loom's under `cfg(loom)`).

@@ -14,7 +14,9 @@
 use alloc::string::String;
 
 use crate::error::Error;
-use crate::layout::{NAME_LEN, UNIT_LEN};
+use crate::layout::{
+    DIMENSION_LEN, HELP_LEN, INSTANCE_LEN, LABEL_KEY_LEN, LABEL_VALUE_LEN, NAME_LEN, UNIT_LEN,
+};
 
 /// The suffixes OpenMetrics gives the samples of a family (counter:
 /// `_total`, `_created`; histogram and summary: `_count`, `_sum`, `_bucket`;
@@ -69,6 +71,83 @@ pub fn check_unit(unit: &str) -> Result<(), Error> {
         return Err(Error::BadUnit);
     }
     Ok(())
+}
+
+/// Whether `a` is a dotted prefix of `b` (`a.b` of `a.b.c`): PCP cannot
+/// have both as metrics, so live families may not be (spec §5).
+pub fn dotted_prefix(a: &str, b: &str) -> bool {
+    b.len() > a.len() && b.starts_with(a) && b.as_bytes()[a.len()] == b'.'
+}
+
+/// Label keys readers add themselves, which a dimension or label may not
+/// be: `cpu` (per-CPU values) and `le` (histogram buckets).
+pub const RESERVED_LABEL_KEYS: [&str; 2] = ["cpu", "le"];
+
+/// Checks one line of help: 0..=127 printable ASCII bytes (spaces allowed).
+pub fn check_help(help: &str) -> Result<(), Error> {
+    if help.len() >= HELP_LEN || !help.bytes().all(|c| (0x20..0x7f).contains(&c)) {
+        return Err(Error::BadHelp);
+    }
+    Ok(())
+}
+
+fn label_key_ok(key: &str, max: usize) -> bool {
+    let b = key.as_bytes();
+    !b.is_empty()
+        && b.len() < max
+        && b[0].is_ascii_lowercase()
+        && b
+            .iter()
+            .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_')
+        && !RESERVED_LABEL_KEYS.contains(&key)
+}
+
+/// Checks a family's instance dimension: empty (a family of one instance)
+/// or a label key of at most 31 bytes.
+pub fn check_dimension(dim: &str) -> Result<(), Error> {
+    if dim.is_empty() || label_key_ok(dim, DIMENSION_LEN) {
+        Ok(())
+    } else {
+        Err(Error::BadLabelKey)
+    }
+}
+
+/// Checks a label key: `[a-z][a-z0-9_]*`, at most 15 bytes, not `cpu` or `le`.
+pub fn check_label_key(key: &str) -> Result<(), Error> {
+    if label_key_ok(key, LABEL_KEY_LEN) {
+        Ok(())
+    } else {
+        Err(Error::BadLabelKey)
+    }
+}
+
+/// Checks an instance string: 0..=63 printable ASCII bytes without space,
+/// `"` or `\` (whether it may be empty depends on the family, §5.3).
+pub fn check_instance(instance: &str) -> Result<(), Error> {
+    let ok = instance.len() < INSTANCE_LEN
+        && instance
+            .bytes()
+            .all(|c| c.is_ascii_graphic() && c != b'"' && c != b'\\');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::BadInstance)
+    }
+}
+
+/// Checks a label value: 1..=47 printable ASCII bytes (spaces allowed),
+/// without `"` or `\`.
+pub fn check_label_value(value: &str) -> Result<(), Error> {
+    let ok = !value.is_empty()
+        && value.len() < LABEL_VALUE_LEN
+        && value
+            .bytes()
+            .all(|c| (0x20..0x7f).contains(&c) && c != b'"' && c != b'\\');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::BadInstance)
+    }
 }
 
 /// NUL-pads `s` into a fixed field. `s` must be shorter than `N` (checked by

@@ -44,6 +44,33 @@ pub struct Layout {
     pub writer_start_ns: u64,
     /// Promised heartbeat interval (0: none).
     pub heartbeat_interval_ns: u64,
+    /// The family and member tables of ABI 1.1; `None` when the segment
+    /// has none (ABI 1.0, or `max_families` 0).
+    pub families: Option<FamilyTables>,
+}
+
+/// The validated family and member tables of a segment (spec §4.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FamilyTables {
+    /// Byte offset of the family table.
+    pub families_offset: usize,
+    /// Family table capacity (≥ 1).
+    pub max_families: usize,
+    /// Byte offset of the member table.
+    pub members_offset: usize,
+    /// Member table capacity (0: families of no instance only).
+    pub max_members: usize,
+}
+
+impl FamilyTables {
+    /// Word index of family entry `slot`.
+    pub fn family_word(&self, slot: usize) -> usize {
+        (self.families_offset + slot * FAMILY_ENTRY_SIZE) / 8
+    }
+    /// Word index of member entry `slot`.
+    pub fn member_word(&self, slot: usize) -> usize {
+        (self.members_offset + slot * MEMBER_ENTRY_SIZE) / 8
+    }
 }
 
 impl Layout {
@@ -66,11 +93,14 @@ impl Layout {
     }
 }
 
-/// Validates a header (copied out of the segment) against `mapped_len`, the
-/// number of bytes the reader can access. Checks, in this order: magic, byte
-/// order, major version, header size, page size, CPU count, capacities, entry
-/// sizes, then every section's alignment, order and bounds.
-pub fn validate_header(h: &Header, mapped_len: u64) -> Result<Layout, Error> {
+/// Validates a header (copied out of the segment) and the fields ABI 1.1
+/// appended to it (`fh`: zero for a 1.0 header, see
+/// [`crate::view::load_family_header`]) against `mapped_len`, the number of
+/// bytes the reader can access. Checks in the order of spec §8: magic, byte
+/// order, major version, page size, CPU count, capacities, header size,
+/// entry sizes, then every section's alignment, order and bounds, then the
+/// family tables (step 14).
+pub fn validate_header(h: &Header, fh: &FamilyHeader, mapped_len: u64) -> Result<Layout, Error> {
     if h.magic != MAGIC {
         return Err(Error::BadMagic);
     }
@@ -132,7 +162,8 @@ pub fn validate_header(h: &Header, mapped_len: u64) -> Result<Layout, Error> {
     {
         return Err(Error::BadBlockSize);
     }
-    h.cpu_block_size
+    let cpu_area_end = h
+        .cpu_block_size
         .checked_mul(u64::from(h.nr_cpus))
         .and_then(|a| a.checked_add(h.cpu_area_offset))
         .filter(|&e| e <= seg)
@@ -155,6 +186,11 @@ pub fn validate_header(h: &Header, mapped_len: u64) -> Result<Layout, Error> {
     if damon_offset + u64::from(h.damon_capacity) * DAMON_RECORD_SIZE as u64 > h.cpu_block_size {
         return Err(Error::OutOfBounds(Section::Damon));
     }
+    let families = if h.abi_minor >= 1 {
+        validate_families(h, fh, cpu_area_end)?
+    } else {
+        None
+    };
     let seg_usize = usize::try_from(seg).map_err(|_| Error::OutOfBounds(Section::CpuArea))?;
     Ok(Layout {
         abi_major: h.abi_major,
@@ -174,13 +210,89 @@ pub fn validate_header(h: &Header, mapped_len: u64) -> Result<Layout, Error> {
         writer_pid: h.writer_pid,
         writer_start_ns: h.writer_start_ns,
         heartbeat_interval_ns: h.heartbeat_interval_ns,
+        families,
     })
+}
+
+/// Step 14 of spec §8, for `abi_minor >= 1`: the family and member tables
+/// after the per-CPU area (which ends at `cpu_area_end`), or none when both
+/// capacities are 0.
+fn validate_families(
+    h: &Header,
+    fh: &FamilyHeader,
+    cpu_area_end: u64,
+) -> Result<Option<FamilyTables>, Error> {
+    if (h.header_size as usize) < HEADER_SIZE_V1_1 {
+        return Err(Error::BadHeaderSize(h.header_size));
+    }
+    if fh.max_families == 0 && fh.max_members == 0 {
+        return Ok(None);
+    }
+    if fh.family_entry_size as usize != FAMILY_ENTRY_SIZE
+        || fh.member_entry_size as usize != MEMBER_ENTRY_SIZE
+    {
+        return Err(Error::BadRecordSize);
+    }
+    if fh.max_families == 0 || fh.max_families > MAX_FAMILIES || fh.max_members > MAX_MEMBERS {
+        return Err(Error::BadCapacity);
+    }
+    let page = u64::from(h.page_size);
+    let table = |offset: u64, size: u64, n: u32, entry: usize, after: u64, prev, this| {
+        if offset % page != 0 {
+            return Err(Error::Misaligned(this));
+        }
+        if offset < after {
+            return Err(Error::Overlap(prev, this));
+        }
+        if size < u64::from(n) * entry as u64 || size % page != 0 {
+            return Err(Error::BadTableSize);
+        }
+        offset
+            .checked_add(size)
+            .filter(|&e| e <= h.segment_size)
+            .ok_or(Error::OutOfBounds(this))
+    };
+    let families_end = table(
+        fh.families_offset,
+        fh.families_size,
+        fh.max_families,
+        FAMILY_ENTRY_SIZE,
+        cpu_area_end,
+        Section::CpuArea,
+        Section::Families,
+    )?;
+    if fh.max_members > 0 {
+        table(
+            fh.members_offset,
+            fh.members_size,
+            fh.max_members,
+            MEMBER_ENTRY_SIZE,
+            families_end,
+            Section::Families,
+            Section::Members,
+        )?;
+    }
+    // Both ends are <= segment_size, which the caller checked fits.
+    Ok(Some(FamilyTables {
+        families_offset: fh.families_offset as usize,
+        max_families: fh.max_families as usize,
+        members_offset: fh.members_offset as usize,
+        max_members: fh.max_members as usize,
+    }))
 }
 
 /// Validates a segment image held in ordinary memory (a file read into a
 /// buffer, a test vector): the header is decoded from the first bytes and
 /// checked against `bytes.len()`.
 pub fn validate(bytes: &[u8]) -> Result<Layout, Error> {
+    validate_prefix(bytes, bytes.len() as u64)
+}
+
+/// Validates the header held in `prefix`, the first bytes of a segment
+/// (at least [`HEADER_SIZE_V1_0`]; [`HEADER_SIZE_V1_1`] to see the family
+/// tables of a 1.1 header), against `mapped_len` bytes of segment.
+pub fn validate_prefix(prefix: &[u8], mapped_len: u64) -> Result<Layout, Error> {
+    let bytes = prefix;
     let Some(head) = bytes.get(..HEADER_SIZE_V1_0) else {
         return Err(Error::Truncated {
             needed: HEADER_SIZE_V1_0 as u64,
@@ -188,5 +300,13 @@ pub fn validate(bytes: &[u8]) -> Result<Layout, Error> {
         });
     };
     let h: Header = bytemuck::pod_read_unaligned(head);
-    validate_header(&h, bytes.len() as u64)
+    let fh = if h.abi_minor >= 1 && h.header_size as usize >= HEADER_SIZE_V1_1 {
+        bytes
+            .get(HEADER_SIZE_V1_0..HEADER_SIZE_V1_1)
+            .map(bytemuck::pod_read_unaligned)
+            .unwrap_or_default()
+    } else {
+        FamilyHeader::default()
+    };
+    validate_header(&h, &fh, mapped_len)
 }

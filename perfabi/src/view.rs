@@ -10,12 +10,13 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use crate::damon::{self, DamonRead};
+use crate::family::{self, Family, FamilyDef, Member, MemberDef, Reading};
 use crate::error::{EntryField, Error};
 use crate::layout::*;
 use crate::name;
 use crate::protocol::{self, gen_read, load_words, seq_read, Sound};
 use crate::sync::{AtomicU64, Ordering};
-use crate::validate::{validate_header, Layout};
+use crate::validate::{validate_header, FamilyTables, Layout};
 
 /// A live instance as read from the instance table.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,8 +76,11 @@ pub struct Snapshot {
     pub generation: u64,
     /// Epoch of the segment the copy came from.
     pub epoch: u64,
-    /// Live instances, by slot.
+    /// Live instances of the ABI 1.0 table, by slot.
     pub instances: Vec<Instance>,
+    /// Every metric family: each live 1.0 entry as a family of one
+    /// instance, then the live families of the family table (spec §5.4).
+    pub families: Vec<Family>,
     /// Number of per-CPU blocks.
     pub nr_cpus: usize,
     /// Slots copied per CPU (`instances_used` at that generation).
@@ -102,6 +106,25 @@ impl Snapshot {
     pub fn find(&self, name: &str) -> Option<&Instance> {
         self.instances.iter().find(|i| i.name == name)
     }
+    /// The family called `name`.
+    pub fn family(&self, name: &str) -> Option<&Family> {
+        self.families.iter().find(|f| f.name == name)
+    }
+    /// The value words of member `m` on `cpu` (one word, or a histogram's
+    /// count, sum and buckets).
+    pub fn words(&self, cpu: usize, m: &Member) -> &[u64] {
+        let at = cpu * self.slots + m.value_slot as usize;
+        &self.values[at..at + m.words as usize]
+    }
+    /// The value of member `m` of family `f` on `cpu`.
+    pub fn reading_on(&self, cpu: usize, f: &Family, m: &Member) -> Reading {
+        Reading::from_words(f, self.words(cpu, m))
+    }
+    /// The total of member `m` of family `f` over all CPUs (a sum; the
+    /// maximum for a peak; bucket by bucket for a histogram).
+    pub fn reading(&self, f: &Family, m: &Member) -> Reading {
+        Reading::total(f, (0..self.nr_cpus).map(|c| self.reading_on(c, f, m)))
+    }
 }
 
 /// Copies the header out of shared `words` (each word with one atomic load),
@@ -119,6 +142,22 @@ pub fn load_header(words: &[AtomicU64]) -> Result<Header, Error> {
     Ok(bytemuck::cast(hw))
 }
 
+/// Copies the fields ABI 1.1 appended to the header (`spec/PERFABI.md`
+/// §4.1) out of shared `words`: zero (no family tables) unless `h` is of
+/// minor 1 or later with a header of at least 256 bytes, and `words` holds
+/// them. Unvalidated: [`validate_header`] checks them with `h`.
+pub fn load_family_header(words: &[AtomicU64], h: &Header) -> FamilyHeader {
+    let first = HEADER_SIZE_V1_0 / 8;
+    match words.get(first..first + FAMILY_HEADER_WORDS) {
+        Some(ext) if h.abi_minor >= 1 && h.header_size as usize >= HEADER_SIZE_V1_1 => {
+            let mut w = [0u64; FAMILY_HEADER_WORDS];
+            load_words(ext, 0, &mut w);
+            bytemuck::cast(w)
+        }
+        _ => FamilyHeader::default(),
+    }
+}
+
 /// An instance table as last decoded, with the segment epoch and the
 /// metadata generation it belongs to: the one cache of a decoded table.
 /// [`SegmentView::instances_into`] decodes it again only when the segment
@@ -128,6 +167,8 @@ pub fn load_header(words: &[AtomicU64]) -> Result<Header, Error> {
 pub struct InstanceTable {
     /// The live instances, by slot (empty until the first decoding).
     pub instances: Vec<Instance>,
+    /// Every family (1.0 entries as families of one instance first).
+    pub families: Vec<Family>,
     /// (epoch, generation) of `instances`; `None`: nothing cached.
     at: Option<(u64, u64)>,
 }
@@ -141,6 +182,7 @@ impl InstanceTable {
     /// Forgets the table: the next read decodes it afresh.
     pub fn clear(&mut self) {
         self.instances.clear();
+        self.families.clear();
         self.at = None;
     }
 }
@@ -157,7 +199,8 @@ impl<'a> SegmentView<'a> {
     /// `words.len() * 8` bytes. Nothing else is read before this succeeds.
     pub fn new(words: &'a [AtomicU64]) -> Result<Self, Error> {
         let h = load_header(words)?;
-        let layout = validate_header(&h, words.len() as u64 * 8)?;
+        let fh = load_family_header(words, &h);
+        let layout = validate_header(&h, &fh, words.len() as u64 * 8)?;
         Ok(Self { words, layout })
     }
 
@@ -308,17 +351,54 @@ impl<'a> SegmentView<'a> {
         Ok(())
     }
 
+    /// Decodes the live family and member entries (none without family
+    /// tables). Called inside a generation window, like
+    /// [`Self::read_instances`]; the rules spanning entries are checked by
+    /// [`family::assemble`] once the window closed.
+    fn read_families(&self, raw: &mut RawFamilies) -> Result<(), Error> {
+        raw.defs.clear();
+        raw.members.clear();
+        let Some(t) = self.layout.families else {
+            return Ok(());
+        };
+        let clamp = |w: usize, max: usize| {
+            usize::try_from(self.word(w).load(Ordering::Relaxed))
+                .unwrap_or(usize::MAX)
+                .min(max)
+        };
+        let mut fw = [0u64; FAMILY_ENTRY_WORDS];
+        for slot in 0..clamp(HEADER_FAMILIES_USED_WORD, t.max_families) {
+            load_words(self.words, t.family_word(slot), &mut fw);
+            let e: FamilyEntry = bytemuck::cast(fw);
+            raw.defs.extend(family::decode_family(slot as u32, &e)?);
+        }
+        let mut mw = [0u64; MEMBER_ENTRY_WORDS];
+        for slot in 0..clamp(HEADER_MEMBERS_USED_WORD, t.max_members) {
+            load_words(self.words, t.member_word(slot), &mut mw);
+            let e: MemberEntry = bytemuck::cast(mw);
+            raw.members.extend(family::decode_member(slot as u32, &e)?);
+        }
+        Ok(())
+    }
+
+    /// The family tables, if the segment has them.
+    pub fn family_tables(&self) -> Option<FamilyTables> {
+        self.layout.families
+    }
+
     /// The live instances, read inside one generation.
     pub fn instances(&self, retries: u32) -> Result<(Vec<Instance>, u64), Error> {
-        let mut v = Vec::new();
-        let r = gen_read::<Sound, _, Error>(self.gen1(), self.gen2(), retries, |_| {
-            Ok(self.read_instances(self.used(), &mut v))
-        })?;
-        let (decoded, g) = r.ok_or(Error::BusyMetadata)?;
-        decoded?;
-        // Outside the generation window: the sort does not widen it.
-        unique(&v)?;
-        Ok((v, g))
+        let mut t = InstanceTable::default();
+        let g = self.instances_into(&mut t, retries)?;
+        Ok((t.instances, g))
+    }
+
+    /// Every family with its instances (1.0 entries as families of one
+    /// instance), read inside one generation.
+    pub fn families(&self, retries: u32) -> Result<(Vec<Family>, u64), Error> {
+        let mut t = InstanceTable::default();
+        let g = self.instances_into(&mut t, retries)?;
+        Ok((t.families, g))
     }
 
     /// Brings `table` up to date inside one generation: decoded afresh
@@ -329,35 +409,44 @@ impl<'a> SegmentView<'a> {
             .at
             .filter(|&(epoch, _)| epoch == self.layout.epoch)
             .map(|(_, g)| g);
-        let instances = &mut table.instances;
         table.at = None;
+        let mut raw = RawFamilies::default();
+        let needs = slots_needed(&table.families);
         let r = gen_read::<Sound, _, Error>(self.gen1(), self.gen2(), retries, |g| {
-            Ok(self.table_at(g, self.used(), cached, instances))
+            let used = self.used();
+            Ok((
+                self.table_at(g, used, cached, needs, &mut table.instances, &mut raw),
+                used,
+            ))
         })?;
-        let (fresh, g) = r.ok_or(Error::BusyMetadata)?;
-        // Outside the generation window: the sort does not widen it.
+        let ((fresh, used), g) = r.ok_or(Error::BusyMetadata)?;
+        // Outside the generation window: the sorts do not widen it.
         if fresh? {
-            unique(instances)?;
+            table.families = checked(&table.instances, &raw, used)?;
         }
         table.at = Some((self.layout.epoch, g));
         Ok(g)
     }
 
     /// Inside a generation window at generation `g` with `used` slots:
-    /// keeps `instances` if they were decoded at `cached == Some(g)` and
-    /// fit, else decodes them again. `Ok(true)`: decoded afresh, still to be
-    /// checked for uniqueness (outside the window).
+    /// keeps the decoded tables if they were decoded at `cached == Some(g)`
+    /// and their values fit in `used` slots (`needs`), else decodes them
+    /// again. `Ok(true)`: decoded afresh, still to be checked by
+    /// [`checked`] (outside the window).
     fn table_at(
         &self,
         g: u64,
         used: usize,
         cached: Option<u64>,
+        needs: usize,
         instances: &mut Vec<Instance>,
+        raw: &mut RawFamilies,
     ) -> Result<bool, Error> {
-        if cached == Some(g) && instances_fit(instances, used) {
+        if cached == Some(g) && needs <= used {
             Ok(false)
         } else {
-            self.read_instances(used, instances).map(|()| true)
+            self.read_instances(used, instances)?;
+            self.read_families(raw).map(|()| true)
         }
     }
 
@@ -394,17 +483,20 @@ impl<'a> SegmentView<'a> {
     /// repeated snapshots of an unchanged table copy values only.
     pub fn snapshot_into(&self, snap: &mut Snapshot, retries: u32) -> Result<(), Error> {
         let nr_cpus = self.layout.nr_cpus;
-        let same_table = snap.epoch == self.layout.epoch && !snap.instances.is_empty();
+        let same_table = snap.epoch == self.layout.epoch && !snap.families.is_empty();
         let cached_gen = if same_table {
             Some(snap.generation)
         } else {
             None
         };
+        let needs = slots_needed(&snap.families);
         let mut instances = core::mem::take(&mut snap.instances);
+        let mut families = core::mem::take(&mut snap.families);
         let mut values = core::mem::take(&mut snap.values);
+        let mut raw = RawFamilies::default();
         let r = gen_read::<Sound, _, Error>(self.gen1(), self.gen2(), retries, |g| {
             let used = self.used();
-            let decoded = self.table_at(g, used, cached_gen, &mut instances);
+            let decoded = self.table_at(g, used, cached_gen, needs, &mut instances, &mut raw);
             values.resize(nr_cpus * used, 0);
             for cpu in 0..nr_cpus {
                 self.read_cpu_counters(cpu, &mut values[cpu * used..(cpu + 1) * used], retries)?;
@@ -412,11 +504,14 @@ impl<'a> SegmentView<'a> {
             Ok((decoded, used))
         });
         let ok = match r {
-            // Uniqueness is checked outside the generation window: the sort
-            // does not widen it.
+            // The rules spanning entries are checked outside the generation
+            // window: the sorts do not widen it.
             Ok(Some(((Ok(fresh), used), g))) => {
                 if fresh {
-                    unique(&instances).map(|()| (used, g))
+                    checked(&instances, &raw, used).map(|f| {
+                        families = f;
+                        (used, g)
+                    })
                 } else {
                     Ok((used, g))
                 }
@@ -430,6 +525,7 @@ impl<'a> SegmentView<'a> {
                     generation: g,
                     epoch: self.layout.epoch,
                     instances,
+                    families,
                     nr_cpus,
                     slots: used,
                     values,
@@ -439,8 +535,10 @@ impl<'a> SegmentView<'a> {
             Err(e) => {
                 // Keep the buffers for the next attempt, but never a stale cache.
                 instances.clear();
+                families.clear();
                 *snap = Snapshot {
                     instances,
+                    families,
                     values,
                     ..Snapshot::default()
                 };
@@ -518,8 +616,29 @@ impl<'a> SegmentView<'a> {
     }
 }
 
-fn instances_fit(instances: &[Instance], used: usize) -> bool {
-    instances.last().is_none_or(|i| (i.slot as usize) < used)
+/// Family and member entries decoded inside a generation window.
+#[derive(Default)]
+struct RawFamilies {
+    defs: Vec<FamilyDef>,
+    members: Vec<MemberDef>,
+}
+
+/// Value slots the families' members reach (a cached table is reused only
+/// while `instances_used` still covers them).
+fn slots_needed(families: &[Family]) -> usize {
+    families
+        .iter()
+        .flat_map(|f| &f.members)
+        .map(|m| m.value_slot as usize + m.words as usize)
+        .max()
+        .unwrap_or(0)
+}
+
+/// The rules spanning entries (spec §5, §5.4), on a consistent copy: the
+/// 1.0 entries' uniqueness, then the families assembled.
+fn checked(instances: &[Instance], raw: &RawFamilies, used: usize) -> Result<Vec<Family>, Error> {
+    unique(instances)?;
+    family::assemble(instances, &raw.defs, &raw.members, used)
 }
 
 /// Re-exported so users of [`SegmentView`] need not import the protocol.

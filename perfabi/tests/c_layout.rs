@@ -383,6 +383,8 @@ impl Grid {
                             nr_cpus,
                             max_instances,
                             damon_capacity,
+                            max_families: 0,
+                            max_members: 0,
                         });
                     }
                 }
@@ -563,6 +565,8 @@ fn c_geometry_matches_rust() {
         nr_cpus: 1,
         max_instances: 1,
         damon_capacity: 0,
+        max_families: 0,
+        max_members: 0,
     };
     let header_names = header_values(&probe.header(&ID).unwrap());
     let geometry_names = geometry_values(&probe).unwrap();
@@ -656,7 +660,7 @@ fn c_geometry_matches_rust() {
         let Ok(sizes) = rust else { continue };
         accepted += 1;
         let header = g.header(&ID).expect("sizes() accepted it");
-        let layout = match validate_header(&header, header.segment_size) {
+        let layout = match validate_header(&header, &g.sizes().expect("accepted").families, header.segment_size) {
             Ok(l) => l,
             Err(e) => {
                 diffs.push(format!(

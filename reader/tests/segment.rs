@@ -331,6 +331,8 @@ fn one_cpu_busy_image() -> Vec<u8> {
         nr_cpus: 2,
         max_instances: 4,
         damon_capacity: 8,
+        max_families: 0,
+        max_members: 0,
     };
     let h = g
         .header(&perfabi::WriterIdentity {

@@ -320,6 +320,8 @@ fn canonical() -> bool {
             nr_cpus: h.nr_cpus,
             max_instances: h.max_instances,
             damon_capacity: h.damon_capacity,
+            max_families: 0,
+            max_members: 0,
         };
         let mut want = g
             .header(&perfabi::WriterIdentity {

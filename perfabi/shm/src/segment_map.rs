@@ -13,7 +13,7 @@ use std::os::unix::fs::FileExt;
 
 use std::sync::atomic::Ordering;
 
-use perfabi::layout::{HEADER_EPOCH_WORD, HEADER_SIZE_V1_0, MAGIC_WORD};
+use perfabi::layout::{HEADER_EPOCH_WORD, HEADER_SIZE_V1_0, HEADER_SIZE_V1_1, MAGIC_WORD};
 use perfabi::trust::Origin;
 use perfabi::Layout;
 
@@ -23,7 +23,8 @@ use crate::safe_open::{Entry, FileId};
 /// The header's segment size, validated against an unbounded length.
 fn segment_size(words: &[perfabi::Word]) -> Result<u64, perfabi::Error> {
     let h = perfabi::load_header(words)?;
-    Ok(perfabi::validate_header(&h, u64::MAX)?.segment_size as u64)
+    let fh = perfabi::load_family_header(words, &h);
+    Ok(perfabi::validate_header(&h, &fh, u64::MAX)?.segment_size as u64)
 }
 
 /// A reader's read-only [`Mapping`] of a whole segment, the file it maps,
@@ -66,11 +67,13 @@ impl SegmentMap {
                 if len < HEADER_SIZE_V1_0 as u64 {
                     return Err(MapError::TooShort);
                 }
-                let mut h = [0u8; HEADER_SIZE_V1_0];
-                file.read_exact_at(&mut h, 0).map_err(MapError::Io)?;
-                let h = perfabi::layout::header_from_bytes(&h);
-                perfabi::validate_header(&h, u64::MAX).map_err(MapError::Abi)?;
-                h.segment_size
+                // The 1.1 header's 256 bytes where the file has them.
+                let mut h = [0u8; HEADER_SIZE_V1_1];
+                let n = (len.min(HEADER_SIZE_V1_1 as u64)) as usize;
+                file.read_exact_at(&mut h[..n], 0).map_err(MapError::Io)?;
+                perfabi::validate_prefix(&h[..n], u64::MAX)
+                    .map_err(MapError::Abi)?
+                    .segment_size as u64
             }
             // A device (the kernel module's): its first page tells.
             None => {

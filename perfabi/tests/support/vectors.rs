@@ -15,6 +15,8 @@ const GEOMETRY: Geometry = Geometry {
     nr_cpus: 2,
     max_instances: 32,
     damon_capacity: 8,
+    max_families: 0,
+    max_members: 0,
 };
 
 /// A segment image under construction, in ordinary memory.

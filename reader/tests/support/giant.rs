@@ -16,6 +16,8 @@ pub fn sparse_giant(path: &Path) -> u64 {
         nr_cpus: perfabi::layout::MAX_CPUS,
         max_instances: perfabi::layout::MAX_INSTANCES,
         damon_capacity: perfabi::layout::MAX_DAMON_CAPACITY,
+        max_families: 0,
+        max_members: 0,
     };
     let mut h = g
         .header(&WriterIdentity {

@@ -174,6 +174,8 @@ pub fn write_claimed_segment(path: &Path, flags: u64, pid: u64, start_ns: u64) {
         nr_cpus: 1,
         max_instances: 4,
         damon_capacity: 0,
+        max_families: 0,
+        max_members: 0,
     };
     let mut h = g
         .header(&perfabi::WriterIdentity {

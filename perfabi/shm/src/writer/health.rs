@@ -116,7 +116,7 @@ impl State {
         h.heartbeat_ns = boottime_ns();
         h.instances_used = u64::from(m.used);
         let words = self.words();
-        store_header(words, &h);
+        store_header(words, &h, &self.family_header);
         for (&slot, e) in &m.entries {
             self.store_entry(slot, e);
         }

@@ -58,6 +58,13 @@ pub struct Config {
     pub nr_cpus: Option<u32>,
     /// Instance table capacity.
     pub max_instances: u32,
+    /// Family table capacity (spec §5.1); 0, with `max_members` 0, makes an
+    /// ABI 1.0 segment without families.
+    pub max_families: u32,
+    /// Member (family instance) table capacity. Members' values share the
+    /// counter arrays with instances: a histogram member takes
+    /// `2 + buckets` of the `max_instances` value slots.
+    pub max_members: u32,
     /// DAMON ring slots per CPU. An aggregation must fit in one ring; keep
     /// it at least twice the largest aggregation so the previous complete
     /// one survives while the next is written.
@@ -77,6 +84,8 @@ impl Default for Config {
         Self {
             nr_cpus: None,
             max_instances: 1024,
+            max_families: 128,
+            max_members: 1024,
             damon_capacity: 4096,
             heartbeat_interval: Duration::from_secs(1),
             auto_heartbeat: true,
@@ -209,13 +218,13 @@ impl Writer {
             }
         }
         let geometry = geometry(config)?;
-        let (h, layout) = first_header(&geometry, config)?;
+        let (h, fh, layout) = first_header(&geometry, config)?;
         let place = segment::Place::of(path)?;
         let (backing, tmp) = segment::Backing::temp_file(&place, h.segment_size)?;
         let state = Self::init(
             backing,
             Some((path.to_path_buf(), place)),
-            h,
+            (h, fh),
             layout,
             config,
         );
@@ -229,10 +238,10 @@ impl Writer {
     /// `/proc/PID/fd/N`).
     pub fn create_memfd(name: &str, config: &Config) -> Result<Self, CreateError> {
         let geometry = geometry(config)?;
-        let (h, layout) = first_header(&geometry, config)?;
+        let (h, fh, layout) = first_header(&geometry, config)?;
         let backing = segment::Backing::memfd(name, h.segment_size)?;
         Ok(Self::start(
-            Self::init(backing, None, h, layout, config),
+            Self::init(backing, None, (h, fh), layout, config),
             config,
         ))
     }
@@ -250,11 +259,11 @@ impl Writer {
     fn init(
         backing: segment::Backing,
         file: Option<(PathBuf, segment::Place)>,
-        h: Header,
+        (h, fh): (Header, FamilyHeader),
         layout: Layout,
         config: &Config,
     ) -> State {
-        store_header(backing.words(), &h);
+        store_header(backing.words(), &h, &fh);
         let n = layout.max_instances;
         let (path, place) = file.unzip();
         State {
@@ -264,6 +273,7 @@ impl Writer {
             place,
             layout,
             header: Mutex::new(h),
+            family_header: fh,
             epoch: AtomicU64::new(h.epoch),
             damaged: std::sync::atomic::AtomicBool::new(false),
             health: Mutex::new(Health::Intact),
@@ -625,7 +635,10 @@ pub(crate) fn new_epoch() -> io::Result<u64> {
 
 /// The header of a new segment of geometry `g` written by this process,
 /// and its layout.
-fn first_header(g: &Geometry, config: &Config) -> Result<(Header, Layout), CreateError> {
+fn first_header(
+    g: &Geometry,
+    config: &Config,
+) -> Result<(Header, FamilyHeader, Layout), CreateError> {
     let now = boottime_ns();
     let h = g
         .header(&WriterIdentity {
@@ -637,15 +650,23 @@ fn first_header(g: &Geometry, config: &Config) -> Result<(Header, Layout), Creat
                 .unwrap_or(u64::MAX),
         })
         .map_err(CreateError::Abi)?;
-    let layout = validate_header(&h, h.segment_size).map_err(CreateError::Abi)?;
-    Ok((h, layout))
+    let fh = g.sizes().map_err(CreateError::Abi)?.families;
+    let layout = validate_header(&h, &fh, h.segment_size).map_err(CreateError::Abi)?;
+    Ok((h, fh, layout))
 }
 
-/// Stores the words of `h` at the start of the segment.
-pub(crate) fn store_header(words: &[AtomicU64], h: &Header) {
+/// Stores the words of `h` at the start of the segment, and those of `fh`
+/// after them if the segment has family tables (ABI 1.1).
+pub(crate) fn store_header(words: &[AtomicU64], h: &Header, fh: &FamilyHeader) {
     let hw: [u64; HEADER_WORDS] = bytemuck::cast(*h);
     for (w, v) in words.iter().zip(hw) {
         w.store(v, Ordering::Relaxed);
+    }
+    if h.header_size as usize >= HEADER_SIZE_V1_1 {
+        let fw: [u64; FAMILY_HEADER_WORDS] = bytemuck::cast(*fh);
+        for (w, v) in words[HEADER_WORDS..].iter().zip(fw) {
+            w.store(v, Ordering::Relaxed);
+        }
     }
 }
 
@@ -666,5 +687,7 @@ fn geometry(config: &Config) -> Result<Geometry, CreateError> {
         nr_cpus,
         max_instances: config.max_instances,
         damon_capacity: config.damon_capacity,
+        max_families: config.max_families,
+        max_members: config.max_members,
     })
 }

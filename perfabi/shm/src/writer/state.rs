@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 
-use perfabi::layout::{Header, InstanceEntry, INSTANCE_ENTRY_WORDS};
+use perfabi::layout::{FamilyHeader, Header, InstanceEntry, INSTANCE_ENTRY_WORDS};
 use perfabi::validate::Layout;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -23,6 +23,9 @@ pub(crate) struct State {
     /// The header as this writer laid it out (its fixed part is compared
     /// with the segment's at every heartbeat).
     pub(crate) header: Mutex<Header>,
+    /// The ABI 1.1 header fields as laid out (zero without family tables);
+    /// only `families_used` and `members_used` change.
+    pub(crate) family_header: FamilyHeader,
     /// The current epoch (new after a re-creation).
     pub(crate) epoch: AtomicU64,
     /// The last heartbeat found the segment damaged and could not mend it.
