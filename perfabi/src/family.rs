@@ -277,7 +277,9 @@ pub fn decode_family(slot: u32, e: &FamilyEntry) -> Result<Option<FamilyDef>, Er
     let value_type = ValueType::from_raw(e.value_type)
         .filter(|&t| kind != Kind::Histogram || t == ValueType::U64)
         .ok_or(bad(FamilyField::ValueType))?;
-    let finite = (e.nr_buckets as usize).saturating_sub(1).min(e.bounds.len());
+    let finite = (e.nr_buckets as usize)
+        .saturating_sub(1)
+        .min(e.bounds.len());
     let buckets = match (kind, e.bucket_layout) {
         (Kind::Histogram, l) if l == BucketLayout::Log2 as u32 => Some(Buckets::Log2 {
             first: e.log2_first,
@@ -512,12 +514,18 @@ pub fn assemble(
     let mut dotted: Vec<(&str, Named)> = entries
         .iter()
         .map(|i| (i.name.as_str(), Named::Entry(i.slot)))
-        .chain(defs.iter().map(|d| (d.name.as_str(), Named::Family(d.slot))))
+        .chain(
+            defs.iter()
+                .map(|d| (d.name.as_str(), Named::Family(d.slot))),
+        )
         .collect();
     dotted.sort_unstable_by(|a, b| a.0.cmp(b.0));
     let mut stack: Vec<(&str, Named)> = Vec::new();
     for &(n, at) in &dotted {
-        while stack.last().is_some_and(|(p, _)| !name::dotted_prefix(p, n)) {
+        while stack
+            .last()
+            .is_some_and(|(p, _)| !name::dotted_prefix(p, n))
+        {
             stack.pop();
         }
         if let Some(&(_, above)) = stack
@@ -769,7 +777,16 @@ mod tests {
         assert_eq!(b.bound(0), Some(8));
         assert_eq!(b.bound(2), Some(32));
         assert_eq!(b.bound(3), None);
-        for (v, k) in [(0, 0), (1, 0), (8, 0), (9, 1), (16, 1), (17, 2), (32, 2), (33, 3)] {
+        for (v, k) in [
+            (0, 0),
+            (1, 0),
+            (8, 0),
+            (9, 1),
+            (16, 1),
+            (17, 2),
+            (32, 2),
+            (33, 3),
+        ] {
             assert_eq!(b.index(v), k, "{v}");
         }
         assert_eq!(b.index(u64::MAX), 3);
@@ -795,7 +812,10 @@ mod tests {
             Buckets::Explicit(alloc::vec![1; 32]).check(),
             Err(Error::BadBuckets)
         );
-        assert_eq!(Buckets::Explicit(alloc::vec![]).check(), Err(Error::BadBuckets));
+        assert_eq!(
+            Buckets::Explicit(alloc::vec![]).check(),
+            Err(Error::BadBuckets)
+        );
     }
 
     #[test]

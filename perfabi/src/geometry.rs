@@ -106,9 +106,11 @@ impl Geometry {
             return Err(Error::BadCapacity);
         }
         let page = u64::from(self.page_size);
-        let families_size =
-            align_up(u64::from(self.max_families) * FAMILY_ENTRY_SIZE as u64, page)
-                .ok_or(Error::BadConfig)?;
+        let families_size = align_up(
+            u64::from(self.max_families) * FAMILY_ENTRY_SIZE as u64,
+            page,
+        )
+        .ok_or(Error::BadConfig)?;
         let members_offset = cpu_area_end + families_size;
         let members_size = align_up(u64::from(self.max_members) * MEMBER_ENTRY_SIZE as u64, page)
             .ok_or(Error::BadConfig)?;

@@ -13,8 +13,10 @@ use bytemuck::{Pod, Zeroable};
 pub const MAGIC: [u8; 8] = *b"PERFABI\0";
 /// ABI major version this crate reads and writes. A different major is refused.
 pub const ABI_MAJOR: u16 = 1;
-/// ABI minor version this crate writes. A newer minor is accepted by readers.
-pub const ABI_MINOR: u16 = 0;
+/// ABI minor version of a segment with metric families (spec §4.1). A
+/// writer that uses no families writes a 1.0 segment (minor 0, 192-byte
+/// header); readers accept any minor.
+pub const ABI_MINOR: u16 = 1;
 /// Written as a native `u32`: a reader on the other byte order sees it swapped.
 pub const BYTE_ORDER_MARK: u32 = 0x0102_0304;
 /// Cache line size assumed by the layout (the sequence word sits alone on one).

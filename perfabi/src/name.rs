@@ -33,6 +33,26 @@ pub fn flat(name: &str) -> String {
     name.replace('.', "_")
 }
 
+/// The OpenMetrics family name of a live name: `perfabi_` and its flat
+/// form (`net.rx_bytes` → `perfabi_net_rx_bytes`). Live names have
+/// distinct clash keys, so their families and samples never collide
+/// (spec §5.5).
+pub fn openmetrics(name: &str) -> String {
+    let mut s = String::from("perfabi_");
+    s.push_str(&flat(name));
+    s
+}
+
+/// The PCP metric name of a live name: `perfabi.` and the name, dots kept
+/// as PCP's own hierarchy (`disk.dev.read_bytes` → `perfabi.disk.dev.read_bytes`).
+/// No live family's name is a dotted prefix of another live name, so a
+/// family is never a node of another metric (spec §5.5).
+pub fn pcp(name: &str) -> String {
+    let mut s = String::from("perfabi.");
+    s.push_str(name);
+    s
+}
+
 /// The key under which live names must be unique: the flat form with every
 /// trailing reserved suffix taken off (`x_total_total` → `x`).
 pub fn clash_key(name: &str) -> String {
@@ -96,8 +116,7 @@ fn label_key_ok(key: &str, max: usize) -> bool {
     !b.is_empty()
         && b.len() < max
         && b[0].is_ascii_lowercase()
-        && b
-            .iter()
+        && b.iter()
             .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_')
         && !RESERVED_LABEL_KEYS.contains(&key)
 }

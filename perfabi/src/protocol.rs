@@ -254,3 +254,24 @@ pub fn load_words(words: &[AtomicU64], start: usize, out: &mut [u64]) {
         *o = s.load(Ordering::Relaxed);
     }
 }
+
+/// Writer: raises a peak word to `v` if `v` is larger (signed compare if
+/// `signed`); never writes otherwise, and only ever stores the new
+/// observation, so a concurrent reset (a store of 0) is never undone.
+#[inline]
+pub fn peak_update<P: Policy>(word: &AtomicU64, v: u64, signed: bool) {
+    let larger = |cur: u64| {
+        if signed {
+            (v as i64) > (cur as i64)
+        } else {
+            v > cur
+        }
+    };
+    let mut cur = word.load(Ordering::Relaxed);
+    while larger(cur) {
+        match word.compare_exchange_weak(cur, v, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return,
+            Err(now) => cur = now,
+        }
+    }
+}

@@ -196,10 +196,16 @@ impl fmt::Display for Unit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut num: [(String, i8); 3] = Default::default();
         if self.dim_space != 0 {
-            num[0] = (String::from(SPACE[usize::from(self.scale_space) % 7]), self.dim_space);
+            num[0] = (
+                String::from(SPACE[usize::from(self.scale_space) % 7]),
+                self.dim_space,
+            );
         }
         if self.dim_time != 0 {
-            num[1] = (String::from(TIME[usize::from(self.scale_time) % 6]), self.dim_time);
+            num[1] = (
+                String::from(TIME[usize::from(self.scale_time) % 6]),
+                self.dim_time,
+            );
         }
         if self.dim_count != 0 {
             let mut c = String::from(if self.quantity == QUANTITY_PAGES {

@@ -10,8 +10,8 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use crate::damon::{self, DamonRead};
-use crate::family::{self, Family, FamilyDef, Member, MemberDef, Reading};
 use crate::error::{EntryField, Error};
+use crate::family::{self, Family, FamilyDef, Member, MemberDef, Reading};
 use crate::layout::*;
 use crate::name;
 use crate::protocol::{self, gen_read, load_words, seq_read, Sound};

@@ -660,7 +660,11 @@ fn c_geometry_matches_rust() {
         let Ok(sizes) = rust else { continue };
         accepted += 1;
         let header = g.header(&ID).expect("sizes() accepted it");
-        let layout = match validate_header(&header, &g.sizes().expect("accepted").families, header.segment_size) {
+        let layout = match validate_header(
+            &header,
+            &g.sizes().expect("accepted").families,
+            header.segment_size,
+        ) {
             Ok(l) => l,
             Err(e) => {
                 diffs.push(format!(

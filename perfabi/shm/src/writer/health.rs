@@ -81,9 +81,17 @@ impl State {
         let expected: [u64; HEADER_WORDS] =
             bytemuck::cast(*self.header.lock().unwrap_or_else(|p| p.into_inner()));
         let words = self.words();
-        (0..HEADER_GEN1_WORD)
+        // The fixed words of the 1.1 fields too: all but the two counts.
+        let ext: [u64; FAMILY_HEADER_WORDS] = bytemuck::cast(self.family_header);
+        let fixed_ext = if self.layout.families.is_some() {
+            HEADER_FAMILIES_USED_WORD - HEADER_WORDS
+        } else {
+            0
+        };
+        let changed = (0..HEADER_GEN1_WORD)
             .any(|i| words[i].load(Ordering::Relaxed) != expected[i])
-            .then(|| "its header was overwritten".into())
+            || (0..fixed_ext).any(|i| words[HEADER_WORDS + i].load(Ordering::Relaxed) != ext[i]);
+        changed.then(|| "its header was overwritten".into())
     }
 
     /// Creates the segment again at its path: a new file under a new epoch,
@@ -119,6 +127,18 @@ impl State {
         store_header(words, &h, &self.family_header);
         for (&slot, e) in &m.entries {
             self.store_entry(slot, e);
+        }
+        for (&slot, f) in &m.fams.families {
+            self.store_family(slot, &f.entry);
+        }
+        for (&slot, e) in &m.fams.members {
+            self.store_member(slot, e);
+        }
+        if self.layout.families.is_some() {
+            words[HEADER_FAMILIES_USED_WORD]
+                .store(u64::from(m.fams.families_used), Ordering::Relaxed);
+            words[HEADER_MEMBERS_USED_WORD]
+                .store(u64::from(m.fams.members_used), Ordering::Relaxed);
         }
         // The mapping holds the new segment now, published or not.
         self.epoch.store(h.epoch, Ordering::Relaxed);

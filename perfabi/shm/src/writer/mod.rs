@@ -21,6 +21,7 @@
 //! someone else) and, if it is not, creates it again at its path under a new
 //! epoch, with the same instances (see [`Health`]).
 
+mod families;
 mod health;
 mod heartbeat;
 mod percpu;
@@ -49,6 +50,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use self::state::State;
 use crate::host::process_start_ns;
 pub use crate::host::{boottime_ns, possible_cpus};
+pub use families::{FamilyId, MemberId};
 pub use percpu::{Method, MethodChoice, UpdateStats};
 
 /// What a writer creates.
@@ -155,14 +157,21 @@ pub struct ExternalId(InstanceId);
 pub(crate) struct Meta {
     /// The live slots by their names' clash keys (spec §5): live names must
     /// be distinct to consumers, not only as bytes.
-    pub(crate) names: HashMap<String, u32>,
+    pub(crate) names: HashMap<String, perfabi::Named>,
     /// The entry of every live slot (to lay the table out again in a
     /// re-created segment).
     pub(crate) entries: BTreeMap<u32, InstanceEntry>,
-    /// Freed slots, reused oldest first.
+    /// Freed single value slots, reused oldest first.
     pub(crate) free: VecDeque<u32>,
+    /// Freed ranges of several value slots (histogram members): (start, len).
+    pub(crate) runs: Vec<(u32, u32)>,
+    /// One counter for the registration ids of entries, families and
+    /// members: an id names one registration in the whole segment.
     pub(crate) next_reg: u64,
+    /// Value slots `0..used` may be in use (`instances_used`).
     pub(crate) used: u32,
+    /// Families and their members.
+    pub(crate) fams: families::FamilyMeta,
 }
 
 /// What [`Writer::heartbeat`] found.
@@ -281,8 +290,10 @@ impl Writer {
                 names: HashMap::new(),
                 entries: BTreeMap::new(),
                 free: VecDeque::new(),
+                runs: Vec::new(),
                 next_reg: 1,
                 used: 0,
+                fams: Default::default(),
             }),
             live: (0..n).map(|_| AtomicU64::new(0)).collect(),
             external: (0..n).map(|_| AtomicU64::new(0)).collect(),
@@ -357,14 +368,10 @@ impl Writer {
         name::check_unit(unit)?;
         let mut m = self.state.meta.lock().unwrap_or_else(|p| p.into_inner());
         let key = name::clash_key(name);
-        if m.names.contains_key(&key) {
+        if m.names.contains_key(&key) || m.prefix_of_family(name) {
             return Err(Error::DuplicateName);
         }
-        let slot = match m.free.pop_front() {
-            Some(s) => s,
-            None if (m.used as usize) < self.state.layout.max_instances => m.used,
-            None => return Err(Error::TableFull),
-        };
+        let slot = m.alloc_values(1, self.state.layout.max_instances)?;
         let reg_id = m.next_reg;
         m.next_reg += 1;
         let entry = InstanceEntry {
@@ -391,7 +398,7 @@ impl Writer {
             words[HEADER_USED_WORD].store(u64::from(m.used), Ordering::Relaxed);
         }
         gen_write_end::<Sound>(&words[HEADER_GEN2_WORD], g);
-        m.names.insert(key, slot);
+        m.names.insert(key, perfabi::Named::Entry(slot));
         m.entries.insert(slot, entry);
         self.state.semantics[slot as usize].store(semantics as u64, Ordering::Relaxed);
         self.state.live[slot as usize].store(reg_id, Ordering::Release);
