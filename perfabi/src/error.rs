@@ -267,8 +267,11 @@ pub enum Error {
         other: Named,
     },
     /// `instances_size` is smaller than `max_instances` entries or not whole
-    /// pages (or a family or member table is too small).
+    /// pages.
     BadTableSize,
+    /// A family or member table (the section) is smaller than its
+    /// capacity's entries or not whole pages; code `bad-table-size`.
+    BadFamilyTableSize(Section),
     /// `pages_per_cpu` is 0, or `cpu_block_size` is not `pages_per_cpu`
     /// pages.
     BadBlockSize,
@@ -348,7 +351,7 @@ impl Error {
             Self::WrongKind => "wrong-kind",
             Self::DuplicateInstance => "duplicate-instance",
             Self::NoFamilyRoom => "no-family-room",
-            Self::BadTableSize => "bad-table-size",
+            Self::BadTableSize | Self::BadFamilyTableSize(_) => "bad-table-size",
             Self::BadBlockSize => "bad-block-size",
             Self::TableFull => "table-full",
             Self::DuplicateName => "duplicate-name",
@@ -418,7 +421,12 @@ impl fmt::Display for Error {
                 "family slot {family} and {other} have names that are one name to consumers (same once dots are underscores and _total, _count, ... are taken off, or one is a dotted prefix of the other)"
             ),
             Self::BadTableSize => f.write_str(
-                "invalid table size: less than its capacity's entries, or not whole pages",
+                "invalid instances_size: less than max_instances entries, or not whole pages",
+            ),
+            Self::BadFamilyTableSize(s) => write!(
+                f,
+                "invalid {} table size: less than its capacity's entries, or not whole pages",
+                s.as_str()
             ),
             Self::BadHelp => f.write_str("bad help: at most 127 printable ASCII bytes"),
             Self::BadLabelKey => f.write_str(

@@ -583,7 +583,7 @@ pub fn assemble(
             .flatten()
             .ok_or(bad(MemberField::Family))?;
         let d = &defs[k];
-        if d.dimension.is_empty() == !m.instance.is_empty() {
+        if d.dimension.is_empty() != m.instance.is_empty() {
             return Err(bad(MemberField::Instance));
         }
         if m.labels.iter().any(|(key, _)| *key == d.dimension) {

@@ -158,7 +158,8 @@ impl Unit {
                 name.push_str(if name.is_empty() { "per" } else { "_per" });
                 per = false;
             }
-            push_part(&mut name, n, -*d);
+            // Singular after "per": bytes_per_second.
+            push_part(&mut name, n.trim_end_matches('s'), -*d);
         }
         if self.quantity == QUANTITY_RATIO {
             name.push_str("ratio");

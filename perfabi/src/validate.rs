@@ -245,7 +245,7 @@ fn validate_families(
             return Err(Error::Overlap(prev, this));
         }
         if size < u64::from(n) * entry as u64 || size % page != 0 {
-            return Err(Error::BadTableSize);
+            return Err(Error::BadFamilyTableSize(this));
         }
         offset
             .checked_add(size)

@@ -180,12 +180,14 @@ pub fn all() -> Vec<(&'static str, Vec<u8>)> {
     let mut v: Vec<(&'static str, Image)> = Vec::new();
     v.push(("valid_basic", base()));
     v.push(("valid_newer_minor", {
+        // Minor 7: the 1.1 fields (no family tables) and 64 bytes of
+        // fields this reader does not know, which it ignores.
         let mut i = base();
         i.set_header(|h| {
             h.abi_minor = 7;
-            h.header_size = 256;
+            h.header_size = HEADER_SIZE_V1_1 as u32 + 64;
         });
-        i.put(HEADER_SIZE_V1_0, &[0xabu8; 64]);
+        i.put(HEADER_SIZE_V1_1, &[0xabu8; 64]);
         i
     }));
     v.push(("valid_closed", with_header(|h| h.flags = FLAG_CLOSED)));
@@ -373,6 +375,7 @@ pub fn all() -> Vec<(&'static str, Vec<u8>)> {
         i.put(at, &perfabi::name::encode::<NAME_LEN>("net_rx_bytes"));
         i
     }));
+    families::all(&mut v);
     v.into_iter().map(|(n, i)| (n, i.0)).collect()
 }
 
@@ -455,6 +458,9 @@ pub fn describe(bytes: &[u8]) -> String {
         }
         Err(e) => writeln!(out, "snapshot: error {} ({e})", e.code()).unwrap(),
     }
+    if layout.families.is_some() {
+        families::describe(&view, &mut out);
+    }
     let read = view.damon(4);
     write!(out, "damon: ok aggregations: {}", read.aggregations.len()).unwrap();
     if !read.busy_cpus.is_empty() {
@@ -487,4 +493,505 @@ pub fn describe(bytes: &[u8]) -> String {
         }
     }
     out
+}
+
+/// The ABI 1.1 vectors: a segment with every kind of family, and one image
+/// per rule of spec §4.1, §5.1–§5.4 it breaks.
+mod families {
+    use super::*;
+    use perfabi::family::{member_entry, Buckets, FamilySpec};
+    use perfabi::{Kind, Reading, Unit};
+
+    const GEOMETRY_1_1: Geometry = Geometry {
+        page_size: 4096,
+        nr_cpus: 2,
+        max_instances: 32,
+        damon_capacity: 0,
+        max_families: 8,
+        max_members: 8,
+    };
+
+    impl Image {
+        fn tables(&self) -> perfabi::FamilyTables {
+            self.layout().families.expect("a 1.1 image")
+        }
+        fn family(&mut self, slot: usize, e: &FamilyEntry) {
+            let at = self.tables().family_word(slot) * 8;
+            self.put(at, e);
+        }
+        fn member(&mut self, slot: usize, e: &MemberEntry) {
+            let at = self.tables().member_word(slot) * 8;
+            self.put(at, e);
+        }
+        fn family_header(&mut self, f: impl FnOnce(&mut FamilyHeader)) {
+            let mut fh: FamilyHeader =
+                bytemuck::pod_read_unaligned(&self.0[HEADER_SIZE_V1_0..HEADER_SIZE_V1_1]);
+            f(&mut fh);
+            self.put(HEADER_SIZE_V1_0, &fh);
+        }
+        fn family_field<T: bytemuck::Pod>(&mut self, slot: usize, offset: usize, v: &T) {
+            let at = self.tables().family_word(slot) * 8 + offset;
+            self.put(at, v);
+        }
+        fn member_field<T: bytemuck::Pod>(&mut self, slot: usize, offset: usize, v: &T) {
+            let at = self.tables().member_word(slot) * 8 + offset;
+            self.put(at, v);
+        }
+    }
+
+    fn spec(name: &str, help: &str, dim: &str, kind: Kind, unit: Unit) -> FamilySpec {
+        FamilySpec::new(name, help, dim, kind, unit)
+    }
+
+    /// A 1.1 segment: a 1.0 counter (slot 0), a counter family with two
+    /// devices (one labelled), a signed gauge of one instance, a peak, a
+    /// log2 and an explicit histogram, a freed family and a freed member.
+    pub fn base() -> Image {
+        let sizes = GEOMETRY_1_1.sizes().unwrap();
+        let mut img = Image(vec![0u8; sizes.segment_size as usize]);
+        let h = GEOMETRY_1_1
+            .header(&WriterIdentity {
+                epoch: 0x5eed_0000_0000_0011,
+                pid: 4242,
+                start_ns: 1_000_000_000,
+                heartbeat_interval_ns: 1_000_000_000,
+                first_heartbeat_ns: 2_000_000_000,
+            })
+            .unwrap();
+        img.put(0, &h);
+        img.put(HEADER_SIZE_V1_0, &sizes.families);
+        img.set_header(|h| {
+            h.gen1 = 9;
+            h.gen2 = 9;
+            h.instances_used = 19;
+        });
+        img.family_header(|f| {
+            f.families_used = 6;
+            f.members_used = 7;
+        });
+        img.entry(
+            0,
+            &entry(
+                "old.read_bytes",
+                "bytes",
+                Semantics::Counter,
+                ValueType::U64,
+                1,
+                SlotState::Live,
+            ),
+        );
+        img.value(0, 0, 40);
+        img.value(1, 0, 2);
+        let fams = [
+            spec(
+                "disk.dev.read_bytes",
+                "Bytes read from the device",
+                "device",
+                Kind::Counter,
+                Unit::BYTES,
+            ),
+            FamilySpec {
+                value_type: ValueType::I64,
+                ..spec(
+                    "sched.runq_delta",
+                    "Change of the run queue",
+                    "",
+                    Kind::Gauge,
+                    Unit::COUNT,
+                )
+            },
+            spec(
+                "net.queue_peak",
+                "Longest transmit queue",
+                "device",
+                Kind::Peak,
+                Unit::PAGES,
+            ),
+            FamilySpec::histogram(
+                "disk.dev.latency",
+                "Request latency",
+                "device",
+                Unit::NS,
+                Buckets::Log2 { first: 10, n: 4 },
+            ),
+            FamilySpec::histogram(
+                "cpu.idle_ratio",
+                "Share of time idle, per wakeup",
+                "",
+                Unit::RATIO,
+                Buckets::Explicit(vec![10, 100, 1000]),
+            ),
+            spec("gone.family", "", "", Kind::Counter, Unit::NONE),
+        ];
+        for (slot, f) in fams.iter().enumerate() {
+            let mut e = f.entry(10 + slot as u64).unwrap();
+            if slot == 5 {
+                e.state = SlotState::Free as u32;
+            }
+            img.family(slot, &e);
+        }
+        // (member slot, family, instance, number, value slot, labels)
+        type Row<'a> = (usize, u32, &'a str, u32, u32, &'a [(&'a str, &'a str)]);
+        let members: [Row; 7] = [
+            (
+                0,
+                0,
+                "sda",
+                0,
+                1,
+                &[("model", "virtio disk"), ("bus", "pci")],
+            ),
+            (1, 0, "vdb", 1, 2, &[]),
+            (2, 1, "", 0, 3, &[]),
+            (3, 2, "eth0", 0, 4, &[]),
+            (4, 3, "sda", 0, 5, &[]),
+            (5, 4, "", 0, 11, &[]),
+            (6, 0, "sdc", 2, 17, &[]),
+        ];
+        for (slot, fam, inst, no, value, labels) in members {
+            let dim = if fams[fam as usize].dimension.is_empty() {
+                ""
+            } else {
+                "device"
+            };
+            let mut e = member_entry(fam, 100 + slot as u64, inst, no, value, labels, dim).unwrap();
+            if slot == 6 {
+                e.state = SlotState::Free as u32;
+            }
+            img.member(slot, &e);
+        }
+        let per_cpu: [(usize, [u64; 2]); 4] = [
+            (1, [4096, 512]),
+            (2, [0, 8192]),
+            (3, [3, (-5i64) as u64]),
+            (4, [17, 30]),
+        ];
+        for (slot, v) in per_cpu {
+            img.value(0, slot, v[0]);
+            img.value(1, slot, v[1]);
+        }
+        // Log2 histogram at 5..11: count, sum, buckets <=1024, <=2048, <=4096, +Inf.
+        let h0 = [3u64, 900 + 1500 + 9000, 1, 1, 0, 1];
+        let h1 = [1u64, 3000, 0, 0, 1, 0];
+        // Explicit histogram at 11..17: <=10, <=100, <=1000, +Inf.
+        let e0 = [2u64, 5 + 50, 1, 1, 0, 0];
+        let e1 = [0u64; 6];
+        for (base, (a, b)) in [(5, (h0, h1)), (11, (e0, e1))] {
+            for k in 0..6 {
+                img.value(0, base + k, a[k]);
+                img.value(1, base + k, b[k]);
+            }
+        }
+        img
+    }
+
+    fn with_family(slot: usize, offset: usize, v: &impl bytemuck::Pod) -> Image {
+        let mut i = base();
+        i.family_field(slot, offset, v);
+        i
+    }
+
+    fn with_member(slot: usize, offset: usize, v: &impl bytemuck::Pod) -> Image {
+        let mut i = base();
+        i.member_field(slot, offset, v);
+        i
+    }
+
+    fn with_tables(f: impl FnOnce(&mut FamilyHeader)) -> Image {
+        let mut i = base();
+        i.family_header(f);
+        i
+    }
+
+    pub fn all(v: &mut Vec<(&'static str, Image)>) {
+        use std::mem::offset_of;
+        let fam = |f: &str| match f {
+            "state" => offset_of!(FamilyEntry, state),
+            "name" => offset_of!(FamilyEntry, name),
+            "help" => offset_of!(FamilyEntry, help),
+            "dimension" => offset_of!(FamilyEntry, dimension),
+            "reg_id" => offset_of!(FamilyEntry, reg_id),
+            "kind" => offset_of!(FamilyEntry, kind),
+            "unit" => offset_of!(FamilyEntry, unit),
+            "value_type" => offset_of!(FamilyEntry, value_type),
+            "nr_buckets" => offset_of!(FamilyEntry, nr_buckets),
+            "bucket_layout" => offset_of!(FamilyEntry, bucket_layout),
+            "log2_first" => offset_of!(FamilyEntry, log2_first),
+            "bounds" => offset_of!(FamilyEntry, bounds),
+            _ => unreachable!(),
+        };
+        let mem = |f: &str| match f {
+            "instance" => offset_of!(MemberEntry, instance),
+            "reg_id" => offset_of!(MemberEntry, reg_id),
+            "state" => offset_of!(MemberEntry, state),
+            "family" => offset_of!(MemberEntry, family),
+            "value_slot" => offset_of!(MemberEntry, value_slot),
+            "instance_id" => offset_of!(MemberEntry, instance_id),
+            "labels" => offset_of!(MemberEntry, labels),
+            "reserved" => offset_of!(MemberEntry, reserved),
+            _ => unreachable!(),
+        };
+        let text = |s: &str| perfabi::name::encode::<NAME_LEN>(s);
+        v.push(("family_every_kind", base()));
+        // §5.1, field by field.
+        v.push(("family_bad_state", with_family(0, fam("state"), &3u32)));
+        v.push((
+            "family_bad_name",
+            with_family(0, fam("name"), &text("disk..dev")),
+        ));
+        v.push((
+            "family_help_without_nul",
+            with_family(0, fam("help"), &[b'h'; HELP_LEN]),
+        ));
+        v.push((
+            "family_help_not_printable",
+            with_family(0, fam("help"), b"tab\there\0\0\0\0\0\0\0"),
+        ));
+        v.push((
+            "family_bad_dimension",
+            with_family(0, fam("dimension"), b"Device\0\0"),
+        ));
+        v.push(("family_reg_id_zero", with_family(0, fam("reg_id"), &0u64)));
+        v.push(("family_reg_id_twice", with_family(1, fam("reg_id"), &10u64)));
+        v.push(("family_bad_kind", with_family(0, fam("kind"), &9u32)));
+        v.push((
+            "family_bad_unit_scale",
+            with_family(0, fam("unit"), &Unit::new(0, 0, 0, 1, 0, 0, 0)),
+        ));
+        v.push((
+            "family_bad_unit_quantity",
+            with_family(0, fam("unit"), &Unit::new(1, 0, 0, 0, 0, 0, 1)),
+        ));
+        v.push((
+            "family_histogram_signed",
+            with_family(3, fam("value_type"), &2u32),
+        ));
+        v.push((
+            "family_too_many_buckets",
+            with_family(4, fam("nr_buckets"), &33u32),
+        ));
+        v.push((
+            "family_counter_with_buckets",
+            with_family(0, fam("nr_buckets"), &4u32),
+        ));
+        v.push((
+            "family_log2_past_2_63",
+            with_family(3, fam("log2_first"), &62u32),
+        ));
+        v.push((
+            "family_bounds_not_increasing",
+            with_family(4, fam("bounds"), &[10u64, 10, 1000]),
+        ));
+        v.push((
+            "family_bounds_past_the_last",
+            with_family(4, fam("bounds") + 8 * 3, &7u64),
+        ));
+        v.push((
+            "family_bad_layout",
+            with_family(3, fam("bucket_layout"), &3u32),
+        ));
+        // §5.4: names across entries and families.
+        v.push((
+            "family_clashes_with_entry",
+            with_family(0, fam("name"), &text("old_read_bytes")),
+        ));
+        v.push((
+            "family_is_prefix_of_family",
+            with_family(1, fam("name"), &text("disk.dev")),
+        ));
+        v.push((
+            "family_clash_with_freed_family_is_valid",
+            with_family(5, fam("name"), &text("disk_dev_read_bytes")),
+        ));
+        // §5.3 and §5.4: members.
+        v.push(("member_bad_state", with_member(0, mem("state"), &2u32)));
+        v.push((
+            "member_instance_with_space",
+            with_member(1, mem("instance"), b"v db\0\0\0\0"),
+        ));
+        v.push((
+            "member_empty_instance_with_dimension",
+            with_member(1, mem("instance"), &[0u8; 8]),
+        ));
+        v.push((
+            "member_instance_without_dimension",
+            with_member(2, mem("instance"), b"x\0\0\0\0\0\0\0"),
+        ));
+        v.push(("member_reg_id_zero", with_member(0, mem("reg_id"), &0u64)));
+        v.push((
+            "member_reg_id_twice",
+            with_member(1, mem("reg_id"), &100u64),
+        ));
+        v.push((
+            "member_of_freed_family",
+            with_member(1, mem("family"), &5u32),
+        ));
+        v.push(("member_of_no_family", with_member(1, mem("family"), &77u32)));
+        v.push((
+            "member_past_instances_used",
+            with_member(5, mem("value_slot"), &14u32),
+        ));
+        v.push((
+            "member_overlaps_entry",
+            with_member(1, mem("value_slot"), &0u32),
+        ));
+        v.push((
+            "member_overlaps_histogram",
+            with_member(3, mem("value_slot"), &7u32),
+        ));
+        v.push((
+            "member_instance_twice",
+            with_member(1, mem("instance"), b"sda\0\0\0\0\0"),
+        ));
+        v.push((
+            "member_number_twice",
+            with_member(1, mem("instance_id"), &0u32),
+        ));
+        v.push((
+            "member_label_key_reserved",
+            with_member(0, mem("labels"), b"le\0\0\0\0\0\0"),
+        ));
+        v.push((
+            "member_label_after_a_gap",
+            with_member(0, mem("labels"), &[0u8; LABEL_KEY_LEN + LABEL_VALUE_LEN]),
+        ));
+        v.push((
+            "member_label_is_dimension",
+            with_member(0, mem("labels"), b"device\0\0"),
+        ));
+        v.push((
+            "member_reserved_not_zero",
+            with_member(0, mem("reserved"), &1u64),
+        ));
+        v.push(("member_freed_may_break_rules", {
+            let mut i = base();
+            i.member_field(6, mem("instance"), b"not valid\0");
+            i
+        }));
+        // §8 step 14: the tables' geometry.
+        v.push((
+            "families_misaligned",
+            with_tables(|f| f.families_offset += 8),
+        ));
+        v.push((
+            "families_overlap_cpu_area",
+            with_tables(|f| f.families_offset -= 4096),
+        ));
+        v.push((
+            "families_table_too_small",
+            with_tables(|f| f.families_size = 0),
+        ));
+        v.push((
+            "families_past_end",
+            with_tables(|f| f.members_offset = 1 << 40),
+        ));
+        v.push((
+            "members_overlap_families",
+            with_tables(|f| f.members_offset = f.families_offset),
+        ));
+        v.push((
+            "family_entry_size_wrong",
+            with_tables(|f| f.family_entry_size = 256),
+        ));
+        v.push((
+            "families_too_many",
+            with_tables(|f| f.max_families = MAX_FAMILIES + 1),
+        ));
+        v.push((
+            "members_without_families",
+            with_tables(|f| f.max_families = 0),
+        ));
+        v.push((
+            "family_header_too_short",
+            with_header(|h| {
+                h.abi_minor = 1;
+                h.header_size = HEADER_SIZE_V1_0 as u32;
+            }),
+        ));
+        v.push(("family_tables_mid_change", {
+            let mut i = base();
+            i.set_header(|h| h.gen1 = 10);
+            i
+        }));
+        v.push((
+            "family_hostile_used_counts",
+            with_tables(|f| {
+                f.families_used = u64::MAX;
+                f.members_used = u64::MAX;
+            }),
+        ));
+    }
+
+    /// The families of a 1.1 image, as the reference reader presents them.
+    pub fn describe(view: &SegmentView, out: &mut String) {
+        match view.snapshot(4) {
+            Ok(s) => {
+                writeln!(out, "families: ok {}", s.families.len()).unwrap();
+                for f in &s.families {
+                    let buckets = match &f.buckets {
+                        None => String::new(),
+                        Some(b) => {
+                            let bounds: Vec<String> = (0..b.count())
+                                .map(|k| b.bound(k).map_or("+Inf".into(), |x| x.to_string()))
+                                .collect();
+                            format!(" buckets={}", bounds.join(","))
+                        }
+                    };
+                    writeln!(
+                        out,
+                        "family {:?} reg={} {} {} unit={:?} ({:?}) dimension={:?} help={:?}{}",
+                        f.origin,
+                        f.reg_id,
+                        f.name,
+                        f.kind.as_str(),
+                        f.unit_text,
+                        [
+                            f.unit.dim_space,
+                            f.unit.dim_time,
+                            f.unit.dim_count,
+                            f.unit.scale_space as i8,
+                            f.unit.scale_time as i8,
+                            f.unit.scale_count,
+                            f.unit.quantity as i8
+                        ],
+                        f.dimension,
+                        f.help,
+                        buckets
+                    )
+                    .unwrap();
+                    for m in &f.members {
+                        let show = |r: Reading| match r {
+                            Reading::Unsigned(v) => v.to_string(),
+                            Reading::Signed(v) => v.to_string(),
+                            Reading::Histogram(h) => format!(
+                                "count={} sum={} buckets={:?}{}",
+                                h.count,
+                                h.sum,
+                                h.buckets,
+                                if h.consistent() { "" } else { " INCONSISTENT" }
+                            ),
+                        };
+                        let per: Vec<String> = (0..s.nr_cpus)
+                            .map(|c| show(s.reading_on(c, f, m)))
+                            .collect();
+                        writeln!(
+                            out,
+                            "  member slot={:?} reg={} instance={:?} number={} labels={:?} values={}+{} total={} per_cpu=[{}]",
+                            m.slot,
+                            m.reg_id,
+                            m.instance,
+                            m.instance_id,
+                            m.labels,
+                            m.value_slot,
+                            m.words,
+                            show(s.reading(f, m)),
+                            per.join("; ")
+                        )
+                        .unwrap();
+                    }
+                }
+            }
+            Err(e) => writeln!(out, "families: error {} ({e})", e.code()).unwrap(),
+        }
+    }
 }
