@@ -1,12 +1,19 @@
 //! The host-statistics source: per-CPU times from `/proc/stat`, per-CPU
 //! softirq counts from `/proc/softirqs`, and selected `/proc/vmstat` values,
-//! published as external per-CPU instances so that any number of agents read
-//! them at memory speed instead of each parsing `/proc`.
+//! published as metric families of external per-CPU members so that any
+//! number of agents read them at memory speed instead of each parsing
+//! `/proc`:
+//!
+//! | family | kind | unit | dimension | source |
+//! |---|---|---|---|---|
+//! | `kernel.cpu.time` | counter | µs | `mode` (`user`, `nice`, `system`, …) | `/proc/stat` `cpuN` lines |
+//! | `kernel.softirqs` | counter | count | `kind` (`timer`, `net_rx`, …, lower case) | `/proc/softirqs` |
+//! | `mem.vmstat.<name>` | counter (gauge for `nr_*`) | count (pages for `nr_*`) | none | `/proc/vmstat` |
 
 use std::path::PathBuf;
 
-use perfabi::{Semantics, ValueType};
-use perfabi_shm::writer::{ExternalId, Writer};
+use perfabi::{FamilySpec, Kind, Unit};
+use perfabi_shm::writer::{MemberId, Writer};
 
 use crate::procfs;
 
@@ -48,9 +55,9 @@ pub const DEFAULT_VMSTAT: &[&str] = &[
 pub struct HostSource {
     paths: ProcPaths,
     us_per_tick: u64,
-    cpu: Vec<ExternalId>,
-    softirq: Vec<(String, ExternalId)>,
-    vmstat: Vec<(String, ExternalId)>,
+    cpu: Vec<MemberId>,
+    softirq: Vec<(String, MemberId)>,
+    vmstat: Vec<(String, MemberId)>,
     values: Vec<u64>,
 }
 
@@ -101,13 +108,22 @@ pub fn check(paths: &ProcPaths, vmstat: &[String]) -> Result<(), HostError> {
     }
 }
 
-/// How many instances [`HostSource::new`] registers on this host.
-pub fn instances(paths: &ProcPaths, vmstat: &[String]) -> Result<usize, HostError> {
-    let softirqs = procfs::softirqs(&read(&paths.softirqs)?)
+/// The names of `/proc/softirqs` rows that are valid instance strings.
+fn softirq_kinds(paths: &ProcPaths) -> Result<Vec<String>, HostError> {
+    Ok(procfs::softirqs(&read(&paths.softirqs)?)
         .into_keys()
-        .filter(|n| perfabi::name::check_name(n).is_ok())
-        .count();
-    Ok(procfs::CPU_FIELDS.len() + softirqs + vmstat.len())
+        .filter(|n| !n.is_empty() && perfabi::name::check_instance(n).is_ok())
+        .collect())
+}
+
+/// How many value slots (one per member) and families
+/// [`HostSource::new`] registers on this host.
+pub fn instances(paths: &ProcPaths, vmstat: &[String]) -> Result<(usize, usize), HostError> {
+    let softirqs = softirq_kinds(paths)?.len();
+    Ok((
+        procfs::CPU_FIELDS.len() + softirqs + vmstat.len(),
+        2 + vmstat.len(),
+    ))
 }
 
 impl HostSource {
@@ -116,44 +132,51 @@ impl HostSource {
         check(&paths, vmstat)?;
         let abi = HostError::Abi;
         let hz = rustix::param::clock_ticks_per_second().max(1);
+        let time = w
+            .add_family(&FamilySpec::new(
+                "kernel.cpu.time",
+                "CPU time by mode, from /proc/stat",
+                "mode",
+                Kind::Counter,
+                Unit::US,
+            ))
+            .map_err(abi)?;
         let cpu = procfs::CPU_FIELDS
             .iter()
-            .map(|f| {
-                w.add_external(
-                    &format!("cpu.{f}"),
-                    "us",
-                    Semantics::Counter,
-                    ValueType::U64,
-                )
-            })
+            .map(|f| w.add_external_member(time, f, &[]))
             .collect::<Result<_, _>>()
             .map_err(abi)?;
-        let softirq = procfs::softirqs(&read(&paths.softirqs)?)
-            .into_keys()
-            .filter(|n| perfabi::name::check_name(n).is_ok())
-            .map(|n| {
-                let id = w.add_external(
-                    &format!("softirq.{n}"),
-                    "count",
-                    Semantics::Counter,
-                    ValueType::U64,
-                )?;
-                Ok((n, id))
-            })
+        let softirqs = w
+            .add_family(&FamilySpec::new(
+                "kernel.softirqs",
+                "Softirqs handled, by kind, from /proc/softirqs",
+                "kind",
+                Kind::Counter,
+                Unit::COUNT,
+            ))
+            .map_err(abi)?;
+        let softirq = softirq_kinds(&paths)?
+            .into_iter()
+            .map(|n| Ok((n.clone(), w.add_external_member(softirqs, &n, &[])?)))
             .collect::<Result<_, perfabi::Error>>()
             .map_err(abi)?;
         let vm = vmstat
             .iter()
             .map(|n| {
-                let (sem, unit) = if n.starts_with("nr_") {
-                    (Semantics::Instant, "pages")
+                let (kind, unit, what) = if n.starts_with("nr_") {
+                    (Kind::Gauge, Unit::PAGES, "Pages")
                 } else {
-                    (Semantics::Counter, "count")
+                    (Kind::Counter, Unit::COUNT, "Events")
                 };
-                Ok((
-                    n.clone(),
-                    w.add_external(&format!("vmstat.{n}"), unit, sem, ValueType::U64)?,
-                ))
+                let help = format!("{what}: {n} of /proc/vmstat");
+                let f = w.add_family(&FamilySpec::new(
+                    &format!("mem.vmstat.{n}"),
+                    &help,
+                    "",
+                    kind,
+                    unit,
+                ))?;
+                Ok((n.clone(), w.add_external_member(f, "", &[])?))
             })
             .collect::<Result<_, perfabi::Error>>()
             .map_err(abi)?;
@@ -179,7 +202,7 @@ impl HostSource {
                     *slot = v[f] * self.us_per_tick;
                 }
             }
-            w.publish_per_cpu(*id, &self.values)
+            w.publish_member_per_cpu(id, &self.values)
                 .map_err(HostError::Abi)?;
         }
         let sirq = procfs::softirqs(&read(&self.paths.softirqs)?);
@@ -190,13 +213,13 @@ impl HostSource {
                     *slot = v;
                 }
             }
-            w.publish_per_cpu(*id, &self.values)
+            w.publish_member_per_cpu(id, &self.values)
                 .map_err(HostError::Abi)?;
         }
         let vm = procfs::vmstat(&read(&self.paths.vmstat)?);
         for (name, id) in &self.vmstat {
             // A machine-wide value: all of it on CPU 0, so the sum is right.
-            w.publish_per_cpu(*id, &[vm.get(name).copied().unwrap_or(0)])
+            w.publish_member_per_cpu(id, &[vm.get(name).copied().unwrap_or(0)])
                 .map_err(HostError::Abi)?;
         }
         Ok(())

@@ -230,17 +230,25 @@ fn configure(args: &Args) -> Result<Plan, Fail> {
         auto_heartbeat: false,
         ..Config::default()
     };
+    let (members, families) = host::instances(&paths, &vmstat).map_err(|e| bad(e.to_string()))?;
+    let config = Config {
+        // Room for the families and members of a host that gains devices
+        // (softirq kinds do not change, but the headroom is cheap).
+        max_families: (families + 16) as u32,
+        max_members: (members * 2).max(64) as u32,
+        ..config
+    };
     perfabi::Geometry {
         page_size: 4096,
         nr_cpus: 1,
         max_instances: config.max_instances,
         damon_capacity: config.damon_capacity,
-        max_families: 0,
-        max_members: 0,
+        max_families: config.max_families,
+        max_members: config.max_members,
     }
     .sizes()
     .map_err(|e| bad(format!("--max-instances {}: {e}", args.max_instances)))?;
-    let needed = host::instances(&paths, &vmstat).map_err(|e| bad(e.to_string()))? + OWN_INSTANCES;
+    let needed = members + OWN_INSTANCES;
     if (args.max_instances as usize) < needed {
         return Err(bad(format!(
             "--max-instances {} is too small: this daemon registers {needed} instances here",

@@ -44,8 +44,8 @@ fn published_host_values_match_proc_stat_read_in_the_same_interval() {
         while seg.counter("exportd.refreshes").unwrap().total < r0 + 2 {
             std::thread::sleep(Duration::from_millis(5));
         }
-        let user = seg.counter("cpu.user").unwrap();
-        let system = seg.counter("cpu.system").unwrap();
+        let user = member(&mut seg, "kernel.cpu.time", "user").unwrap();
+        let system = member(&mut seg, "kernel.cpu.time", "system").unwrap();
         let after = proc_stat();
         for (cpu, ((b, a), (u, s))) in before
             .iter()
@@ -83,28 +83,27 @@ fn softirqs_and_vmstat_are_published() {
     let path = dir.path().join("seg");
     let child = start(&path, &["--vmstat", "pgfault", "--vmstat", "nr_free_pages"]);
     let mut seg = Segment::open(&path).unwrap();
-    let names: Vec<String> = seg
-        .instances()
-        .unwrap()
-        .into_iter()
-        .map(|i| i.name)
-        .collect();
-    assert!(names.iter().any(|n| n == "softirq.timer"), "{names:?}");
-    assert!(
-        names.iter().any(|n| n == "vmstat.pgfault")
-            && names.iter().any(|n| n == "vmstat.nr_free_pages")
-    );
-    let pf = seg.counter("vmstat.pgfault").unwrap();
+    let snap = seg.snapshot().unwrap();
+    let sirq = snap.family("kernel.softirqs").unwrap();
+    assert_eq!(sirq.dimension, "kind");
+    assert!(sirq.member("timer").is_some(), "{:?}", sirq.members);
+    assert_eq!(sirq.unit, perfabi::Unit::COUNT);
+    let pf = member(&mut seg, "mem.vmstat.pgfault", "").unwrap();
     assert!(
         pf.total > 0 && pf.per_cpu[1..].iter().all(|&v| v == 0),
         "machine-wide values sit on CPU 0"
     );
+    let free = member(&mut seg, "mem.vmstat.nr_free_pages", "").unwrap();
+    assert_eq!(free.kind, perfabi::Kind::Gauge);
+    let snap = seg.snapshot().unwrap();
     assert_eq!(
-        seg.counter("vmstat.nr_free_pages")
-            .unwrap()
-            .instance
-            .semantics,
-        perfabi::Semantics::Instant
+        snap.family("mem.vmstat.nr_free_pages").unwrap().unit,
+        perfabi::Unit::PAGES
+    );
+    let time = snap.family("kernel.cpu.time").unwrap();
+    assert_eq!(
+        (time.dimension.as_str(), time.unit),
+        ("mode", perfabi::Unit::US)
     );
     stop(child);
 }
@@ -173,16 +172,16 @@ fn sigterm_closes_and_a_restart_is_followed_by_readers() {
     };
     let mut seg = Segment::open_with(&path, opts).unwrap();
     let epoch1 = seg.info().unwrap().header.epoch;
-    assert!(seg.counter("cpu.user").is_ok());
+    assert!(member(&mut seg, "kernel.cpu.time", "user").is_ok());
     let out = stop(child);
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("marked closed"));
-    assert!(matches!(seg.counter("cpu.user"), Err(Error::Closed)));
+    assert!(matches!(seg.snapshot(), Err(Error::Closed)));
 
     let child = start(&path, &[]);
     let end = Instant::now() + Duration::from_secs(5);
     let c = loop {
-        match seg.counter("cpu.user") {
+        match member(&mut seg, "kernel.cpu.time", "user") {
             Ok(c) => break c,
             Err(_) if Instant::now() < end => std::thread::sleep(Duration::from_millis(10)),
             Err(e) => panic!("the restarted daemon was not followed: {e}"),
@@ -191,7 +190,7 @@ fn sigterm_closes_and_a_restart_is_followed_by_readers() {
     let epoch2 = seg.info().unwrap().header.epoch;
     assert_ne!(epoch1, epoch2);
     println!(
-        "restart followed: epoch {epoch1:#x} -> {epoch2:#x}, cpu.user total {} us",
+        "restart followed: epoch {epoch1:#x} -> {epoch2:#x}, kernel.cpu.time[user] total {} us",
         c.total
     );
     stop(child);

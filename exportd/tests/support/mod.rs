@@ -92,3 +92,36 @@ pub fn replay_once_fast(path: &Path, record: &Path) -> Running {
 pub fn run(args: &[&str]) -> Output {
     Command::new(bin()).args(args).output().unwrap()
 }
+
+/// One member's values in a consistent snapshot: its total and per-CPU
+/// values (counters and gauges of `u64`).
+pub struct MemberValues {
+    /// The sum over CPUs.
+    pub total: u64,
+    /// The value on each CPU.
+    pub per_cpu: Vec<u64>,
+    /// The family's kind.
+    pub kind: perfabi::Kind,
+}
+
+/// The values of `instance` of family `family` (`""` for a family of one
+/// instance), read in one snapshot.
+pub fn member(
+    seg: &mut perfabi_reader::Segment,
+    family: &str,
+    instance: &str,
+) -> Result<MemberValues, String> {
+    let snap = seg.snapshot().map_err(|e| e.to_string())?;
+    let f = snap
+        .family(family)
+        .ok_or_else(|| format!("no family {family}"))?;
+    let m = f
+        .member(instance)
+        .ok_or_else(|| format!("no {family} instance {instance:?}"))?;
+    let per_cpu: Vec<u64> = (0..snap.nr_cpus).map(|c| snap.words(c, m)[0]).collect();
+    Ok(MemberValues {
+        total: per_cpu.iter().fold(0u64, |a, &v| a.wrapping_add(v)),
+        per_cpu,
+        kind: f.kind,
+    })
+}
