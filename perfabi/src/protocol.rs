@@ -68,6 +68,15 @@ pub trait Policy {
     /// Reader: the 2001 proposal's inverted loop, which accepts the copy
     /// when the word *changed* (false: accept when it is unchanged).
     const INVERTED_LOOP: bool = false;
+    /// Peak writer: the larger value is stored with a compare-and-exchange
+    /// (false: a plain load, compare and store, which can lose a maximum).
+    const PEAK_ATOMIC: bool = true;
+    /// Peak reset: the zeroing stores are a metadata change between
+    /// `gen1` and `gen2` (false: stored without a generation change).
+    const RESET_IN_GENERATION: bool = true;
+    /// Histogram writer: an observation is one sequence update of the block
+    /// (false: its three words are changed with no sequence update).
+    const HISTOGRAM_IN_SEQ: bool = true;
 }
 
 /// The protocol as specified.
@@ -113,6 +122,23 @@ pub mod weakened {
     pub struct GenWrongOrder;
     impl Policy for GenWrongOrder {
         const GEN2_FIRST: bool = false;
+    }
+    /// A peak update loads, compares and stores without an atomic
+    /// read-modify-write.
+    pub struct NonAtomicPeak;
+    impl Policy for NonAtomicPeak {
+        const PEAK_ATOMIC: bool = false;
+    }
+    /// A peak reset zeroes the words without changing the generation.
+    pub struct ResetOutsideGeneration;
+    impl Policy for ResetOutsideGeneration {
+        const RESET_IN_GENERATION: bool = false;
+    }
+    /// A histogram observation changes count, sum and bucket without a
+    /// sequence update.
+    pub struct HistogramWithoutSeq;
+    impl Policy for HistogramWithoutSeq {
+        const HISTOGRAM_IN_SEQ: bool = false;
     }
 }
 
@@ -255,23 +281,106 @@ pub fn load_words(words: &[AtomicU64], start: usize, out: &mut [u64]) {
     }
 }
 
-/// Writer: raises a peak word to `v` if `v` is larger (signed compare if
-/// `signed`); never writes otherwise, and only ever stores the new
-/// observation, so a concurrent reset (a store of 0) is never undone.
+/// Peak writer: raises `word` to `v` if `v` is larger than its value,
+/// compared as `i64` when `signed`, else as `u64`; a smaller or equal `v`
+/// leaves it unchanged. Any number of writers may update the same word at
+/// once (lock-mode threads on one CPU's block, a task and an interrupt):
+/// the word ends at the maximum of everything observed.
 #[inline]
 pub fn peak_update<P: Policy>(word: &AtomicU64, v: u64, signed: bool) {
     let larger = |cur: u64| {
         if signed {
-            (v as i64) > (cur as i64)
+            v as i64 > cur as i64
         } else {
             v > cur
         }
     };
+    // Relaxed throughout: a peak is one word and publishes nothing else, and
+    // the modification order of that word alone decides the maximum. (The
+    // exchange being a read-modify-write also matters to peak_reset: an
+    // update that reads a reset's 0 continues the release sequence of that
+    // store, so a reader that copies its value sees the reset's gen1.)
     let mut cur = word.load(Ordering::Relaxed);
+    if !P::PEAK_ATOMIC {
+        // Weakened: another writer's larger store between this load and
+        // this store is overwritten.
+        if larger(cur) {
+            word.store(v, Ordering::Relaxed);
+        }
+        return;
+    }
+    // Fast path: no read-modify-write when `v` is not larger. The loop
+    // re-checks against the value the failed exchange saw, so a concurrent
+    // larger store ends it without a write.
     while larger(cur) {
         match word.compare_exchange_weak(cur, v, Ordering::Relaxed, Ordering::Relaxed) {
             Ok(_) => return,
             Err(now) => cur = now,
         }
     }
+}
+
+/// Histogram writer: records the observation `v` in `bucket` of the
+/// histogram `words` (`[count, sum, bucket 0 .. bucket n-1]`, the member's
+/// values in one CPU's block) as one update of that block's sequence word
+/// `seq`: count += 1, sum += v, bucket += 1 (wrapping). A reader that copies
+/// the histogram with [`seq_read`] always finds count equal to the sum of
+/// the buckets.
+///
+/// The caller must be the block's only writer for the whole call (it holds
+/// the block's lock, or runs as the CPU's restartable sequence). Panics if
+/// `2 + bucket` is out of bounds of `words`.
+#[inline]
+pub fn histogram_observe<P: Policy>(seq: &AtomicU64, words: &[AtomicU64], bucket: usize, v: u64) {
+    // Relaxed load and store, not fetch_add: the caller is the block's only
+    // writer, and the sequence update orders these stores for readers.
+    let add = |w: &AtomicU64, d: u64| {
+        w.store(w.load(Ordering::Relaxed).wrapping_add(d), Ordering::Relaxed)
+    };
+    let token = if P::HISTOGRAM_IN_SEQ {
+        Some(seq_write_begin::<P>(seq))
+    } else {
+        None
+    };
+    add(&words[0], 1);
+    add(&words[1], v);
+    add(&words[2 + bucket], 1);
+    if let Some(t) = token {
+        seq_write_end::<P>(seq, t);
+    }
+}
+
+/// Peak reset, a metadata change: stores 0 into each of `words` (the
+/// member's word on every CPU) between [`gen_write_begin`] and
+/// [`gen_write_end`], so a reader's consistent snapshot ([`gen_read`]) has
+/// either every CPU's word before the reset or every one after it. Returns
+/// the new generation.
+///
+/// Only one metadata writer may run at a time (the caller holds the lock).
+/// Peak writers may keep updating meanwhile: an observation that lands after
+/// a word's zeroing counts as one made after the reset.
+#[inline]
+pub fn peak_reset<'a, P: Policy>(
+    gen1: &AtomicU64,
+    gen2: &AtomicU64,
+    words: impl IntoIterator<Item = &'a AtomicU64>,
+) -> u64 {
+    if !P::RESET_IN_GENERATION {
+        // Weakened: a reader can see some CPUs zeroed and others not,
+        // inside one unchanged generation.
+        for w in words {
+            w.store(0, Ordering::Relaxed);
+        }
+        return gen1.load(Ordering::Relaxed);
+    }
+    let g = gen_write_begin::<P>(gen1);
+    // Relaxed stores: gen_write_begin's fence(Release) orders them after
+    // the bumped gen1 for a reader that copies one of them (its
+    // fence(Acquire) then makes its closing gen1 load see the bump), and
+    // gen_write_end's Release store orders them before gen2.
+    for w in words {
+        w.store(0, Ordering::Relaxed);
+    }
+    gen_write_end::<P>(gen2, g);
+    g
 }
