@@ -21,8 +21,8 @@ use perfabi::damon;
 use perfabi::layout::DamonRecord;
 use perfabi::protocol::weakened::*;
 use perfabi::protocol::{
-    gen_read, gen_write_begin, gen_write_end, histogram_observe, load_words, seq_read,
-    seq_write_begin, seq_write_end, Policy, Sound,
+    gen_read, gen_write_begin, gen_write_end, histogram_observe, load_words, peak_reset,
+    peak_update, seq_read, seq_write_begin, seq_write_end, Policy, Sound,
 };
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
@@ -63,7 +63,7 @@ fn must_be_rejected(name: &str, failure: &str, scenario: impl Fn() + Sync + Send
 ///
 /// Why this is needed: loom 0.7's DPOR checks a pending store only against
 /// the *last* access to its word, so a thread that loads a word and then
-/// stores it (`histogram_observe`, `seq_write_begin`) hides
+/// stores it (`histogram_observe`, `seq_write_begin`, `peak_update`) hides
 /// another thread's earlier loads of that word (tokio-rs/loom#166, #392).
 /// With the reader on the model's main thread, which runs first, loom ran a
 /// histogram model 4 times and never let the writer in. The models below
@@ -307,6 +307,98 @@ fn a_histogram_copy_is_never_torn() {
     );
 }
 
+/// (e) Two writers update one peak word at once (lock-mode threads on one
+/// CPU's block, or a task and an interrupt on its CPU): the word ends at the
+/// maximum observed. `signed` runs the same with `i64` values, where the
+/// other writer's first observation is larger as a `u64` but smaller as an
+/// `i64` (so it must not be stored), and its second one contends with `b`.
+fn peak_race<P: Policy>(signed: bool) {
+    let (start, a, b, max) = if signed {
+        (-10i64 as u64, [-20i64 as u64, -3i64 as u64], 5, 5)
+    } else {
+        (1, [3, 5], 7, 7)
+    };
+    let w = words(1);
+    w[0].store(start, Ordering::Relaxed);
+    let wa = w.clone();
+    let other = thread::spawn(move || {
+        for v in a {
+            peak_update::<P>(&wa[0], v, signed);
+        }
+    });
+    peak_update::<P>(&w[0], b, signed);
+    other.join().unwrap();
+    assert_eq!(w[0].load(Ordering::Relaxed), max, "peak lost the maximum");
+}
+
+#[test]
+fn a_peak_never_loses_the_maximum() {
+    // What this reaches is shown by NonAtomicPeak (peak race) below: the
+    // same schedules, with a plain store in place of the exchange, lose 7.
+    model(|| peak_race::<Sound>(false));
+    model(|| peak_race::<Sound>(true));
+    println!(
+        "loom: two writers on one peak word never lose the maximum, u64 and i64 (sound protocol)"
+    );
+}
+
+/// (f) A peak reset is a metadata change: a snapshot consistent with the
+/// generation never has one CPU's peak reset and another's not. Words 0 and
+/// 1 are gen1 and gen2, 2 and 3 the member's peak word on CPUs 0 and 1, both
+/// 100 before the reset; meanwhile a peak writer observes 5 on CPU 0. A
+/// value of 100 or more is from before the reset, less is from after.
+fn peak_reset_snapshot<P: Policy>() -> Read<(u64, u64)> {
+    let w = words(4);
+    w[2].store(100, Ordering::Relaxed);
+    w[3].store(100, Ordering::Relaxed);
+    let wu = w.clone();
+    let updater = thread::spawn(move || peak_update::<P>(&wu[2], 5, false));
+    let wr = w.clone();
+    let reader = thread::spawn(move || {
+        let mut copies = 0;
+        // A peak is one word per CPU, so the snapshot copies it without the
+        // CPU's sequence (which a peak update does not touch).
+        let got = gen_read::<P, _, ()>(&wr[0], &wr[1], 3, |_| {
+            copies += 1;
+            Ok((wr[2].load(Ordering::Relaxed), wr[3].load(Ordering::Relaxed)))
+        });
+        (got.unwrap().map(|(v, _)| v), copies)
+    });
+    peak_reset::<P>(&w[0], &w[1], [&w[2], &w[3]]);
+    updater.join().unwrap();
+    let read = reader.join().unwrap();
+    if let (Some((cpu0, cpu1)), _) = read {
+        assert_eq!(
+            cpu0 >= 100,
+            cpu1 >= 100,
+            "peak reset mixed into a consistent snapshot: {cpu0} on CPU 0, {cpu1} on CPU 1"
+        );
+    }
+    read
+}
+
+#[test]
+fn a_peak_reset_is_never_half_seen() {
+    let seen = explored(peak_reset_snapshot::<Sound>);
+    // Reached: snapshots from before the reset, after it, after it with the
+    // writer's 5, and a copy discarded because the reset overlapped it.
+    for v in [(100, 100), (0, 0), (5, 0)] {
+        assert!(
+            seen.iter().any(|&(got, _)| got == Some(v)),
+            "{v:?} not reached: {seen:?}"
+        );
+    }
+    assert!(
+        seen.iter()
+            .any(|&(got, copies)| got.is_some() && copies >= 2),
+        "{seen:?}"
+    );
+    println!(
+        "loom: peak reset never half seen in a consistent snapshot (sound protocol; {} outcomes)",
+        seen.len()
+    );
+}
+
 // Negative variants: each must be rejected by loom with its model's own
 // failure (tests/run requires every one of them by name).
 
@@ -315,6 +407,8 @@ const DEAD: &str = "a dead writer's half-written record must read as busy";
 const PAIRED: &str = "name of one generation paired with a value of another";
 const MIXED: &str = "aggregation mixed from two publications";
 const TORN_HISTOGRAM: &str = "torn histogram";
+const LOST_MAX: &str = "peak lost the maximum";
+const HALF_RESET: &str = "peak reset mixed into a consistent snapshot";
 
 #[test]
 fn negative_no_writer_fence() {
@@ -391,5 +485,33 @@ fn negative_histogram_without_seq() {
 fn negative_histogram_without_odd_check() {
     must_be_rejected("NoOddCheck (histogram)", TORN_HISTOGRAM, || {
         histogram_copy::<NoOddCheck>();
+    });
+}
+
+#[test]
+fn negative_non_atomic_peak() {
+    must_be_rejected("NonAtomicPeak (peak race)", LOST_MAX, || {
+        peak_race::<NonAtomicPeak>(false)
+    });
+}
+
+#[test]
+fn negative_peak_reset_outside_generation() {
+    must_be_rejected("ResetOutsideGeneration (peak reset)", HALF_RESET, || {
+        peak_reset_snapshot::<ResetOutsideGeneration>();
+    });
+}
+
+/// The peak's compare-and-exchange matters to a reset as well: an update
+/// that reads a reset's 0 and stores 5 is, as a read-modify-write, in the
+/// release sequence of that zeroing store, so a reader that copies the 5
+/// also sees `gen1` moved. A plain store of 5 is not, and the language's
+/// memory model lets that reader pair it with the other CPU's unreset 100.
+/// (A writer that updates peaks with a plain compare and store, e.g. inside
+/// an rseq section, gets this guarantee from the hardware, not from here.)
+#[test]
+fn negative_non_atomic_peak_during_reset() {
+    must_be_rejected("NonAtomicPeak (peak reset)", HALF_RESET, || {
+        peak_reset_snapshot::<NonAtomicPeak>();
     });
 }
