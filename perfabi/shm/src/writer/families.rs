@@ -495,11 +495,12 @@ impl Writer {
         self.check(id.value)?;
         let words = self.state.words();
         let layout = &self.state.layout;
-        let g = gen_write_begin::<Sound>(&words[HEADER_GEN1_WORD]);
-        for cpu in 0..layout.nr_cpus {
-            words[layout.counter_word(cpu, id.value.slot() as usize)].store(0, Ordering::Relaxed);
-        }
-        gen_write_end::<Sound>(&words[HEADER_GEN2_WORD], g);
+        let slot = id.value.slot() as usize;
+        perfabi::protocol::peak_reset::<Sound>(
+            &words[HEADER_GEN1_WORD],
+            &words[HEADER_GEN2_WORD],
+            (0..layout.nr_cpus).map(|cpu| &words[layout.counter_word(cpu, slot)]),
+        );
         Ok(())
     }
 
