@@ -2,7 +2,7 @@
 //! (`spec/vectors/valid_basic.bin`) has one header field, instance-table
 //! field or DAMON record field changed, and the reader's verdict must be
 //! the one `spec/PERFABI.md` gives. The verdicts here are an independent
-//! implementation of the spec's rules (§4, §5, §6.3/6.4, §8), written from
+//! implementation of the spec's rules (§4, §4.1, §5, §6.3/6.4, §8 with step 14), written from
 //! the text with its own offsets — not from the reader's code — so a rule
 //! the reader breaks, or a check it makes in another order, shows up as a
 //! disagreement. Results are checked, not only the absence of a panic.
@@ -127,8 +127,59 @@ fn header_verdict(b: &[u8]) -> Result<(), &'static str> {
     if dof + 64 * damon > cbs {
         return Err("out-of-bounds");
     }
+    // Step 14, for minor 1 and later (§4.1).
+    if u16_at(b, 10) < 1 {
+        return Ok(());
+    }
+    if hsize < 256 {
+        return Err("bad-header-size");
+    }
+    let (mf, mm) = (u32_at(b, 224), u32_at(b, 228));
+    if mf == 0 && mm == 0 {
+        return Ok(());
+    }
+    if u32_at(b, 232) != 512 || u32_at(b, 236) != 384 {
+        return Err("bad-record-size");
+    }
+    if !(1..=65536).contains(&mf) || mm > 65536 {
+        return Err("bad-capacity");
+    }
+    // cpus * cbs + ca fits: checked above.
+    let area_end = ca + cpus * cbs;
+    let table = |off: u64, size: u64, n: u64, entry: u64, after: u64| {
+        if off % page != 0 {
+            return Err("misaligned");
+        }
+        if off < after {
+            return Err("overlap");
+        }
+        if size % page != 0 || size < n * entry {
+            return Err("bad-table-size");
+        }
+        off.checked_add(size)
+            .filter(|&e| e <= seg)
+            .ok_or("out-of-bounds")
+    };
+    let families_end = table(u64_at(b, 192), u64_at(b, 200), mf, 512, area_end)?;
+    if mm > 0 {
+        table(u64_at(b, 208), u64_at(b, 216), mm, 384, families_end)?;
+    }
     Ok(())
 }
+
+/// The fields of §4.1 (offset, size).
+const FAMILY_HEADER_FIELDS: [(usize, usize); 10] = [
+    (192, 8),
+    (200, 8),
+    (208, 8),
+    (216, 8),
+    (224, 4),
+    (228, 4),
+    (232, 4),
+    (236, 4),
+    (240, 8),
+    (248, 8),
+];
 
 /// The header fields of §4 (offset, size) that a reader checks or reads.
 const HEADER_FIELDS: [(usize, usize); 24] = [
@@ -183,17 +234,41 @@ fn new_value(old: u64, size: usize, pick: u8, random: u64) -> u64 {
 
 #[test]
 fn every_header_field_change_gets_the_spec_s_verdict() {
-    let base = valid_basic();
+    header_changes(valid_basic(), &HEADER_FIELDS, &[]);
+}
+
+/// The same on an ABI 1.1 segment (`family_every_kind`), its §4.1 fields
+/// included.
+#[test]
+fn every_header_field_change_of_a_1_1_segment_gets_the_spec_s_verdict() {
+    let base = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../spec/vectors/family_every_kind.bin"),
+    )
+    .unwrap();
+    let fields: Vec<(usize, usize)> = HEADER_FIELDS
+        .iter()
+        .chain(&FAMILY_HEADER_FIELDS)
+        .copied()
+        .collect();
+    header_changes(base, &fields, &["bad-header-size", "bad-record-size"]);
+}
+
+/// Changes one or two of `fields` of `base` at random; the reader's verdict
+/// must be the oracle's. Every code of the usual list, and `also`, must be
+/// met.
+fn header_changes(base: Vec<u8>, fields: &[(usize, usize)], also: &[&str]) {
+    let fields = fields.to_vec();
+    let field_count = fields.len();
     assert_eq!(header_verdict(&base), Ok(()));
     let seen = std::cell::RefCell::new(std::collections::BTreeMap::<&str, u32>::new());
-    proptest!(cases(4000), |(f in 0..HEADER_FIELDS.len(), pick in any::<u8>(), random in any::<u64>(), second in prop::option::weighted(0.3, (0..HEADER_FIELDS.len(), any::<u8>())))| {
+    proptest!(cases(4000), |(f in 0..field_count, pick in any::<u8>(), random in any::<u64>(), second in prop::option::weighted(0.3, (0..field_count, any::<u8>())))| {
         let mut b = base.clone();
-        let (at, size) = HEADER_FIELDS[f];
+        let (at, size) = fields[f];
         let old = match size { 2 => u16_at(&b, at), 4 => u32_at(&b, at), _ => u64_at(&b, at) };
         put(&mut b, at, size, new_value(old, size, pick, random));
         // Sometimes two fields at once: the order of checks decides.
         if let Some((g, p)) = second {
-            let (at, size) = HEADER_FIELDS[g];
+            let (at, size) = fields[g];
             let old = match size { 2 => u16_at(&b, at), 4 => u32_at(&b, at), _ => u64_at(&b, at) };
             put(&mut b, at, size, new_value(old, size, p, random.rotate_left(17)));
         }
@@ -216,7 +291,10 @@ fn every_header_field_change_gets_the_spec_s_verdict() {
         "out-of-bounds",
         "truncated",
         "ok",
-    ] {
+    ]
+    .iter()
+    .chain(also)
+    {
         assert!(seen.contains_key(code), "no case ended in {code}: {seen:?}");
     }
 }
