@@ -94,7 +94,8 @@ static int layout(struct perfabi_seg *s)
 		       PERFABI_MAX_DAMON_CAPACITY);
 		return -EINVAL;
 	}
-	st = perfabi_geometry_init(&s->geo, PAGE_SIZE, nr_cpu_ids, max_instances, damon_capacity);
+	st = perfabi_geometry_init(&s->geo, PAGE_SIZE, nr_cpu_ids, max_instances, damon_capacity,
+				   0, 0);
 	if (st != PERFABI_GEOMETRY_OK) {
 		pr_err("perfabi: no segment layout for %u CPUs and %lu-byte pages: %s\n",
 		       nr_cpu_ids, PAGE_SIZE, perfabi_geometry_status_code(st));
