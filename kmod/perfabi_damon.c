@@ -78,7 +78,7 @@ static void record_region(unsigned int target_id, struct damon_region *r, unsign
 	unsigned long flags;
 	u64 t0 = ktime_get_ns();
 	unsigned int cpu;
-	u64 seq;
+	bool outer;
 
 	raw_spin_lock_irqsave(&streams_lock, flags);
 	st = stream_of(current->pid, target_id);
@@ -105,7 +105,10 @@ static void record_region(unsigned int target_id, struct damon_region *r, unsign
 	/*
 	 * Tracepoint probes run with preemption disabled: this CPU's block is
 	 * ours. Interrupts may run perfabi_adjust() here, which only adds to a
-	 * counter word and never touches seq or the ring.
+	 * counter word, or perfabi_observe(), a multi-word update of the same
+	 * block: both updates use the nesting sequence steps of perfabi_kapi.h,
+	 * so an observation in the middle of this record lands inside its odd
+	 * window (and the other way round never happens: this is no interrupt).
 	 */
 	cpu = smp_processor_id();
 	head = perfabi_cpu_block(s, cpu);
@@ -116,7 +119,7 @@ static void record_region(unsigned int target_id, struct damon_region *r, unsign
 	slot = s->base + perfabi_damon_record_offset(s->hdr, cpu,
 						     head->damon_next % s->geo.damon_capacity);
 	/* spec 7.1, multi-word update */
-	seq = perfabi_seq_write_begin(head);
+	outer = perfabi_seq_nest_begin(perfabi_cpu_seq);
 	WRITE_ONCE(slot->monitor_id, rec.monitor_id);
 	WRITE_ONCE(slot->target_id, rec.target_id);
 	WRITE_ONCE(slot->aggregation, rec.aggregation);
@@ -129,7 +132,7 @@ static void record_region(unsigned int target_id, struct damon_region *r, unsign
 	WRITE_ONCE(slot->sample_us, rec.sample_us);
 	WRITE_ONCE(slot->aggr_us, rec.aggr_us);
 	WRITE_ONCE(head->damon_next, (head->damon_next + 1) % s->geo.damon_capacity);
-	perfabi_seq_write_end(head, seq);
+	perfabi_seq_nest_end(perfabi_cpu_seq, outer);
 	WRITE_ONCE(perfabi_damon_probe_ns, perfabi_damon_probe_ns + (ktime_get_ns() - t0));
 	WRITE_ONCE(perfabi_damon_probe_events, perfabi_damon_probe_events + 1);
 }

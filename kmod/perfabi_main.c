@@ -15,6 +15,11 @@
  * live until the last unmap; the per-CPU area is not given back to the
  * per-CPU allocator while any of its pages is still referenced (it is
  * leaked, with a warning), so no reader ever sees other kernel data.
+ *
+ * With max_families (and max_members) non-zero the segment is ABI 1.1: the
+ * family and member tables follow the per-CPU area, and members' values
+ * take value words of the same counter arrays (perfabi_kapi.h). With both 0
+ * it is ABI 1.0, byte for byte as before families.
  */
 #include <linux/module.h>
 #include <linux/miscdevice.h>
@@ -28,6 +33,9 @@
 #include <linux/random.h>
 #include <linux/timekeeping.h>
 #include <linux/string.h>
+#include <linux/bitmap.h>
+#include <linux/slab.h>
+#include <linux/err.h>
 
 #include "perfabi.h"
 #include "perfabi_kapi.h"
@@ -41,6 +49,14 @@ static unsigned int damon_capacity = 4096;
 module_param(damon_capacity, uint, 0444);
 MODULE_PARM_DESC(damon_capacity, "DAMON region records per CPU ring (0..1048576)");
 
+static unsigned int max_families = 64;
+module_param(max_families, uint, 0444);
+MODULE_PARM_DESC(max_families, "family table capacity (0..65536; 0 with max_members=0: an ABI 1.0 segment, no families)");
+
+static unsigned int max_members = 1024;
+module_param(max_members, uint, 0444);
+MODULE_PARM_DESC(max_members, "family instance table capacity (0..65536; 0 if max_families is 0); their values share the max_instances value words");
+
 /* The most counters one per-CPU area holds after the block head. */
 #define KMOD_MAX_INSTANCES ((PCPU_MIN_UNIT_SIZE - sizeof(struct perfabi_cpu_head)) / 8)
 
@@ -49,28 +65,17 @@ long perfabi_ids[PERFABI_ID_TABLE_SIZE];
 EXPORT_SYMBOL_GPL(perfabi_ids);
 DEFINE_PER_CPU(u64, perfabi_sink);
 EXPORT_PER_CPU_SYMBOL_GPL(perfabi_sink);
+struct perfabi_key perfabi_keys[PERFABI_ID_TABLE_SIZE];
+EXPORT_SYMBOL_GPL(perfabi_keys);
+u64 __percpu *perfabi_cpu_seq;
+EXPORT_SYMBOL_GPL(perfabi_cpu_seq);
 
-static DEFINE_MUTEX(meta_lock);
-
-#define ID_PTR_MASK ((1UL << PERFABI_ID_PTR_BITS) - 1)
-#define ID_GEN_MAX 32767	/* registration numbers: bits 48..62 */
-
-/* What a free perfabi_ids[] entry holds: negative, and indexing elsewhere. */
-static long id_empty(unsigned long index)
-{
-	return LONG_MIN | (long)(((index + 1) & (PERFABI_ID_TABLE_SIZE - 1)) << 3);
-}
-
-/* The per-CPU address of a slot's counter. */
-static u64 __percpu *slot_counter(struct perfabi_seg *s, unsigned int slot)
-{
-	return (u64 __percpu *)((char __percpu *)s->pcpu + s->geo.counters_offset) + slot;
-}
+DEFINE_MUTEX(perfabi_meta_lock);
 
 /* The slot of a registered id. */
 static unsigned int id_slot(struct perfabi_seg *s, long id)
 {
-	return ((unsigned long)perfabi_id_counter(id) - (unsigned long)slot_counter(s, 0)) / 8;
+	return ((unsigned long)perfabi_id_counter(id) - (unsigned long)perfabi_slot_counter(s, 0)) / 8;
 }
 
 /*
@@ -94,8 +99,14 @@ static int layout(struct perfabi_seg *s)
 		       PERFABI_MAX_DAMON_CAPACITY);
 		return -EINVAL;
 	}
+	if (max_families > PERFABI_MAX_FAMILIES || max_members > PERFABI_MAX_MEMBERS ||
+	    (max_families == 0 && max_members != 0)) {
+		pr_err("perfabi: max_families=%u max_members=%u: must be 0..%u and 0..%u, max_members 0 if max_families is\n",
+		       max_families, max_members, PERFABI_MAX_FAMILIES, PERFABI_MAX_MEMBERS);
+		return -EINVAL;
+	}
 	st = perfabi_geometry_init(&s->geo, PAGE_SIZE, nr_cpu_ids, max_instances, damon_capacity,
-				   0, 0);
+				   max_families, max_members);
 	if (st != PERFABI_GEOMETRY_OK) {
 		pr_err("perfabi: no segment layout for %u CPUs and %lu-byte pages: %s\n",
 		       nr_cpu_ids, PAGE_SIZE, perfabi_geometry_status_code(st));
@@ -110,7 +121,8 @@ static int layout(struct perfabi_seg *s)
 
 /*
  * perfabi.h's perfabi_header_init() (the twin of perfabi::Geometry::header())
- * with the kernel's identity: no pid, loaded now, no heartbeat promised.
+ * with the kernel's identity: no pid, loaded now, no heartbeat promised;
+ * with family tables also perfabi_family_header_init() (Sizes.families).
  * Runs before misc_register(): no reader sees the header yet.
  */
 static void header_init(struct perfabi_seg *s)
@@ -118,10 +130,12 @@ static void header_init(struct perfabi_seg *s)
 	u64 now = ktime_get_boottime_ns();
 
 	perfabi_header_init(s->hdr, &s->geo, get_random_u64() | 1, 0, now, 0, now);
+	if (s->fh)
+		perfabi_family_header_init(s->fh, &s->geo);
 	WRITE_ONCE(s->hdr->flags, PERFABI_FLAG_KERNEL);
 }
 
-static bool name_ok(const char *n)
+bool perfabi_name_ok(const char *n)
 {
 	size_t len = strnlen(n, PERFABI_NAME_LEN);
 	bool part_start = true;
@@ -191,58 +205,97 @@ static bool unit_ok(const char *u)
 	return true;
 }
 
+/* perfabi::name::dotted_prefix(a, b): b is "a." followed by more. */
+static bool dotted_prefix(const char *a, const char *b)
+{
+	size_t n = strlen(a);
+
+	return !strncmp(a, b, n) && b[n] == '.';
+}
+
+/*
+ * Whether @name clashes with a live name (spec 5, 5.1): a live 1.0 entry
+ * or family has its clash key, or, when a family is involved (@family: the
+ * new name is one), one name is a dotted prefix of the other. Two 1.0
+ * entries may be dotted prefixes of each other, as in ABI 1.0.
+ */
+bool perfabi_name_taken(struct perfabi_seg *s, const char *name, bool family)
+{
+	char key[PERFABI_NAME_LEN], other[PERFABI_NAME_LEN];
+	u32 i;
+
+	clash_key(name, key);
+	for (i = 0; i < s->used; i++) {
+		const struct perfabi_instance *e = &s->instances[i];
+
+		if (e->state != PERFABI_SLOT_LIVE)
+			continue;
+		clash_key(e->name, other);
+		if (!strcmp(key, other) ||
+		    (family && (dotted_prefix(e->name, name) || dotted_prefix(name, e->name))))
+			return true;
+	}
+	for (i = 0; i < s->fams_used; i++) {
+		const struct perfabi_family *f = &s->families[i];
+
+		if (f->state != PERFABI_SLOT_LIVE)
+			continue;
+		clash_key(f->name, other);
+		if (!strcmp(key, other) || dotted_prefix(f->name, name) || dotted_prefix(name, f->name))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Before value words or a family slot freed earlier are used again: a hot
+ * path call that checked a deleted handle may still be about to write
+ * them (or read the family's buckets). Wait until every CPU has left the
+ * non-preemptible section it ran in (perfabi_kapi.h).
+ */
+void perfabi_reuse_after_gp(struct perfabi_seg *s)
+{
+	if (s->reuse_needs_gp) {
+		synchronize_rcu();
+		s->reuse_needs_gp = false;
+	}
+}
+
 long perfabi_add(const char *name, const char *unit, u32 semantics)
 {
 	struct perfabi_seg *s = &perfabi_seg;
 	struct perfabi_header *h = s->hdr;
 	struct perfabi_instance *e;
-	unsigned int slot, cpu, i;
+	unsigned int slot, cpu;
 	u64 g, reg;
 	long id;
-	char key[PERFABI_NAME_LEN], other[PERFABI_NAME_LEN];
 
-	if (!name || !unit || !name_ok(name) || !unit_ok(unit) ||
+	if (!name || !unit || !perfabi_name_ok(name) || !unit_ok(unit) ||
 	    (semantics != PERFABI_COUNTER && semantics != PERFABI_INSTANT))
 		return -EINVAL;
-	clash_key(name, key);
-	mutex_lock(&meta_lock);
-	slot = s->geo.max_instances;
-	for (i = 0; i < s->used; i++) {
-		e = &s->instances[i];
-		if (e->state == PERFABI_SLOT_LIVE)
-			clash_key(e->name, other);
-		if (e->state == PERFABI_SLOT_LIVE && !strcmp(other, key)) {
-			mutex_unlock(&meta_lock);
-			return -EEXIST;
-		}
-		if (e->state == PERFABI_SLOT_FREE && slot == s->geo.max_instances)
-			slot = i;
+	mutex_lock(&perfabi_meta_lock);
+	if (perfabi_name_taken(s, name, false)) {
+		mutex_unlock(&perfabi_meta_lock);
+		return -EEXIST;
 	}
-	if (slot == s->geo.max_instances) {
-		if (s->used == s->geo.max_instances) {
-			mutex_unlock(&meta_lock);
-			return -ENOSPC;
-		}
-		slot = s->used;
-	} else if (s->reuse_needs_gp) {
-		/*
-		 * An adjust that checked a deleted id of this slot may still be
-		 * about to add to its counter: wait until every CPU has left
-		 * the non-preemptible section it ran in (perfabi_kapi.h).
-		 */
-		synchronize_rcu();
-		s->reuse_needs_gp = false;
+	/* The first value word no instance or member holds. */
+	slot = find_first_zero_bit(s->vused, s->geo.max_instances);
+	if (slot >= s->geo.max_instances) {
+		mutex_unlock(&perfabi_meta_lock);
+		return -ENOSPC;
 	}
+	if (slot < s->used)
+		perfabi_reuse_after_gp(s);
 	reg = ++s->next_reg;
-	s->id_gen[slot] = s->id_gen[slot] % ID_GEN_MAX + 1;
+	s->id_gen[slot] = s->id_gen[slot] % PERFABI_ID_GEN_MAX + 1;
 	id = (long)s->id_gen[slot] << PERFABI_ID_PTR_BITS |
-	     (long)((unsigned long)slot_counter(s, slot) & ID_PTR_MASK);
+	     (long)((unsigned long)perfabi_slot_counter(s, slot) & PERFABI_ID_PTR_MASK);
 
 	/* gen1 first (spec 7.3). */
 	g = perfabi_gen_write_begin(h);
 	/* The slot is free: no adjust writes it, zeroing it cannot race. */
 	for_each_possible_cpu(cpu)
-		WRITE_ONCE(*per_cpu_ptr(slot_counter(s, slot), cpu), 0);
+		WRITE_ONCE(*per_cpu_ptr(perfabi_slot_counter(s, slot), cpu), 0);
 	e = &s->instances[slot];
 	memset(e, 0, sizeof(*e));
 	strscpy(e->name, name, sizeof(e->name));
@@ -251,14 +304,15 @@ long perfabi_add(const char *name, const char *unit, u32 semantics)
 	e->semantics = semantics;
 	e->value_type = PERFABI_TYPE_U64;
 	e->state = PERFABI_SLOT_LIVE;
-	if (slot == s->used) {
-		s->used++;
+	if (slot >= s->used) {
+		s->used = slot + 1;
 		WRITE_ONCE(h->instances_used, s->used);
 	}
 	perfabi_gen_write_end(h, g);
+	__set_bit(slot, s->vused);
 	/* Adjusts may use the id from now on. */
 	smp_store_release(&perfabi_ids[perfabi_id_index(id)], id);
-	mutex_unlock(&meta_lock);
+	mutex_unlock(&perfabi_meta_lock);
 	return id;
 }
 EXPORT_SYMBOL_GPL(perfabi_add);
@@ -270,18 +324,19 @@ int perfabi_del(long id)
 	unsigned int slot;
 	u64 g;
 
-	mutex_lock(&meta_lock);
+	mutex_lock(&perfabi_meta_lock);
 	if (perfabi_ids[perfabi_id_index(id)] != id) {
-		mutex_unlock(&meta_lock);
+		mutex_unlock(&perfabi_meta_lock);
 		return -ENOENT;
 	}
 	slot = id_slot(s, id);
-	WRITE_ONCE(perfabi_ids[perfabi_id_index(id)], id_empty(perfabi_id_index(id)));
+	WRITE_ONCE(perfabi_ids[perfabi_id_index(id)], perfabi_id_empty(perfabi_id_index(id)));
 	s->reuse_needs_gp = true;
 	g = perfabi_gen_write_begin(h);
 	WRITE_ONCE(s->instances[slot].state, PERFABI_SLOT_FREE);
 	perfabi_gen_write_end(h, g);
-	mutex_unlock(&meta_lock);
+	__clear_bit(slot, s->vused);
+	mutex_unlock(&perfabi_meta_lock);
 	return 0;
 }
 EXPORT_SYMBOL_GPL(perfabi_del);
@@ -341,8 +396,8 @@ static bool page_is_pcpu(struct perfabi_seg *s, unsigned long i, unsigned int *c
 	unsigned long first = s->geo.cpu_area_offset >> PAGE_SHIFT;
 	unsigned long per_cpu = s->geo.cpu_block_size >> PAGE_SHIFT;
 
-	if (i < first)
-		return false;
+	if (i < first || i - first >= per_cpu * s->geo.nr_cpus)
+		return false;	/* the header, the instance or the family tables */
 	*cpu = (i - first) / per_cpu;
 	*pg = (i - first) % per_cpu;
 	return *pg < s->pcpu_pages && cpu_possible(*cpu);
@@ -379,6 +434,8 @@ static void seg_free(struct perfabi_seg *s)
 	kvfree(s->pages);
 	kvfree(s->pcpu_refs);
 	kvfree(s->id_gen);
+	bitmap_free(s->vused);
+	perfabi_families_free(s);
 	if (s->anchor)
 		fput(s->anchor);
 	memset(s, 0, sizeof(*s));
@@ -392,8 +449,11 @@ static int seg_alloc(struct perfabi_seg *s)
 
 	if (err)
 		return err;
-	for (i = 0; i < PERFABI_ID_TABLE_SIZE; i++)
-		perfabi_ids[i] = id_empty(i);
+	for (i = 0; i < PERFABI_ID_TABLE_SIZE; i++) {
+		perfabi_ids[i] = perfabi_id_empty(i);
+		perfabi_keys[i].handle = perfabi_id_empty(i);
+		perfabi_keys[i].info = 0;
+	}
 	s->anchor = shmem_file_setup("perfabi", 0, VM_NORESERVE);
 	if (IS_ERR(s->anchor)) {
 		err = PTR_ERR(s->anchor);
@@ -403,9 +463,16 @@ static int seg_alloc(struct perfabi_seg *s)
 	s->pages = kvcalloc(s->nr_pages, sizeof(*s->pages), GFP_KERNEL);
 	s->pcpu_refs = kvcalloc(s->nr_pages, sizeof(*s->pcpu_refs), GFP_KERNEL);
 	s->id_gen = kvcalloc(s->geo.max_instances, sizeof(*s->id_gen), GFP_KERNEL);
+	s->vused = bitmap_zalloc(s->geo.max_instances, GFP_KERNEL);
 	s->pcpu = __alloc_percpu(s->pcpu_pages << PAGE_SHIFT, PAGE_SIZE);
-	if (!s->pages || !s->pcpu_refs || !s->id_gen || !s->pcpu)
+	if (!s->pages || !s->pcpu_refs || !s->id_gen || !s->vused || !s->pcpu)
 		goto nomem;
+	if (perfabi_geometry_has_families(&s->geo)) {
+		s->kfam = kvcalloc(s->geo.max_families, sizeof(*s->kfam), GFP_KERNEL);
+		s->kmem = kvcalloc(s->geo.max_members, sizeof(*s->kmem), GFP_KERNEL);
+		if (!s->kfam || (s->geo.max_members && !s->kmem))
+			goto nomem;
+	}
 	/* Ids carry counter addresses in 48 bits (perfabi_kapi.h). */
 	top = (unsigned long)s->pcpu + (s->pcpu_pages << PAGE_SHIFT);
 	if (sign_extend64((unsigned long)s->pcpu, PERFABI_ID_PTR_BITS - 1) != (unsigned long)s->pcpu ||
@@ -438,6 +505,13 @@ static int seg_alloc(struct perfabi_seg *s)
 		goto nomem;
 	s->hdr = s->base;
 	s->instances = s->base + s->geo.instances_offset;
+	if (s->kfam) {
+		s->fh = perfabi_family_header_of(s->hdr);
+		s->families = s->base + s->geo.families_offset;
+		s->members = s->base + s->geo.members_offset;
+	}
+	/* The block head is at the start of each CPU's share: seq is word 0. */
+	perfabi_cpu_seq = (u64 __percpu *)s->pcpu;
 	return 0;
 nomem:
 	err = -ENOMEM;
@@ -461,9 +535,10 @@ static int __init perfabi_init(void)
 		return err;
 	}
 	perfabi_damon_start();
-	pr_info("perfabi: /dev/perfabi ready: %u CPUs, %u instances, %u DAMON records per CPU, %llu bytes\n",
-		perfabi_seg.geo.nr_cpus, perfabi_seg.geo.max_instances,
-		perfabi_seg.geo.damon_capacity, perfabi_seg.geo.segment_size);
+	pr_info("perfabi: /dev/perfabi ready: ABI 1.%u, %u CPUs, %u instances, %u DAMON records per CPU, %u families, %u members, %llu bytes\n",
+		perfabi_seg.hdr->abi_minor, perfabi_seg.geo.nr_cpus, perfabi_seg.geo.max_instances,
+		perfabi_seg.geo.damon_capacity, perfabi_seg.geo.max_families,
+		perfabi_seg.geo.max_members, perfabi_seg.geo.segment_size);
 	return 0;
 }
 
