@@ -158,6 +158,14 @@ impl SegmentMap {
         perfabi::load_header(self.map.words())
     }
 
+    /// The header fields ABI 1.1 appended (all zero for a 1.0 segment), as
+    /// they are now, unvalidated, like [`Self::header`]
+    /// ([`perfabi::load_family_header`]).
+    pub fn family_header(&self) -> Result<perfabi::layout::FamilyHeader, perfabi::Error> {
+        let h = perfabi::load_header(self.map.words())?;
+        Ok(perfabi::load_family_header(self.map.words(), &h))
+    }
+
     /// A view of the segment through the protocol.
     pub fn view(&self) -> perfabi::SegmentView<'_> {
         perfabi::SegmentView::from_validated(self.map.words(), self.layout)
