@@ -41,7 +41,10 @@ use perfabi::{validate_header, Geometry, Layout, WriterIdentity};
 /// C header has the designed value; this test expects it. Once the core's
 /// `ABI_MINOR` is 1 this constant is simply `ABI_MINOR`, and the work-around
 /// (`designed_header`) changes nothing.
-const ABI_MINOR_DESIGNED: u16 = if ABI_MINOR >= 1 { ABI_MINOR } else { 1 };
+const ABI_MINOR_DESIGNED: u16 = match ABI_MINOR {
+    0 => 1,
+    fixed => fixed,
+};
 
 /// `Geometry::header()` with the designed `abi_minor` (see
 /// [`ABI_MINOR_DESIGNED`]).
@@ -329,7 +332,11 @@ fn constants() -> Vec<Constant> {
     ]);
     // The minor of a segment with family tables (a known core defect, see
     // ABI_MINOR_DESIGNED); the comparison names the Rust constant.
-    v.push(num("PERFABI_ABI_MINOR", "ABI_MINOR", ABI_MINOR_DESIGNED.into()));
+    v.push(num(
+        "PERFABI_ABI_MINOR",
+        "ABI_MINOR",
+        ABI_MINOR_DESIGNED.into(),
+    ));
     v.extend([
         unit("PERFABI_UNIT_NONE", "Unit::NONE", Unit::NONE),
         unit("PERFABI_UNIT_BYTES", "Unit::BYTES", Unit::BYTES),
@@ -865,7 +872,12 @@ fn c_geometry_matches_rust() {
         let at = format!(
             "geometry page_size={} nr_cpus={} max_instances={} damon_capacity={} \
              max_families={} max_members={}",
-            g.page_size, g.nr_cpus, g.max_instances, g.damon_capacity, g.max_families, g.max_members
+            g.page_size,
+            g.nr_cpus,
+            g.max_instances,
+            g.damon_capacity,
+            g.max_families,
+            g.max_members
         );
         let Some(line) = lines.next() else {
             diffs.push(format!("{at}: the C program printed nothing for it"));
@@ -874,7 +886,12 @@ fn c_geometry_matches_rust() {
         let tok: Vec<&str> = line.split(' ').collect();
         let inputs = format!(
             "{} {} {} {} {} {}",
-            g.page_size, g.nr_cpus, g.max_instances, g.damon_capacity, g.max_families, g.max_members
+            g.page_size,
+            g.nr_cpus,
+            g.max_instances,
+            g.damon_capacity,
+            g.max_families,
+            g.max_members
         );
         if tok.len() < 7 || tok[..6].join(" ") != inputs {
             diffs.push(format!("{at}: the C program is out of step: {line}"));
