@@ -269,6 +269,12 @@ struct perfabi_member_handle *perfabi_instance_add(struct perfabi_family_handle 
  * perfabi_instance_del() - remove an instance
  * @m: a handle perfabi_instance_add() returned
  *
+ * The handle is refused from then on. Stop using it first: a
+ * perfabi_member_add() or perfabi_peak() racing with the deletion is
+ * waited out before the instance's value words are reused as
+ * perfabi_del() says for perfabi_adjust(); a perfabi_observe() always is
+ * (it runs with preemption off).
+ *
  * Context: process context; may sleep.
  * Return: 0, or -ENOENT (not a live member's handle).
  */
