@@ -16,9 +16,6 @@
 //!   `perfabi::FamilyTables`.
 //!
 //! A failure names the constant, the field or the geometry that differs.
-//!
-//! One known defect of the core is worked around here, visibly: see
-//! [`ABI_MINOR_DESIGNED`].
 #![cfg(not(loom))]
 
 use std::fmt::Write as _;
@@ -29,32 +26,6 @@ use std::process::Command;
 use perfabi::layout::*;
 use perfabi::unit::{QUANTITY_PAGES, QUANTITY_PLAIN, QUANTITY_RATIO};
 use perfabi::{validate_header, Geometry, Layout, WriterIdentity};
-
-/// The minor version of a segment with family tables: 1 (ABI 1.1, the
-/// design in `/tmp/abi11/DESIGN.md` and `spec/perfabi.h`).
-///
-/// **Known core defect, reported, not fixed here** (the core files are not
-/// this change's to edit): `perfabi::layout::ABI_MINOR` is 0, so
-/// `Geometry::header()` writes `abi_minor` 0 for a geometry with family
-/// tables, and `validate_header` then ignores the tables (it reads them only
-/// for minor >= 1): a segment written by that header shows no families. The
-/// C header has the designed value; this test expects it. Once the core's
-/// `ABI_MINOR` is 1 this constant is simply `ABI_MINOR`, and the work-around
-/// (`designed_header`) changes nothing.
-const ABI_MINOR_DESIGNED: u16 = match ABI_MINOR {
-    0 => 1,
-    fixed => fixed,
-};
-
-/// `Geometry::header()` with the designed `abi_minor` (see
-/// [`ABI_MINOR_DESIGNED`]).
-fn designed_header(g: &Geometry, id: &WriterIdentity) -> Result<Header, perfabi::Error> {
-    let mut h = g.header(id)?;
-    if g.has_families() {
-        h.abi_minor = ABI_MINOR_DESIGNED;
-    }
-    Ok(h)
-}
 
 /// The folder of `perfabi.h`.
 fn spec_dir() -> PathBuf {
@@ -331,11 +302,10 @@ fn constants() -> Vec<Constant> {
         "PERFABI_QUANTITY_RATIO" => QUANTITY_RATIO,
     ]);
     // The minor of a segment with family tables (a known core defect, see
-    // ABI_MINOR_DESIGNED); the comparison names the Rust constant.
     v.push(num(
         "PERFABI_ABI_MINOR",
         "ABI_MINOR",
-        ABI_MINOR_DESIGNED.into(),
+        ABI_MINOR.into(),
     ));
     v.extend([
         unit("PERFABI_UNIT_NONE", "Unit::NONE", Unit::NONE),
@@ -909,7 +879,7 @@ fn c_geometry_matches_rust() {
         let Ok(sizes) = rust else { continue };
         accepted += 1;
         let families = g.sizes().expect("accepted").families;
-        let header = designed_header(&g, &ID).expect("sizes() accepted it");
+        let header = g.header(&ID).expect("sizes() accepted it");
         let layout = match validate_header(&header, &families, header.segment_size) {
             Ok(l) => l,
             Err(e) => {

@@ -357,18 +357,6 @@ fn cost() -> bool {
     )
 }
 
-/// The minor version of a segment with family tables (ABI 1.1).
-///
-/// Known core defect, reported and not fixed here: `perfabi::layout::ABI_MINOR`
-/// is 0, so `Geometry::header()` writes minor 0 for a geometry with family
-/// tables, and the reader's `validate_header` then ignores the tables. The
-/// module writes the designed 1 (`spec/perfabi.h`, the twin
-/// `perfabi/tests/c_layout.rs` checks). Once `ABI_MINOR` is 1 this is it.
-const ABI_MINOR_DESIGNED: u16 = match perfabi::layout::ABI_MINOR {
-    0 => 1,
-    fixed => fixed,
-};
-
 /// The header of /dev/perfabi equals `Geometry::header` (with the family
 /// header fields, `Sizes::families`, for ABI 1.1) for its geometry and
 /// writer identity, but for the fields that change as it runs (the
@@ -408,9 +396,6 @@ fn canonical(name: &str) -> bool {
         want.gen2 = h.gen2;
         want.instances_used = h.instances_used;
         want.flags = perfabi::layout::FLAG_KERNEL;
-        if g.has_families() {
-            want.abi_minor = ABI_MINOR_DESIGNED;
-        }
         let mut fwant = g.sizes().map_err(|e| e.to_string())?.families;
         fwant.families_used = fh.families_used;
         fwant.members_used = fh.members_used;
