@@ -27,6 +27,9 @@ pub type pmInDom = c_uint;
 pub const PM_INDOM_NULL: pmInDom = 0xffff_ffff;
 /// `PMDA_INTERFACE_4`: dynamic namespace callbacks.
 pub const PMDA_INTERFACE_4: c_int = 4;
+/// `PMDA_INTERFACE_7`: version 4's callbacks, client contexts (5),
+/// attributes (6) and metric labels (7). The agent's version.
+pub const PMDA_INTERFACE_7: c_int = 7;
 /// `PMDA_EXT_FLAG_HASHED`: look metrics up by hash (the table is dynamic).
 pub const PMDA_EXT_FLAG_HASHED: c_int = 1 << 1;
 /// Fetch callback results.
@@ -53,6 +56,16 @@ pub const PM_SEM_DISCRETE: c_int = 4;
 pub const LOG_ERR: c_int = 3;
 /// Informational.
 pub const LOG_INFO: c_int = 6;
+/// Label request kinds (`pmLabelSets(3)`): the agent's domain.
+pub const PM_LABEL_DOMAIN: c_int = 1 << 1;
+/// An instance domain (the request's ident is a `pmInDom`).
+pub const PM_LABEL_INDOM: c_int = 1 << 2;
+/// A cluster of metrics (ident: a `pmID`).
+pub const PM_LABEL_CLUSTER: c_int = 1 << 3;
+/// One metric (ident: its `pmID`).
+pub const PM_LABEL_ITEM: c_int = 1 << 4;
+/// Every instance of an instance domain (ident: the `pmInDom`).
+pub const PM_LABEL_INSTANCES: c_int = 1 << 5;
 /// Help text request bits.
 pub const PM_TEXT_ONELINE: c_int = 1;
 /// The request names a metric.
@@ -173,17 +186,48 @@ pub union pmAtomValue {
     pub cp: *const c_char,
 }
 
-/// `pmdaExt`: opaque here.
+/// `pmdaExt` (PCP 6, `PMDA_INTERFACE_7`). libpcp_pmda owns it; the agent
+/// only points it at a new instance domain table (`e_indoms`,
+/// `e_nindoms`), as PCP's own dynamic agents (mmv) do. Never made in Rust.
 #[repr(C)]
 pub struct pmdaExt {
-    _private: [u8; 0],
+    e_flags: c_uint,
+    e_ext: *mut c_void,
+    e_sockname: *mut c_char,
+    e_name: *const c_char,
+    e_logfile: *const c_char,
+    e_helptext: *const c_char,
+    e_status: c_int,
+    e_infd: c_int,
+    e_outfd: c_int,
+    e_port: c_int,
+    e_singular: c_int,
+    e_ordinal: c_int,
+    e_direct: c_int,
+    e_domain: c_int,
+    e_nmetrics: c_int,
+    /// Number of instance domains in `e_indoms`.
+    pub e_nindoms: c_int,
+    e_help: c_int,
+    e_prof: *mut c_void,
+    e_io: c_int,
+    /// The instance domain table libpcp_pmda searches.
+    pub e_indoms: *mut pmdaIndom,
+    e_idp: *mut pmdaIndom,
+    e_metrics: *mut pmdaMetric,
+    e_resultCallBack: *mut c_void,
+    e_fetchCallBack: *mut c_void,
+    e_checkCallBack: *mut c_void,
+    e_doneCallBack: *mut c_void,
+    e_context: c_int,
+    e_endCallBack: *mut c_void,
+    e_labelCallBack: *mut c_void,
 }
 /// `pmResult`, `pmProfile`, `pmInResult`: opaque, passed through.
 pub type Opaque = c_void;
 
-/// `pmdaInterface` with the `four` member of its version union (the union
-/// is as large as its largest member, `seven`: 12 pointers, 10 of them
-/// in `four`).
+/// `pmdaInterface` with the `seven` member of its version union (its
+/// largest: version 4's 10 pointers, then `attribute` and `label`).
 #[repr(C)]
 pub struct pmdaInterface {
     /// Domain.
@@ -192,9 +236,13 @@ pub struct pmdaInterface {
     pub comm: c_uint,
     /// Status.
     pub status: c_int,
-    /// The union's members, as version 4 names them.
+    /// The union's first members, as version 4 names them.
     pub four: Four,
-    _rest_of_union: [*mut c_void; 2],
+    /// Attribute callback (version 6; pmdaDaemon sets `pmdaAttribute`).
+    pub attribute:
+        Option<unsafe extern "C" fn(c_int, c_int, *const c_char, c_int, *mut pmdaExt) -> c_int>,
+    /// Label callback (version 7; pmdaDaemon sets `pmdaLabel`).
+    pub label: Option<LabelFn>,
 }
 
 /// The `four` member: the callbacks of a version 4 agent.
@@ -237,6 +285,11 @@ pub type ChildrenFn = unsafe extern "C" fn(
     *mut *mut c_int,
     *mut pmdaExt,
 ) -> c_int;
+/// The label entry point: `(ident, type, pmLabelSet **, pmdaExt *)`.
+pub type LabelFn = unsafe extern "C" fn(c_int, c_int, *mut *mut Opaque, *mut pmdaExt) -> c_int;
+/// The per-instance label callback of `pmdaLabel`: `(indom, inst,
+/// pmLabelSet **)`, returning the number of labels in the set.
+pub type LabelCallBack = unsafe extern "C" fn(pmInDom, c_uint, *mut *mut Opaque) -> c_int;
 /// The per-value fetch callback.
 pub type FetchCallBack = unsafe extern "C" fn(*mut pmdaMetric, c_uint, *mut pmAtomValue) -> c_int;
 /// The per-PDU check callback.
@@ -283,6 +336,9 @@ pub struct Pcp {
     pmdaCacheLookup:
         unsafe extern "C" fn(pmInDom, c_int, *mut *mut c_char, *mut *mut c_void) -> c_int,
     pmdaCacheStore: unsafe extern "C" fn(pmInDom, c_int, *const c_char, *mut c_void) -> c_int,
+    pmdaSetLabelCallBack: unsafe extern "C" fn(*mut pmdaInterface, LabelCallBack),
+    pmdaLabel: LabelFn,
+    pmdaAddLabels: unsafe extern "C" fn(*mut *mut Opaque, *const c_char, ...) -> c_int,
 }
 
 /// The library file loaded (it pulls in libpcp.so.3); the environment
@@ -337,6 +393,9 @@ impl Pcp {
             pmdaCacheOp: sym!(pmdaCacheOp),
             pmdaCacheLookup: sym!(pmdaCacheLookup),
             pmdaCacheStore: sym!(pmdaCacheStore),
+            pmdaSetLabelCallBack: sym!(pmdaSetLabelCallBack),
+            pmdaLabel: sym!(pmdaLabel),
+            pmdaAddLabels: sym!(pmdaAddLabels),
         })
     }
 

@@ -1,6 +1,7 @@
 //! The hand-written declarations of `ffi` against PCP's own headers: a C
 //! program compiled against /usr/include/pcp prints sizes, offsets and
-//! macro values, which must equal the Rust ones.
+//! macro values, which must equal the Rust ones. `pmdaExt` is checked whole:
+//! its size, the two fields the agent writes, and its last field last.
 
 use std::mem::{offset_of, size_of};
 use std::process::Command;
@@ -20,6 +21,14 @@ int main(void) {
     printf("offset_fetch %zu\n", offsetof(pmdaInterface, version.four.fetch));
     printf("offset_text %zu\n", offsetof(pmdaInterface, version.four.text));
     printf("offset_children %zu\n", offsetof(pmdaInterface, version.four.children));
+    printf("offset_attribute %zu\n", offsetof(pmdaInterface, version.seven.attribute));
+    printf("offset_label %zu\n", offsetof(pmdaInterface, version.seven.label));
+    printf("sizeof_ext %zu\n", sizeof(pmdaExt));
+    printf("offset_nindoms %zu\n", offsetof(pmdaExt, e_nindoms));
+    printf("offset_indoms %zu\n", offsetof(pmdaExt, e_indoms));
+    printf("offset_labelcb %zu\n", offsetof(pmdaExt, e_labelCallBack));
+    printf("labels %d %d %d %d %d %d\n", PMDA_INTERFACE_7, PM_LABEL_DOMAIN, PM_LABEL_INDOM,
+        PM_LABEL_CLUSTER, PM_LABEL_ITEM, PM_LABEL_INSTANCES);
     printf("sizeof_desc %zu\n", sizeof(pmDesc));
     printf("offset_units %zu\n", offsetof(pmDesc, units));
     printf("sizeof_metric %zu\n", sizeof(pmdaMetric));
@@ -64,6 +73,8 @@ fn rust_declarations_match_pcp_s_headers() {
     let out = String::from_utf8(Command::new(&bin).output().unwrap().stdout).unwrap();
     let want = format!(
         "sizeof_interface {}\noffset_ext {}\noffset_fetch {}\noffset_text {}\noffset_children {}\n\
+         offset_attribute {}\noffset_label {}\nsizeof_ext {}\noffset_nindoms {}\noffset_indoms {}\n\
+         offset_labelcb {}\nlabels {} {} {} {} {} {}\n\
          sizeof_desc {}\noffset_units {}\nsizeof_metric {}\nsizeof_indom {}\nsizeof_instid {}\nsizeof_atom {}\n\
          units_us {}\nunits_bytes {}\nunits_count {}\nunits_neg {}\npmid {}\nindom {}\nconsts {} {} {} {} {} {} {} {}\n\
          errors {} {} {}\npmns {} {}\ncache {} {} {} {} {} {} {} {}\n",
@@ -72,6 +83,18 @@ fn rust_declarations_match_pcp_s_headers() {
         offset_of!(pmdaInterface, four) + offset_of!(Four, fetch),
         offset_of!(pmdaInterface, four) + offset_of!(Four, text),
         offset_of!(pmdaInterface, four) + offset_of!(Four, children),
+        offset_of!(pmdaInterface, attribute),
+        offset_of!(pmdaInterface, label),
+        size_of::<pmdaExt>(),
+        offset_of!(pmdaExt, e_nindoms),
+        offset_of!(pmdaExt, e_indoms),
+        size_of::<pmdaExt>() - size_of::<*const u8>(),
+        PMDA_INTERFACE_7,
+        PM_LABEL_DOMAIN,
+        PM_LABEL_INDOM,
+        PM_LABEL_CLUSTER,
+        PM_LABEL_ITEM,
+        PM_LABEL_INSTANCES,
         size_of::<pmDesc>(),
         offset_of!(pmDesc, units),
         size_of::<pmdaMetric>(),
