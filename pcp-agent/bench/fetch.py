@@ -16,7 +16,7 @@ def main():
     host, n = sys.argv[1], int(sys.argv[2])
     ctx = pmapi.pmContext(api.PM_CONTEXT_HOST, host)
     sides = {
-        "perfabi": ["perfabi.total.bench_g%03d_c%d" % (g, c) for g in range(125) for c in range(8)],
+        "perfabi": ["perfabi.bench.g%03d.c%d" % (g, c) for g in range(125) for c in range(8)],
         "mmv": ["mmv.bench.g%03d_c%d" % (g, c) for g in range(125) for c in range(8)],
     }
     try:

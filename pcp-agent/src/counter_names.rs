@@ -1,13 +1,17 @@
-//! The number and PCP name of every counter name the agent has met, kept
-//! for good: saved (as text, see [`CounterNames::to_text`]) and read back
-//! when the agent starts, so that `perfabi.counter.X` keeps its PMID across
+//! The number of every family name the agent has met, kept for good:
+//! saved (as text, see [`CounterNames::to_text`]) and read back when the
+//! agent starts, so that a family's metrics keep their PMIDs across
 //! restarts of the agent and of pmcd, and archives that span one stay
-//! continuous.
+//! continuous ([`crate::family_metrics`] makes the PMIDs and instance
+//! domains of a number). A histogram's count and sum are numbered apart,
+//! as `NAME/count` and `NAME/sum`.
 //!
-//! A counter's PCP name is its perfabi name with `.` as `_`
-//! ([`component`]); two perfabi names with the same flat form (never live
-//! together, but `a.b` may be deleted and `a_b` added later) get `_2`,
-//! `_3`, … in the order they are met.
+//! Each number also has a flat PCP name component (the name with `.` as
+//! `_`, [`component`]; `_2`, `_3`, … for names of the same flat form): the
+//! 1.0 agent named its metrics `perfabi.counter.<component>`. The saved
+//! file keeps the column, so that files of that agent are read (and their
+//! numbers kept: `perfabi.NAME` has the PMID `perfabi.total.<component>`
+//! had); the names served no longer use it.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;

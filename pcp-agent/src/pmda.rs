@@ -3,16 +3,17 @@
 //! [`ffi::daemon`](crate::ffi::daemon) ([`Callbacks`]); this module keeps
 //! the tables it reads (metrics, instance domains) and the agent's own
 //! namespace ([`Namespace`]) in step with the segment, and answers for
-//! values and help text.
+//! values, help text and labels.
 
 use std::collections::HashMap;
 use std::ffi::{c_int, c_uint, CStr, CString};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::catalog::{self, Indom, Kind, Metric, INDOMS};
-use crate::counter_names::{self, CounterNames, MAX_COUNTERS};
+use crate::catalog::{self, Indom, Kind, Metric, Part, INDOMS};
+use crate::counter_names::{self, CounterNames};
 use crate::damon_instances::{DamonInstances, FORGET_AFTER};
+use crate::family_metrics::{self, InstanceIds, Role, MAX_FAMILY_INSTANCES};
 use crate::ffi::daemon::{Callbacks, Daemon, Tables, Value};
 use crate::ffi::*;
 use crate::indom_cache::CachedIndom;
@@ -36,7 +37,13 @@ pub struct Agent {
     text: CString,
     indom_texts: Vec<(CString, CString)>,
     names: CounterNames,
-    /// Where the counter numbers are saved, if anywhere.
+    /// Instance ids of the family instance domains.
+    ids: InstanceIds,
+    /// The family instance domains, by serial number.
+    family_indoms: HashMap<u32, FamilyIndom>,
+    /// The families left out, as last logged.
+    left_out: Vec<String>,
+    /// Where the family numbers are saved, if anywhere.
     state: Option<StateDir>,
     key: Option<(u64, u64, usize)>,
     /// What the instance domains were built from.
@@ -50,6 +57,15 @@ pub struct Agent {
 
 /// The CPU count and each DAMON stream's (monitor, target, regions).
 type InstancesKey = (usize, Vec<(u64, u64, usize)>);
+
+/// A family instance domain, as the callbacks look it up.
+struct FamilyIndom {
+    /// Index of the family in the snapshot's families.
+    family: usize,
+    role: Role,
+    /// Instance id → (member index, bucket or CPU).
+    by_id: HashMap<c_int, (u32, u32)>,
+}
 
 /// The file the counter numbers are saved in, in the state folder.
 fn names_file(domain: u32) -> String {
@@ -107,29 +123,35 @@ impl Agent {
 
     fn rebuild_metrics(&mut self, tables: &mut Tables) {
         let mut metrics = catalog::fixed(self.domain);
-        let (counters, left_out) = catalog::counters(
+        let r = &self.source.reading;
+        let nr_cpus = r.info.as_ref().map_or(0, |i| i.header.nr_cpus);
+        let built = family_metrics::build(
             self.domain,
-            &self.source.reading.snapshot.instances,
+            &r.snapshot.families,
+            nr_cpus,
             &mut self.names,
+            &mut self.ids,
+            MAX_FAMILY_INSTANCES,
         );
-        if !left_out.is_empty() {
-            let file = self.state.as_ref().map_or_else(
-                || "nowhere: they are not saved".to_string(),
-                |s| s.path().join(names_file(self.domain)).display().to_string(),
-            );
-            self.state_problem(format!(
-                "{} counters left out (the first: {}): the agent has numbered {MAX_COUNTERS} \
-                 counter names, the most it can, and keeps their numbers for good (saved in {file}); \
-                 to number the live ones anew, stop the agent, remove that file and start it \
-                 (their PMIDs then change)",
-                left_out.len(),
-                left_out[0]
-            ));
+        if built.left_out != self.left_out {
+            // Each reason once while it lasts; at most ten lines at a time.
+            let old: std::collections::HashSet<&String> = self.left_out.iter().collect();
+            let new: Vec<&String> = built.left_out.iter().filter(|l| !old.contains(l)).collect();
+            for line in new.iter().take(10) {
+                self.pcp.notify(LOG_ERR, line);
+            }
+            if new.len() > 10 {
+                self.pcp.notify(
+                    LOG_ERR,
+                    &format!("... and {} more families left out", new.len() - 10),
+                );
+            }
+            self.left_out = built.left_out;
         }
         if self.names.take_changed() {
             self.save_names();
         }
-        metrics.extend(counters);
+        metrics.extend(built.metrics);
         self.by_pmid = metrics
             .iter()
             .enumerate()
@@ -150,21 +172,46 @@ impl Agent {
         self.namespace = namespace;
         self.metrics = metrics;
         let domain = self.domain;
+        let mut lists = Vec::with_capacity(built.indoms.len());
+        self.family_indoms.clear();
+        for d in built.indoms {
+            let by_id = d
+                .instances
+                .iter()
+                .map(|i| (i.id, (i.member, i.sub)))
+                .collect();
+            self.family_indoms.insert(
+                d.serial,
+                FamilyIndom {
+                    family: d.family,
+                    role: d.role,
+                    by_id,
+                },
+            );
+            lists.push((
+                indom(domain, d.serial),
+                d.instances
+                    .into_iter()
+                    .map(|i| (i.id, cstring(&i.name)))
+                    .collect(),
+            ));
+        }
+        tables.set_dynamic_indoms(lists);
         tables.set_metrics(self.metrics.iter().map(|m| pmDesc {
             pmid: m.pmid,
             type_: m.type_,
-            indom: m.indom.map_or(PM_INDOM_NULL, |d| indom(domain, d as u32)),
+            indom: m.indom.map_or(PM_INDOM_NULL, |d| indom(domain, d)),
             sem: m.sem,
             units: m.units,
         }));
     }
 
-    /// Saves the counter numbers, if there is a state folder.
+    /// Saves the family numbers, if there is a state folder.
     fn save_names(&mut self) {
         let Some(state) = &self.state else { return };
         if let Err(e) = state.write(&names_file(self.domain), &self.names.to_text()) {
             self.state_problem(format!(
-                "counter numbers not saved ({e}): PMIDs of new counters may change when the agent restarts"
+                "family numbers not saved ({e}): PMIDs of new families may change when the agent restarts"
             ));
         }
     }
@@ -192,10 +239,6 @@ impl Agent {
         let r = &self.source.reading;
         let info = r.info.as_ref();
         let s = &r.snapshot;
-        let slot_value = |cpu: usize, slot: u32| {
-            (slot < s.slots as u32 && cpu < s.nr_cpus)
-                .then(|| s.values[cpu * s.slots + slot as usize])
-        };
         let region = || {
             self.damon
                 .region_of
@@ -235,6 +278,7 @@ impl Agent {
             Kind::OwnerUid => info.map(|i| V::U32(i.owner)),
             Kind::NrCpus => info.map(|i| V::U32(i.header.nr_cpus as u32)),
             Kind::NrCounters => Some(V::U32(s.instances.len() as u32)),
+            Kind::NrFamilies => Some(V::U32(s.families.len() as u32)),
             Kind::NrStreams => Some(V::U32(r.damon.len() as u32)),
             Kind::DroppedRegions => Some(V::U64(r.damon_dropped)),
             Kind::NrRegions => stream().map(|a| V::U32(a.regions.len() as u32)),
@@ -247,13 +291,61 @@ impl Agent {
             Kind::RegionNrAccesses => region().map(|(_, g)| V::U32(g.nr_accesses)),
             Kind::RegionAge => region().map(|(_, g)| V::U32(g.age)),
             Kind::RegionFrequency => region().map(|(a, g)| V::F64(a.frequency(g))),
-            Kind::PerCpu(slot) => slot_value(inst as usize, slot).map(V::U64),
-            Kind::Total(slot) => (0..s.nr_cpus)
-                .map(|c| slot_value(c, slot))
-                .try_fold(0u64, |t, v| v.map(|v| t.wrapping_add(v)))
-                .map(V::U64),
+            Kind::Family {
+                family,
+                part,
+                per_cpu,
+            } => self.family_value(m.indom, family, part, per_cpu, inst),
         };
         Ok(v)
+    }
+
+    /// The value of `part` of family `family` for instance `inst` of the
+    /// metric's instance domain `indom`: one CPU's, or the total over CPUs
+    /// (the maximum for a peak's value, else the wrapping sum).
+    fn family_value(
+        &self,
+        indom: Option<u32>,
+        family: usize,
+        part: Part,
+        per_cpu: bool,
+        inst: c_uint,
+    ) -> Option<Value<'_>> {
+        let s = &self.source.reading.snapshot;
+        let f = s.families.get(family)?;
+        let (member, sub) = match indom {
+            None => (0, 0),
+            Some(d) if d == Indom::Cpu as u32 => (0, inst),
+            Some(d) => *self.family_indoms.get(&d)?.by_id.get(&(inst as c_int))?,
+        };
+        let m = f.members.get(member as usize)?;
+        let offset = match part {
+            Part::Value | Part::Count => 0,
+            Part::Sum => 1,
+            Part::Bucket => 2 + sub as usize,
+        };
+        if offset >= m.words as usize {
+            return None;
+        }
+        let slot = m.value_slot as usize + offset;
+        let word = |cpu: usize| {
+            (slot < s.slots && cpu < s.nr_cpus).then(|| s.values[cpu * s.slots + slot])
+        };
+        if per_cpu {
+            return word(sub as usize).map(Value::U64);
+        }
+        let mut words = (0..s.nr_cpus).map(word);
+        let peak = part == Part::Value && f.kind == perfabi::Kind::Peak;
+        let signed = f.value_type == perfabi::ValueType::I64;
+        let total = match (peak, signed) {
+            (true, true) => words
+                .try_fold(i64::MIN, |t, v| v.map(|v| t.max(v as i64)))
+                .map(|v| v as u64),
+            (true, false) => words.try_fold(0u64, |t, v| v.map(|v| t.max(v))),
+            (false, _) => words.try_fold(0u64, |t, v| v.map(|v| t.wrapping_add(v))),
+        };
+        // No CPU: no value (a peak's maximum of nothing is not i64::MIN).
+        total.filter(|_| s.nr_cpus > 0).map(Value::U64)
     }
 
     /// Help text of a metric or instance domain; it is kept until the next
@@ -262,16 +354,51 @@ impl Agent {
         let oneline = kind & PM_TEXT_ONELINE != 0;
         if kind & PM_TEXT_PMID != 0 {
             let m = self.metrics.get(*self.by_pmid.get(&(ident as pmID))?)?;
-            let (one, long) = m.help(&self.source.reading.snapshot.instances)?;
+            let (one, long) = m.help(&self.source.reading.snapshot.families)?;
             self.text = cstring(if oneline { &one } else { &long });
             return Some(&self.text);
         }
         if kind & PM_TEXT_INDOM != 0 {
             let serial = (ident as u32) & 0x3f_ffff;
-            let t = self.indom_texts.get(serial as usize)?;
-            return Some(if oneline { &t.0 } else { &t.1 });
+            if let Some(t) = self.indom_texts.get(serial as usize) {
+                return Some(if oneline { &t.0 } else { &t.1 });
+            }
+            let d = self.family_indoms.get(&serial)?;
+            let f = self.source.reading.snapshot.families.get(d.family)?;
+            let (one, long) = family_metrics::indom_help(f, d.role);
+            self.text = cstring(if oneline { &one } else { &long });
+            return Some(&self.text);
         }
         None
+    }
+
+    /// A metric's labels (`PM_LABEL_ITEM`): a family's kind and more, see
+    /// [`family_metrics::metric_labels`]. Nothing of its own for the
+    /// domain (libpcp_pmda's `{"agent":"perfabi"}`), instance domains and
+    /// clusters.
+    fn labels(&self, ident: c_int, kind: c_int) -> Option<String> {
+        if kind & PM_LABEL_ITEM == 0 {
+            return None;
+        }
+        let m = self.metrics.get(*self.by_pmid.get(&(ident as pmID))?)?;
+        let Kind::Family { family, part, .. } = m.kind else {
+            return None;
+        };
+        let f = self.source.reading.snapshot.families.get(family)?;
+        Some(family_metrics::metric_labels(f, part))
+    }
+
+    /// The labels of an instance: a CPU's number, or a family member's
+    /// dimension, labels, bucket bounds and CPU.
+    fn instance_labels(&self, indom: pmInDom, inst: c_uint) -> Option<String> {
+        let serial = indom & 0x3f_ffff;
+        if serial == Indom::Cpu as u32 {
+            return Some(family_metrics::cpu_labels(inst));
+        }
+        let d = self.family_indoms.get(&serial)?;
+        let &(member, sub) = d.by_id.get(&(inst as c_int))?;
+        let f = self.source.reading.snapshot.families.get(d.family)?;
+        family_metrics::instance_labels(f, d.role, member, sub)
     }
 }
 
@@ -302,6 +429,14 @@ impl Callbacks for Agent {
         } else {
             self.namespace.children(name)
         }
+    }
+
+    fn labels(&mut self, ident: c_int, kind: c_int) -> Option<String> {
+        Agent::labels(self, ident, kind)
+    }
+
+    fn instance_labels(&mut self, indom: pmInDom, inst: c_uint) -> Option<String> {
+        Agent::instance_labels(self, indom, inst)
     }
 }
 
@@ -353,6 +488,9 @@ pub fn run(
             .map(|d| (cstring(d.help().0), cstring(d.help().1)))
             .collect(),
         names,
+        ids: InstanceIds::default(),
+        family_indoms: HashMap::new(),
+        left_out: Vec::new(),
         state,
         key: None,
         instances_key: None,

@@ -54,10 +54,10 @@ fn dbpmda_fetches_values_descriptors_help_and_the_dynamic_namespace() {
     let out = dbpmda(
         dir.path(),
         &seg,
-        "fetch perfabi.total.db_checks\nfetch perfabi.segment.available\nchildren perfabi\nchildren perfabi.counter\n\
-         text perfabi.total.db_checks\ntext perfabi.segment.busy_reads\ndesc perfabi.counter.db_checks\ninstance 502.0\n\
-         fetch perfabi.no.such.metric\npmid perfabi.total.db_checks\nname 502.2048.0\ntraverse perfabi.total\n\
-         children perfabi.total.db_checks\nchildren perfabi.tot\n",
+        "fetch perfabi.db.checks\nfetch perfabi.segment.available\nchildren perfabi\nchildren perfabi.percpu\nchildren perfabi.db\n\
+         text perfabi.db.checks\ntext perfabi.segment.busy_reads\ndesc perfabi.percpu.db.checks\ninstance 502.0\n\
+         fetch perfabi.no.such.metric\npmid perfabi.db.checks\nname 502.2048.0\ntraverse perfabi.db\n\
+         children perfabi.db.checks\nchildren perfabi.d\n",
     );
     assert!(out.contains("value 4321"), "total");
     assert!(
@@ -67,13 +67,13 @@ fn dbpmda_fetches_values_descriptors_help_and_the_dynamic_namespace() {
     for leaf in [
         "non-leaf segment",
         "non-leaf damon",
-        "non-leaf counter",
-        "non-leaf total",
-        "leaf db_checks",
+        "non-leaf percpu",
+        "non-leaf db",
+        "leaf checks",
     ] {
         assert!(out.contains(leaf), "children: {leaf}");
     }
-    assert!(out.contains("db.checks summed over CPUs"), "counter help");
+    assert!(out.contains("db.checks, summed over CPUs"), "counter help");
     assert!(
         out.contains("reads that found the writer mid-update"),
         "fixed help"
@@ -85,15 +85,15 @@ fn dbpmda_fetches_values_descriptors_help_and_the_dynamic_namespace() {
     assert!(out.contains("name: \"cpu0\""), "instances");
     // The agent's own namespace: name → PMID → name, and a subtree.
     assert!(
-        out.contains("Metric: perfabi.total.db_checks\n   502.2048.0\n"),
+        out.contains("Metric: perfabi.db.checks\n   502.2048.0\n"),
         "pmid"
     );
     assert!(
-        out.contains("PMID: 502.2048.0\n   perfabi.total.db_checks\n"),
+        out.contains("PMID: 502.2048.0\n   perfabi.db.checks\n"),
         "name"
     );
     assert!(
-        out.contains("Metric: perfabi.total\n   perfabi.total.db_checks\n"),
+        out.contains("Metric: perfabi.db\n   perfabi.db.checks\n"),
         "traverse"
     );
     assert!(out.contains("Unknown metric name"), "a prefix is no name");
@@ -284,13 +284,13 @@ fn two_thousand_one_hundred_damon_streams_get_as_many_region_ids() {
 }
 
 #[test]
-fn counter_pmids_outlive_the_agent_and_are_never_given_to_another_name() {
+fn family_pmids_outlive_the_agent_and_are_never_given_to_another_name() {
     let dir = tempfile::tempdir().unwrap();
     let seg = dir.path().join("seg");
     let w = Writer::create(&seg, &Config::default()).unwrap();
     let a = w.add("keep.a", "count", Semantics::Counter).unwrap();
     w.add("keep.b", "count", Semantics::Counter).unwrap();
-    let first = dbpmda(dir.path(), &seg, "pmid perfabi.total.keep_b\n");
+    let first = dbpmda(dir.path(), &seg, "pmid perfabi.keep.b\n");
     assert!(
         first.contains("   502.2048.1\n"),
         "b is the second counter met"
@@ -301,15 +301,15 @@ fn counter_pmids_outlive_the_agent_and_are_never_given_to_another_name() {
     let second = dbpmda(
         dir.path(),
         &seg,
-        "pmid perfabi.total.keep_b\npmid perfabi.total.keep_c\npmid perfabi.counter.keep_c\n",
+        "pmid perfabi.keep.b\npmid perfabi.keep.c\npmid perfabi.percpu.keep.c\n",
     );
     assert!(
-        second.contains("Metric: perfabi.total.keep_b\n   502.2048.1\n"),
+        second.contains("Metric: perfabi.keep.b\n   502.2048.1\n"),
         "b keeps its PMID"
     );
     assert!(
-        second.contains("Metric: perfabi.total.keep_c\n   502.2048.2\n")
-            && second.contains("Metric: perfabi.counter.keep_c\n   502.16.2\n"),
+        second.contains("Metric: perfabi.keep.c\n   502.2048.2\n")
+            && second.contains("Metric: perfabi.percpu.keep.c\n   502.16.2\n"),
         "c takes a new number, not a's"
     );
     let saved =
@@ -334,7 +334,7 @@ fn saved_state_that_is_bad_or_not_the_agent_s_is_refused_and_said() {
 
     // Not the agent's format: set aside, said, numbered anew.
     std::fs::write(&file, "pmdaperfabi counter numbers 1\n0 a a\n0 b b\n").unwrap();
-    let out = dbpmda(dir.path(), &seg, "fetch perfabi.total.st_x\n");
+    let out = dbpmda(dir.path(), &seg, "fetch perfabi.st.x\n");
     assert!(out.contains("value 9"), "served anyway");
     assert!(
         log().contains("502.pmids: line 3: number 0 is given twice; counters are numbered anew"),
@@ -355,7 +355,7 @@ fn saved_state_that_is_bad_or_not_the_agent_s_is_refused_and_said() {
     std::fs::write(&target, "precious\n").unwrap();
     std::fs::remove_file(&file).unwrap();
     std::os::unix::fs::symlink(&target, &file).unwrap();
-    let out = dbpmda(dir.path(), &seg, "fetch perfabi.total.st_x\n");
+    let out = dbpmda(dir.path(), &seg, "fetch perfabi.st.x\n");
     assert!(out.contains("value 9"), "served anyway");
     assert!(
         log().contains("it is a symbolic link")
@@ -372,7 +372,7 @@ fn saved_state_that_is_bad_or_not_the_agent_s_is_refused_and_said() {
     // A state folder others may write in: refused.
     std::fs::remove_file(&file).unwrap();
     std::fs::set_permissions(&state, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
-    let out = dbpmda(dir.path(), &seg, "fetch perfabi.total.st_x\n");
+    let out = dbpmda(dir.path(), &seg, "fetch perfabi.st.x\n");
     assert!(out.contains("value 9"), "served anyway");
     assert!(
         log().contains("others could replace files in it"),

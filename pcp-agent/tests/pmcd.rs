@@ -79,10 +79,10 @@ fn pminfo_values_equal_perfabi_cat_json_for_the_same_segment() {
     let counters = cat["counters"].as_array().unwrap();
     assert_eq!(counters.len(), 3);
     for c in counters {
-        let pcp_name = c["name"].as_str().unwrap().replace('.', "_");
-        let total = &pcp[&format!("perfabi.total.{pcp_name}")];
+        let pcp_name = c["name"].as_str().unwrap();
+        let total = &pcp[&format!("perfabi.{pcp_name}")];
         assert_eq!(total, &[(None, c["total"].to_string())], "{pcp_name}");
-        let per_cpu = &pcp[&format!("perfabi.counter.{pcp_name}")];
+        let per_cpu = &pcp[&format!("perfabi.percpu.{pcp_name}")];
         let want: Vec<_> = c["per_cpu"]
             .as_array()
             .unwrap()
@@ -147,17 +147,15 @@ fn pminfo_values_equal_perfabi_cat_json_for_the_same_segment() {
     assert_eq!(freq[0].1.parse::<f64>().unwrap(), 1.0);
     assert_eq!(freq[1].1.parse::<f64>().unwrap(), 0.0);
     // Help text for a counter the segment named.
-    let help = run(pmcd
-        .client("pminfo")
-        .args(["-tT", "perfabi.total.app_bytes_out"]));
+    let help = run(pmcd.client("pminfo").args(["-tT", "perfabi.app.bytes_out"]));
     let help = stdout(&help);
     assert!(
-        help.contains("app.bytes_out summed over CPUs") && help.contains("unit bytes"),
+        help.contains("app.bytes_out, summed over CPUs") && help.contains("unit bytes"),
         "{help}"
     );
     let desc = stdout(&run(pmcd
         .client("pminfo")
-        .args(["-d", "perfabi.total.app_bytes_out"])));
+        .args(["-d", "perfabi.app.bytes_out"])));
     assert!(
         desc.contains("Semantics: counter") && desc.contains("Units: byte"),
         "{desc}"
@@ -194,15 +192,10 @@ fn pmval_rates_follow_a_live_writer_at_a_known_rate() {
         })
     };
     let pmcd = Pmcd::start(&dir.path().join("pmcd"), port(1), &seg, &[]);
-    let out = run(pmcd.client("pmval").args([
-        "-t",
-        "1",
-        "-s",
-        "6",
-        "-f",
-        "1",
-        "perfabi.total.rate_test",
-    ]));
+    let out =
+        run(pmcd
+            .client("pmval")
+            .args(["-t", "1", "-s", "6", "-f", "1", "perfabi.rate.test"]));
     stop.store(true, Ordering::Relaxed);
     writer.join().unwrap();
     let text = stdout(&out);
@@ -220,20 +213,14 @@ fn new_counters_restarts_truncation_and_deletion_are_followed() {
     let seg = dir.path().join("seg");
     let w = one_counter(&seg, "first", 5);
     let pmcd = Pmcd::start(&dir.path().join("pmcd"), port(2), &seg, &[]);
-    assert_eq!(pmcd.value("perfabi.total.first").as_deref(), Some("5"));
+    assert_eq!(pmcd.value("perfabi.first").as_deref(), Some("5"));
 
     // A counter added while pmcd runs appears, pmcd untouched.
     let b = w.add("late.arrival", "count", Semantics::Counter).unwrap();
     w.adjust(b, 11).unwrap();
-    assert_eq!(
-        pmcd.value("perfabi.total.late_arrival").as_deref(),
-        Some("11")
-    );
-    let children = stdout(&run(pmcd.client("pminfo").arg("perfabi.total")));
-    assert!(
-        children.contains("perfabi.total.late_arrival"),
-        "{children}"
-    );
+    assert_eq!(pmcd.value("perfabi.late.arrival").as_deref(), Some("11"));
+    let children = stdout(&run(pmcd.client("pminfo").arg("perfabi.late")));
+    assert!(children.contains("perfabi.late.arrival"), "{children}");
     let epoch1 = pmcd.value("perfabi.segment.epoch").unwrap();
 
     // Writer restart: a new file and epoch at the same path.
@@ -243,16 +230,16 @@ fn new_counters_restarts_truncation_and_deletion_are_followed() {
         Some("0")
     );
     assert_eq!(
-        pmcd.value("perfabi.total.first").as_deref(),
+        pmcd.value("perfabi.first").as_deref(),
         Some("5"),
         "final values stay"
     );
     let w = one_counter(&seg, "first", 2);
-    assert_eq!(pmcd.value("perfabi.total.first").as_deref(), Some("2"));
+    assert_eq!(pmcd.value("perfabi.first").as_deref(), Some("2"));
     let epoch2 = pmcd.value("perfabi.segment.epoch").unwrap();
     assert_ne!(epoch1, epoch2);
     assert_eq!(
-        pmcd.value("perfabi.total.late_arrival"),
+        pmcd.value("perfabi.late.arrival"),
         None,
         "gone with the old writer"
     );
@@ -270,7 +257,7 @@ fn new_counters_restarts_truncation_and_deletion_are_followed() {
         pmcd.value("perfabi.segment.available").as_deref(),
         Some("1")
     );
-    assert!(pmcd.value("perfabi.total.first").is_some());
+    assert!(pmcd.value("perfabi.first").is_some());
     assert!(pmcd.alive());
     // Deletion: the same; then a new writer is picked up.
     drop(w);
@@ -281,7 +268,7 @@ fn new_counters_restarts_truncation_and_deletion_are_followed() {
     );
     let w = one_counter(&seg, "first", 3);
     eventually(5, "the agent maps the new segment", || {
-        pmcd.value("perfabi.total.first").as_deref() == Some("3")
+        pmcd.value("perfabi.first").as_deref() == Some("3")
     });
     assert!(pmcd.alive());
     // The same agent served it all (pmcd restarts a dead agent never).
@@ -332,14 +319,14 @@ fn pmlogger_records_perfabi_metrics_and_pmdumplog_shows_them() {
     let dump = stdout(&run(tool("pmdumplog").arg(&archive)));
     let lines: Vec<&str> = dump
         .lines()
-        .filter(|l| l.contains("(perfabi.total.logged_events): value 77"))
+        .filter(|l| l.contains("(perfabi.logged.events): value 77"))
         .collect();
     println!(
-        "pmdumplog: {} records of perfabi.total.logged_events",
+        "pmdumplog: {} records of perfabi.logged.events",
         lines.len()
     );
     assert!(lines.len() >= 2, "{dump}");
-    assert!(dump.contains("(perfabi.counter.logged_events)"), "{dump}");
+    assert!(dump.contains("(perfabi.percpu.logged.events)"), "{dump}");
     assert!(dump.contains("(perfabi.segment.epoch)"), "{dump}");
 }
 
@@ -397,7 +384,7 @@ fn a_fifo_or_a_giant_sparse_file_at_the_path_answers_at_once_and_the_agent_recov
     std::fs::remove_file(&seg).unwrap();
     let w = one_counter(&seg, "first", 7);
     eventually(5, "the agent maps the new segment", || {
-        pmcd.value("perfabi.total.first").as_deref() == Some("7")
+        pmcd.value("perfabi.first").as_deref() == Some("7")
     });
     assert_eq!(
         pmcd.value("perfabi.segment.owner_uid").as_deref(),
@@ -455,19 +442,19 @@ fn an_archive_across_agent_and_pmcd_restarts_keeps_each_name_s_pmid_and_instance
     let pmcd = Pmcd::start(&pmcd_dir, port(5), &seg, &[]);
     // The agent numbers a, b and stream 900 as it meets them; then a goes,
     // c comes and stream 100 appears, and the agent meets them too.
-    assert_eq!(pmcd.value("perfabi.total.arch_b").as_deref(), Some("222"));
+    assert_eq!(pmcd.value("perfabi.arch.b").as_deref(), Some("222"));
     w.del(a).unwrap();
     let c = w.add("arch.c", "count", Semantics::Counter).unwrap();
     w.adjust(c, 333).unwrap();
     w.publish_damon(&Aggregation::new(100, 0, iv, vec![region(0x30000)]))
         .unwrap();
-    assert_eq!(pmcd.value("perfabi.total.arch_c").as_deref(), Some("333"));
+    assert_eq!(pmcd.value("perfabi.arch.c").as_deref(), Some("333"));
     let ids = |pmcd: &Pmcd| {
         let out = stdout(&run(pmcd.client("pminfo").args([
             "-m",
-            "perfabi.total.arch_b",
-            "perfabi.total.arch_c",
-            "perfabi.counter.arch_c",
+            "perfabi.arch.b",
+            "perfabi.arch.c",
+            "perfabi.percpu.arch.c",
         ])));
         let streams = inst_ids(&stdout(&run(pmcd
             .client("pminfo")
@@ -484,7 +471,7 @@ fn an_archive_across_agent_and_pmcd_restarts_keeps_each_name_s_pmid_and_instance
     let cfg = dir.path().join("pmlogger.config");
     std::fs::write(
         &cfg,
-        "log mandatory on every 1 second {\n    perfabi.total\n    perfabi.damon.nr_regions\n    perfabi.damon.region.start\n}\n",
+        "log mandatory on every 1 second {\n    perfabi.arch\n    perfabi.damon.nr_regions\n    perfabi.damon.region.start\n}\n",
     )
     .unwrap();
     let archive = dir.path().join("archive");
@@ -524,7 +511,7 @@ fn an_archive_across_agent_and_pmcd_restarts_keeps_each_name_s_pmid_and_instance
     let mut pmids: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
         Default::default();
     for l in dump.lines().filter(|l| l.starts_with("PMID: ")) {
-        // PMID: 502.2048.2 (perfabi.total.arch_c)
+        // PMID: 502.2048.2 (perfabi.arch.c)
         let (id, name) = l["PMID: ".len()..].split_once(' ').unwrap();
         pmids
             .entry(name.trim_matches(['(', ')']).to_string())
@@ -532,7 +519,7 @@ fn an_archive_across_agent_and_pmcd_restarts_keeps_each_name_s_pmid_and_instance
             .insert(id.to_string());
     }
     println!("archive metrics: {pmids:?}");
-    assert!(pmids.contains_key("perfabi.total.arch_c"), "{dump}");
+    assert!(pmids.contains_key("perfabi.arch.c"), "{dump}");
     for (name, ids) in &pmids {
         assert_eq!(ids.len(), 1, "{name} has PMIDs {ids:?}");
     }
@@ -578,8 +565,8 @@ fn an_archive_across_agent_and_pmcd_restarts_keeps_each_name_s_pmid_and_instance
         .find("<mark>")
         .expect("pmlogger marks the agent restart")..];
     let records = |text: &str, line: &str| text.matches(line).count();
-    let c = "(perfabi.total.arch_c): value 333";
-    let b = "(perfabi.total.arch_b): value 222";
+    let c = "(perfabi.arch.c): value 333";
+    let b = "(perfabi.arch.b): value 222";
     println!(
         "archive: arch_c 333 in {} records ({} after the restart), arch_b 222 in {}",
         records(&dump, c),
@@ -629,13 +616,13 @@ fn a_transient_read_error_keeps_the_last_values_for_a_bounded_time_and_counts_it
     w.adjust(id, 42).unwrap();
     let pmcd = Pmcd::start(&dir.path().join("pmcd"), port(7), &seg, &[]);
     let one = |m: &str| pmcd.value(m);
-    assert_eq!(one("perfabi.total.held_events").as_deref(), Some("42"));
+    assert_eq!(one("perfabi.held.events").as_deref(), Some("42"));
 
     // The writer dies mid-update: every read of CPU 0's block is busy.
     let seq = set_cpu_sequence(&seg, 0, None);
     let t = Instant::now();
     assert_eq!(
-        one("perfabi.total.held_events").as_deref(),
+        one("perfabi.held.events").as_deref(),
         Some("42"),
         "the last good value, held"
     );
@@ -648,7 +635,7 @@ fn a_transient_read_error_keeps_the_last_values_for_a_bounded_time_and_counts_it
     eventually(
         perfabi_pcp_agent::source::HOLD.as_secs() + 5,
         "held values expire",
-        || one("perfabi.total.held_events").is_none(),
+        || one("perfabi.held.events").is_none(),
     );
     let gone = t.elapsed();
     println!("busy segment: values held for {gone:?}");
@@ -664,7 +651,7 @@ fn a_transient_read_error_keeps_the_last_values_for_a_bounded_time_and_counts_it
     );
     // The writer's block is whole again: values are back at once.
     set_cpu_sequence(&seg, 0, Some(seq));
-    assert_eq!(one("perfabi.total.held_events").as_deref(), Some("42"));
+    assert_eq!(one("perfabi.held.events").as_deref(), Some("42"));
     assert_eq!(one("perfabi.segment.held").as_deref(), Some("0"));
 
     // The file truncated under the agent: held too (a live writer
@@ -675,12 +662,12 @@ fn a_transient_read_error_keeps_the_last_values_for_a_bounded_time_and_counts_it
         .unwrap()
         .set_len(0)
         .unwrap();
-    assert_eq!(one("perfabi.total.held_events").as_deref(), Some("42"));
+    assert_eq!(one("perfabi.held.events").as_deref(), Some("42"));
     assert_eq!(one("perfabi.segment.held").as_deref(), Some("1"));
     // A permanent error (no file at the path) is no values at once.
     drop(w);
     std::fs::remove_file(&seg).unwrap();
-    assert_eq!(one("perfabi.total.held_events"), None);
+    assert_eq!(one("perfabi.held.events"), None);
     assert_eq!(one("perfabi.segment.available").as_deref(), Some("0"));
     let log = pmcd.agent_log();
     println!("agent log:\n{log}");

@@ -36,6 +36,13 @@ pub trait Callbacks {
     /// The children of `name` (`leaves` false) or every leaf below it
     /// (`leaves` true); `None` if there is no such name.
     fn children(&self, name: &str, leaves: bool) -> Option<Vec<Child<'_>>>;
+    /// The labels of the domain, an instance domain, a cluster or a metric
+    /// (`kind`: `PM_LABEL_DOMAIN`, `_INDOM`, `_CLUSTER` or `_ITEM`; `ident`
+    /// the domain, `pmInDom` or `pmID`), as one JSON object; `None`: none
+    /// of its own (libpcp_pmda's defaults apply).
+    fn labels(&mut self, ident: c_int, kind: c_int) -> Option<String>;
+    /// The labels of instance `inst` of `indom`, as one JSON object.
+    fn instance_labels(&mut self, indom: pmInDom, inst: c_uint) -> Option<String>;
 }
 
 /// One value for the fetch callback. A string is handed to libpcp_pmda as
@@ -69,11 +76,16 @@ pub enum Value<'a> {
 pub struct Tables {
     pcp: &'static Pcp,
     /// The agent's `pmdaExt` once `pmdaInit` has run, else null: where
-    /// `pmdaRehash` tells libpcp_pmda of a new metric table.
+    /// `pmdaRehash` tells libpcp_pmda of a new metric table, and
+    /// `e_indoms` of a new instance domain table.
     ext: *mut pmdaExt,
     /// `m_user` is the metric's index, passed back to [`Callbacks::value`].
     metrics: Vec<pmdaMetric>,
-    indoms: Box<[pmdaIndom]>,
+    /// The fixed instance domains (given to [`Daemon::new`]), then those
+    /// of [`Tables::set_dynamic_indoms`].
+    indoms: Vec<pmdaIndom>,
+    /// How many of `indoms` are fixed.
+    fixed: usize,
     /// For each instance domain, the instances the agent lists (none for
     /// those libpcp_pmda's instance cache serves) and their names.
     instances: Vec<(Vec<pmdaInstid>, Vec<CString>)>,
@@ -81,7 +93,7 @@ pub struct Tables {
 
 impl Tables {
     fn new(pcp: &'static Pcp, indoms: impl IntoIterator<Item = pmInDom>) -> Tables {
-        let indoms: Box<[pmdaIndom]> = indoms
+        let indoms: Vec<pmdaIndom> = indoms
             .into_iter()
             .map(|d| pmdaIndom {
                 it_indom: d,
@@ -94,7 +106,22 @@ impl Tables {
             ext: std::ptr::null_mut(),
             metrics: Vec::new(),
             instances: indoms.iter().map(|_| (Vec::new(), Vec::new())).collect(),
+            fixed: indoms.len(),
             indoms,
+        }
+    }
+
+    /// Points libpcp_pmda at the instance domain table (it may have moved).
+    fn point_indoms(&mut self) {
+        if !self.ext.is_null() {
+            // SAFETY: ext is the agent's pmdaExt (from pmdaInit), valid for
+            // the process. libpcp_pmda reads the table only while it serves
+            // a request, never during this call; the table stays in self
+            // until the next change, which points it anew.
+            unsafe {
+                (*self.ext).e_indoms = self.indoms.as_mut_ptr();
+                (*self.ext).e_nindoms = self.indoms.len() as c_int;
+            }
         }
     }
 
@@ -139,6 +166,34 @@ impl Tables {
         d.it_numinst = insts.len() as c_int;
         d.it_set = insts.as_mut_ptr();
         self.instances[which] = (insts, names);
+        self.point_indoms();
+    }
+
+    /// Replaces the instance domains after the fixed ones: each
+    /// `(indom, instances)`, an instance being its id and name.
+    pub fn set_dynamic_indoms(&mut self, domains: Vec<(pmInDom, Vec<(c_int, CString)>)>) {
+        self.indoms.truncate(self.fixed);
+        self.instances.truncate(self.fixed);
+        for (indom, list) in domains {
+            let (ids, names): (Vec<c_int>, Vec<CString>) = list.into_iter().unzip();
+            let mut insts: Vec<pmdaInstid> = ids
+                .iter()
+                .zip(&names)
+                .map(|(&i, n)| pmdaInstid {
+                    i_inst: i,
+                    i_name: n.as_ptr() as *mut c_char,
+                })
+                .collect();
+            self.indoms.push(pmdaIndom {
+                it_indom: indom,
+                it_numinst: insts.len() as c_int,
+                it_set: insts.as_mut_ptr(),
+            });
+            // The buffers are on the heap: moving the vectors moves no
+            // instance or name.
+            self.instances.push((insts, names));
+        }
+        self.point_indoms();
     }
 }
 
@@ -182,7 +237,7 @@ impl Daemon {
         unsafe {
             (pcp.pmdaDaemon)(
                 dispatch,
-                PMDA_INTERFACE_4,
+                PMDA_INTERFACE_7,
                 name.as_ptr(),
                 domain as c_int,
                 logfile.as_ptr(),
@@ -198,11 +253,20 @@ impl Daemon {
         dispatch.four.pmid = Some(pmid_cb);
         dispatch.four.name = Some(name_cb);
         dispatch.four.children = Some(children_cb);
-        // SAFETY: dispatch is set up; the callbacks are 'static functions.
+        dispatch.label = Some(label_cb);
+        // SAFETY: dispatch is set up (as version 7); the callbacks are
+        // 'static functions.
         unsafe {
             (pcp.pmdaSetFlags)(dispatch, PMDA_EXT_FLAG_HASHED);
             (pcp.pmdaSetFetchCallBack)(dispatch, fetch_cb);
             (pcp.pmdaSetCheckCallBack)(dispatch, check_cb);
+            (pcp.pmdaSetLabelCallBack)(dispatch, instance_label_cb);
+        }
+        if dispatch.status < 0 {
+            return Err(format!(
+                "pmdaSetLabelCallBack: {}",
+                pcp.err_str(dispatch.status)
+            ));
         }
         Ok(Daemon {
             pcp,
@@ -240,6 +304,7 @@ impl Daemon {
             return Err(format!("pmdaInit: {}", pcp.err_str(dispatch.status)));
         }
         tables.ext = dispatch.four.ext;
+        tables.point_indoms();
         SERVED.with(|s| {
             *s.borrow_mut() = Some(Served {
                 agent: Box::new(agent),
@@ -261,6 +326,31 @@ struct Served {
     tables: Tables,
 }
 
+impl Served {
+    /// Adds the labels of the JSON object `json` to `*lp` (a set made if
+    /// it is null) with `pmdaAddLabels`: the number of labels in the set,
+    /// or a negative PCP error (logged).
+    ///
+    /// # Safety
+    /// `lp` is libpcp_pmda's label set pointer, valid for the call.
+    unsafe fn add_labels(&self, lp: *mut *mut Opaque, json: &str) -> c_int {
+        let pcp = self.tables.pcp;
+        let Ok(text) = CString::new(json) else {
+            return 0;
+        };
+        // SAFETY: a "%s" format with one valid C string argument (never
+        // the agent's text as the format); lp as the caller promises.
+        let n = unsafe { (pcp.pmdaAddLabels)(lp, c"%s".as_ptr(), text.as_ptr()) };
+        if n < 0 {
+            pcp.notify(
+                LOG_ERR,
+                &format!("labels {json} refused: {}", pcp.err_str(n)),
+            );
+        }
+        n
+    }
+}
+
 thread_local! {
     /// Set by [`Daemon::serve`] on the thread that runs `pmdaMain`, where
     /// the callbacks run.
@@ -279,6 +369,61 @@ fn with_served(what: &str, f: impl FnOnce(&mut Served) -> c_int) -> c_int {
     r.unwrap_or_else(|_| {
         eprintln!("pmdaperfabi: internal error (panic) in {what}; the request failed");
         PM_ERR_GENERIC
+    })
+}
+
+/// The label entry point: the agent's own labels of the domain, an
+/// instance domain, a cluster or a metric, then `pmdaLabel` (libpcp_pmda's
+/// defaults and flags; for `PM_LABEL_INSTANCES` its walk over the instance
+/// domain, which calls [`instance_label_cb`] for each instance).
+///
+/// # Safety
+/// libpcp_pmda passes its label set pointer and the agent's pmdaExt, both
+/// valid for the call.
+unsafe extern "C" fn label_cb(
+    ident: c_int,
+    kind: c_int,
+    lp: *mut *mut Opaque,
+    ext: *mut pmdaExt,
+) -> c_int {
+    let mut pcp = None;
+    let st = with_served("labels", |s| {
+        pcp = Some(s.tables.pcp);
+        if kind & PM_LABEL_INSTANCES != 0 {
+            return 0;
+        }
+        match s.agent.labels(ident, kind) {
+            // SAFETY: lp as this function's contract says.
+            Some(json) => unsafe { s.add_labels(lp, &json) },
+            None => 0,
+        }
+    });
+    let Some(pcp) = pcp else { return st };
+    if st < 0 {
+        return st;
+    }
+    // Outside with_served: pmdaLabel calls instance_label_cb, which takes
+    // the agent again.
+    // SAFETY: the arguments libpcp_pmda passed, unchanged.
+    unsafe { (pcp.pmdaLabel)(ident, kind, lp, ext) }
+}
+
+/// `pmdaLabel`'s per-instance callback: `*lp` is a set libpcp_pmda made
+/// for the instance; returns the number of labels put in it.
+///
+/// # Safety
+/// libpcp_pmda passes a label set pointer valid for the call.
+unsafe extern "C" fn instance_label_cb(
+    indom: pmInDom,
+    inst: c_uint,
+    lp: *mut *mut Opaque,
+) -> c_int {
+    with_served("instance labels", |s| {
+        match s.agent.instance_labels(indom, inst) {
+            // SAFETY: lp as this function's contract says.
+            Some(json) => unsafe { s.add_labels(lp, &json) }.max(0),
+            None => 0,
+        }
     })
 }
 

@@ -72,9 +72,12 @@ impl Pmcd {
         format!("127.0.0.1:{}", self.port)
     }
 
-    /// A PCP client tool aimed at this pmcd.
+    /// A PCP client tool aimed at this pmcd. Its `PCP_TMP_DIR` is the
+    /// private pmcd's (pmlogger keeps its control files there, not in the
+    /// machine's `/var/lib/pcp/tmp`).
     pub fn client(&self, name: &str) -> Command {
         let mut c = tool(name);
+        c.env("PCP_TMP_DIR", self.dir.join("tmp"));
         c.arg("-h").arg(self.host());
         c
     }
@@ -179,10 +182,13 @@ pub fn eventually(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
 }
 
 /// perfabi-cat, built beside the agent by `cargo test --workspace` (built
-/// here if it is not).
+/// here, in the agent's profile, if it is not).
 pub fn perfabi_cat() -> PathBuf {
     let p = Path::new(AGENT).with_file_name("perfabi-cat");
     if !p.exists() {
+        let release = Path::new(AGENT)
+            .parent()
+            .is_some_and(|d| d.ends_with("release"));
         let st = Command::new(env!("CARGO"))
             .args([
                 "build",
@@ -192,9 +198,33 @@ pub fn perfabi_cat() -> PathBuf {
                 "--bin",
                 "perfabi-cat",
             ])
+            .args(release.then_some("--release"))
             .status()
             .unwrap();
         assert!(st.success());
     }
     p
+}
+
+/// PCP's pmrep, run by the Python that has PCP's `pcp` module
+/// (`/usr/bin/pmrep` starts `pmpython`, which may find another Python
+/// first on PATH); a failure that says how to get it if either is missing.
+pub fn pmrep() -> Command {
+    let py = Path::new("/usr/bin/python3");
+    let rep = Path::new("/usr/bin/pmrep");
+    assert!(
+        py.exists() && rep.exists(),
+        "pmrep or /usr/bin/python3 is missing: run tests/setup (Debian: apt-get install pcp python3-pcp)"
+    );
+    let ok = Command::new(py)
+        .args(["-c", "import pcp.pmapi"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "/usr/bin/python3 has no pcp module: run tests/setup (Debian: apt-get install python3-pcp)"
+    );
+    let mut c = Command::new(py);
+    c.arg(rep);
+    c
 }
