@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use perfabi::damon::{Aggregation, Intervals, Region};
-use perfabi::Semantics;
-use perfabi_shm::writer::{Config, Writer};
+use perfabi::{Buckets, FamilySpec, Kind, Semantics, Unit};
+use perfabi_shm::writer::{Config, FamilyId, MemberId, Writer};
 use perfabi_test_harness::forge::set_cpu_sequence;
 use support::*;
 
@@ -679,4 +679,457 @@ fn a_transient_read_error_keeps_the_last_values_for_a_bounded_time_and_counts_it
     );
     assert!(log.contains("(held values expired)"), "{log}");
     assert!(pmcd.alive());
+}
+
+/// A segment with metric families of every kind (and a 1.0 counter):
+/// `disk.dev.read` (counter, KiB, per device: sda 100, sdb 200),
+/// `disk.dev.latency` (histogram in µs, buckets 100, 1000, 10000 and +Inf:
+/// sda observed 50, 500, 500, 20000), `mem.rss_peak` (peak, pages, no
+/// dimension: 300), `net.rx_rate` (gauge in MiB/s, per iface: eth0 12) and
+/// `app.requests` (1.0, count: 7).
+struct Families {
+    w: Writer,
+    read: FamilyId,
+    members: Vec<MemberId>,
+}
+
+fn families(path: &Path) -> Families {
+    let w = Writer::create(path, &config()).unwrap();
+    let read = w
+        .add_family(&FamilySpec::new(
+            "disk.dev.read",
+            "Kibibytes read from the device",
+            "device",
+            Kind::Counter,
+            Unit::KIB,
+        ))
+        .unwrap();
+    let sda = w
+        .add_member(read, "sda", &[("model", "virtio disk")])
+        .unwrap();
+    let sdb = w.add_member(read, "sdb", &[("model", "nvme")]).unwrap();
+    w.member_add(&sda, 100).unwrap();
+    w.member_add(&sdb, 200).unwrap();
+    let lat = w
+        .add_family(&FamilySpec::histogram(
+            "disk.dev.latency",
+            "Request latency",
+            "device",
+            Unit::US,
+            Buckets::Explicit(vec![100, 1000, 10_000]),
+        ))
+        .unwrap();
+    let lat_sda = w.add_member(lat, "sda", &[]).unwrap();
+    for v in [50, 500, 500, 20_000] {
+        w.observe(&lat_sda, v).unwrap();
+    }
+    let rss = w
+        .add_family(&FamilySpec::new(
+            "mem.rss_peak",
+            "Largest resident set",
+            "",
+            Kind::Peak,
+            Unit::PAGES,
+        ))
+        .unwrap();
+    let rss0 = w.add_member(rss, "", &[]).unwrap();
+    w.peak(&rss0, 300).unwrap();
+    w.peak(&rss0, 200).unwrap();
+    let rate = w
+        .add_family(&FamilySpec::new(
+            "net.rx_rate",
+            "Receive rate",
+            "iface",
+            Kind::Gauge,
+            Unit::new(1, -1, 0, 2, 3, 0, 0),
+        ))
+        .unwrap();
+    let eth0 = w.add_member(rate, "eth0", &[]).unwrap();
+    w.member_set(&eth0, 12).unwrap();
+    let id = w.add("app.requests", "count", Semantics::Counter).unwrap();
+    w.adjust(id, 7).unwrap();
+    Families {
+        w,
+        read,
+        members: vec![sda, sdb, lat_sda, rss0, eth0],
+    }
+}
+
+/// `pminfo` output split by metric: name → its lines.
+fn sections(text: &str) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut name = String::new();
+    for l in text.lines() {
+        if !l.is_empty() && !l.starts_with(' ') && l.starts_with("perfabi.") {
+            name = l.split(' ').next().unwrap().to_string();
+        }
+        let e: &mut String = out.entry(name.clone()).or_default();
+        *e += l;
+        e.push('\n');
+    }
+    out
+}
+
+#[test]
+fn pminfo_shows_each_family_s_instances_units_help_and_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let seg = dir.path().join("seg");
+    let f = families(&seg);
+    // A family named among the agent's own metrics: left out, and said.
+    let mine =
+        f.w.add_family(&FamilySpec::new(
+            "segment.mine",
+            "",
+            "",
+            Kind::Gauge,
+            Unit::NONE,
+        ))
+        .unwrap();
+    f.w.add_member(mine, "", &[]).unwrap();
+    let pmcd = Pmcd::start(&dir.path().join("pmcd"), port(8), &seg, &[]);
+    let out = stdout(&run(pmcd.client("pminfo").args([
+        "-dfTtl",
+        "perfabi.disk.dev.read",
+        "perfabi.disk.dev.latency",
+        "perfabi.mem.rss_peak",
+        "perfabi.net.rx_rate",
+        "perfabi.app.requests",
+        "perfabi.percpu.disk.dev.read",
+        "perfabi.percpu.app.requests",
+    ])));
+    println!("pminfo -dfTtl:\n{out}");
+    let s = sections(&out);
+    let has = |m: &str, parts: &[&str]| {
+        let t = s.get(m).unwrap_or_else(|| panic!("no {m} in:\n{out}"));
+        for p in parts {
+            assert!(t.contains(p), "{m}: no {p:?} in:\n{t}");
+        }
+    };
+    // A counter per device: its instance domain, units with scale, the
+    // segment's help (one-line and long), values and labels per instance.
+    has(
+        "perfabi.disk.dev.read",
+        &[
+            "perfabi.disk.dev.read [Kibibytes read from the device]",
+            "Data Type: 64-bit unsigned int  InDom: 502.",
+            "Semantics: counter  Units: Kbyte",
+            r#""kind":"counter""#,
+            "Help:\nKibibytes read from the device.\nperfabi family \"disk.dev.read\": a counter",
+            "unit KiB",
+            "One instance per device",
+            "Instances also carry the writer's labels: model.",
+            "inst [0 or \"sda\"] value 100",
+            "inst [1 or \"sdb\"] value 200",
+            r#"inst [0 or "sda"] labels {"agent":"perfabi","device":"sda","#,
+            r#""model":"virtio disk"}"#,
+            r#""model":"nvme"}"#,
+        ],
+    );
+    // A histogram: buckets (not cumulative), count and sum.
+    has(
+        "perfabi.disk.dev.latency.bucket",
+        &[
+            "[Request latency: observations per bucket]",
+            "Semantics: counter  Units: count",
+            r#""kind":"histogram""#,
+            r#""statistic":"bucket""#,
+            "inst [0 or \"sda::0-100\"] value 1",
+            "inst [1 or \"sda::101-1000\"] value 2",
+            "inst [2 or \"sda::1001-10000\"] value 0",
+            "inst [3 or \"sda::10001-inf\"] value 1",
+            r#""lower_bound":101"#,
+            r#""upper_bound":1000"#,
+        ],
+    );
+    has(
+        "perfabi.disk.dev.latency.count",
+        &["Units: count", "inst [0 or \"sda\"] value 4"],
+    );
+    has(
+        "perfabi.disk.dev.latency.sum",
+        &["Units: microsec", "inst [0 or \"sda\"] value 21050"],
+    );
+    // A peak without dimension: singular, instant, the maximum; pages are
+    // a count, and the label says pages.
+    has(
+        "perfabi.mem.rss_peak",
+        &[
+            "InDom: PM_INDOM_NULL",
+            "Semantics: instant  Units: count",
+            r#""kind":"peak""#,
+            r#""unit":"pages""#,
+            "a high-water mark",
+            "    value 300",
+        ],
+    );
+    has(
+        "perfabi.net.rx_rate",
+        &[
+            "Semantics: instant  Units: Mbyte / sec",
+            r#""kind":"gauge""#,
+            r#""iface":"eth0""#,
+            "inst [0 or \"eth0\"] value 12",
+        ],
+    );
+    // A 1.0 counter: a family of one value.
+    has(
+        "perfabi.app.requests",
+        &[
+            "[app.requests, summed over CPUs]",
+            "InDom: PM_INDOM_NULL",
+            "an ABI 1.0 counter",
+            "    value 7",
+        ],
+    );
+    has(
+        "perfabi.percpu.app.requests",
+        &[
+            "InDom: 502.0 ",
+            r#"inst [0 or "cpu0"] labels {"agent":"perfabi","cpu":0,"#,
+        ],
+    );
+    // Per CPU: instance and CPU; the values add up to the total.
+    has(
+        "perfabi.percpu.disk.dev.read",
+        &[
+            "[Kibibytes read from the device, on each CPU]",
+            "inst [0 or \"sda::cpu0\"]",
+            r#""cpu":1,"device":"sda","#,
+        ],
+    );
+    let per_cpu = pmcd.values(&["perfabi.percpu.disk.dev.read"]);
+    for (dev, total) in [("sda", 100), ("sdb", 200)] {
+        let sum: u64 = per_cpu["perfabi.percpu.disk.dev.read"]
+            .iter()
+            .filter(|(i, _)| {
+                i.as_deref()
+                    .is_some_and(|i| i.starts_with(&format!("{dev}::cpu")))
+            })
+            .map(|(_, v)| v.parse::<u64>().unwrap())
+            .sum();
+        assert_eq!(sum, total, "{dev}: {per_cpu:?}");
+    }
+    // The instance domain's own help, asked for by its number.
+    let indom = s["perfabi.disk.dev.read"]
+        .split("InDom: ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string();
+    let help = stdout(&run(pmcd.client("pminfo").args(["-tT", &indom])));
+    println!("pminfo -tT {indom}:\n{help}");
+    assert!(
+        help.contains("instances of perfabi.disk.dev.read: one per device"),
+        "{help}"
+    );
+    // Left out, and said; the agent's own metric of that part stays.
+    let segment = stdout(&run(pmcd.client("pminfo").arg("perfabi.segment")));
+    assert!(!segment.contains("perfabi.segment.mine"), "{segment}");
+    assert!(segment.contains("perfabi.segment.nr_families"), "{segment}");
+    assert_eq!(
+        pmcd.value("perfabi.segment.nr_families").as_deref(),
+        Some("6"),
+        "4 families, 1 counter, and the one left out is counted"
+    );
+    let log = pmcd.agent_log();
+    assert!(
+        log.contains("family segment.mine left out: perfabi.segment.mine would be among the agent's own metrics"),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_device_added_and_removed_changes_the_instance_domain_without_restarting_pmcd() {
+    let dir = tempfile::tempdir().unwrap();
+    let seg = dir.path().join("seg");
+    let f = families(&seg);
+    let pmcd = Pmcd::start(&dir.path().join("pmcd"), port(10), &seg, &[]);
+    let agent = pmcd.agent_pid().unwrap();
+    let insts = || {
+        inst_ids(&stdout(&run(pmcd
+            .client("pminfo")
+            .args(["-f", "perfabi.disk.dev.read"]))))
+    };
+    let named = |v: &[(i64, &str)]| -> Vec<(i64, String)> {
+        v.iter().map(|(i, n)| (*i, n.to_string())).collect()
+    };
+    assert_eq!(insts(), named(&[(0, "sda"), (1, "sdb")]));
+    // Hot-plugged: a new device, the writer's next number.
+    let sdc = f.w.add_member(f.read, "sdc", &[("model", "usb")]).unwrap();
+    f.w.member_add(&sdc, 5).unwrap();
+    assert_eq!(insts(), named(&[(0, "sda"), (1, "sdb"), (2, "sdc")]));
+    assert_eq!(
+        pmcd.values(&["perfabi.disk.dev.read"])["perfabi.disk.dev.read"][2],
+        (Some("sdc".into()), "5".into())
+    );
+    let labels = stdout(&run(pmcd
+        .client("pminfo")
+        .args(["-l", "perfabi.disk.dev.read"])));
+    assert!(
+        labels.contains(r#""device":"sdc","#) && labels.contains(r#""model":"usb""#),
+        "{labels}"
+    );
+    // Unplugged: gone from the instance domain and the per-CPU one.
+    f.w.del_member(&f.members[1]).unwrap();
+    assert_eq!(insts(), named(&[(0, "sda"), (2, "sdc")]));
+    let per_cpu = stdout(&run(pmcd
+        .client("pminfo")
+        .args(["-f", "perfabi.percpu.disk.dev.read"])));
+    assert!(!per_cpu.contains("sdb::"), "{per_cpu}");
+    // Back (in its old member slot): its old id (the writer keeps its
+    // number, the agent its id).
+    let sdb = f.w.add_member(f.read, "sdb", &[]).unwrap();
+    f.w.member_add(&sdb, 1).unwrap();
+    assert_eq!(insts(), named(&[(0, "sda"), (1, "sdb"), (2, "sdc")]));
+    // A new writer numbers the devices anew (sdc 0, sda 1): each name keeps
+    // its id, and sdc's new number is not given to sda.
+    drop(f);
+    let w = Writer::create(&seg, &config()).unwrap();
+    let read = w
+        .add_family(&FamilySpec::new(
+            "disk.dev.read",
+            "Kibibytes read",
+            "device",
+            Kind::Counter,
+            Unit::KIB,
+        ))
+        .unwrap();
+    for dev in ["sdc", "sda", "sdd"] {
+        w.add_member(read, dev, &[]).unwrap();
+    }
+    eventually(5, "the agent follows the new writer", || {
+        insts() == named(&[(2, "sdc"), (0, "sda"), (3, "sdd")])
+    });
+    // All without a restart of pmcd or of the agent.
+    assert!(pmcd.alive());
+    assert_eq!(pmcd.agent_pid(), Some(agent));
+    let log = pmcd.agent_log();
+    assert_eq!(
+        log.matches("serving ").count() - log.matches("serving no values").count(),
+        1,
+        "one agent start: {log}"
+    );
+    drop(w);
+}
+
+#[test]
+fn a_ten_second_pmlogger_archive_replays_in_pmrep_with_units_and_instances() {
+    let dir = tempfile::tempdir().unwrap();
+    let seg = dir.path().join("seg");
+    let f = Arc::new(families(&seg));
+    let pmcd = Pmcd::start(&dir.path().join("pmcd"), port(11), &seg, &[]);
+    // sda reads 100 KiB/s and sdb 200 KiB/s; sda sees 10 requests of
+    // 700 µs a second.
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (f, stop) = (f.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let t0 = Instant::now();
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let due = (t0.elapsed().as_secs_f64() * 10.0) as u64;
+                while n < due {
+                    f.w.member_add(&f.members[0], 10).unwrap();
+                    f.w.member_add(&f.members[1], 20).unwrap();
+                    f.w.observe(&f.members[2], 700).unwrap();
+                    n += 1;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    let cfg = dir.path().join("pmlogger.config");
+    std::fs::write(
+        &cfg,
+        "log mandatory on every 1 second {\n    perfabi.disk\n    perfabi.mem\n}\n",
+    )
+    .unwrap();
+    let archive = dir.path().join("archive");
+    let t = Instant::now();
+    let out = run(pmcd
+        .client("pmlogger")
+        .arg("-c")
+        .arg(&cfg)
+        .args(["-T", "10sec"])
+        .arg("-l")
+        .arg(dir.path().join("pmlogger.log"))
+        .arg(&archive));
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    assert!(
+        out.status.success(),
+        "pmlogger: {out:?}\n{}",
+        std::fs::read_to_string(dir.path().join("pmlogger.log")).unwrap_or_default()
+    );
+    println!("pmlogger ran {:?}", t.elapsed());
+    let pmrep = |args: &[&str]| {
+        let o = run(pmrep().arg("-a").arg(&archive).args(args));
+        let text = stdout(&o);
+        println!("pmrep {}\n{text}", args.join(" "));
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        text
+    };
+    // Rates (counters are rate-converted): instances in the second header
+    // row, units in the third, then every logged sample (-u).
+    let rates = pmrep(&["-u", "perfabi.disk.dev.read"]);
+    let rows: Vec<Vec<&str>> = rates
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows[1], ["sda", "sdb"], "{rates}");
+    assert_eq!(rows[2], ["Kbyte/s", "Kbyte/s"], "{rates}");
+    let samples: Vec<(f64, f64)> = rows[3..]
+        .iter()
+        .filter_map(|r| Some((r.first()?.parse().ok()?, r.get(1)?.parse().ok()?)))
+        .collect();
+    assert!(samples.len() >= 8, "10 s at 1 s: {rates}");
+    for (a, b) in &samples {
+        assert!(
+            (a - 100.0).abs() < 15.0 && (b - 200.0).abs() < 30.0,
+            "{rates}"
+        );
+    }
+    // Raw values in the metrics' own units, a histogram's buckets by name.
+    let raw = pmrep(&[
+        "-u",
+        "-r",
+        "-w",
+        "16",
+        "perfabi.disk.dev.latency",
+        "perfabi.mem.rss_peak",
+    ]);
+    let rows: Vec<Vec<&str>> = raw
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows[1],
+        [
+            "sda::0-100",
+            "sda::101-1000",
+            "sda::1001-10000",
+            "sda::10001-inf",
+            "sda",
+            "sda"
+        ],
+        "{raw}"
+    );
+    assert_eq!(
+        rows[2],
+        ["count", "count", "count", "count", "count", "microsec", "count"],
+        "{raw}"
+    );
+    let last: Vec<u64> = rows
+        .last()
+        .unwrap()
+        .iter()
+        .map(|v| v.parse().unwrap())
+        .collect();
+    let (buckets, count, sum, peak) = (&last[..4], last[4], last[5], last[6]);
+    assert_eq!(buckets.iter().sum::<u64>(), count, "{raw}");
+    assert!(count >= 4 + 80, "{raw}");
+    assert_eq!(sum, 21050 + 700 * (count - 4), "{raw}");
+    assert_eq!(peak, 300, "{raw}");
 }
