@@ -175,6 +175,19 @@ impl InstanceIds {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// The name id `id` of instance domain `serial` was given, if it is
+    /// remembered (a search: for the rare lookup of a gone instance).
+    pub fn name_of(&self, serial: u32, id: c_int) -> Option<&str> {
+        let m = self.maps.get(&serial)?;
+        if !m.taken.contains(&id) {
+            return None;
+        }
+        m.by_name
+            .iter()
+            .find(|(_, &i)| i == id)
+            .map(|(n, _)| n.as_str())
+    }
 }
 
 /// The metrics and instance domains of a segment's families.
@@ -962,6 +975,9 @@ mod tests {
             .map(|i| (i.name.as_str(), i.id))
             .collect();
         assert_eq!(got, [("sdc", 2), ("sda", 0), ("sdb", 1)]);
+        assert_eq!(ids.name_of(16, 2), Some("sdc"));
+        assert_eq!(ids.name_of(16, 9), None);
+        assert_eq!(ids.name_of(99, 0), None);
     }
 
     #[test]

@@ -25,6 +25,8 @@ pub type pmInDom = c_uint;
 
 /// `PM_INDOM_NULL`.
 pub const PM_INDOM_NULL: pmInDom = 0xffff_ffff;
+/// `PM_IN_NULL`: no instance (as the `int` the instance callback gets).
+pub const PM_IN_NULL: c_int = -1;
 /// `PMDA_INTERFACE_4`: dynamic namespace callbacks.
 pub const PMDA_INTERFACE_4: c_int = 4;
 /// `PMDA_INTERFACE_7`: version 4's callbacks, client contexts (5),
@@ -81,6 +83,8 @@ pub const PM_ERR_TEXT: c_int = -PM_ERR_BASE - 4;
 pub const PM_ERR_NAME: c_int = -PM_ERR_BASE - 12;
 /// Unknown metric identifier.
 pub const PM_ERR_PMID: c_int = -PM_ERR_BASE - 13;
+/// Unknown or illegal instance identifier.
+pub const PM_ERR_INST: c_int = -PM_ERR_BASE - 15;
 /// "Try again. Information not currently available".
 pub const PM_ERR_AGAIN: c_int = -PM_ERR_BASE - 44;
 /// `PMNS_LEAF_STATUS`: a child that is a metric.
@@ -168,6 +172,21 @@ pub struct pmdaIndom {
     pub it_numinst: c_int,
     /// The instances.
     pub it_set: *mut pmdaInstid,
+}
+
+/// `pmInResult`: an instance request's answer, freed by libpcp_pmda
+/// (`__pmFreeInResult`: each name, `namelist`, `instlist`, the struct).
+#[repr(C)]
+#[derive(Debug)]
+pub struct pmInResult {
+    /// The instance domain.
+    pub indom: pmInDom,
+    /// Entries in the lists.
+    pub numinst: c_int,
+    /// Instance ids, or null.
+    pub instlist: *mut c_int,
+    /// Instance names, or null.
+    pub namelist: *mut *mut c_char,
 }
 
 /// `pmAtomValue`.
@@ -336,6 +355,7 @@ pub struct Pcp {
     pmdaCacheLookup:
         unsafe extern "C" fn(pmInDom, c_int, *mut *mut c_char, *mut *mut c_void) -> c_int,
     pmdaCacheStore: unsafe extern "C" fn(pmInDom, c_int, *const c_char, *mut c_void) -> c_int,
+    pmdaInstance: InstanceFn,
     pmdaSetLabelCallBack: unsafe extern "C" fn(*mut pmdaInterface, LabelCallBack),
     pmdaLabel: LabelFn,
     pmdaAddLabels: unsafe extern "C" fn(*mut *mut Opaque, *const c_char, ...) -> c_int,
@@ -393,6 +413,7 @@ impl Pcp {
             pmdaCacheOp: sym!(pmdaCacheOp),
             pmdaCacheLookup: sym!(pmdaCacheLookup),
             pmdaCacheStore: sym!(pmdaCacheStore),
+            pmdaInstance: sym!(pmdaInstance),
             pmdaSetLabelCallBack: sym!(pmdaSetLabelCallBack),
             pmdaLabel: sym!(pmdaLabel),
             pmdaAddLabels: sym!(pmdaAddLabels),

@@ -438,6 +438,15 @@ impl Callbacks for Agent {
     fn instance_labels(&mut self, indom: pmInDom, inst: c_uint) -> Option<String> {
         Agent::instance_labels(self, indom, inst)
     }
+
+    fn former_instance_name(&self, indom: pmInDom, inst: c_uint) -> Option<String> {
+        let serial = indom & 0x3f_ffff;
+        if serial == Indom::Stream as u32 || serial == Indom::Region as u32 {
+            // The instance cache keeps a gone instance's name (inactive).
+            return self.pcp.cache_name(indom, inst as c_int);
+        }
+        self.ids.name_of(serial, inst as c_int).map(str::to_string)
+    }
 }
 
 /// Runs the agent as a daemon PMDA on stdin/stdout (pmcd's pipe); returns

@@ -29,6 +29,8 @@ int main(void) {
     printf("offset_labelcb %zu\n", offsetof(pmdaExt, e_labelCallBack));
     printf("labels %d %d %d %d %d %d\n", PMDA_INTERFACE_7, PM_LABEL_DOMAIN, PM_LABEL_INDOM,
         PM_LABEL_CLUSTER, PM_LABEL_ITEM, PM_LABEL_INSTANCES);
+    printf("inresult %zu %zu %zu %d %d\n", sizeof(pmInResult), offsetof(pmInResult, instlist),
+        offsetof(pmInResult, namelist), PM_ERR_INST, (int)PM_IN_NULL);
     printf("sizeof_desc %zu\n", sizeof(pmDesc));
     printf("offset_units %zu\n", offsetof(pmDesc, units));
     printf("sizeof_metric %zu\n", sizeof(pmdaMetric));
@@ -74,7 +76,7 @@ fn rust_declarations_match_pcp_s_headers() {
     let want = format!(
         "sizeof_interface {}\noffset_ext {}\noffset_fetch {}\noffset_text {}\noffset_children {}\n\
          offset_attribute {}\noffset_label {}\nsizeof_ext {}\noffset_nindoms {}\noffset_indoms {}\n\
-         offset_labelcb {}\nlabels {} {} {} {} {} {}\n\
+         offset_labelcb {}\nlabels {} {} {} {} {} {}\ninresult {} {} {} {} {}\n\
          sizeof_desc {}\noffset_units {}\nsizeof_metric {}\nsizeof_indom {}\nsizeof_instid {}\nsizeof_atom {}\n\
          units_us {}\nunits_bytes {}\nunits_count {}\nunits_neg {}\npmid {}\nindom {}\nconsts {} {} {} {} {} {} {} {}\n\
          errors {} {} {}\npmns {} {}\ncache {} {} {} {} {} {} {} {}\n",
@@ -95,6 +97,11 @@ fn rust_declarations_match_pcp_s_headers() {
         PM_LABEL_CLUSTER,
         PM_LABEL_ITEM,
         PM_LABEL_INSTANCES,
+        size_of::<pmInResult>(),
+        offset_of!(pmInResult, instlist),
+        offset_of!(pmInResult, namelist),
+        PM_ERR_INST,
+        PM_IN_NULL,
         size_of::<pmDesc>(),
         offset_of!(pmDesc, units),
         size_of::<pmdaMetric>(),

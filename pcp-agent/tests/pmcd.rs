@@ -940,6 +940,27 @@ fn pminfo_shows_each_family_s_instances_units_help_and_labels() {
     );
 }
 
+/// `pmNameInDom` of instance id `inst` of `metric`'s instance domain,
+/// through PCP's Python binding.
+fn name_of(pmcd: &Pmcd, metric: &str, inst: u32) -> Option<String> {
+    const SCRIPT: &str = "import sys\nfrom pcp import pmapi\n\
+        c = pmapi.pmContext(pmapi.c_api.PM_CONTEXT_HOST, sys.argv[1])\n\
+        d = c.pmLookupDescs(c.pmLookupName(sys.argv[2]))[0]\n\
+        try:\n    print(c.pmNameInDom(d, int(sys.argv[3])))\n\
+        except pmapi.pmErr as e:\n    print('ERR', e)\n";
+    pmrep(); // checks /usr/bin/python3 has PCP's module
+    let out = stdout(&run(Command::new("/usr/bin/python3").args([
+        "-c",
+        SCRIPT,
+        &pmcd.host(),
+        metric,
+        &inst.to_string(),
+    ])));
+    let out = out.trim();
+    assert!(!out.is_empty(), "no answer naming {metric} {inst}");
+    (!out.starts_with("ERR")).then(|| out.to_string())
+}
+
 #[test]
 fn a_device_added_and_removed_changes_the_instance_domain_without_restarting_pmcd() {
     let dir = tempfile::tempdir().unwrap();
@@ -978,6 +999,14 @@ fn a_device_added_and_removed_changes_the_instance_domain_without_restarting_pmc
         .client("pminfo")
         .args(["-f", "perfabi.percpu.disk.dev.read"])));
     assert!(!per_cpu.contains("sdb::"), "{per_cpu}");
+    // A client naming the instances of an earlier fetch still gets the
+    // gone device's name for its id (never given to another); an id never
+    // given has none.
+    assert_eq!(
+        name_of(&pmcd, "perfabi.disk.dev.read", 1).as_deref(),
+        Some("sdb")
+    );
+    assert_eq!(name_of(&pmcd, "perfabi.disk.dev.read", 99), None);
     // Back (in its old member slot): its old id (the writer keeps its
     // number, the agent its id).
     let sdb = f.w.add_member(f.read, "sdb", &[]).unwrap();

@@ -1,13 +1,14 @@
-//! Name lists handed to libpcp_pmda by the namespace callbacks, in the
-//! memory layout it frees: one `malloc` block holding the `n` string
+//! Name lists handed to libpcp_pmda by the namespace callbacks (and one
+//! instance's name by the instance callback, [`OneName`]), in the memory
+//! layout it frees: one `malloc` block holding the `n` string
 //! pointers followed by the NUL-terminated strings (so one `free` releases
 //! all), and a separate `malloc`ed array of `n` `int`s for leaf status
 //! (see `pmdaTreeName`/`pmdaTreeChildren` in PCP's `libpcp_pmda/src/tree.c`,
 //! and the `free(offspring)`/`free(statuslist)` in its `mainloop.c`).
 
-use std::ffi::{c_char, c_int, CStr};
+use std::ffi::{c_char, c_int, CStr, CString};
 
-use super::{PMNS_LEAF_STATUS, PMNS_NONLEAF_STATUS};
+use super::{pmInDom, pmInResult, PMNS_LEAF_STATUS, PMNS_NONLEAF_STATUS};
 
 /// Why a list could not be made.
 #[derive(Debug, PartialEq, Eq)]
@@ -118,6 +119,80 @@ impl Drop for NameList {
     }
 }
 
+/// The answer to "the name of instance `inst`": a `malloc`ed
+/// `pmInResult` of one name, its `namelist` and the name `malloc`ed apart,
+/// as `pmdaInstance` makes it and `__pmFreeInResult` frees it.
+///
+/// # Safety
+/// `ptr` is a block as described, owned by this value until `into_raw`
+/// hands it to libpcp_pmda; dropped before, it is freed as libpcp would.
+#[derive(Debug)]
+pub struct OneName {
+    ptr: *mut pmInResult,
+}
+
+impl OneName {
+    /// The result naming one instance of `indom` `name`.
+    pub fn new(indom: pmInDom, name: &str) -> Result<OneName, PackError> {
+        let c = CString::new(name).map_err(|_| PackError::Nul)?;
+        // SAFETY: malloc of non-zero sizes, each result checked; strdup of
+        // a valid C string. On a failure, what was made is freed.
+        unsafe {
+            let res = libc::malloc(std::mem::size_of::<pmInResult>()) as *mut pmInResult;
+            if res.is_null() {
+                return Err(PackError::TooLarge);
+            }
+            res.write(pmInResult {
+                indom,
+                numinst: 1,
+                instlist: std::ptr::null_mut(),
+                namelist: std::ptr::null_mut(),
+            });
+            let out = OneName { ptr: res };
+            let list = libc::malloc(std::mem::size_of::<*mut c_char>()) as *mut *mut c_char;
+            if list.is_null() {
+                return Err(PackError::TooLarge);
+            }
+            list.write(std::ptr::null_mut());
+            (*res).namelist = list;
+            let dup = libc::strdup(c.as_ptr());
+            if dup.is_null() {
+                return Err(PackError::TooLarge);
+            }
+            list.write(dup);
+            Ok(out)
+        }
+    }
+
+    /// The name in it.
+    pub fn name(&self) -> &CStr {
+        // SAFETY: made by new: one non-null, NUL-terminated name.
+        unsafe { CStr::from_ptr(*(*self.ptr).namelist) }
+    }
+
+    /// The result, for libpcp_pmda to send and free.
+    pub(super) fn into_raw(self) -> *mut pmInResult {
+        let p = self.ptr;
+        std::mem::forget(self);
+        p
+    }
+}
+
+impl Drop for OneName {
+    fn drop(&mut self) {
+        // SAFETY: the block made by new (see the type), freed as
+        // __pmFreeInResult does: the name (if set), the list, the struct.
+        unsafe {
+            let list = (*self.ptr).namelist;
+            if !list.is_null() {
+                libc::free((*list).cast());
+                libc::free(list.cast());
+            }
+            libc::free(self.ptr.cast());
+        }
+    }
+}
+
 /// A `malloc`ed array of `PMNS_LEAF_STATUS`/`PMNS_NONLEAF_STATUS`, as
 /// `int *`.
 ///
@@ -216,5 +291,19 @@ mod tests {
         // Dropped, not handed out: freed by the lists themselves.
         drop(NameList::new(names).unwrap());
         drop(StatusList::new([false]).unwrap());
+        // One instance's name: read back, freed by drop or as libpcp does.
+        let one = OneName::new(7, "kdamond1/target0/region13").unwrap();
+        assert_eq!(one.name().to_str().unwrap(), "kdamond1/target0/region13");
+        drop(one);
+        let raw = OneName::new(7, "x").unwrap().into_raw();
+        // SAFETY: as __pmFreeInResult frees it.
+        unsafe {
+            assert_eq!(((*raw).indom, (*raw).numinst), (7, 1));
+            assert!((*raw).instlist.is_null());
+            libc::free((*(*raw).namelist).cast());
+            libc::free((*raw).namelist.cast());
+            libc::free(raw.cast());
+        }
+        assert_eq!(OneName::new(7, "a\0b").unwrap_err(), PackError::Nul);
     }
 }

@@ -12,7 +12,7 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::cnames::{NameList, StatusList};
+use super::cnames::{NameList, OneName, StatusList};
 use super::*;
 use crate::namespace::Child;
 
@@ -43,6 +43,12 @@ pub trait Callbacks {
     fn labels(&mut self, ident: c_int, kind: c_int) -> Option<String>;
     /// The labels of instance `inst` of `indom`, as one JSON object.
     fn instance_labels(&mut self, indom: pmInDom, inst: c_uint) -> Option<String>;
+    /// The name instance id `inst` of `indom` was given, when libpcp_pmda
+    /// no longer has it (the instance is gone). Ids are never given to
+    /// another name, so a client naming the instances of a fetch after
+    /// they changed (pminfo -f, while DAMON's regions change with every
+    /// aggregation) still gets the right name.
+    fn former_instance_name(&self, indom: pmInDom, inst: c_uint) -> Option<String>;
 }
 
 /// One value for the fetch callback. A string is handed to libpcp_pmda as
@@ -253,6 +259,7 @@ impl Daemon {
         dispatch.four.pmid = Some(pmid_cb);
         dispatch.four.name = Some(name_cb);
         dispatch.four.children = Some(children_cb);
+        dispatch.four.instance = Some(instance_cb);
         dispatch.label = Some(label_cb);
         // SAFETY: dispatch is set up (as version 7); the callbacks are
         // 'static functions.
@@ -370,6 +377,47 @@ fn with_served(what: &str, f: impl FnOnce(&mut Served) -> c_int) -> c_int {
         eprintln!("pmdaperfabi: internal error (panic) in {what}; the request failed");
         PM_ERR_GENERIC
     })
+}
+
+/// The instance entry point: `pmdaInstance`, and for the name of an
+/// instance id it no longer has, the name the agent gave that id
+/// ([`Callbacks::former_instance_name`]).
+///
+/// # Safety
+/// libpcp_pmda passes a name (or null), an out pointer and the agent's
+/// pmdaExt, valid for the call.
+unsafe extern "C" fn instance_cb(
+    indom: pmInDom,
+    inst: c_int,
+    name: *mut c_char,
+    result: *mut *mut Opaque,
+    ext: *mut pmdaExt,
+) -> c_int {
+    let mut pcp = None;
+    let mut former = None;
+    let st = with_served("instance", |s| {
+        pcp = Some(s.tables.pcp);
+        0
+    });
+    let Some(pcp) = pcp else { return st };
+    // SAFETY: the arguments libpcp_pmda passed, unchanged.
+    let st = unsafe { (pcp.pmdaInstance)(indom, inst, name, result, ext) };
+    if st != PM_ERR_INST || inst == PM_IN_NULL || !name.is_null() {
+        return st;
+    }
+    with_served("instance", |s| {
+        former = s.agent.former_instance_name(indom, inst as c_uint);
+        0
+    });
+    match former.map(|n| OneName::new(indom, &n)) {
+        Some(Ok(one)) => {
+            // SAFETY: libpcp_pmda's out pointer, valid for the call; it
+            // sends the result and frees it (__pmFreeInResult).
+            unsafe { *result = one.into_raw().cast() };
+            0
+        }
+        _ => st,
+    }
 }
 
 /// The label entry point: the agent's own labels of the domain, an
