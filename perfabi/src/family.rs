@@ -357,6 +357,11 @@ pub fn decode_member(slot: u32, e: &MemberEntry) -> Result<Option<MemberDef>, Er
     if e.reg_id == 0 {
         return Err(bad(MemberField::RegId));
     }
+    // `family`, `value_slot` and `instance_id` are checked against the
+    // other entries (§5.4); the rest in table order.
+    if e.reserved0 != 0 {
+        return Err(bad(MemberField::Reserved));
+    }
     let mut labels: Vec<(String, String)> = Vec::new();
     let mut ended = false;
     for l in &e.labels {
@@ -373,7 +378,7 @@ pub fn decode_member(slot: u32, e: &MemberEntry) -> Result<Option<MemberDef>, Er
             _ => return Err(bad(MemberField::Labels)),
         }
     }
-    if e.reserved0 != 0 || e.reserved != [0; 4] {
+    if e.reserved != [0; 4] {
         return Err(bad(MemberField::Reserved));
     }
     Ok(Some(MemberDef {
