@@ -25,10 +25,20 @@ use perfabi::protocol::{
     peak_update, seq_read, seq_write_begin, seq_write_end, Policy, Sound,
 };
 
-fn model(f: impl Fn() + Sync + Send + 'static) {
+/// Checks `f` under every interleaving loom explores within its preemption
+/// bound, and returns how many executions that was (printed by the tests, so
+/// that a change that narrows a model's exploration shows in the log).
+fn model(f: impl Fn() + Sync + Send + 'static) -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    let runs = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = runs.clone();
     let mut b = loom::model::Builder::new();
     b.preemption_bound = Some(3);
-    b.check(f);
+    b.check(move || {
+        count.fetch_add(1, Relaxed);
+        f();
+    });
+    runs.load(Relaxed)
 }
 
 /// Runs `scenario` with a broken policy and asserts that loom finds the
@@ -36,14 +46,22 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
 /// assertion message): a panic of loom's own (a branch limit, a deadlock)
 /// or of another assertion does not count as the check biting.
 fn must_be_rejected(name: &str, failure: &str, scenario: impl Fn() + Sync + Send + 'static) {
-    let r = catch_unwind(AssertUnwindSafe(|| model(scenario)));
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    let runs = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = runs.clone();
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        model(move || {
+            count.fetch_add(1, Relaxed);
+            scenario();
+        })
+    }));
     let msg = match &r {
         Err(e) => e
             .downcast_ref::<String>()
             .cloned()
             .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
             .unwrap_or_default(),
-        Ok(()) => String::new(),
+        Ok(_) => String::new(),
     };
     assert!(
         r.is_err(),
@@ -54,7 +72,10 @@ fn must_be_rejected(name: &str, failure: &str, scenario: impl Fn() + Sync + Send
         "loom failed the broken variant {name}, but not with the model's own failure \
          {failure:?}: {msg}"
     );
-    println!("loom rejected negative variant {name}: {failure}");
+    println!(
+        "loom rejected negative variant {name}: {failure} (in execution {})",
+        runs.load(Relaxed)
+    );
 }
 
 /// Runs `scenario` as [`model`] does and returns the set of its results
@@ -71,15 +92,15 @@ fn must_be_rejected(name: &str, failure: &str, scenario: impl Fn() + Sync + Send
 /// pending loads do find every store, and check what was reached.
 fn explored<T: Ord + Send + 'static>(
     scenario: impl Fn() -> T + Sync + Send + 'static,
-) -> BTreeSet<T> {
+) -> (BTreeSet<T>, usize) {
     let seen = std::sync::Arc::new(std::sync::Mutex::new(BTreeSet::new()));
     let into = seen.clone();
-    model(move || {
+    let runs = model(move || {
         let r = scenario();
         into.lock().unwrap().insert(r);
     });
     let set = std::mem::take(&mut *seen.lock().unwrap());
-    set
+    (set, runs)
 }
 
 fn words(n: usize) -> Arc<Vec<AtomicU64>> {
@@ -110,8 +131,8 @@ fn torn_record<P: Policy>() {
 
 #[test]
 fn a_record_is_never_torn() {
-    model(torn_record::<Sound>);
-    println!("loom: per-CPU record never torn (sound protocol)");
+    let runs = model(torn_record::<Sound>);
+    println!("loom: per-CPU record never torn (sound protocol; {runs} executions)");
 }
 
 /// (a) A DAMON aggregation is never rebuilt from two publications. A ring of
@@ -171,8 +192,11 @@ fn damon_mix<P: Policy>() {
 
 #[test]
 fn a_damon_aggregation_is_never_mixed() {
-    model(damon_mix::<Sound>);
-    println!("loom: DAMON aggregation never mixed from two publications (sound protocol)");
+    let runs = model(damon_mix::<Sound>);
+    println!(
+        "loom: DAMON aggregation never mixed from two publications (sound protocol; \
+         {runs} executions)"
+    );
 }
 
 /// (b) Names of one generation are never paired with values of another.
@@ -206,8 +230,11 @@ fn generation_pairing<P: Policy>() {
 
 #[test]
 fn names_and_values_come_from_one_generation() {
-    model(generation_pairing::<Sound>);
-    println!("loom: names never paired with values of another generation (sound protocol)");
+    let runs = model(generation_pairing::<Sound>);
+    println!(
+        "loom: names never paired with values of another generation (sound protocol; \
+         {runs} executions)"
+    );
 }
 
 /// (c) A writer that dies after beginning an update: readers get "busy"
@@ -241,8 +268,11 @@ fn dead_writer<P: Policy>() {
 
 #[test]
 fn a_dead_writer_gives_busy_never_torn() {
-    model(dead_writer::<Sound>);
-    println!("loom: dead writer mid-update gives busy within the retry bound (sound protocol)");
+    let runs = model(dead_writer::<Sound>);
+    println!(
+        "loom: dead writer mid-update gives busy within the retry bound (sound protocol; \
+         {runs} executions)"
+    );
 }
 
 /// A reader's result and how many copies it made (a copy is discarded when
@@ -291,7 +321,7 @@ fn histogram_copy<P: Policy>() -> Read<[u64; 4]> {
 
 #[test]
 fn a_histogram_copy_is_never_torn() {
-    let seen = explored(histogram_copy::<Sound>);
+    let (seen, runs) = explored(histogram_copy::<Sound>);
     // Reached: a copy between the two observations, a copy discarded because
     // an observation overlapped it, and a reader kept busy.
     assert!(seen.contains(&(Some([1, 3, 1, 0]), 1)), "{seen:?}");
@@ -302,7 +332,8 @@ fn a_histogram_copy_is_never_torn() {
     );
     assert!(seen.iter().any(|&(got, _)| got.is_none()), "{seen:?}");
     println!(
-        "loom: histogram copy never torn, count == sum of buckets (sound protocol; {} outcomes)",
+        "loom: histogram copy never torn, count == sum of buckets (sound protocol; \
+         {runs} executions, {} outcomes)",
         seen.len()
     );
 }
@@ -335,10 +366,11 @@ fn peak_race<P: Policy>(signed: bool) {
 fn a_peak_never_loses_the_maximum() {
     // What this reaches is shown by NonAtomicPeak (peak race) below: the
     // same schedules, with a plain store in place of the exchange, lose 7.
-    model(|| peak_race::<Sound>(false));
-    model(|| peak_race::<Sound>(true));
+    let unsigned = model(|| peak_race::<Sound>(false));
+    let signed = model(|| peak_race::<Sound>(true));
     println!(
-        "loom: two writers on one peak word never lose the maximum, u64 and i64 (sound protocol)"
+        "loom: two writers on one peak word never lose the maximum, u64 and i64 (sound protocol; \
+         {unsigned} and {signed} executions)"
     );
 }
 
@@ -379,7 +411,7 @@ fn peak_reset_snapshot<P: Policy>() -> Read<(u64, u64)> {
 
 #[test]
 fn a_peak_reset_is_never_half_seen() {
-    let seen = explored(peak_reset_snapshot::<Sound>);
+    let (seen, runs) = explored(peak_reset_snapshot::<Sound>);
     // Reached: snapshots from before the reset, after it, after it with the
     // writer's 5, and a copy discarded because the reset overlapped it.
     for v in [(100, 100), (0, 0), (5, 0)] {
@@ -394,7 +426,8 @@ fn a_peak_reset_is_never_half_seen() {
         "{seen:?}"
     );
     println!(
-        "loom: peak reset never half seen in a consistent snapshot (sound protocol; {} outcomes)",
+        "loom: peak reset never half seen in a consistent snapshot (sound protocol; \
+         {runs} executions, {} outcomes)",
         seen.len()
     );
 }
