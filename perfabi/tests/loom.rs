@@ -25,15 +25,23 @@ use perfabi::protocol::{
     peak_update, seq_read, seq_write_begin, seq_write_end, Policy, Sound,
 };
 
+/// The preemption bound of every model but [`damon_mix`].
+const PREEMPTIONS: usize = 3;
+
 /// Checks `f` under every interleaving loom explores within its preemption
 /// bound, and returns how many executions that was (printed by the tests, so
 /// that a change that narrows a model's exploration shows in the log).
 fn model(f: impl Fn() + Sync + Send + 'static) -> usize {
+    model_within(PREEMPTIONS, f)
+}
+
+/// [`model`] with the preemption bound `preemptions`.
+fn model_within(preemptions: usize, f: impl Fn() + Sync + Send + 'static) -> usize {
     use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
     let runs = std::sync::Arc::new(AtomicUsize::new(0));
     let count = runs.clone();
     let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(3);
+    b.preemption_bound = Some(preemptions);
     b.check(move || {
         count.fetch_add(1, Relaxed);
         f();
@@ -50,11 +58,22 @@ fn must_be_rejected<T>(
     failure: &str,
     scenario: impl Fn() -> T + Sync + Send + 'static,
 ) {
+    must_be_rejected_within(PREEMPTIONS, name, failure, scenario);
+}
+
+/// [`must_be_rejected`] with the preemption bound `preemptions` (that of
+/// the positive model the variant weakens).
+fn must_be_rejected_within<T>(
+    preemptions: usize,
+    name: &str,
+    failure: &str,
+    scenario: impl Fn() -> T + Sync + Send + 'static,
+) {
     use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
     let runs = std::sync::Arc::new(AtomicUsize::new(0));
     let count = runs.clone();
     let r = catch_unwind(AssertUnwindSafe(|| {
-        model(move || {
+        model_within(preemptions, move || {
             count.fetch_add(1, Relaxed);
             scenario();
         })
@@ -97,9 +116,17 @@ fn must_be_rejected<T>(
 fn explored<T: Ord + Send + 'static>(
     scenario: impl Fn() -> T + Sync + Send + 'static,
 ) -> (BTreeSet<T>, usize) {
+    explored_within(PREEMPTIONS, scenario)
+}
+
+/// [`explored`] with the preemption bound `preemptions`.
+fn explored_within<T: Ord + Send + 'static>(
+    preemptions: usize,
+    scenario: impl Fn() -> T + Sync + Send + 'static,
+) -> (BTreeSet<T>, usize) {
     let seen = std::sync::Arc::new(std::sync::Mutex::new(BTreeSet::new()));
     let into = seen.clone();
-    let runs = model(move || {
+    let runs = model_within(preemptions, move || {
         let r = scenario();
         into.lock().unwrap().insert(r);
     });
@@ -192,50 +219,83 @@ fn a_record_is_never_torn() {
     );
 }
 
+/// What the reader of [`damon_mix`] saw: the aggregation index of each
+/// slot's accepted copy (`None`: busy), the aggregation it rebuilt, how many
+/// copies it made (a copy is discarded when the sequence moved meanwhile),
+/// and whether one of them was torn (its payload from another publication
+/// than its index).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct DamonRead {
+    slots: [Option<u64>; 2],
+    rebuilt: Option<u64>,
+    copies: u32,
+    torn_copy: bool,
+}
+
+/// The preemption bound of [`damon_mix`]. With the writer on the main
+/// thread, loom runs 1,859,307 executions of it within a bound of 3 (over
+/// four minutes on one core); within 2 it runs 239,933 (under 40 s) and
+/// reaches all 53 outcomes that the model with the reader on the main
+/// thread reached within 3 (267,936 executions) and 15 more, among them
+/// aggregations rebuilt from first-attempt copies.
+const DAMON_PREEMPTIONS: usize = 2;
+
 /// (a) A DAMON aggregation is never rebuilt from two publications. A ring of
 /// two records (each: aggregation index, region payload) receives
 /// aggregation 1 then aggregation 2, two regions each; the reader copies each
-/// slot under the sequence word and rebuilds with the spec's rule.
-fn damon_mix<P: Policy>() {
+/// slot under the sequence word and rebuilds with the spec's rule. The
+/// writer runs on the main thread, the reader is spawned.
+fn damon_mix<P: Policy>() -> DamonRead {
     // word 0: seq; slot i at 1 + 2*i: [aggregation, payload]
     let w = words(5);
     let wr = w.clone();
-    let writer = thread::spawn(move || {
-        for agg in 1..=2u64 {
-            for region in 0..2u64 {
-                let t = seq_write_begin::<P>(&wr[0]);
-                let at = 1 + 2 * region as usize;
-                wr[at].store(agg, Ordering::Relaxed);
-                wr[at + 1].store(agg * 10 + region, Ordering::Relaxed);
-                seq_write_end::<P>(&wr[0], t);
+    let reader = thread::spawn(move || {
+        let w = wr;
+        let (mut copies, mut torn_copy) = (0, false);
+        let mut slots = [None; 2];
+        let mut recs = Vec::new();
+        for (slot, seen) in slots.iter_mut().enumerate() {
+            let at = 1 + 2 * slot;
+            let got = seq_read::<P, _>(&w[0], 2, || {
+                copies += 1;
+                let c = (
+                    w[at].load(Ordering::Relaxed),
+                    w[at + 1].load(Ordering::Relaxed),
+                );
+                torn_copy |= c.1 / 10 != c.0;
+                c
+            });
+            if let Some((agg, payload)) = got {
+                *seen = Some(agg);
+                recs.push(DamonRecord {
+                    monitor_id: 1,
+                    target_id: 1,
+                    aggregation: agg,
+                    region_index: (payload % 10) as u32,
+                    nr_regions: 2,
+                    start: payload % 10,
+                    end: payload % 10 + 1,
+                    nr_accesses: payload as u32,
+                    age: 0,
+                    sample_us: 1,
+                    aggr_us: 1,
+                });
             }
         }
+        (slots, copies, torn_copy, recs)
     });
-    let mut recs = Vec::new();
-    for slot in 0..2 {
-        let at = 1 + 2 * slot;
-        if let Some((agg, payload)) = seq_read::<P, _>(&w[0], 2, || {
-            (
-                w[at].load(Ordering::Relaxed),
-                w[at + 1].load(Ordering::Relaxed),
-            )
-        }) {
-            recs.push(DamonRecord {
-                monitor_id: 1,
-                target_id: 1,
-                aggregation: agg,
-                region_index: (payload % 10) as u32,
-                nr_regions: 2,
-                start: payload % 10,
-                end: payload % 10 + 1,
-                nr_accesses: payload as u32,
-                age: 0,
-                sample_us: 1,
-                aggr_us: 1,
-            });
+    for agg in 1..=2u64 {
+        for region in 0..2u64 {
+            let t = seq_write_begin::<P>(&w[0]);
+            let at = 1 + 2 * region as usize;
+            w[at].store(agg, Ordering::Relaxed);
+            w[at + 1].store(agg * 10 + region, Ordering::Relaxed);
+            seq_write_end::<P>(&w[0], t);
         }
     }
-    for a in damon::rebuild(recs) {
+    let (slots, copies, torn_copy, recs) = reader.join().unwrap();
+    let rebuilt = damon::rebuild(recs);
+    for a in &rebuilt {
         for r in &a.regions {
             assert_eq!(
                 u64::from(r.nr_accesses) / 10,
@@ -244,15 +304,47 @@ fn damon_mix<P: Policy>() {
             );
         }
     }
-    writer.join().unwrap();
+    DamonRead {
+        slots,
+        rebuilt: rebuilt.first().map(|a| a.aggregation),
+        copies,
+        torn_copy,
+    }
 }
 
 #[test]
 fn a_damon_aggregation_is_never_mixed() {
-    let runs = model(damon_mix::<Sound>);
+    let (seen, runs) = explored_within(DAMON_PREEMPTIONS, damon_mix::<Sound>);
+    let reached = |slots, rebuilt, copies, torn_copy| {
+        seen.contains(&DamonRead {
+            slots,
+            rebuilt,
+            copies,
+            torn_copy,
+        })
+    };
+    // Reached: each aggregation rebuilt from copies accepted at the first
+    // attempt; a slot of each aggregation copied whole, in either order, and
+    // the mix refused by the rebuild rule; an aggregation rebuilt after a
+    // torn copy was discarded because the sequence moved; both slots busy
+    // with the sequence odd at every attempt (so no copy at all).
+    for a in [1, 2] {
+        assert!(
+            reached([Some(a), Some(a)], Some(a), 2, false),
+            "aggregation {a} from first-attempt copies not reached: {seen:?}"
+        );
+    }
+    assert!(reached([Some(1), Some(2)], None, 2, false), "{seen:?}");
+    assert!(reached([Some(2), Some(1)], None, 2, false), "{seen:?}");
+    assert!(
+        seen.iter().any(|r| r.rebuilt.is_some() && r.torn_copy),
+        "{seen:?}"
+    );
+    assert!(reached([None, None], None, 0, false), "{seen:?}");
     println!(
         "loom: DAMON aggregation never mixed from two publications (sound protocol; \
-         {runs} executions)"
+         {runs} executions, {} outcomes)",
+        seen.len()
     );
 }
 
@@ -628,7 +720,8 @@ fn negative_generation_read_in_wrong_order() {
 
 #[test]
 fn negative_damon_without_odd_check() {
-    must_be_rejected(
+    must_be_rejected_within(
+        DAMON_PREEMPTIONS,
         "NoOddCheck (DAMON aggregation)",
         MIXED,
         damon_mix::<NoOddCheck>,
