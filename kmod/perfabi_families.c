@@ -120,6 +120,22 @@ static bool unit_ok(const struct perfabi_unit *u)
 }
 
 /*
+ * A family's name (spec §5.1, perfabi::name::check_family_name): the 1.0
+ * rule, and every part starts with a letter (a PCP name component).
+ */
+static bool family_name_ok(const char *n)
+{
+	size_t i, len = strnlen(n, PERFABI_NAME_LEN);
+
+	if (!perfabi_name_ok(n))
+		return false;
+	for (i = 0; i + 1 < len; i++)
+		if (n[i] == '.' && !isalpha(n[i + 1]))
+			return false;
+	return true;
+}
+
+/*
  * perfabi::FamilySpec::entry()'s checks (and the kernel's: a peak is
  * unsigned), as errno: -E2BIG for too many buckets, else -EINVAL.
  */
@@ -128,7 +144,7 @@ static int desc_check(const struct perfabi_family_desc *d, const char *help, con
 {
 	u32 i;
 
-	if (!perfabi_name_ok(d->name) || !help_ok(help) ||
+	if (!family_name_ok(d->name) || !help_ok(help) ||
 	    (dim[0] && !key_ok(dim, PERFABI_DIMENSION_LEN)) || !unit_ok(&d->unit))
 		return -EINVAL;
 	if (value_type != PERFABI_TYPE_U64 && value_type != PERFABI_TYPE_I64)

@@ -374,6 +374,7 @@ static bool families_bad_input(unsigned int *count)
 	REFUSED(DESC(disk_desc, name, NULL), -EINVAL);
 	REFUSED(DESC(disk_desc, name, "bad name"), -EINVAL);
 	REFUSED(DESC(disk_desc, name, "_x.y"), -EINVAL);
+	REFUSED(DESC(disk_desc, name, "x._y"), -EINVAL);
 	REFUSED(DESC(disk_desc, name, "a..b"), -EINVAL);
 	REFUSED(DESC(disk_desc, name, "selftest.x" "0123456789012345678901234567890123456789012345678901234"),
 		-EINVAL);

@@ -142,7 +142,7 @@ impl FamilySpec {
 
     /// The entry a writer stores, or the typed error that refuses it.
     pub fn entry(&self, reg_id: u64) -> Result<FamilyEntry, Error> {
-        name::check_name(&self.name)?;
+        name::check_family_name(&self.name)?;
         name::check_help(&self.help)?;
         name::check_dimension(&self.dimension)?;
         if !self.unit.check() {
@@ -264,7 +264,7 @@ pub fn decode_family(slot: u32, e: &FamilyEntry) -> Result<Option<FamilyDef>, Er
             .map(str::to_string)
             .ok_or(bad(f))
     };
-    let name = text(&e.name, name::check_name, FamilyField::Name)?;
+    let name = text(&e.name, name::check_family_name, FamilyField::Name)?;
     let help = text(&e.help, name::check_help, FamilyField::Help)?;
     let dimension = text(&e.dimension, name::check_dimension, FamilyField::Dimension)?;
     if e.reg_id == 0 {

@@ -27,8 +27,8 @@ pub const RESERVED_SUFFIXES: [&str; 8] = [
 ];
 
 /// The flat form of a valid name: dots as underscores
-/// (`net.rx_bytes` → `net_rx_bytes`). It is the PCP name component
-/// (`perfabi.counter.<flat>`) and the OpenMetrics family (`perfabi_<flat>`).
+/// (`net.rx_bytes` → `net_rx_bytes`), from which the OpenMetrics family
+/// name is made ([`openmetrics`]) and clash keys are computed.
 pub fn flat(name: &str) -> String {
     name.replace('.', "_")
 }
@@ -83,6 +83,21 @@ pub fn check_name(name: &str) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// Checks a family's name (ABI 1.1, spec §5.1): the rule of [`check_name`],
+/// and every part starts with a letter, so that each part is a PCP name
+/// component (`perfabi.<name>` needs no mapping).
+pub fn check_family_name(name: &str) -> Result<(), Error> {
+    check_name(name)?;
+    if name
+        .split('.')
+        .all(|p| p.bytes().next().is_some_and(|c| c.is_ascii_alphabetic()))
+    {
+        Ok(())
+    } else {
+        Err(Error::BadName)
+    }
 }
 
 /// Checks a unit against the rules above.

@@ -95,7 +95,7 @@ impl Unit {
     }
 
     /// The unit of a 1.0 entry's unit string, where the string names one
-    /// (`bytes`, `ns`, `count`, …; §5.2's table); other strings have no
+    /// (`bytes`, `ns`, `count`, `calls`, …; §5.2); other strings have no
     /// structured unit and are shown as they are.
     pub fn from_legacy(text: &str) -> Option<Unit> {
         Some(match text {
@@ -106,7 +106,7 @@ impl Unit {
             "us" => Unit::US,
             "ms" => Unit::MS,
             "s" | "sec" | "seconds" => Unit::SECONDS,
-            "count" | "events" => Unit::COUNT,
+            "count" | "events" | "calls" | "packets" | "requests" | "regions" => Unit::COUNT,
             "pages" => Unit::PAGES,
             "ratio" => Unit::RATIO,
             "bytes/s" => Unit::BYTES_PER_SECOND,

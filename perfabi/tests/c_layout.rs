@@ -302,11 +302,7 @@ fn constants() -> Vec<Constant> {
         "PERFABI_QUANTITY_RATIO" => QUANTITY_RATIO,
     ]);
     // The minor of a segment with family tables (a known core defect, see
-    v.push(num(
-        "PERFABI_ABI_MINOR",
-        "ABI_MINOR",
-        ABI_MINOR.into(),
-    ));
+    v.push(num("PERFABI_ABI_MINOR", "ABI_MINOR", ABI_MINOR.into()));
     v.extend([
         unit("PERFABI_UNIT_NONE", "Unit::NONE", Unit::NONE),
         unit("PERFABI_UNIT_BYTES", "Unit::BYTES", Unit::BYTES),

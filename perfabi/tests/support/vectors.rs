@@ -740,6 +740,10 @@ mod families {
             with_family(0, fam("name"), &text("disk..dev")),
         ));
         v.push((
+            "family_name_part_starts_with_underscore",
+            with_family(0, fam("name"), &text("disk._dev")),
+        ));
+        v.push((
             "family_help_without_nul",
             with_family(0, fam("help"), &[b'h'; HELP_LEN]),
         ));
