@@ -87,6 +87,8 @@ pub enum Error {
     HeaderChanged(PathBuf),
     /// No live instance has this name.
     NoSuchCounter(String),
+    /// No live metric family has this name.
+    NoSuchFamily(String),
 }
 
 impl Error {
@@ -124,6 +126,7 @@ impl Error {
             Self::Truncated(_) => "truncated-while-mapped",
             Self::HeaderChanged(_) => "header-changed",
             Self::NoSuchCounter(_) => "no-such-counter",
+            Self::NoSuchFamily(_) => "no-such-family",
         }
     }
 }
@@ -196,6 +199,7 @@ impl fmt::Display for Error {
                 p.display()
             ),
             Self::NoSuchCounter(n) => write!(f, "no counter named {n:?} (perfabi-cat lists them)"),
+            Self::NoSuchFamily(n) => write!(f, "no metric family named {n:?} (perfabi-cat lists them)"),
         }
     }
 }

@@ -9,6 +9,15 @@
 //! let rx = seg.counter("net.rx_bytes")?;
 //! println!("{} bytes ({:?} per CPU)", rx.total, rx.per_cpu);
 //! let snap = seg.snapshot()?; // every counter, one generation
+//!
+//! // Metric families (ABI 1.1): instances, units, help, labels; a 1.0
+//! // counter is a family of one instance.
+//! let mut lat = seg.family_handle("disk.latency")?;
+//! let mut values = perfabi_reader::FamilyValues::default();
+//! seg.read_family(&mut lat, &mut values)?; // one family, one generation
+//! for (k, m) in lat.family().members.iter().enumerate() {
+//!     println!("{}: {:?}", m.instance, values.reading(lat.family(), k));
+//! }
 //! # Ok::<(), perfabi_reader::Error>(())
 //! ```
 //!
@@ -43,10 +52,11 @@ pub use error::Error;
 pub use liveness::Liveness;
 pub use perfabi::damon::{Aggregation, DamonRead, Intervals, Region};
 pub use perfabi::trust::Origin;
+pub use perfabi::{Buckets, Family, Histogram, Kind, Member, Reading, Unit};
 pub use perfabi::{Info, Instance, Semantics, Snapshot, ValueType};
 pub use segment::{
-    Counter, Handle, Options, ReadStats, Segment, SegmentInfo, DEFAULT_BUSY_TIMEOUT,
-    DEFAULT_MAX_SEGMENT_BYTES,
+    Counter, FamilyHandle, FamilyValues, Handle, Options, ReadStats, Segment, SegmentInfo,
+    DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_SEGMENT_BYTES,
 };
 pub use trust::Trust;
 

@@ -13,6 +13,9 @@ use crate::liveness::{self, Liveness};
 use crate::trust::{self, Found, Trust};
 use perfabi_shm::{MapError, SegmentMap};
 
+mod families;
+pub use families::{FamilyHandle, FamilyValues};
+
 /// The default of [`Options::busy_timeout`]: 200 ms.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_millis(200);
 

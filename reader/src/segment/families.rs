@@ -1,0 +1,294 @@
+//! Metric families through a [`Segment`] (ABI 1.1, `spec/PERFABI.md` §5):
+//! listing them with their instances, and the hot path that reads the
+//! instances of one family again and again ([`FamilyHandle`]).
+//!
+//! Every ABI 1.0 entry is a family of one instance (with an empty instance
+//! string), so a handle works the same on a 1.0 segment.
+
+use perfabi::{Family, InstanceTable, Reading, SegmentView};
+
+use super::{patiently, Segment};
+use crate::error::Error;
+
+/// One family looked up once (by [`Segment::family_handle`]) and read many
+/// times with [`Segment::read_family`].
+///
+/// It holds what a read needs, resolved from the family and member tables
+/// at one metadata generation: the value slots of every instance and the
+/// copies that gather them. A read at the same generation uses them as they
+/// are; when the generation moved (an instance came or went, a peak was
+/// reset), the read resolves them again from the tables of the new
+/// generation, so the handle follows its family's instances. It is bound
+/// to the family's registration: once the family is deleted, or the
+/// segment created again, reads fail with
+/// [`Error::Abi`]`(`[`perfabi::Error::UnknownInstance`]`)`; look it up again
+/// then.
+#[derive(Clone, Debug)]
+pub struct FamilyHandle {
+    family: Family,
+    epoch: u64,
+    /// The generation `family` and the runs were resolved at; `None` after
+    /// a failed read (the next read resolves them again).
+    generation: Option<u64>,
+    /// Copies from a CPU's counter array to its row of [`FamilyValues`].
+    runs: Vec<Run>,
+    /// (offset in a row, words) of every member, in `family.members` order.
+    places: Vec<(u32, u32)>,
+    /// Words of one CPU's row: the members' words, all together.
+    stride: usize,
+    /// Value slots `0..end` hold every member's words.
+    end: usize,
+    /// One CPU's counters `0..end`, as last copied.
+    scratch: Vec<u64>,
+}
+
+/// A run of value slots copied as one: `len` words from value slot `src`
+/// to offset `dst` of a CPU's row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Run {
+    src: usize,
+    dst: usize,
+    len: usize,
+}
+
+impl FamilyHandle {
+    fn new(family: Family, epoch: u64, generation: u64) -> Self {
+        let mut h = Self {
+            family,
+            epoch,
+            generation: Some(generation),
+            runs: Vec::new(),
+            places: Vec::new(),
+            stride: 0,
+            end: 0,
+            scratch: Vec::new(),
+        };
+        h.plan();
+        h
+    }
+
+    /// The family as of the last read (or the look-up): name, help, kind,
+    /// unit, buckets, and its instances in the order
+    /// [`FamilyValues`] holds their values.
+    pub fn family(&self) -> &Family {
+        &self.family
+    }
+
+    /// The metadata generation the handle was last resolved at.
+    pub fn generation(&self) -> Option<u64> {
+        self.generation
+    }
+
+    /// Works out the copies for `self.family`: members in order, adjacent
+    /// value slots merged into one run.
+    fn plan(&mut self) {
+        self.runs.clear();
+        self.places.clear();
+        let mut dst = 0usize;
+        let mut end = 0usize;
+        for m in &self.family.members {
+            let (src, len) = (m.value_slot as usize, m.words as usize);
+            self.places.push((dst as u32, m.words));
+            match self.runs.last_mut() {
+                Some(r) if r.src + r.len == src && r.dst + r.len == dst => r.len += len,
+                _ => self.runs.push(Run { src, dst, len }),
+            }
+            dst += len;
+            end = end.max(src + len);
+        }
+        self.stride = dst;
+        self.end = end;
+        if self.scratch.len() < end {
+            self.scratch.resize(end, 0);
+        }
+    }
+
+    /// Resolves the handle again from `families`, decoded at generation
+    /// `g`: the same registration of the family, with its instances now.
+    fn resolve(&mut self, families: &[Family], g: u64) -> Result<(), perfabi::Error> {
+        let now = families
+            .iter()
+            .find(|f| f.origin == self.family.origin && f.reg_id == self.family.reg_id)
+            .ok_or(perfabi::Error::UnknownInstance)?;
+        self.family.clone_from(now);
+        self.plan();
+        self.generation = Some(g);
+        Ok(())
+    }
+
+    /// One attempt at a read: the values of every instance on every CPU,
+    /// inside one metadata generation.
+    ///
+    /// The generation window is two generation checks of the decoded table
+    /// cache ([`SegmentView::instances_into`]: one load of each generation
+    /// word when it is current) around the per-CPU copies: the first's load
+    /// of `gen2` opens it, the second's load of `gen1` closes it, each with
+    /// its acquire fence, as one `gen_read` would (`spec/PERFABI.md` §7.2).
+    /// Each CPU's values are copied between two equal even loads of its
+    /// sequence word, so a histogram observation is seen whole.
+    fn attempt(
+        &mut self,
+        view: SegmentView<'_>,
+        names: &mut InstanceTable,
+        out: &mut FamilyValues,
+        retries: u32,
+    ) -> Result<u64, perfabi::Error> {
+        if self.epoch != view.layout().epoch {
+            return Err(perfabi::Error::UnknownInstance);
+        }
+        let g = view.instances_into(names, retries)?;
+        if self.generation != Some(g) {
+            self.resolve(&names.families, g)?;
+        }
+        let n = view.layout().nr_cpus;
+        out.places.clone_from(&self.places);
+        out.stride = self.stride;
+        out.nr_cpus = n;
+        out.words.resize(n * self.stride, 0);
+        let prefix = &mut self.scratch[..self.end];
+        for (cpu, row) in out.words.chunks_exact_mut(self.stride.max(1)).enumerate() {
+            // The core copies a CPU's counters from slot 0 only: the
+            // prefix that holds the family (see the report on
+            // `SegmentView::read_ranges`).
+            view.read_cpu_counters(cpu, prefix, retries)?;
+            for r in &self.runs {
+                row[r.dst..r.dst + r.len].copy_from_slice(&prefix[r.src..r.src + r.len]);
+            }
+        }
+        if view.instances_into(names, retries)? != g {
+            // A metadata change overlapped the copies: try again (and
+            // resolve the family at the new generation).
+            return Err(perfabi::Error::BusyMetadata);
+        }
+        out.generation = g;
+        Ok(g)
+    }
+}
+
+/// The values of one family's instances on every CPU, as one
+/// [`Segment::read_family`] read them: consistent (one metadata generation;
+/// each CPU's values one consistent copy). Member `k` is
+/// `handle.family().members[k]`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FamilyValues {
+    generation: u64,
+    nr_cpus: usize,
+    stride: usize,
+    places: Vec<(u32, u32)>,
+    /// `words[cpu * stride + offset(member) ..][..words(member)]`.
+    words: Vec<u64>,
+}
+
+impl FamilyValues {
+    /// The metadata generation the values were read at.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Number of per-CPU blocks read.
+    pub fn nr_cpus(&self) -> usize {
+        self.nr_cpus
+    }
+
+    /// Number of instances read.
+    pub fn len(&self) -> usize {
+        self.places.len()
+    }
+
+    /// Whether the family had no live instance.
+    pub fn is_empty(&self) -> bool {
+        self.places.is_empty()
+    }
+
+    /// The value words of member `member` on `cpu`: one word, or a
+    /// histogram's count, sum and buckets. Panics if either is out of
+    /// range.
+    pub fn words(&self, member: usize, cpu: usize) -> &[u64] {
+        assert!(cpu < self.nr_cpus, "cpu {cpu} of {}", self.nr_cpus);
+        let (at, n) = self.places[member];
+        let at = cpu * self.stride + at as usize;
+        &self.words[at..at + n as usize]
+    }
+
+    /// The value of member `member` of `family` (the handle's
+    /// [`FamilyHandle::family`]) on `cpu`.
+    pub fn reading_on(&self, family: &Family, member: usize, cpu: usize) -> Reading {
+        Reading::from_words(family, self.words(member, cpu))
+    }
+
+    /// The total of member `member` of `family` over all CPUs: a sum, the
+    /// maximum for a peak, bucket by bucket for a histogram.
+    pub fn reading(&self, family: &Family, member: usize) -> Reading {
+        Reading::total(
+            family,
+            (0..self.nr_cpus).map(|c| self.reading_on(family, member, c)),
+        )
+    }
+}
+
+impl Segment {
+    /// Every metric family with its live instances, help, unit, labels and
+    /// buckets: each live ABI 1.0 entry as a family of one instance, then
+    /// the family table's (decoded again only when the generation moved).
+    pub fn families(&mut self) -> Result<Vec<Family>, Error> {
+        self.refresh_names()?;
+        Ok(self.names.families.clone())
+    }
+
+    /// The family called `name`, with its live instances.
+    pub fn family(&mut self, name: &str) -> Result<Family, Error> {
+        self.refresh_names()?;
+        self.names
+            .families
+            .iter()
+            .find(|f| f.name == name)
+            .cloned()
+            .ok_or_else(|| Error::NoSuchFamily(name.to_string()))
+    }
+
+    /// Looks a family up by name, for repeated
+    /// [`read_family`](Self::read_family)s.
+    pub fn family_handle(&mut self, name: &str) -> Result<FamilyHandle, Error> {
+        self.refresh_names()?;
+        let g = self
+            .names
+            .generation()
+            .expect("refresh_names decoded the table");
+        let f = self
+            .names
+            .families
+            .iter()
+            .find(|f| f.name == name)
+            .cloned()
+            .ok_or_else(|| Error::NoSuchFamily(name.to_string()))?;
+        Ok(FamilyHandle::new(f, self.map.layout().epoch, g))
+    }
+
+    /// The hot path for a family: reads the values of every instance of
+    /// `h`'s family on every CPU into `out`, inside one metadata
+    /// generation, copying only the counters up to the family's last value
+    /// slot. No system call; no allocation once `out` and `h` have held as
+    /// many instances. If the generation moved since the last read, `h` is
+    /// first resolved again (its instances may have changed: see
+    /// [`FamilyHandle::family`]). Returns the generation.
+    ///
+    /// Like [`read`](Self::read), it does not re-check the path or the
+    /// writer: call [`refresh`](Self::refresh) (or any other method) from
+    /// time to time to follow a restarted writer.
+    pub fn read_family(
+        &mut self,
+        h: &mut FamilyHandle,
+        out: &mut FamilyValues,
+    ) -> Result<u64, Error> {
+        let (view, retries) = (self.map.view(), self.opts.retries);
+        let names = &mut self.names;
+        let r = patiently(&self.opts, || h.attempt(view, names, out, retries));
+        let r = self.finish(r);
+        if r.is_err() {
+            // What was decoded from a truncated or replaced mapping is void.
+            self.names.clear();
+            h.generation = None;
+        }
+        r
+    }
+}
