@@ -4,7 +4,6 @@
 mod support;
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -62,39 +61,6 @@ fn sample_writer(path: &Path) -> Writer {
     w.publish_damon(&Aggregation::new(5, 1, iv, regions.to_vec()))
         .unwrap();
     w
-}
-
-/// Runs the Python program `script` with `input` on its standard input.
-fn python(script: &str, input: &[u8]) -> std::process::Output {
-    let mut py = Command::new("python3")
-        .args(["-c", script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3 (apt-get install python3)");
-    py.stdin.take().unwrap().write_all(input).unwrap();
-    py.wait_with_output().unwrap()
-}
-
-/// Runs `page` through the `prometheus_client` OpenMetrics parser: one line
-/// per sample (`TYPE NAME CPU VALUE`), or the parser's complaint.
-fn parse_openmetrics(page: &[u8]) -> Result<String, String> {
-    let script = "import sys\n\
-        from prometheus_client.openmetrics.parser import text_string_to_metric_families\n\
-        for f in text_string_to_metric_families(sys.stdin.read()):\n\
-        \x20   for s in f.samples:\n\
-        \x20       print(f.type, s.name, s.labels.get('cpu', '-'), repr(s.value))\n";
-    let parsed = python(script, page);
-    if parsed.status.success() {
-        Ok(String::from_utf8(parsed.stdout).unwrap())
-    } else {
-        Err(format!(
-            "the OpenMetrics parser refused the page (pip install prometheus_client if missing):\n{}\n{}",
-            String::from_utf8_lossy(&parsed.stderr),
-            String::from_utf8_lossy(page)
-        ))
-    }
 }
 
 #[test]
@@ -342,13 +308,15 @@ fn damon_info_and_table_output() {
     assert_eq!(j["aggregations"][0]["regions"][2]["frequency"], 1.0);
     let info = String::from_utf8(cat(&[p, "--info"]).stdout).unwrap();
     assert!(
-        info.contains("abi:                1.0") && info.contains("liveness:           Alive"),
+        // A writer's default geometry has family tables: ABI 1.1.
+        info.contains("abi:                1.1") && info.contains("liveness:           Alive"),
         "{info}"
     );
     let table = String::from_utf8(cat(&[p, "--cpu"]).stdout).unwrap();
     assert!(table.lines().next().unwrap().contains("cpu0"), "{table}");
+    // Human units: 123,456 bytes.
     assert!(
-        table.contains("net.rx_bytes") && table.contains("123456"),
+        table.contains("net.rx_bytes") && table.contains("120.6 KiB"),
         "{table}"
     );
 }

@@ -1,6 +1,10 @@
-//! perfabi-cat: print the counters and DAMON regions of a perfabi segment.
+//! perfabi-cat: print the metric families, counters and DAMON regions of a
+//! perfabi segment.
 
 mod damon;
+mod human;
+mod openmetrics;
+mod rates;
 mod render;
 
 use std::io::{self, Write};
@@ -62,7 +66,9 @@ fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{s:?} is not a size of at least 4096 bytes (such as 8G)"))
 }
 
-/// Print the counters and DAMON regions of a perfabi segment.
+/// Print the metric families, counters and DAMON regions of a perfabi
+/// segment. The table shows values in human units (bytes with KiB, MiB...;
+/// times in ns, µs, ms, s); --json and --openmetrics show them exactly.
 #[derive(Parser, Debug)]
 #[command(name = "perfabi-cat", version, after_help = EXIT_HELP)]
 struct Args {
@@ -252,10 +258,11 @@ fn run(args: &Args) -> Result<(), Failure> {
             "segment": render::json_info(&info),
             "generation": snap.generation,
             "counters": render::json_counters(&snap),
+            "families": render::json_families(&snap),
         });
         writeln!(out, "{doc}")?;
     } else if args.openmetrics {
-        write!(out, "{}", render::openmetrics(&snap, args.cpu))?;
+        write!(out, "{}", openmetrics::openmetrics(&snap, args.cpu))?;
     } else {
         write!(out, "{}", render::table(&snap, args.cpu))?;
     }
@@ -374,8 +381,10 @@ fn damon_json(read: &perfabi_reader::DamonRead, dropped: u64) -> serde_json::Val
     })
 }
 
-/// Prints per-second rates of every counter (and the level of every instant
-/// value) each `secs` seconds.
+/// Prints per-second rates of every counter (a counter of CPU time as a
+/// percentage of one CPU), the level of every gauge and peak, and the
+/// observations per second of every histogram (with their mean, p50 and
+/// p99) each `secs` seconds.
 fn watch(seg: &mut Segment, out: &mut impl Write, args: &Args, secs: f64) -> Result<(), Failure> {
     let period = Duration::from_secs_f64(secs);
     let mut prev = Snapshot::default();
@@ -413,42 +422,23 @@ fn watch(seg: &mut Segment, out: &mut impl Write, args: &Args, secs: f64) -> Res
         }
         let now = Instant::now();
         let dt = now.duration_since(prev_t).as_secs_f64();
-        let rows: Vec<(String, String, f64)> = cur
-            .instances
-            .iter()
-            .map(|i| {
-                let v = match (
-                    i.semantics,
-                    // The same registration in the previous sample (both are
-                    // sorted by slot): a binary search, not a scan by name.
-                    prev.instances
-                        .binary_search_by_key(&i.slot, |p| p.slot)
-                        .ok()
-                        .map(|k| &prev.instances[k])
-                        .filter(|p| p.reg_id == i.reg_id && prev.epoch == cur.epoch),
-                ) {
-                    (perfabi_reader::Semantics::Counter, Some(p)) => {
-                        cur.total(i).wrapping_sub(prev.total(p)) as i64 as f64 / dt
-                    }
-                    (perfabi_reader::Semantics::Counter, None) => f64::NAN, // new: no rate yet
-                    (perfabi_reader::Semantics::Instant, _) => render::value_text(i, cur.total(i))
-                        .parse()
-                        .unwrap_or(f64::NAN),
-                };
-                (i.name.clone(), i.semantics.as_str().to_string(), v)
-            })
-            .collect();
+        let rows = rates::rows(&prev, &cur, dt);
         if args.json {
-            let rates: serde_json::Map<String, serde_json::Value> = rows
-                .iter()
-                .map(|(name, _, v)| {
-                    (
-                        name.clone(),
-                        serde_json::Number::from_f64(*v)
-                            .map_or(serde_json::Value::Null, Into::into),
-                    )
-                })
-                .collect();
+            // A family without dimension: its value under its name (as a 1.0
+            // counter always was); with one: its instances' values by
+            // instance string.
+            let mut rates = serde_json::Map::new();
+            for r in &rows {
+                let v = r.json(dt);
+                if r.member.instance.is_empty() {
+                    rates.insert(r.family.name.clone(), v);
+                } else if let serde_json::Value::Object(m) = rates
+                    .entry(r.family.name.clone())
+                    .or_insert_with(|| serde_json::Value::Object(Default::default()))
+                {
+                    m.insert(r.member.instance.clone(), v);
+                }
+            }
             writeln!(
                 out,
                 "{}",
@@ -456,9 +446,14 @@ fn watch(seg: &mut Segment, out: &mut impl Write, args: &Args, secs: f64) -> Res
             )?;
         } else {
             writeln!(out, "--- {:.2} s, generation {} ---", dt, cur.generation)?;
-            for (name, kind, v) in &rows {
-                let what = if kind == "counter" { "/s" } else { "" };
-                writeln!(out, "{name:<32} {v:>16.1}{what}")?;
+            let width = rows
+                .iter()
+                .map(|r| r.name().chars().count())
+                .max()
+                .unwrap_or(0)
+                .max(32);
+            for r in &rows {
+                writeln!(out, "{:<width$} {:>16}", r.name(), r.text(dt))?;
             }
         }
         out.flush()?;

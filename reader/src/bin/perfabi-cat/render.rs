@@ -1,57 +1,113 @@
-//! Rendering a snapshot: a table for people, JSON, and OpenMetrics text.
+//! Rendering a snapshot: a table for people, and JSON.
 
 use std::fmt::Write as _;
 
-use perfabi_reader::{Instance, SegmentInfo, Semantics, Snapshot, ValueType};
+use perfabi::family::Origin;
+use perfabi_reader::{Buckets, Family, Instance, Reading, SegmentInfo, Snapshot, ValueType};
 use serde::Serialize;
 
-/// A value as its type says: unsigned or signed.
-pub fn value_text(inst: &Instance, v: u64) -> String {
-    match inst.value_type {
-        ValueType::U64 => v.to_string(),
-        ValueType::I64 => (v as i64).to_string(),
+use crate::human;
+
+/// The table: one group of rows per family, one row per instance, values
+/// in human units (bytes with IEC prefixes, times in ns/µs/ms/s); per-CPU
+/// columns with `per_cpu`. A histogram shows its observations, and its sum,
+/// mean and the buckets of p50 and p99 in the last column, with the
+/// instance's labels.
+pub fn table(s: &Snapshot, per_cpu: bool) -> String {
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut head = vec!["FAMILY", "INSTANCE", "KIND", "VALUE"];
+    let cpus: Vec<String> = (0..s.nr_cpus).map(|c| format!("cpu{c}")).collect();
+    if per_cpu {
+        head.extend(cpus.iter().map(String::as_str));
     }
+    head.push("DETAILS");
+    rows.push(head.iter().map(|h| h.to_string()).collect());
+    for f in &s.families {
+        let shape = human::Shape::of(f);
+        if f.members.is_empty() {
+            let mut row = vec![
+                f.name.clone(),
+                "-".into(),
+                f.kind.as_str().into(),
+                "-".into(),
+            ];
+            row.extend((0..s.nr_cpus).filter(|_| per_cpu).map(|_| String::new()));
+            row.push("(no instances)".into());
+            rows.push(row);
+        }
+        for (k, m) in f.members.iter().enumerate() {
+            let total = s.reading(f, m);
+            let mut row = vec![
+                if k == 0 {
+                    f.name.clone()
+                } else {
+                    String::new()
+                },
+                if m.instance.is_empty() {
+                    "-".into()
+                } else {
+                    format!("{}={}", f.dimension, m.instance)
+                },
+                f.kind.as_str().into(),
+                human::reading(&shape, &total),
+            ];
+            if per_cpu {
+                row.extend((0..s.nr_cpus).map(|c| human::reading(&shape, &s.reading_on(c, f, m))));
+            }
+            let mut details = match &total {
+                Reading::Histogram(h) => human::histogram_summary(h, f),
+                _ => String::new(),
+            };
+            if !m.labels.is_empty() {
+                let labels: Vec<String> =
+                    m.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                if !details.is_empty() {
+                    details.push_str("  ");
+                }
+                details.push_str(&format!("{{{}}}", labels.join(", ")));
+            }
+            row.push(details);
+            rows.push(row);
+        }
+    }
+    let mut out = columns(&rows);
+    if s.families.is_empty() {
+        out.push_str("(no counters registered)\n");
+    }
+    out
 }
 
-/// The table: one row per counter, per-CPU columns with `per_cpu`.
-pub fn table(s: &Snapshot, per_cpu: bool) -> String {
+/// Lays `rows` out in columns: the first three left-aligned, the numbers
+/// right-aligned, the last column as it is.
+fn columns(rows: &[Vec<String>]) -> String {
+    let n = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let width: Vec<usize> = (0..n)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|v| v.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
     let mut out = String::new();
-    let name_w = s
-        .instances
-        .iter()
-        .map(|i| i.name.len())
-        .max()
-        .unwrap_or(4)
-        .max(4);
-    let _ = write!(
-        out,
-        "{:<name_w$}  {:<8}  {:<7}  {:>20}",
-        "NAME", "UNIT", "KIND", "TOTAL"
-    );
-    if per_cpu {
-        for c in 0..s.nr_cpus {
-            let _ = write!(out, "  {:>14}", format!("cpu{c}"));
-        }
-    }
-    out.push('\n');
-    for i in &s.instances {
-        let _ = write!(
-            out,
-            "{:<name_w$}  {:<8}  {:<7}  {:>20}",
-            i.name,
-            i.unit,
-            i.semantics.as_str(),
-            value_text(i, s.total(i))
-        );
-        if per_cpu {
-            for v in s.per_cpu(i) {
-                let _ = write!(out, "  {:>14}", value_text(i, v));
+    for r in rows {
+        let mut line = String::new();
+        for (c, v) in r.iter().enumerate() {
+            if c > 0 {
+                line.push_str("  ");
+            }
+            let w = width[c];
+            if c + 1 == n {
+                line.push_str(v);
+            } else if c < 3 {
+                let _ = write!(line, "{v:<w$}");
+            } else {
+                let _ = write!(line, "{v:>w$}");
             }
         }
+        out.push_str(line.trim_end());
         out.push('\n');
-    }
-    if s.instances.is_empty() {
-        out.push_str("(no counters registered)\n");
     }
     out
 }
@@ -119,64 +175,105 @@ pub fn json_info(info: &SegmentInfo) -> serde_json::Value {
     })
 }
 
-/// The family name of a counter in OpenMetrics: `perfabi_` and the name's
-/// flat form (spec §5). Live names have distinct clash keys, so no two
-/// families or samples of one page share a name.
-pub fn metric_name(inst: &Instance) -> String {
-    let base = format!("perfabi_{}", perfabi::name::flat(&inst.name));
-    if is_om_counter(inst) {
-        // A counter family's samples get `_total`; the family name must not.
-        base.strip_suffix("_total")
-            .map(str::to_string)
-            .unwrap_or(base)
-    } else {
-        base
+/// A family's unit in JSON: its text, and its structured fields with the
+/// base unit and factor where it has them (a 1.0 entry's unit string that
+/// names no unit has only its text).
+fn json_unit(f: &Family) -> serde_json::Value {
+    let u = f.unit;
+    let legacy_unknown =
+        matches!(f.origin, Origin::Entry(_)) && perfabi::Unit::from_legacy(&f.unit_text).is_none();
+    if legacy_unknown {
+        return serde_json::json!({ "text": f.unit_text });
+    }
+    let (base, factor) = u.base();
+    serde_json::json!({
+        "text": f.unit_text,
+        "dim_space": u.dim_space,
+        "dim_time": u.dim_time,
+        "dim_count": u.dim_count,
+        "scale_space": u.scale_space,
+        "scale_time": u.scale_time,
+        "scale_count": u.scale_count,
+        "quantity": match u.quantity {
+            perfabi::unit::QUANTITY_PAGES => "pages",
+            perfabi::unit::QUANTITY_RATIO => "ratio",
+            _ => "plain",
+        },
+        "base": base,
+        "factor": factor,
+    })
+}
+
+/// A histogram family's buckets in JSON: layout, finite upper bounds (the
+/// last bucket is `+Inf`) and the number of buckets.
+fn json_buckets(b: &Buckets) -> serde_json::Value {
+    let bounds: Vec<u64> = (0..b.count()).filter_map(|k| b.bound(k)).collect();
+    match b {
+        Buckets::Log2 { first, n } => serde_json::json!({
+            "layout": "log2", "log2_first": first, "count": n, "bounds": bounds,
+        }),
+        Buckets::Explicit(_) => serde_json::json!({
+            "layout": "explicit", "count": b.count(), "bounds": bounds,
+        }),
     }
 }
 
-/// OpenMetrics counters are unsigned and monotonic: a signed perfabi counter
-/// (which may go below zero) is exposed as a gauge.
-fn is_om_counter(inst: &Instance) -> bool {
-    inst.semantics == Semantics::Counter && inst.value_type == ValueType::U64
+/// A reading in JSON: a number, or a histogram's count, sum and
+/// per-bucket (not cumulative) counts.
+pub fn json_reading(r: &Reading) -> serde_json::Value {
+    match r {
+        Reading::Unsigned(v) => (*v).into(),
+        Reading::Signed(v) => (*v).into(),
+        Reading::Histogram(h) => serde_json::json!({
+            "count": h.count, "sum": h.sum, "buckets": h.buckets,
+        }),
+    }
 }
 
-fn escape_help(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('\n', "\\n")
-}
-
-/// OpenMetrics text exposition (also accepted by Prometheus): counters as
-/// `counter` families with `_total` samples, instants as `gauge`s; with
-/// `per_cpu`, one sample per CPU labelled `cpu`, else the total alone.
-pub fn openmetrics(s: &Snapshot, per_cpu: bool) -> String {
-    let mut out = String::new();
-    for i in &s.instances {
-        let name = metric_name(i);
-        let (kind, sample) = if is_om_counter(i) {
-            ("counter", format!("{name}_total"))
-        } else {
-            ("gauge", name.clone())
-        };
-        let unit = if i.unit.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", i.unit)
-        };
-        let _ = writeln!(out, "# TYPE {name} {kind}");
-        let _ = writeln!(
-            out,
-            "# HELP {name} perfabi {} {}{}",
-            i.semantics.as_str(),
-            escape_help(&i.name),
-            escape_help(&unit)
-        );
-        if per_cpu {
-            for (cpu, v) in s.per_cpu(i).enumerate() {
-                let _ = writeln!(out, "{sample}{{cpu=\"{cpu}\"}} {}", value_text(i, v));
-            }
-        } else {
-            let _ = writeln!(out, "{sample} {}", value_text(i, s.total(i)));
+/// Every family of a snapshot in JSON, by name: kind, help, dimension,
+/// unit, value type, buckets, and its instances by instance string (`""`
+/// for the one instance of a family without dimension), each with its
+/// labels, total and per-CPU values.
+pub fn json_families(s: &Snapshot) -> serde_json::Value {
+    let mut fams = serde_json::Map::new();
+    for f in &s.families {
+        let mut instances = serde_json::Map::new();
+        for m in &f.members {
+            let labels: serde_json::Map<String, serde_json::Value> = m
+                .labels
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone().into()))
+                .collect();
+            instances.insert(
+                m.instance.clone(),
+                serde_json::json!({
+                    "instance_id": m.instance_id,
+                    "reg_id": m.reg_id,
+                    "labels": labels,
+                    "total": json_reading(&s.reading(f, m)),
+                    "per_cpu": (0..s.nr_cpus)
+                        .map(|c| json_reading(&s.reading_on(c, f, m)))
+                        .collect::<Vec<_>>(),
+                }),
+            );
         }
+        fams.insert(
+            f.name.clone(),
+            serde_json::json!({
+                "origin": match f.origin {
+                    Origin::Entry(_) => "entry",
+                    Origin::Family(_) => "family",
+                },
+                "reg_id": f.reg_id,
+                "kind": f.kind.as_str(),
+                "help": f.help,
+                "dimension": f.dimension,
+                "unit": json_unit(f),
+                "type": f.value_type.as_str(),
+                "buckets": f.buckets.as_ref().map(json_buckets),
+                "instances": instances,
+            }),
+        );
     }
-    out.push_str("# EOF\n");
-    out
+    fams.into()
 }

@@ -1,0 +1,237 @@
+//! Values for people: a family's unit applied (bytes with IEC prefixes,
+//! times in ns/µs/ms/s, counts plain), rates, and a histogram's summary.
+
+use perfabi::unit::{QUANTITY_PAGES, QUANTITY_PLAIN, QUANTITY_RATIO};
+use perfabi_reader::{Buckets, Family, Histogram, Reading, Unit};
+
+/// How the values of a unit are shown.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Shape {
+    /// A plain number (no unit, or a count of things).
+    Plain {
+        /// What one stored unit is worth (a count scaled by `10^k`).
+        factor: f64,
+    },
+    /// Bytes: shown with IEC prefixes.
+    Bytes {
+        /// Bytes in one stored unit (`1024^scale`).
+        factor: f64,
+    },
+    /// A time: shown in ns, µs, ms or s.
+    Time {
+        /// Nanoseconds in one stored unit.
+        factor: f64,
+    },
+    /// Bytes per second: IEC prefixes and `/s`.
+    BytesPerSecond {
+        /// Bytes per second in one stored unit.
+        factor: f64,
+    },
+    /// Memory pages.
+    Pages,
+    /// A fraction, 1 meaning all: shown as a percentage.
+    Ratio,
+    /// Any other unit: the number and the unit's name.
+    Other(String),
+}
+
+impl Shape {
+    /// The shape of `f`'s values: from its structured unit, or a 1.0
+    /// entry's unit text when it names no unit.
+    pub fn of(f: &Family) -> Self {
+        let u = f.unit;
+        if u == Unit::NONE {
+            return if f.unit_text.is_empty() {
+                Shape::Plain { factor: 1.0 }
+            } else {
+                Shape::Other(f.unit_text.clone())
+            };
+        }
+        let factor = u.base().1;
+        match (u.dim_space, u.dim_time, u.dim_count, u.quantity) {
+            (1, 0, 0, QUANTITY_PLAIN) => Shape::Bytes { factor },
+            (0, 1, 0, QUANTITY_PLAIN) => Shape::Time {
+                factor: factor * 1e9,
+            },
+            (1, -1, 0, QUANTITY_PLAIN) => Shape::BytesPerSecond { factor },
+            (0, 0, 1, QUANTITY_PLAIN) => Shape::Plain { factor },
+            (0, 0, 1, QUANTITY_PAGES) => Shape::Pages,
+            (0, 0, 0, QUANTITY_RATIO) => Shape::Ratio,
+            _ => Shape::Other(u.to_string()),
+        }
+    }
+
+    /// `v` stored units, for people.
+    pub fn show(&self, v: f64) -> String {
+        match self {
+            Shape::Plain { factor } => number(v * factor),
+            Shape::Bytes { factor } => bytes(v * factor),
+            Shape::Time { factor } => time_ns(v * factor),
+            Shape::BytesPerSecond { factor } => format!("{}/s", bytes(v * factor)),
+            Shape::Pages => format!("{} pages", number(v)),
+            Shape::Ratio => format!("{:.1}%", v * 100.0),
+            Shape::Other(u) => format!("{} {u}", number(v)),
+        }
+    }
+
+    /// A rate of `per_s` stored units per second, for people: a counter of
+    /// CPU time as a percentage of one CPU, bytes as bytes per second.
+    pub fn rate(&self, per_s: f64) -> String {
+        match self {
+            Shape::Plain { factor } => format!("{}/s", rate_number(per_s * factor)),
+            Shape::Bytes { factor } => format!("{}/s", bytes(per_s * factor)),
+            // Nanoseconds per second: 1e9 is one CPU all the time.
+            Shape::Time { factor } => format!("{:.1}% CPU", per_s * factor / 1e7),
+            Shape::BytesPerSecond { factor } => format!("{}/s²", bytes(per_s * factor)),
+            Shape::Pages => format!("{} pages/s", rate_number(per_s)),
+            Shape::Ratio => format!("{:.1}%/s", per_s * 100.0),
+            Shape::Other(u) => format!("{} {u}/s", rate_number(per_s)),
+        }
+    }
+}
+
+/// A number: whole numbers exactly, others with one decimal.
+fn number(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+fn rate_number(v: f64) -> String {
+    format!("{v:.1}")
+}
+
+/// Bytes with IEC prefixes: `512 B`, `4.0 KiB`, `1.5 GiB`.
+pub fn bytes(b: f64) -> String {
+    const PREFIX: [&str; 7] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB"];
+    if b.abs() < 1024.0 {
+        return format!("{} B", number(b));
+    }
+    let mut v = b / 1024.0;
+    let mut k = 0;
+    while v.abs() >= 1024.0 && k + 1 < PREFIX.len() {
+        v /= 1024.0;
+        k += 1;
+    }
+    format!("{v:.1} {}", PREFIX[k])
+}
+
+/// Nanoseconds as ns, µs, ms or s.
+pub fn time_ns(ns: f64) -> String {
+    let a = ns.abs();
+    if a < 1e3 {
+        format!("{} ns", number(ns))
+    } else if a < 1e6 {
+        format!("{:.1} µs", ns / 1e3)
+    } else if a < 1e9 {
+        format!("{:.1} ms", ns / 1e6)
+    } else {
+        format!("{:.2} s", ns / 1e9)
+    }
+}
+
+/// A reading as a number (a histogram: its count).
+pub fn scalar(r: &Reading) -> f64 {
+    match r {
+        Reading::Unsigned(v) => *v as f64,
+        Reading::Signed(v) => *v as f64,
+        Reading::Histogram(h) => h.count as f64,
+    }
+}
+
+/// A reading for people; a histogram as its number of observations.
+pub fn reading(shape: &Shape, r: &Reading) -> String {
+    match r {
+        Reading::Histogram(h) => format!("{} obs", h.count),
+        r => shape.show(scalar(r)),
+    }
+}
+
+/// The bucket that holds the `q`-quantile of `h`'s observations, as text:
+/// `≤bound` (the bucket's upper bound), or `>bound` for the `+Inf` bucket;
+/// `None` without observations.
+pub fn quantile(h: &Histogram, b: &Buckets, shape: &Shape, q: f64) -> Option<String> {
+    let total: u128 = h.buckets.iter().map(|&c| u128::from(c)).sum();
+    if total == 0 {
+        return None;
+    }
+    let rank = ((q * total as f64).ceil() as u128).clamp(1, total);
+    let mut seen = 0u128;
+    for (k, &c) in h.buckets.iter().enumerate() {
+        seen += u128::from(c);
+        if seen >= rank {
+            return Some(match b.bound(k) {
+                Some(bound) => format!("≤{}", shape.show(bound as f64)),
+                None => match k.checked_sub(1).and_then(|p| b.bound(p)) {
+                    Some(last) => format!(">{}", shape.show(last as f64)),
+                    None => "any".to_string(),
+                },
+            });
+        }
+    }
+    None
+}
+
+/// A histogram's summary: sum, mean and the buckets of p50 and p99
+/// (`sum 4.1 ms  mean 820.0 µs  p50 ≤1.0 µs  p99 >16.0 µs`).
+pub fn histogram_summary(h: &Histogram, f: &Family) -> String {
+    let shape = Shape::of(f);
+    let Some(b) = &f.buckets else {
+        return String::new();
+    };
+    if h.count == 0 {
+        return "no observations".to_string();
+    }
+    let mut s = format!(
+        "sum {}  mean {}",
+        shape.show(h.sum as f64),
+        shape.show(h.sum as f64 / h.count as f64)
+    );
+    for (name, q) in [("p50", 0.5), ("p99", 0.99)] {
+        if let Some(t) = quantile(h, b, &shape, q) {
+            s.push_str(&format!("  {name} {t}"));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_for_people() {
+        assert_eq!(bytes(512.0), "512 B");
+        assert_eq!(bytes(4096.0), "4.0 KiB");
+        assert_eq!(bytes(123_456.0), "120.6 KiB");
+        assert_eq!(bytes(1.5 * (1u64 << 30) as f64), "1.5 GiB");
+        assert_eq!(time_ns(999.0), "999 ns");
+        assert_eq!(time_ns(1500.0), "1.5 µs");
+        assert_eq!(time_ns(2.5e6), "2.5 ms");
+        assert_eq!(time_ns(3e9), "3.00 s");
+        let kib = Shape::Bytes { factor: 1024.0 };
+        assert_eq!(kib.show(2.0), "2.0 KiB");
+        let ns = Shape::Time { factor: 1.0 };
+        // Half a CPU: 0.5 s of CPU time per second.
+        assert_eq!(ns.rate(5e8), "50.0% CPU");
+        assert_eq!(Shape::Plain { factor: 1.0 }.show(42.0), "42");
+        assert_eq!(Shape::Ratio.show(1.0), "100.0%");
+    }
+
+    #[test]
+    fn quantiles_name_their_bucket() {
+        let b = Buckets::Explicit(vec![10, 100]);
+        let h = Histogram {
+            count: 100,
+            sum: 0,
+            buckets: vec![50, 49, 1],
+        };
+        let plain = Shape::Plain { factor: 1.0 };
+        assert_eq!(quantile(&h, &b, &plain, 0.5).unwrap(), "≤10");
+        assert_eq!(quantile(&h, &b, &plain, 0.99).unwrap(), "≤100");
+        assert_eq!(quantile(&h, &b, &plain, 1.0).unwrap(), ">100");
+        assert_eq!(quantile(&Histogram::default(), &b, &plain, 0.5), None);
+    }
+}

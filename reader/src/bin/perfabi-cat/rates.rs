@@ -1,0 +1,155 @@
+//! `--watch`: what changed between two snapshots, per second.
+//!
+//! A counter's rate (a counter of CPU time as a percentage of one CPU,
+//! bytes per second, counts per second), a gauge's or a peak's level, and
+//! for a histogram the observations per second with the mean and the p50
+//! and p99 buckets of the interval's observations alone.
+
+use std::collections::HashMap;
+
+use perfabi_reader::{Family, Histogram, Kind, Member, Reading, Snapshot};
+
+use crate::human::{self, Shape};
+
+/// One instance's change over an interval.
+pub enum Change {
+    /// Units per second of a counter; `None` when the instance is new (no
+    /// previous value to compare with).
+    Rate(Option<f64>),
+    /// The current value of a gauge or peak.
+    Level(f64),
+    /// A histogram's observations in the interval (per-bucket, not
+    /// cumulative), with their count and sum; `None` when new.
+    Observed(Option<Histogram>),
+}
+
+/// One row of a `--watch` sample.
+pub struct Row<'a> {
+    /// The family.
+    pub family: &'a Family,
+    /// The instance.
+    pub member: &'a Member,
+    /// What it did.
+    pub change: Change,
+}
+
+/// The changes from `prev` to `cur`, `dt` seconds apart, one row per
+/// instance of every family of `cur`. An instance is matched with its own
+/// registration in `prev` (same family and member registration ids, same
+/// segment), never with another instance of the same name.
+pub fn rows<'a>(prev: &Snapshot, cur: &'a Snapshot, dt: f64) -> Vec<Row<'a>> {
+    let mut before: HashMap<(u64, u64), (&Family, &Member)> = HashMap::new();
+    if prev.epoch == cur.epoch {
+        for f in &prev.families {
+            for m in &f.members {
+                before.insert((f.reg_id, m.reg_id), (f, m));
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    for f in &cur.families {
+        for m in &f.members {
+            let now = cur.reading(f, m);
+            let then = before
+                .get(&(f.reg_id, m.reg_id))
+                .map(|(pf, pm)| prev.reading(pf, pm));
+            let change = match (f.kind, &now, then) {
+                (Kind::Histogram, Reading::Histogram(h), then) => {
+                    Change::Observed(then.and_then(|t| match t {
+                        Reading::Histogram(p) => Some(delta(h, &p)),
+                        _ => None,
+                    }))
+                }
+                (Kind::Counter, now, then) => Change::Rate(then.map(|t| match (now, t) {
+                    (Reading::Signed(a), Reading::Signed(b)) => a.wrapping_sub(b) as f64 / dt,
+                    (Reading::Unsigned(a), Reading::Unsigned(b)) => {
+                        a.wrapping_sub(b) as i64 as f64 / dt
+                    }
+                    _ => f64::NAN,
+                })),
+                (_, now, _) => Change::Level(human::scalar(now)),
+            };
+            rows.push(Row {
+                family: f,
+                member: m,
+                change,
+            });
+        }
+    }
+    rows
+}
+
+/// The observations between two readings of one histogram.
+fn delta(now: &Histogram, then: &Histogram) -> Histogram {
+    Histogram {
+        count: now.count.wrapping_sub(then.count),
+        sum: now.sum.wrapping_sub(then.sum),
+        buckets: now
+            .buckets
+            .iter()
+            .zip(then.buckets.iter().chain(std::iter::repeat(&0)))
+            .map(|(a, b)| a.wrapping_sub(*b))
+            .collect(),
+    }
+}
+
+impl Row<'_> {
+    /// The row's name: the family, and `{dimension=instance}` for a family
+    /// with a dimension.
+    pub fn name(&self) -> String {
+        if self.member.instance.is_empty() {
+            self.family.name.clone()
+        } else {
+            format!(
+                "{}{{{}={}}}",
+                self.family.name, self.family.dimension, self.member.instance
+            )
+        }
+    }
+
+    /// The change for people.
+    pub fn text(&self, dt: f64) -> String {
+        let shape = Shape::of(self.family);
+        match &self.change {
+            Change::Rate(Some(r)) => shape.rate(*r),
+            Change::Rate(None) | Change::Observed(None) => "(new)".to_string(),
+            Change::Level(v) => shape.show(*v),
+            Change::Observed(Some(h)) => {
+                let mut s = format!("{:.1} obs/s", h.count as f64 / dt);
+                if h.count > 0 {
+                    s.push_str(&format!(
+                        "  mean {}",
+                        shape.show(h.sum as f64 / h.count as f64)
+                    ));
+                    if let Some(b) = &self.family.buckets {
+                        for (name, q) in [("p50", 0.5), ("p99", 0.99)] {
+                            if let Some(t) = human::quantile(h, b, &shape, q) {
+                                s.push_str(&format!("  {name} {t}"));
+                            }
+                        }
+                    }
+                }
+                s
+            }
+        }
+    }
+
+    /// The change in JSON, in stored units: a counter's rate per second, a
+    /// level, or a histogram's observations per second, sum per second and
+    /// mean (`null` where there is none yet).
+    pub fn json(&self, dt: f64) -> serde_json::Value {
+        let num =
+            |v: f64| serde_json::Number::from_f64(v).map_or(serde_json::Value::Null, Into::into);
+        match &self.change {
+            Change::Rate(r) => r.map_or(serde_json::Value::Null, num),
+            Change::Level(v) => num(*v),
+            Change::Observed(None) => serde_json::Value::Null,
+            Change::Observed(Some(h)) => serde_json::json!({
+                "per_s": num(h.count as f64 / dt),
+                "sum_per_s": num(h.sum as f64 / dt),
+                "mean": if h.count > 0 { num(h.sum as f64 / h.count as f64) } else { serde_json::Value::Null },
+                "buckets": h.buckets,
+            }),
+        }
+    }
+}
