@@ -8,7 +8,10 @@
 //!   thread, per-CPU `adjust` vs `fetch_add` on one shared `AtomicU64`;
 //! * `snapshot/*`: a consistent snapshot of 1,024 counters on every CPU vs
 //!   `memcpy` of the same number of bytes;
-//! * `damon/*`: publishing one aggregation of 10,000 regions.
+//! * `damon/*`: publishing one aggregation of 10,000 regions;
+//! * `histogram/*`: one histogram `observe` (count, sum and bucket: one
+//!   multi-word update) next to one `adjust`, rseq and lock methods, log2
+//!   and explicit buckets.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use perfabi::damon::Aggregation;
-use perfabi::{Semantics, Snapshot};
+use perfabi::{Buckets, FamilySpec, Semantics, Snapshot, Unit};
 use perfabi_shm::writer::{Config, MethodChoice, Writer};
 
 fn writer(dir: &tempfile::TempDir, method: MethodChoice, n: u32) -> Writer {
@@ -168,6 +171,9 @@ fn damon(c: &mut Criterion) {
     let mut g = c.benchmark_group("damon");
     g.throughput(Throughput::Elements(regions.len() as u64));
     let a = Aggregation::new(1, 1, iv, regions);
+    // Once outside the benchmark, so the check below holds when a filter
+    // leaves the benchmark out.
+    w.publish_damon(&a).unwrap();
     g.bench_function("publish_10000_regions", |b| {
         b.iter(|| w.publish_damon(black_box(&a)).unwrap())
     });
@@ -175,5 +181,60 @@ fn damon(c: &mut Criterion) {
     assert_eq!(w.view().damon(64).aggregations[0].regions.len(), 10_000);
 }
 
-criterion_group!(benches, adjust, contention, snapshot, damon);
+/// `observe` of a histogram member beside `adjust` of a counter, on the
+/// same writer, for each method: what one observation (count, sum and
+/// bucket, one multi-word update of the CPU's block) costs over one word.
+fn histogram(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut g = c.benchmark_group("histogram");
+    g.throughput(Throughput::Elements(1));
+    let mut seen = Vec::new();
+    for m in [MethodChoice::Auto, MethodChoice::Lock] {
+        let w = writer(&dir, m, 256);
+        let method = format!("{:?}", w.method()).to_lowercase();
+        if seen.contains(&method) {
+            continue; // no rseq here: Auto is the lock method
+        }
+        seen.push(method.clone());
+        let id = w.add("x", "", Semantics::Counter).unwrap();
+        let log2 = w
+            .add_family(&FamilySpec::histogram(
+                "lat",
+                "latency",
+                "",
+                Unit::NS,
+                Buckets::Log2 { first: 10, n: 24 },
+            ))
+            .unwrap();
+        let log2 = w.add_member(log2, "", &[]).unwrap();
+        let explicit = w
+            .add_family(&FamilySpec::histogram(
+                "size",
+                "sizes",
+                "",
+                Unit::BYTES,
+                Buckets::Explicit((1..=16).map(|k| k * 1000).collect()),
+            ))
+            .unwrap();
+        let explicit = w.add_member(explicit, "", &[]).unwrap();
+        g.bench_function(format!("adjust_{method}"), |b| {
+            b.iter(|| w.adjust(black_box(id), 1))
+        });
+        g.bench_function(format!("observe_log2_{method}"), |b| {
+            b.iter(|| w.observe(black_box(&log2), black_box(183_000)))
+        });
+        g.bench_function(format!("observe_explicit_{method}"), |b| {
+            b.iter(|| w.observe(black_box(&explicit), black_box(7_500)))
+        });
+        let snap = w.snapshot().unwrap();
+        let f = snap.family("lat").unwrap();
+        let perfabi::Reading::Histogram(h) = snap.reading(f, &f.members[0]) else {
+            unreachable!()
+        };
+        assert!(h.count > 0 && h.consistent());
+    }
+    g.finish();
+}
+
+criterion_group!(benches, adjust, contention, snapshot, damon, histogram);
 criterion_main!(benches);
