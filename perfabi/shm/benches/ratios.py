@@ -3,7 +3,10 @@
 
     cargo bench -p perfabi-shm --bench protocol
     cargo bench -p perfabi-exportd --bench read     (optional)
+    cargo bench -p perfabi-reader --bench families  (optional)
     python3 perfabi/shm/benches/ratios.py
+
+Sections whose benchmarks did not run (a filtered run) are left out.
 """
 import json
 import pathlib
@@ -21,21 +24,47 @@ def ns(group, name, required=True):
     return json.loads(matches[0].read_text())["mean"]["point_estimate"]
 
 
-adjust = ns("adjust", "rseq")
-lock = ns("adjust", "lock")
-percpu = ns("two_threads", "percpu_adjust")
-shared = ns("two_threads", "shared_fetch_add")
-private = ns("two_threads", "baseline_private_getcpu")
-snap = ns("snapshot", "perfabi_1024x*")
-memcpy = ns("snapshot", "memcpy_1024x*")
-print(f"adjust, one thread (rseq):          {adjust:6.2f} ns   (target <= 2 ns)")
-print(f"adjust, one thread (lock method):   {lock:6.2f} ns")
-print(f"2 threads per-CPU adjust:           {percpu:6.2f} ns/op per thread")
-print(f"2 threads shared fetch_add:         {shared:6.2f} ns/op per thread")
-print(f"2 threads private words (floor):    {private:6.2f} ns/op per thread")
-print(f"per-CPU vs shared throughput ratio: {shared / percpu:6.2f}x    (target >= 3x)")
-print(f"snapshot 1024 counters x all CPUs:  {snap:6.1f} ns; memcpy {memcpy:.1f} ns")
-print(f"snapshot throughput / memcpy:       {memcpy / snap:6.2f}     (target >= 0.5)")
+adjust = ns("adjust", "rseq", required=False)
+core = [adjust, ns("adjust", "lock", required=False), ns("two_threads", "percpu_adjust", required=False),
+        ns("two_threads", "shared_fetch_add", required=False),
+        ns("two_threads", "baseline_private_getcpu", required=False),
+        ns("snapshot", "perfabi_1024x*", required=False), ns("snapshot", "memcpy_1024x*", required=False)]
+if all(v is not None for v in core):
+    adjust, lock, percpu, shared, private, snap, memcpy = core
+    print(f"adjust, one thread (rseq):          {adjust:6.2f} ns   (target <= 2 ns)")
+    print(f"adjust, one thread (lock method):   {lock:6.2f} ns")
+    print(f"2 threads per-CPU adjust:           {percpu:6.2f} ns/op per thread")
+    print(f"2 threads shared fetch_add:         {shared:6.2f} ns/op per thread")
+    print(f"2 threads private words (floor):    {private:6.2f} ns/op per thread")
+    print(f"per-CPU vs shared throughput ratio: {shared / percpu:6.2f}x    (target >= 3x)")
+    print(f"snapshot 1024 counters x all CPUs:  {snap:6.1f} ns; memcpy {memcpy:.1f} ns")
+    print(f"snapshot throughput / memcpy:       {memcpy / snap:6.2f}     (target >= 0.5)")
+elif not (root / "adjust").exists():
+    sys.exit(f"no criterion result for adjust/rseq under {root}: run cargo bench -p perfabi-shm first")
+else:
+    print("(adjust / two_threads / snapshot not all run: their ratios left out)")
+
+for method in ["rseq", "lock"]:
+    adj = ns("histogram", f"adjust_{method}", required=False)
+    if adj is None:
+        continue
+    for layout in ["log2", "explicit"]:
+        obs = ns("histogram", f"observe_{layout}_{method}", required=False)
+        if obs is not None:
+            print(f"histogram observe ({layout:8}, {method}): {obs:6.2f} ns; adjust {adj:.2f} ns: "
+                  f"observe/adjust {obs / adj:5.2f}x")
+
+for place in ["first", "last"]:
+    handle = ns("family_read", f"handle_64x16_{place}", required=False)
+    full = ns("family_read", f"snapshot_64x16_{place}", required=False)
+    if handle is not None and full is not None:
+        print(f"one family (64 x 16 CPUs, {place:5}): handle {handle:8.1f} ns, full snapshot {full:8.1f} ns: "
+              f"snapshot/handle {full / handle:5.2f}x")
+    ht = ns("family_read", f"handle_totals_64x16_{place}", required=False)
+    st = ns("family_read", f"snapshot_totals_64x16_{place}", required=False)
+    if ht is not None and st is not None:
+        print(f"  ... with the 64 totals:             handle {ht:8.1f} ns, full snapshot {st:8.1f} ns: "
+              f"snapshot/handle {st / ht:5.2f}x")
 
 reader = ns("stat_10x_cpus", "perfabi_reader", required=False)
 if reader is not None:
