@@ -117,15 +117,22 @@ impl FamilyHandle {
     }
 
     /// One attempt at a read: the values of every instance on every CPU,
-    /// inside one metadata generation.
+    /// inside one metadata generation (`spec/PERFABI.md` §7.4).
     ///
-    /// The generation window is two generation checks of the decoded table
-    /// cache ([`SegmentView::instances_into`]: one load of each generation
-    /// word when it is current) around the per-CPU copies: the first's load
-    /// of `gen2` opens it, the second's load of `gen1` closes it, each with
-    /// its acquire fence, as one `gen_read` would (`spec/PERFABI.md` §7.2).
-    /// Each CPU's values are copied between two equal even loads of its
-    /// sequence word, so a histogram observation is seen whole.
+    /// The generation window is opened and closed by the core's
+    /// [`SegmentView::read_slots`] of no slot: a generation read of its own
+    /// (`gen2` loaded first, then an acquire fence, …, an acquire fence,
+    /// `gen1` loaded last, equal), which costs one sequence-word check per
+    /// CPU and nothing per family or member. The first one's `gen2` load
+    /// opens the window, the second one's `gen1` load closes it: when both
+    /// give the same generation, the copies between them were made inside
+    /// it, exactly as one `gen_read` around them. Each CPU's values are
+    /// copied between two equal even loads of its sequence word, so a
+    /// histogram observation is seen whole. When the generation is not the
+    /// one the handle was resolved at, the window is opened again by the
+    /// decoded table cache's generation read
+    /// ([`SegmentView::instances_into`]), and the handle resolved from the
+    /// tables of that generation.
     fn attempt(
         &mut self,
         view: SegmentView<'_>,
@@ -136,8 +143,12 @@ impl FamilyHandle {
         if self.epoch != view.layout().epoch {
             return Err(perfabi::Error::UnknownInstance);
         }
-        let g = view.instances_into(names, retries)?;
+        let mut g = view.read_slots(&[], &mut [], retries)?;
         if self.generation != Some(g) {
+            // A generation read of its own, which decodes the tables of
+            // the generation it returns: its `gen2` load opens the window
+            // anew, at that generation.
+            g = view.instances_into(names, retries)?;
             self.resolve(&names.families, g)?;
         }
         let n = view.layout().nr_cpus;
@@ -147,15 +158,14 @@ impl FamilyHandle {
         out.words.resize(n * self.stride, 0);
         let prefix = &mut self.scratch[..self.end];
         for (cpu, row) in out.words.chunks_exact_mut(self.stride.max(1)).enumerate() {
-            // The core copies a CPU's counters from slot 0 only: the
-            // prefix that holds the family (see the report on
-            // `SegmentView::read_ranges`).
+            // The core copies a CPU's counters from slot 0 only (it has no
+            // copy of a range of slots): the prefix that holds the family.
             view.read_cpu_counters(cpu, prefix, retries)?;
             for r in &self.runs {
                 row[r.dst..r.dst + r.len].copy_from_slice(&prefix[r.src..r.src + r.len]);
             }
         }
-        if view.instances_into(names, retries)? != g {
+        if view.read_slots(&[], &mut [], retries)? != g {
             // A metadata change overlapped the copies: try again (and
             // resolve the family at the new generation).
             return Err(perfabi::Error::BusyMetadata);
