@@ -746,6 +746,34 @@ impl Reading {
         }
     }
 
+    /// The total of a member of `family` from its words on each CPU, as
+    /// [`Reading::total`] computes it from readings, without building one
+    /// reading per CPU (the hot path of a reader's totals).
+    pub fn total_words<'a>(family: &Family, per_cpu: impl IntoIterator<Item = &'a [u64]>) -> Self {
+        let first = |w: &[u64]| w.first().copied().unwrap_or(0);
+        let mut it = per_cpu.into_iter();
+        match (family.kind, family.value_type) {
+            (Kind::Histogram, _) => {
+                let n = family.buckets.as_ref().map_or(0, Buckets::count);
+                let mut acc = alloc::vec![0u64; 2 + n];
+                for w in it {
+                    for (a, &b) in acc.iter_mut().zip(w) {
+                        *a = a.wrapping_add(b);
+                    }
+                }
+                Self::Histogram(Histogram::from_words(&acc))
+            }
+            (Kind::Peak, ValueType::U64) => Self::Unsigned(it.map(first).max().unwrap_or(0)),
+            (Kind::Peak, ValueType::I64) => {
+                Self::Signed(it.map(|w| first(w) as i64).max().unwrap_or(0))
+            }
+            (_, ValueType::U64) => Self::Unsigned(it.fold(0u64, |a, w| a.wrapping_add(first(w)))),
+            (_, ValueType::I64) => {
+                Self::Signed(it.fold(0u64, |a, w| a.wrapping_add(first(w))) as i64)
+            }
+        }
+    }
+
     /// The total of per-CPU readings of `family`: the wrapping sum, the
     /// maximum for a peak, the element-wise sum for a histogram.
     pub fn total(family: &Family, per_cpu: impl IntoIterator<Item = Reading>) -> Self {
@@ -886,5 +914,9 @@ mod tests {
         f.value_type = ValueType::I64;
         let max = Reading::total(&f, [Reading::Signed(-3), Reading::Signed(-4)]);
         assert_eq!(max, Reading::Signed(-3));
+        let words: [&[u64]; 2] = [&[(-3i64) as u64], &[(-4i64) as u64]];
+        assert_eq!(Reading::total_words(&f, words), Reading::Signed(-3));
+        f.kind = Kind::Gauge;
+        assert_eq!(Reading::total_words(&f, words), Reading::Signed(-7));
     }
 }

@@ -123,7 +123,7 @@ impl Snapshot {
     /// The total of member `m` of family `f` over all CPUs (a sum; the
     /// maximum for a peak; bucket by bucket for a histogram).
     pub fn reading(&self, f: &Family, m: &Member) -> Reading {
-        Reading::total(f, (0..self.nr_cpus).map(|c| self.reading_on(c, f, m)))
+        Reading::total_words(f, (0..self.nr_cpus).map(|c| self.words(c, m)))
     }
 }
 
@@ -270,6 +270,48 @@ impl<'a> SegmentView<'a> {
             Some((false, _)) => Err(Error::UnknownInstance),
             None => Err(Error::BusyMetadata),
         }
+    }
+
+    /// Copies runs of value slots of every CPU inside one metadata
+    /// generation: run `(src, len)` of CPU `cpu` goes to
+    /// `out[cpu * stride + dst..][..len]`, where `dst` is the sum of the
+    /// earlier runs' lengths and `stride` the sum of all (so `out` holds
+    /// `nr_cpus * stride` words). Each CPU's runs are one consistent copy
+    /// (between two equal even loads of its sequence word), so a
+    /// histogram observation is seen whole. Returns the generation; the
+    /// caller checks that its runs still describe that generation's
+    /// members. The cost is the runs' words, not the slots before them.
+    pub fn read_ranges(
+        &self,
+        runs: &[(usize, usize)],
+        out: &mut [u64],
+        retries: u32,
+    ) -> Result<u64, Error> {
+        let n = self.layout.nr_cpus;
+        let stride: usize = runs.iter().map(|&(_, len)| len).sum();
+        let in_table = runs.iter().all(|&(src, len)| {
+            src.checked_add(len)
+                .is_some_and(|e| e <= self.layout.max_instances)
+        });
+        if out.len() != stride * n || !in_table {
+            return Err(Error::OutOfBounds(crate::error::Section::Counters));
+        }
+        let r = gen_read::<Sound, _, Error>(self.gen1(), self.gen2(), retries, |_| {
+            for cpu in 0..n {
+                let row = &mut out[cpu * stride..(cpu + 1) * stride];
+                seq_read::<Sound, _>(self.seq(cpu), retries, || {
+                    let mut dst = 0;
+                    for &(src, len) in runs {
+                        let at = self.layout.counter_word(cpu, src);
+                        load_words(self.words, at, &mut row[dst..dst + len]);
+                        dst += len;
+                    }
+                })
+                .ok_or(Error::BusyCpu(cpu as u32))?;
+            }
+            Ok(())
+        })?;
+        r.map(|((), g)| g).ok_or(Error::BusyMetadata)
     }
 
     /// The validated geometry.

@@ -30,25 +30,13 @@ pub struct FamilyHandle {
     /// The generation `family` and the runs were resolved at; `None` after
     /// a failed read (the next read resolves them again).
     generation: Option<u64>,
-    /// Copies from a CPU's counter array to its row of [`FamilyValues`].
-    runs: Vec<Run>,
+    /// Runs of value slots `(first, len)` copied, in order, into a CPU's
+    /// row of [`FamilyValues`] (adjacent members merged).
+    ranges: Vec<(usize, usize)>,
     /// (offset in a row, words) of every member, in `family.members` order.
     places: Vec<(u32, u32)>,
     /// Words of one CPU's row: the members' words, all together.
     stride: usize,
-    /// Value slots `0..end` hold every member's words.
-    end: usize,
-    /// One CPU's counters `0..end`, as last copied.
-    scratch: Vec<u64>,
-}
-
-/// A run of value slots copied as one: `len` words from value slot `src`
-/// to offset `dst` of a CPU's row.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Run {
-    src: usize,
-    dst: usize,
-    len: usize,
 }
 
 impl FamilyHandle {
@@ -57,11 +45,9 @@ impl FamilyHandle {
             family,
             epoch,
             generation: Some(generation),
-            runs: Vec::new(),
+            ranges: Vec::new(),
             places: Vec::new(),
             stride: 0,
-            end: 0,
-            scratch: Vec::new(),
         };
         h.plan();
         h
@@ -82,25 +68,19 @@ impl FamilyHandle {
     /// Works out the copies for `self.family`: members in order, adjacent
     /// value slots merged into one run.
     fn plan(&mut self) {
-        self.runs.clear();
+        self.ranges.clear();
         self.places.clear();
         let mut dst = 0usize;
-        let mut end = 0usize;
         for m in &self.family.members {
             let (src, len) = (m.value_slot as usize, m.words as usize);
             self.places.push((dst as u32, m.words));
-            match self.runs.last_mut() {
-                Some(r) if r.src + r.len == src && r.dst + r.len == dst => r.len += len,
-                _ => self.runs.push(Run { src, dst, len }),
+            match self.ranges.last_mut() {
+                Some(r) if r.0 + r.1 == src => r.1 += len,
+                _ => self.ranges.push((src, len)),
             }
             dst += len;
-            end = end.max(src + len);
         }
         self.stride = dst;
-        self.end = end;
-        if self.scratch.len() < end {
-            self.scratch.resize(end, 0);
-        }
     }
 
     /// Resolves the handle again from `families`, decoded at generation
@@ -117,22 +97,12 @@ impl FamilyHandle {
     }
 
     /// One attempt at a read: the values of every instance on every CPU,
-    /// inside one metadata generation (`spec/PERFABI.md` §7.4).
-    ///
-    /// The generation window is opened and closed by the core's
-    /// [`SegmentView::read_slots`] of no slot: a generation read of its own
-    /// (`gen2` loaded first, then an acquire fence, …, an acquire fence,
-    /// `gen1` loaded last, equal), which costs one sequence-word check per
-    /// CPU and nothing per family or member. The first one's `gen2` load
-    /// opens the window, the second one's `gen1` load closes it: when both
-    /// give the same generation, the copies between them were made inside
-    /// it, exactly as one `gen_read` around them. Each CPU's values are
-    /// copied between two equal even loads of its sequence word, so a
-    /// histogram observation is seen whole. When the generation is not the
-    /// one the handle was resolved at, the window is opened again by the
-    /// decoded table cache's generation read
-    /// ([`SegmentView::instances_into`]), and the handle resolved from the
-    /// tables of that generation.
+    /// inside one metadata generation (`spec/PERFABI.md` §7.4), by the
+    /// core's [`SegmentView::read_ranges`] of the handle's runs (each CPU's
+    /// runs one consistent copy, so a histogram observation is seen whole).
+    /// If the generation is not the one the runs were resolved at, they are
+    /// resolved again from the tables of the current generation
+    /// ([`SegmentView::instances_into`]) and the read is made again.
     fn attempt(
         &mut self,
         view: SegmentView<'_>,
@@ -143,35 +113,22 @@ impl FamilyHandle {
         if self.epoch != view.layout().epoch {
             return Err(perfabi::Error::UnknownInstance);
         }
-        let mut g = view.read_slots(&[], &mut [], retries)?;
-        if self.generation != Some(g) {
-            // A generation read of its own, which decodes the tables of
-            // the generation it returns: its `gen2` load opens the window
-            // anew, at that generation.
-            g = view.instances_into(names, retries)?;
+        let n = view.layout().nr_cpus;
+        for _ in 0..2 {
+            out.words.resize(n * self.stride, 0);
+            let g = view.read_ranges(&self.ranges, &mut out.words, retries)?;
+            if self.generation == Some(g) {
+                out.places.clone_from(&self.places);
+                out.stride = self.stride;
+                out.nr_cpus = n;
+                out.generation = g;
+                return Ok(g);
+            }
+            let g = view.instances_into(names, retries)?;
             self.resolve(&names.families, g)?;
         }
-        let n = view.layout().nr_cpus;
-        out.places.clone_from(&self.places);
-        out.stride = self.stride;
-        out.nr_cpus = n;
-        out.words.resize(n * self.stride, 0);
-        let prefix = &mut self.scratch[..self.end];
-        for (cpu, row) in out.words.chunks_exact_mut(self.stride.max(1)).enumerate() {
-            // The core copies a CPU's counters from slot 0 only (it has no
-            // copy of a range of slots): the prefix that holds the family.
-            view.read_cpu_counters(cpu, prefix, retries)?;
-            for r in &self.runs {
-                row[r.dst..r.dst + r.len].copy_from_slice(&prefix[r.src..r.src + r.len]);
-            }
-        }
-        if view.read_slots(&[], &mut [], retries)? != g {
-            // A metadata change overlapped the copies: try again (and
-            // resolve the family at the new generation).
-            return Err(perfabi::Error::BusyMetadata);
-        }
-        out.generation = g;
-        Ok(g)
+        // The generation moved twice during two reads: busy, try later.
+        Err(perfabi::Error::BusyMetadata)
     }
 }
 
@@ -229,10 +186,7 @@ impl FamilyValues {
     /// The total of member `member` of `family` over all CPUs: a sum, the
     /// maximum for a peak, bucket by bucket for a histogram.
     pub fn reading(&self, family: &Family, member: usize) -> Reading {
-        Reading::total(
-            family,
-            (0..self.nr_cpus).map(|c| self.reading_on(family, member, c)),
-        )
+        Reading::total_words(family, (0..self.nr_cpus).map(|c| self.words(member, c)))
     }
 }
 
