@@ -16,12 +16,8 @@
 //! agent restarts ([`crate::counter_names::CounterNames`] is saved), so
 //! that rates and archives stay continuous.
 
-use std::borrow::Cow;
 use std::ffi::c_int;
 
-use perfabi::Family;
-
-use crate::family_metrics;
 use crate::ffi::{
     self, pmUnits, PM_SEM_COUNTER, PM_SEM_DISCRETE, PM_SEM_INSTANT, PM_TYPE_DOUBLE, PM_TYPE_STRING,
     PM_TYPE_U32, PM_TYPE_U64,
@@ -187,23 +183,12 @@ pub enum Text {
 }
 
 impl Metric {
-    /// One-line and long help; `families` are those the metric was made
-    /// from. `None` if its family is not there.
-    pub fn help(&self, families: &[Family]) -> Option<(Cow<'static, str>, Cow<'static, str>)> {
-        match (self.text, self.kind) {
-            (Text::Fixed(one, long), _) => Some((Cow::Borrowed(one), Cow::Borrowed(long))),
-            (
-                Text::Family,
-                Kind::Family {
-                    family,
-                    part,
-                    per_cpu,
-                },
-            ) => {
-                let (one, long) = family_metrics::help(families.get(family)?, part, per_cpu);
-                Some((Cow::Owned(one), Cow::Owned(long)))
-            }
-            (Text::Family, _) => None,
+    /// One-line and long help of a metric whose text is fixed; `None` for a
+    /// family's (see [`crate::family_metrics::metric_help`]).
+    pub fn fixed_help(&self) -> Option<(&'static str, &'static str)> {
+        match self.text {
+            Text::Fixed(one, long) => Some((one, long)),
+            Text::Family => None,
         }
     }
 }
@@ -383,18 +368,11 @@ mod tests {
         assert_eq!(ids.len(), all.len(), "pmids are unique");
         for m in &all {
             assert!(
-                family_metrics::RESERVED
-                    .iter()
-                    .any(|r| m.name.starts_with(&format!("perfabi.{r}."))),
-                "{} is below a name families may not take",
-                m.name
-            );
-            assert!(
                 matches!(m.text, Text::Fixed(one, long) if !one.is_empty() && !long.is_empty()),
                 "{}",
                 m.name
             );
-            assert!(m.help(&[]).is_some());
+            assert!(m.fixed_help().is_some());
         }
     }
 

@@ -37,6 +37,8 @@ use std::fmt::Write;
 use perfabi::unit::{QUANTITY_PAGES, QUANTITY_PLAIN, QUANTITY_RATIO};
 use perfabi::{Buckets, Family, Kind as FamilyKind, Unit, ValueType};
 
+use std::borrow::Cow;
+
 use crate::catalog::{Indom, Kind, Metric, Part, Text};
 use crate::counter_names::CounterNames;
 use crate::ffi::{self, pmUnits, PM_SEM_COUNTER, PM_SEM_INSTANT, PM_TYPE_64, PM_TYPE_U64};
@@ -826,6 +828,29 @@ pub fn indom_help(f: &Family, role: Role) -> (String, String) {
     }
 }
 
+/// One-line and long help of metric `m`; `families` are those the metric
+/// was made from. `None` if its family is not there.
+pub fn metric_help(
+    m: &Metric,
+    families: &[Family],
+) -> Option<(Cow<'static, str>, Cow<'static, str>)> {
+    match (m.text, m.kind) {
+        (Text::Fixed(one, long), _) => Some((Cow::Borrowed(one), Cow::Borrowed(long))),
+        (
+            Text::Family,
+            Kind::Family {
+                family,
+                part,
+                per_cpu,
+            },
+        ) => {
+            let (one, long) = help(families.get(family)?, part, per_cpu);
+            Some((Cow::Owned(one), Cow::Owned(long)))
+        }
+        (Text::Family, _) => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1076,5 +1101,18 @@ mod tests {
             pm_units(&Unit::new(0, 0, 1, 0, 0, -3, 0)),
             pmUnits(0x0010_0d00)
         );
+    }
+
+    #[test]
+    fn fixed_metrics_sit_below_reserved_names() {
+        for m in crate::catalog::fixed(129) {
+            assert!(
+                RESERVED
+                    .iter()
+                    .any(|r| m.name.starts_with(&format!("perfabi.{r}."))),
+                "{} is below a name families may not take",
+                m.name
+            );
+        }
     }
 }

@@ -354,7 +354,8 @@ impl Agent {
         let oneline = kind & PM_TEXT_ONELINE != 0;
         if kind & PM_TEXT_PMID != 0 {
             let m = self.metrics.get(*self.by_pmid.get(&(ident as pmID))?)?;
-            let (one, long) = m.help(&self.source.reading.snapshot.families)?;
+            let (one, long) =
+                crate::family_metrics::metric_help(m, &self.source.reading.snapshot.families)?;
             self.text = cstring(if oneline { &one } else { &long });
             return Some(&self.text);
         }

@@ -13,11 +13,11 @@
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
+use crate::entry::Instance;
 use crate::error::{Error, FamilyField, MemberField, Named};
 use crate::layout::*;
 use crate::name;
 use crate::unit::Unit;
-use crate::view::Instance;
 
 /// A histogram's buckets: `count()` buckets, the last one `+Inf`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -751,7 +751,7 @@ impl Reading {
     /// reading per CPU (the hot path of a reader's totals).
     pub fn total_words<'a>(family: &Family, per_cpu: impl IntoIterator<Item = &'a [u64]>) -> Self {
         let first = |w: &[u64]| w.first().copied().unwrap_or(0);
-        let mut it = per_cpu.into_iter();
+        let it = per_cpu.into_iter();
         match (family.kind, family.value_type) {
             (Kind::Histogram, _) => {
                 let n = family.buckets.as_ref().map_or(0, Buckets::count);

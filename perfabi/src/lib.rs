@@ -32,6 +32,7 @@
 extern crate alloc;
 
 pub mod damon;
+pub mod entry;
 pub mod error;
 pub mod family;
 pub mod geometry;

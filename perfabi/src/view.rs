@@ -10,6 +10,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use crate::damon::{self, DamonRead};
+pub use crate::entry::Instance;
 use crate::error::{EntryField, Error};
 use crate::family::{self, Family, FamilyDef, Member, MemberDef, Reading};
 use crate::layout::*;
@@ -17,23 +18,6 @@ use crate::name;
 use crate::protocol::{self, gen_read, load_words, seq_read, Sound};
 use crate::sync::{AtomicU64, Ordering};
 use crate::validate::{validate_header, FamilyTables, Layout};
-
-/// A live instance as read from the instance table.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Instance {
-    /// Slot index: the index of its value in every per-CPU counter array.
-    pub slot: u32,
-    /// Registration id (changes when the slot is reused).
-    pub reg_id: u64,
-    /// Name.
-    pub name: String,
-    /// Unit (may be empty).
-    pub unit: String,
-    /// Counter or instant.
-    pub semantics: Semantics,
-    /// Unsigned or signed.
-    pub value_type: ValueType,
-}
 
 /// Header fields that describe the writer and the current state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
