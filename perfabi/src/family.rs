@@ -226,27 +226,16 @@ pub fn member_entry(
     Ok(e)
 }
 
-/// One live family table entry, decoded and checked on its own (§5.1).
+/// One live family table entry, decoded and checked on its own (§5.1):
+/// where it is, its registration, and the family as a writer gave it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FamilyDef {
     /// Family table slot.
     pub slot: u32,
     /// Registration id.
     pub reg_id: u64,
-    /// Name.
-    pub name: String,
-    /// One line of help.
-    pub help: String,
-    /// Instance dimension (empty: one instance).
-    pub dimension: String,
-    /// Kind.
-    pub kind: Kind,
-    /// Unit.
-    pub unit: Unit,
-    /// Value type.
-    pub value_type: ValueType,
-    /// A histogram's buckets.
-    pub buckets: Option<Buckets>,
+    /// Name, help, dimension, kind, unit, value type and buckets.
+    pub spec: FamilySpec,
 }
 
 /// Decodes family slot `slot`: `Ok(None)` if it is free. Fields are
@@ -313,13 +302,15 @@ pub fn decode_family(slot: u32, e: &FamilyEntry) -> Result<Option<FamilyDef>, Er
     Ok(Some(FamilyDef {
         slot,
         reg_id: e.reg_id,
-        name,
-        help,
-        dimension,
-        kind,
-        unit: e.unit,
-        value_type,
-        buckets,
+        spec: FamilySpec {
+            name,
+            help,
+            dimension,
+            kind,
+            unit: e.unit,
+            value_type,
+            buckets,
+        },
     }))
 }
 
@@ -505,7 +496,7 @@ pub fn assemble(
         .map(|i| (name::clash_key(&i.name), Named::Entry(i.slot)))
         .chain(
             defs.iter()
-                .map(|d| (name::clash_key(&d.name), Named::Family(d.slot))),
+                .map(|d| (name::clash_key(&d.spec.name), Named::Family(d.slot))),
         )
         .collect();
     names.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(order(a.1).cmp(&order(b.1))));
@@ -521,7 +512,7 @@ pub fn assemble(
         .map(|i| (i.name.as_str(), Named::Entry(i.slot)))
         .chain(
             defs.iter()
-                .map(|d| (d.name.as_str(), Named::Family(d.slot))),
+                .map(|d| (d.spec.name.as_str(), Named::Family(d.slot))),
         )
         .collect();
     dotted.sort_unstable_by(|a, b| a.0.cmp(b.0));
@@ -565,14 +556,14 @@ pub fn assemble(
     families.extend(defs.iter().map(|d| Family {
         origin: Origin::Family(d.slot),
         reg_id: d.reg_id,
-        name: d.name.clone(),
-        help: d.help.clone(),
-        dimension: d.dimension.clone(),
-        kind: d.kind,
-        unit: d.unit,
-        unit_text: d.unit.to_string(),
-        value_type: d.value_type,
-        buckets: d.buckets.clone(),
+        name: d.spec.name.clone(),
+        help: d.spec.help.clone(),
+        dimension: d.spec.dimension.clone(),
+        kind: d.spec.kind,
+        unit: d.spec.unit,
+        unit_text: d.spec.unit.to_string(),
+        value_type: d.spec.value_type,
+        buckets: d.spec.buckets.clone(),
         members: Vec::new(),
     }));
     let mut ranges: Vec<(usize, usize, Option<u32>)> =
@@ -587,7 +578,7 @@ pub fn assemble(
             .copied()
             .flatten()
             .ok_or(bad(MemberField::Family))?;
-        let d = &defs[k];
+        let d = &defs[k].spec;
         if d.dimension.is_empty() != m.instance.is_empty() {
             return Err(bad(MemberField::Instance));
         }
@@ -862,9 +853,7 @@ mod tests {
         );
         let e = s.entry(7).unwrap();
         let d = decode_family(3, &e).unwrap().unwrap();
-        assert_eq!(d.name, s.name);
-        assert_eq!(d.buckets, s.buckets);
-        assert_eq!(d.kind, Kind::Histogram);
+        assert_eq!(d.spec, s, "decoding gives back what was encoded");
         let mut bad = s.clone();
         bad.help = "x".repeat(128);
         assert_eq!(bad.entry(1), Err(Error::BadHelp));

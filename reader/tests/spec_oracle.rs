@@ -10,38 +10,16 @@
 //! A long run: `PERFABI_FUZZ_CASES=200000 cargo test -p perfabi-reader --release --test spec_oracle`
 
 use std::path::Path;
-use std::sync::atomic::AtomicU64;
 
 use perfabi::SegmentView;
 use proptest::prelude::*;
 
-fn cases(default: u32) -> ProptestConfig {
-    ProptestConfig {
-        cases: std::env::var("PERFABI_FUZZ_CASES")
-            .ok()
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(default),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
+mod spec_text;
+use spec_text::*;
 
 fn valid_basic() -> Vec<u8> {
     std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../spec/vectors/valid_basic.bin"))
         .unwrap()
-}
-
-fn u16_at(b: &[u8], at: usize) -> u64 {
-    u64::from(u16::from_ne_bytes(b[at..at + 2].try_into().unwrap()))
-}
-fn u32_at(b: &[u8], at: usize) -> u64 {
-    u64::from(u32::from_ne_bytes(b[at..at + 4].try_into().unwrap()))
-}
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_ne_bytes(b[at..at + 8].try_into().unwrap())
-}
-fn put(b: &mut [u8], at: usize, size: usize, v: u64) {
-    b[at..at + size].copy_from_slice(&v.to_ne_bytes()[..size]);
 }
 
 /// §8, in its order: the code of the first rule the header breaks.
@@ -299,37 +277,6 @@ fn header_changes(base: Vec<u8>, fields: &[(usize, usize)], also: &[&str]) {
     }
 }
 
-/// §5: a name is 1..=63 bytes, NUL-terminated within 64, dot-separated parts
-/// of `[A-Za-z_][A-Za-z0-9_]*`, starting with a letter.
-fn name_ok(field: &[u8]) -> Option<String> {
-    let end = field.iter().position(|&c| c == 0)?;
-    let s = std::str::from_utf8(&field[..end]).ok()?;
-    let good = !s.is_empty()
-        && s.as_bytes()[0].is_ascii_alphabetic()
-        && s.split('.').all(|p| {
-            let mut c = p.bytes();
-            matches!(c.next(), Some(x) if x.is_ascii_alphabetic() || x == b'_')
-                && c.all(|x| x.is_ascii_alphanumeric() || x == b'_')
-        });
-    good.then(|| s.to_string())
-}
-
-/// §5: dots as underscores, then reserved suffixes off while something is left.
-fn clash_key(name: &str) -> String {
-    let mut k = name.replace('.', "_");
-    'strip: loop {
-        for s in [
-            "_total", "_created", "_count", "_sum", "_bucket", "_gcount", "_gsum", "_info",
-        ] {
-            if k.len() > s.len() && k.ends_with(s) {
-                k.truncate(k.len() - s.len());
-                continue 'strip;
-            }
-        }
-        return k;
-    }
-}
-
 /// §5: the verdict on the live entries of slots `0..used` (the image's
 /// header is valid): the first entry breaking a rule, then uniqueness.
 fn table_verdict(b: &[u8], table: usize, used: usize) -> Result<usize, &'static str> {
@@ -341,7 +288,7 @@ fn table_verdict(b: &[u8], table: usize, used: usize) -> Result<usize, &'static 
             1 => {}
             _ => return Err("bad-entry"),
         }
-        let name = name_ok(&e[0..64]).ok_or("bad-entry")?;
+        let name = name_rule(&e[0..64]).ok_or("bad-entry")?;
         let unit_end = e[64..80].iter().position(|&c| c == 0).ok_or("bad-entry")?;
         if !e[64..64 + unit_end].iter().all(|c| c.is_ascii_graphic()) {
             return Err("bad-entry");
@@ -365,12 +312,6 @@ fn table_verdict(b: &[u8], table: usize, used: usize) -> Result<usize, &'static 
         return Err("name-clash");
     }
     Ok(live.len())
-}
-
-fn view_of(b: &[u8]) -> Vec<AtomicU64> {
-    b.chunks_exact(8)
-        .map(|c| AtomicU64::new(u64::from_ne_bytes(c.try_into().unwrap())))
-        .collect()
 }
 
 /// Bytes a name field may be made of: the rule's alphabet, and some it

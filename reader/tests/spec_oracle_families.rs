@@ -24,38 +24,19 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::AtomicU64;
 
 use perfabi::family::Origin;
 use perfabi::{Error, Reading, SegmentView};
 use proptest::prelude::*;
 
-fn cases(default: u32) -> ProptestConfig {
-    ProptestConfig {
-        cases: std::env::var("PERFABI_FUZZ_CASES")
-            .ok()
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(default),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
+mod spec_text;
+use spec_text::*;
 
 fn base_image() -> Vec<u8> {
     std::fs::read(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../spec/vectors/family_every_kind.bin"),
     )
     .unwrap()
-}
-
-fn u32_at(b: &[u8], at: usize) -> u64 {
-    u64::from(u32::from_ne_bytes(b[at..at + 4].try_into().unwrap()))
-}
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_ne_bytes(b[at..at + 8].try_into().unwrap())
-}
-fn put(b: &mut [u8], at: usize, size: usize, v: u64) {
-    b[at..at + size].copy_from_slice(&v.to_ne_bytes()[..size]);
 }
 
 // ---------------------------------------------------------------------------
@@ -168,41 +149,6 @@ impl Geo {
 
 // ---------------------------------------------------------------------------
 // String rules.
-
-/// §2: the bytes before the first NUL; `None` without a NUL.
-fn cstr(field: &[u8]) -> Option<&[u8]> {
-    field.iter().position(|&c| c == 0).map(|n| &field[..n])
-}
-
-/// §5: 1..=63 bytes, dot-separated parts of `[A-Za-z_][A-Za-z0-9_]*`, the
-/// first byte a letter.
-fn name_rule(field: &[u8]) -> Option<String> {
-    let s = std::str::from_utf8(cstr(field)?).ok()?;
-    let good = !s.is_empty()
-        && s.as_bytes()[0].is_ascii_alphabetic()
-        && s.split('.').all(|p| {
-            let mut c = p.bytes();
-            matches!(c.next(), Some(x) if x.is_ascii_alphabetic() || x == b'_')
-                && c.all(|x| x.is_ascii_alphanumeric() || x == b'_')
-        });
-    good.then(|| s.to_string())
-}
-
-/// §5: dots as underscores, then reserved suffixes off while something is left.
-fn clash_key(name: &str) -> String {
-    let mut k = name.replace('.', "_");
-    'strip: loop {
-        for s in [
-            "_total", "_created", "_count", "_sum", "_bucket", "_gcount", "_gsum", "_info",
-        ] {
-            if k.len() > s.len() && k.ends_with(s) {
-                k.truncate(k.len() - s.len());
-                continue 'strip;
-            }
-        }
-        return k;
-    }
-}
 
 /// §5.3: a label key: `[a-z][a-z0-9_]*`, 1..=`max` bytes (the field has
 /// room for a NUL after them), not `cpu` or `le`.
@@ -813,12 +759,6 @@ fn oracle(b: &[u8]) -> Result<Vec<PFamily>, Fault> {
 
 // ---------------------------------------------------------------------------
 // The reader's side.
-
-fn view_of(b: &[u8]) -> Vec<AtomicU64> {
-    b.chunks_exact(8)
-        .map(|c| AtomicU64::new(u64::from_ne_bytes(c.try_into().unwrap())))
-        .collect()
-}
 
 /// The reader's field enum's name for a spec field.
 fn reader_field(table: &str, spec: &str) -> &'static str {
