@@ -15,6 +15,7 @@
  * generation change that makes it live; instances_used covers them.
  */
 #include <linux/bitmap.h>
+#include <linux/ctype.h>
 #include <linux/err.h>
 #include <linux/percpu.h>
 #include <linux/rcupdate.h>
