@@ -93,3 +93,56 @@ fn watch_never_takes_one_instance_for_another_with_equal_reg_ids() {
         "legacy's rate is computed from fam's value: {line}"
     );
 }
+
+/// OpenMetrics 1.0's ABNF: `# HELP <name> <escaped-string>`, where
+/// `normal-char` is any character but newline, double quote and backslash,
+/// and those three are written `\n`, `\"`, `\\`. Whether `s` is one.
+fn escaped_string(s: &str) -> bool {
+    let mut it = s.chars();
+    while let Some(c) = it.next() {
+        match c {
+            '"' | '\n' => return false,
+            '\\' => match it.next() {
+                Some(n) if n != '\n' => {}
+                _ => return false,
+            },
+            _ => {}
+        }
+    }
+    true
+}
+
+/// A family's help is "0..=127 bytes of printable ASCII" (§5.1), `"`
+/// included, and a 1.0 unit string is printable ASCII without spaces, `"`
+/// included; perfabi-cat --openmetrics (openmetrics.rs `escape_help`)
+/// escapes only `\` and newline, so the `# HELP` line holds a bare `"`,
+/// which OpenMetrics' `escaped-string` does not allow (prometheus_client's
+/// parser is lenient and accepts it; a strict one does not).
+#[test]
+fn openmetrics_help_lines_are_escaped_strings() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let w = Writer::create(&path, &config()).unwrap();
+    w.add("legacy", "\"in\"", Semantics::Counter).unwrap();
+    let f = w
+        .add_family(&FamilySpec::new(
+            "fam",
+            "Bytes \"read\" by the device",
+            "",
+            Kind::Counter,
+            Unit::NONE,
+        ))
+        .unwrap();
+    w.add_member(f, "", &[]).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_perfabi-cat"))
+        .arg(&path)
+        .args(["--openmetrics", "--allow-stale"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let page = String::from_utf8(out.stdout).unwrap();
+    for line in page.lines().filter(|l| l.starts_with("# HELP ")) {
+        let text = line.splitn(4, ' ').nth(3).unwrap_or("");
+        assert!(escaped_string(text), "not an OpenMetrics escaped-string: {line}");
+    }
+}
