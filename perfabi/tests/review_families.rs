@@ -28,3 +28,28 @@ fn explicit_histogram_with_nr_buckets_past_32_is_refused() {
         );
     }
 }
+
+/// Every vector the spec's text names after "Vector"/"Vectors" exists in
+/// spec/vectors (§5.1's histogram paragraph names `family_histogram_log2`,
+/// which does not).
+#[test]
+fn every_vector_the_spec_names_exists() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let spec = std::fs::read_to_string(root.join("spec/PERFABI.md")).unwrap();
+    let mut missing = Vec::new();
+    for line in spec.lines() {
+        for (at, _) in line.match_indices("Vector") {
+            let rest = &line[at..];
+            let rest = rest.split('.').next().unwrap_or("");
+            for (k, tok) in rest.split('`').enumerate() {
+                if k % 2 == 1
+                    && tok.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+                    && !root.join(format!("spec/vectors/{tok}.bin")).exists()
+                {
+                    missing.push(tok.to_string());
+                }
+            }
+        }
+    }
+    assert!(missing.is_empty(), "vectors named by the spec but missing: {missing:?}");
+}
