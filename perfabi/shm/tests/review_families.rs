@@ -144,3 +144,105 @@ fn a_member_id_of_another_writer_cannot_corrupt_the_family_table() {
     assert_eq!(snap, Ok(()), "B's segment no longer validates");
     assert_eq!(r, Err(Error::UnknownInstance));
 }
+
+/// Memory safety. Writer B is a 1.0 segment (no family tables) whose last
+/// CPU block ends at the segment's end; writer A's histogram member has
+/// the same (value slot, registration id) as B's counter `y`. On B's last
+/// CPU, `B.observe(&a_member, 1000)` passes B's check and, in rseq mode,
+/// hands `rseq::multi` the word offset 16 + 492 + 2 + 31 of a 512-word
+/// block: the write lands 232 bytes past B's mapping. mmap put A's mapping
+/// right after B's in every run here (PCP-free, 2 CPUs, rseq), so the
+/// write lands in A's header: its `family_entry_size` becomes 513 and every
+/// reader refuses A (`bad-record-size`). In lock mode the same index
+/// panics (`words[block + index]` out of bounds). Run in a child process,
+/// as the write may as well hit an unmapped page.
+#[test]
+fn observe_with_a_foreign_id_never_writes_outside_its_segment() {
+    const CHILD: &str = "PERFABI_REVIEW_OOB_CHILD";
+    if std::env::var_os(CHILD).is_none() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "observe_with_a_foreign_id_never_writes_outside_its_segment",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "the child failed ({:?}):\n{}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let a = Writer::create(
+        dir.path().join("a"),
+        &Config {
+            auto_heartbeat: false,
+            max_instances: 1024,
+            max_families: 4,
+            max_members: 8,
+            damon_capacity: 0,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    let b = Writer::create(
+        dir.path().join("b"),
+        &Config {
+            auto_heartbeat: false,
+            max_instances: 496,
+            max_families: 0,
+            max_members: 0,
+            damon_capacity: 0,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    println!("method {:?}", b.method());
+    for w in [&a, &b] {
+        for i in 0..492 {
+            w.add(&format!("c{i}"), "", perfabi::Semantics::Counter).unwrap();
+        }
+    }
+    let fa = a
+        .add_family(&FamilySpec::histogram(
+            "lat",
+            "",
+            "",
+            Unit::NS,
+            Buckets::Explicit((1..=31).collect()),
+        ))
+        .unwrap();
+    let ma = a.add_member(fa, "", &[]).unwrap();
+    let x = b.add("x", "", perfabi::Semantics::Counter).unwrap();
+    b.del(x).unwrap();
+    let y = b.add("y", "", perfabi::Semantics::Counter).unwrap();
+    assert_eq!((ma.value_slot(), ma.reg_id()), (y.slot(), y.reg_id()));
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    for l in maps
+        .lines()
+        .filter(|l| l.contains(dir.path().to_str().unwrap()))
+    {
+        println!("{l}");
+    }
+    let last = b.layout().nr_cpus - 1;
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(last);
+    rustix::thread::sched_setaffinity(None, &set).unwrap();
+
+    let r = b.observe(&ma, 1000);
+    println!("observe on cpu {last}: {r:?}");
+    let bytes = std::fs::read(dir.path().join("a")).unwrap();
+    assert_eq!(
+        perfabi::validate(&bytes).map(|_| ()),
+        Ok(()),
+        "writer B wrote into writer A's segment"
+    );
+    assert_eq!(r, Err(Error::UnknownInstance));
+}
