@@ -15,7 +15,6 @@
  * generation change that makes it live; instances_used covers them.
  */
 #include <linux/bitmap.h>
-#include <linux/ctype.h>
 #include <linux/err.h>
 #include <linux/percpu.h>
 #include <linux/rcupdate.h>
@@ -63,7 +62,9 @@ static bool key_ok(const char *k, size_t size)
 	for (i = 1; i < len; i++)
 		if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= '0' && k[i] <= '9') || k[i] == '_'))
 			return false;
-	return strcmp(k, "cpu") && strcmp(k, "le");
+	/* The keys readers add themselves (perfabi::name::RESERVED_LABEL_KEYS). */
+	return strcmp(k, "cpu") && strcmp(k, "le") && strcmp(k, "lower_bound") &&
+	       strcmp(k, "upper_bound");
 }
 
 /*
@@ -131,7 +132,8 @@ static bool family_name_ok(const char *n)
 	if (!perfabi_name_ok(n))
 		return false;
 	for (i = 0; i + 1 < len; i++)
-		if (n[i] == '.' && !isalpha(n[i + 1]))
+		if (n[i] == '.' && !((n[i + 1] >= 'a' && n[i + 1] <= 'z') ||
+				     (n[i + 1] >= 'A' && n[i + 1] <= 'Z')))
 			return false;
 	return true;
 }

@@ -135,13 +135,27 @@ static void header_init(struct perfabi_seg *s)
 	WRITE_ONCE(s->hdr->flags, PERFABI_FLAG_KERNEL);
 }
 
+/*
+ * ASCII only: the kernel's isalpha() and isalnum() also take Latin-1
+ * letters (0xc0..0xff), which the spec's names do not allow.
+ */
+static bool ascii_alpha(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+static bool ascii_alnum(char c)
+{
+	return ascii_alpha(c) || (c >= '0' && c <= '9');
+}
+
 bool perfabi_name_ok(const char *n)
 {
 	size_t len = strnlen(n, PERFABI_NAME_LEN);
 	bool part_start = true;
 	size_t i;
 
-	if (len == 0 || len >= PERFABI_NAME_LEN || !isalpha(n[0]))
+	if (len == 0 || len >= PERFABI_NAME_LEN || !ascii_alpha(n[0]))
 		return false;
 	for (i = 0; i < len; i++) {
 		char c = n[i];
@@ -152,7 +166,7 @@ bool perfabi_name_ok(const char *n)
 			part_start = true;
 			continue;
 		}
-		if (part_start ? !(isalpha(c) || c == '_') : !(isalnum(c) || c == '_'))
+		if (part_start ? !(ascii_alpha(c) || c == '_') : !(ascii_alnum(c) || c == '_'))
 			return false;
 		part_start = false;
 	}

@@ -138,7 +138,7 @@ static __always_inline int perfabi_adjust(long id, s64 delta)
  *	prefix of another live name ("a.b" and "a.b.c"), nor the other way
  * @help: one line, 0..127 printable ASCII bytes (spaces allowed); NULL: none
  * @dimension: what the instances vary along, a label key ([a-z][a-z0-9_]*,
- *	at most 31 bytes, not "cpu" or "le"); NULL or "": the family has one
+ *	at most 31 bytes, not "cpu", "le", "lower_bound" or "upper_bound"); NULL or "": the family has one
  *	instance, whose instance string is ""
  * @kind: PERFABI_KIND_COUNTER, _GAUGE (perfabi_member_add()), _PEAK
  *	(perfabi_peak()) or _HISTOGRAM (perfabi_observe())
@@ -257,8 +257,11 @@ int perfabi_family_del(struct perfabi_family_handle *f);
  * perfabi_observe() (as the family's kind), or ERR_PTR(): -ENOENT (@f is
  * not a live family), -EINVAL (bad instance string or label), -E2BIG (more
  * than PERFABI_MAX_LABELS labels), -EEXIST (the family has a live instance
- * of that string), -ENOSPC (no member slot, or no room for its values
- * among the max_instances value words).
+ * of that string), -ENOSPC (no member slot, no room for its values
+ * among the max_instances value words, or the family has numbered 65,536
+ * distinct instance strings: it remembers every string's number for its
+ * life, so that a returning instance keeps it; delete and add the family
+ * again to start over).
  */
 struct perfabi_member_handle *perfabi_instance_add(struct perfabi_family_handle *f,
 						   const char *instance,

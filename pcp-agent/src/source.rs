@@ -248,6 +248,7 @@ impl Source {
             }
             return Err(fail(e));
         }
+        share_tables(&mut self.reading.snapshot, &mut next.snapshot);
         let d = seg.damon().map_err(fail)?;
         if d.busy_cpus.is_empty() {
             next.damon = d.aggregations;
@@ -277,6 +278,27 @@ fn merge_newest(old: &[Aggregation], new: Vec<Aggregation>) -> Vec<Aggregation> 
         }
     }
     by.into_values().collect()
+}
+
+/// The two readings decode the tables each in their own cache; keeps one
+/// decoding per generation. A writer that changes its tables without a
+/// generation change (anything is possible in a file its owner writes)
+/// would otherwise give readings of one generation different families, and
+/// the metrics built from one would serve the other's values. `next`, just
+/// read at the generation `last` holds, takes `last`'s tables (which the
+/// metrics were built from), and `last` the fresh ones (it is read into
+/// next); only if both copied the same value slots, so that every member
+/// still lies inside `next`'s values.
+fn share_tables(last: &mut perfabi::Snapshot, next: &mut perfabi::Snapshot) {
+    if last.epoch == next.epoch
+        && last.generation == next.generation
+        && last.slots == next.slots
+        && last.nr_cpus == next.nr_cpus
+        && !last.families.is_empty()
+    {
+        std::mem::swap(&mut last.families, &mut next.families);
+        std::mem::swap(&mut last.instances, &mut next.instances);
+    }
 }
 
 #[cfg(test)]

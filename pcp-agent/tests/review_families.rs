@@ -13,15 +13,14 @@ fn names(json: &str) -> Vec<String> {
         .collect()
 }
 
-/// Spec §5.3 reserves only `cpu` and `le` as label keys (and a member's
-/// labels may not repeat the dimension); `lower_bound` and `upper_bound`
-/// are valid dimensions and label keys, and the writer takes them. The
-/// agent gives every bucket instance of a histogram the labels
-/// `lower_bound` and `upper_bound` after the member's own, so the label set
-/// names `upper_bound` twice, and libpcp_pmda's `pmdaAddLabels` refuses
-/// it (`-EINVAL`, "Invalid argument", checked with PCP 6.0.3): the bucket
-/// instances lose all their labels, and the agent logs the refusal at
-/// every label request.
+/// The agent gives every bucket instance of a histogram the labels
+/// `lower_bound` and `upper_bound` after the member's own; a label set that
+/// names one twice is refused by libpcp_pmda's `pmdaAddLabels` (`-EINVAL`,
+/// PCP 6.0.3), and the instances would lose all their labels. So the spec
+/// reserves both keys (§5.3, `perfabi::name::RESERVED_LABEL_KEYS`): the
+/// writer refuses them as a dimension or a label key (a segment holding
+/// them is refused by readers), and the labels of a bucket instance name
+/// every label once.
 #[test]
 fn bucket_instance_labels_never_name_a_label_twice() {
     let dir = tempfile::tempdir().unwrap();
@@ -34,16 +33,29 @@ fn bucket_instance_labels_never_name_a_label_twice() {
         ..Config::default()
     };
     let w = Writer::create(dir.path().join("seg"), &cfg).unwrap();
-    let f = w
-        .add_family(&FamilySpec::histogram(
+    let hist = |dim: &str| {
+        FamilySpec::histogram(
             "disk.lat",
             "latency",
-            "lower_bound",
+            dim,
             Unit::NS,
             Buckets::Log2 { first: 10, n: 3 },
-        ))
-        .unwrap();
-    w.add_member(f, "sda", &[("upper_bound", "10ms")]).unwrap();
+        )
+    };
+    for reserved in ["lower_bound", "upper_bound"] {
+        assert_eq!(
+            w.add_family(&hist(reserved)),
+            Err(perfabi::Error::BadLabelKey)
+        );
+    }
+    let f = w.add_family(&hist("device")).unwrap();
+    for reserved in ["lower_bound", "upper_bound"] {
+        assert_eq!(
+            w.add_member(f, "sda", &[(reserved, "10ms")]).err(),
+            Some(perfabi::Error::BadLabelKey)
+        );
+    }
+    w.add_member(f, "sda", &[("model", "virtio")]).unwrap();
     let s = w.snapshot().unwrap();
     let fam = s.family("disk.lat").unwrap();
     let json = instance_labels(fam, Role::Buckets, 0, 0).unwrap();
@@ -52,6 +64,7 @@ fn bucket_instance_labels_never_name_a_label_twice() {
     n.sort();
     n.dedup();
     assert_eq!(n.len(), all, "a label named twice: {json}");
+    assert!(n.contains(&"lower_bound".to_string()), "{json}");
 }
 
 /// The agent rebuilds its metric table (family index, member index per
@@ -100,14 +113,21 @@ fn readings_with_the_same_rebuild_key_hold_the_same_families() {
         )
     };
     let names = |s: &Source| -> Vec<String> {
-        s.reading.snapshot.families.iter().map(|f| f.name.clone()).collect()
+        s.reading
+            .snapshot
+            .families
+            .iter()
+            .map(|f| f.name.clone())
+            .collect()
     };
     s.refresh(Instant::now(), &mut |_| {});
     let (k1, n1) = (key(&s), names(&s));
     // Swap the two names in the table, without a generation change.
     let t = w.layout().families.unwrap();
     let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
-    let name_at = |slot: usize| (t.families_offset + slot * 512 + core::mem::offset_of!(FamilyEntry, name)) as u64;
+    let name_at = |slot: usize| {
+        (t.families_offset + slot * 512 + core::mem::offset_of!(FamilyEntry, name)) as u64
+    };
     f.write_all_at(b"b\0", name_at(0)).unwrap();
     f.write_all_at(b"a\0", name_at(1)).unwrap();
     let mut seen = Vec::new();

@@ -105,7 +105,7 @@ impl FamilyField {
             Self::State => "undefined state (neither free nor live)",
             Self::Name => "bad name (the naming rule of spec section 5)",
             Self::Help => "bad help (at most 127 printable ASCII bytes, NUL-terminated)",
-            Self::Dimension => "bad dimension (empty, or a label key: [a-z][a-z0-9_]*, at most 31 bytes, not cpu or le)",
+            Self::Dimension => "bad dimension (empty, or a label key: [a-z][a-z0-9_]*, at most 31 bytes, not cpu, le, lower_bound or upper_bound)",
             Self::RegId => "registration id 0, or the same as another live family's",
             Self::Kind => "undefined kind",
             Self::Unit => "unit encoding not allowed (spec section 5.2)",
@@ -152,7 +152,7 @@ impl MemberField {
             Self::Family => "not the slot of a live family",
             Self::ValueSlot => "values past instances_used, or sharing a slot with another live entry or member",
             Self::InstanceId => "instance number the same as another live member's of the family",
-            Self::Labels => "bad labels (keys [a-z][a-z0-9_]*, distinct, not the dimension, cpu or le; values 1-47 printable ASCII bytes without quotes or backslashes; used ones first)",
+            Self::Labels => "bad labels (keys [a-z][a-z0-9_]*, distinct, not the dimension, cpu, le, lower_bound or upper_bound; values 1-47 printable ASCII bytes without quotes or backslashes; used ones first)",
             Self::Reserved => "reserved field not zero",
         }
     }
@@ -430,7 +430,7 @@ impl fmt::Display for Error {
             ),
             Self::BadHelp => f.write_str("bad help: at most 127 printable ASCII bytes"),
             Self::BadLabelKey => f.write_str(
-                "bad dimension or label key: [a-z][a-z0-9_]*, at most 31 (dimension) or 15 (label) bytes, not cpu or le",
+                "bad dimension or label key: [a-z][a-z0-9_]*, at most 31 (dimension) or 15 (label) bytes, not cpu, le, lower_bound or upper_bound",
             ),
             Self::BadInstance => f.write_str(
                 "bad instance or label value: printable ASCII without spaces (instances), quotes or backslashes, at most 63 (instance) or 47 (label) bytes",

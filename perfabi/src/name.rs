@@ -115,8 +115,9 @@ pub fn dotted_prefix(a: &str, b: &str) -> bool {
 }
 
 /// Label keys readers add themselves, which a dimension or label may not
-/// be: `cpu` (per-CPU values) and `le` (histogram buckets).
-pub const RESERVED_LABEL_KEYS: [&str; 2] = ["cpu", "le"];
+/// be: `cpu` (per-CPU values), `le` (OpenMetrics histogram buckets),
+/// `lower_bound` and `upper_bound` (PCP histogram bucket instances).
+pub const RESERVED_LABEL_KEYS: [&str; 4] = ["cpu", "le", "lower_bound", "upper_bound"];
 
 /// Checks one line of help: 0..=127 printable ASCII bytes (spaces allowed).
 pub fn check_help(help: &str) -> Result<(), Error> {
@@ -146,7 +147,8 @@ pub fn check_dimension(dim: &str) -> Result<(), Error> {
     }
 }
 
-/// Checks a label key: `[a-z][a-z0-9_]*`, at most 15 bytes, not `cpu` or `le`.
+/// Checks a label key: `[a-z][a-z0-9_]*`, at most 15 bytes, not one of
+/// [`RESERVED_LABEL_KEYS`].
 pub fn check_label_key(key: &str) -> Result<(), Error> {
     if label_key_ok(key, LABEL_KEY_LEN) {
         Ok(())

@@ -43,7 +43,9 @@ fn every_vector_the_spec_names_exists() {
             let rest = rest.split('.').next().unwrap_or("");
             for (k, tok) in rest.split('`').enumerate() {
                 if k % 2 == 1
-                    && tok.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+                    && tok
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
                     && !root.join(format!("spec/vectors/{tok}.bin")).exists()
                 {
                     missing.push(tok.to_string());
@@ -51,5 +53,8 @@ fn every_vector_the_spec_names_exists() {
             }
         }
     }
-    assert!(missing.is_empty(), "vectors named by the spec but missing: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "vectors named by the spec but missing: {missing:?}"
+    );
 }

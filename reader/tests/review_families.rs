@@ -83,7 +83,11 @@ fn watch_never_takes_one_instance_for_another_with_equal_reg_ids() {
         .args(["--watch", "0.2", "--count", "1", "--json", "--allow-stale"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let line = String::from_utf8(out.stdout).unwrap();
     let v: serde_json::Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
     assert_eq!(v["rates"]["fam"].as_f64(), Some(0.0), "{line}");
@@ -139,10 +143,17 @@ fn openmetrics_help_lines_are_escaped_strings() {
         .args(["--openmetrics", "--allow-stale"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let page = String::from_utf8(out.stdout).unwrap();
     for line in page.lines().filter(|l| l.starts_with("# HELP ")) {
         let text = line.splitn(4, ' ').nth(3).unwrap_or("");
-        assert!(escaped_string(text), "not an OpenMetrics escaped-string: {line}");
+        assert!(
+            escaped_string(text),
+            "not an OpenMetrics escaped-string: {line}"
+        );
     }
 }

@@ -151,7 +151,8 @@ impl Geo {
 // String rules.
 
 /// §5.3: a label key: `[a-z][a-z0-9_]*`, 1..=`max` bytes (the field has
-/// room for a NUL after them), not `cpu` or `le`.
+/// room for a NUL after them), not `cpu`, `le`, `lower_bound` or
+/// `upper_bound`.
 fn key_rule(s: &[u8], max: usize) -> bool {
     !s.is_empty()
         && s.len() <= max
@@ -160,6 +161,8 @@ fn key_rule(s: &[u8], max: usize) -> bool {
             .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_')
         && s != b"cpu"
         && s != b"le"
+        && s != b"lower_bound"
+        && s != b"upper_bound"
 }
 
 /// §5.1 help: 0..=127 bytes of 0x20..=0x7e.
@@ -329,7 +332,8 @@ fn decode_family(e: &[u8], slot: usize) -> Result<Option<DFamily>, &'static str>
         return Err("unit");
     }
     let vt = u32_at(e, fam::VALUE_TYPE) as u32;
-    if !(1..=2).contains(&vt) || (hist && vt != 1) {
+    // §5.1: a histogram's and a peak's value type is U64.
+    if !(1..=2).contains(&vt) || ((hist || kind == 3) && vt != 1) {
         return Err("value_type");
     }
     let nb = u32_at(e, fam::NR_BUCKETS) as u32;
@@ -1605,7 +1609,6 @@ fn every_family_and_member_change_gets_the_spec_s_verdict() {
         "gauge u64",
         "gauge i64",
         "peak u64",
-        "peak i64",
         "histogram u64 log2",
         "histogram u64 buckets",
     ] {

@@ -53,7 +53,6 @@ pub struct MemberId {
     value: InstanceId,
     slot: u32,
     kind: Kind,
-    signed: bool,
     buckets: Option<Arc<Buckets>>,
 }
 
@@ -306,7 +305,6 @@ impl Writer {
             .unwrap_or(rec.next_number);
         let words_per = family::value_words(rec.buckets.as_deref()) as u32;
         let buckets = rec.buckets.clone();
-        let signed = rec.entry.value_type == ValueType::I64 as u32;
         // Checks the instance and labels before anything is taken.
         let mut entry =
             family::member_entry(f.slot, next_reg, instance, number, 0, labels, &dimension)?;
@@ -369,7 +367,10 @@ impl Writer {
             slot: value_slot,
             reg_id,
         };
-        self.state.semantics[value_slot as usize].store(kind as u64, Ordering::Relaxed);
+        self.state.shape[value_slot as usize].store(
+            super::state::shape(kind, words_per as usize),
+            Ordering::Relaxed,
+        );
         if external {
             self.state.external[value_slot as usize].store(reg_id, Ordering::Relaxed);
         } else {
@@ -379,7 +380,6 @@ impl Writer {
             value,
             slot,
             kind,
-            signed,
             buckets,
         })
     }
@@ -424,7 +424,11 @@ impl Writer {
     /// CPU: one update, as [`adjust`](Self::adjust).
     #[inline]
     pub fn member_add(&self, id: &MemberId, delta: i64) -> Result<(), Error> {
-        if !matches!(id.kind, Kind::Counter | Kind::Gauge) {
+        self.check(id.value)?;
+        if !matches!(
+            self.state.kind(id.value.slot()),
+            Some(Kind::Counter | Kind::Gauge)
+        ) {
             return Err(Error::WrongKind);
         }
         self.adjust(id.value, delta)
@@ -433,7 +437,8 @@ impl Writer {
     /// Sets a gauge member's value (its sum over CPUs), as
     /// [`set`](Self::set).
     pub fn member_set(&self, id: &MemberId, value: i64) -> Result<(), Error> {
-        if id.kind != Kind::Gauge {
+        self.check(id.value)?;
+        if self.state.kind(id.value.slot()) != Some(Kind::Gauge) {
             return Err(Error::WrongKind);
         }
         self.set(id.value, value)
@@ -448,7 +453,14 @@ impl Writer {
             return Err(Error::WrongKind);
         };
         self.check(id.value)?;
-        let base = self.state.layout.counters_offset / 8 + id.value.slot() as usize;
+        // The writer's own books decide how many words the member has: the
+        // bucket never lies past them, whatever buckets the handle carries.
+        let k = b.index(v);
+        let slot = id.value.slot();
+        if self.state.kind(slot) != Some(Kind::Histogram) || 2 + k >= self.state.words_at(slot) {
+            return Err(Error::WrongKind);
+        }
+        let base = self.state.layout.counters_offset / 8 + slot as usize;
         let ops = [
             percpu::WordDelta {
                 index: base,
@@ -459,7 +471,7 @@ impl Writer {
                 val: v,
             },
             percpu::WordDelta {
-                index: base + 2 + b.index(v),
+                index: base + 2 + k,
                 val: 1,
             },
         ];
@@ -469,18 +481,17 @@ impl Writer {
     }
 
     /// Records `v` in a peak member: the current CPU's word becomes `v` if
-    /// `v` is larger (signed for an `i64` family); otherwise nothing is
-    /// written.
+    /// `v` is larger; otherwise nothing is written.
     #[inline]
     pub fn peak(&self, id: &MemberId, v: u64) -> Result<(), Error> {
-        if id.kind != Kind::Peak {
+        self.check(id.value)?;
+        if self.state.kind(id.value.slot()) != Some(Kind::Peak) {
             return Err(Error::WrongKind);
         }
-        self.check(id.value)?;
         let index = self.state.layout.counters_offset / 8 + id.value.slot() as usize;
         self.state
             .engine
-            .peak(self.state.words(), &self.state.layout, index, v, id.signed);
+            .peak(self.state.words(), &self.state.layout, index, v);
         Ok(())
     }
 
@@ -488,11 +499,11 @@ impl Writer {
     /// (§5.1): a reader's consistent snapshot holds either every CPU's
     /// word from before the reset or every one from after it.
     pub fn reset_peak(&self, id: &MemberId) -> Result<(), Error> {
-        if id.kind != Kind::Peak {
-            return Err(Error::WrongKind);
-        }
         let _m = self.state.meta.lock().unwrap_or_else(|p| p.into_inner());
         self.check(id.value)?;
+        if self.state.kind(id.value.slot()) != Some(Kind::Peak) {
+            return Err(Error::WrongKind);
+        }
         let words = self.state.words();
         let layout = &self.state.layout;
         let slot = id.value.slot() as usize;

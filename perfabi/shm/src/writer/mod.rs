@@ -291,13 +291,15 @@ impl Writer {
                 entries: BTreeMap::new(),
                 free: VecDeque::new(),
                 runs: Vec::new(),
-                next_reg: 1,
+                // Random per writer (from its first epoch), so that an id
+                // of another writer is refused, not misapplied.
+                next_reg: (h.epoch >> 20) | 1,
                 used: 0,
                 fams: Default::default(),
             }),
             live: (0..n).map(|_| AtomicU64::new(0)).collect(),
             external: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            semantics: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            shape: (0..n).map(|_| AtomicU64::new(0)).collect(),
             set_lock: Mutex::new(()),
             aggregations: Mutex::new(BTreeMap::new()),
         }
@@ -400,7 +402,7 @@ impl Writer {
         gen_write_end::<Sound>(&words[HEADER_GEN2_WORD], g);
         m.names.insert(key, perfabi::Named::Entry(slot));
         m.entries.insert(slot, entry);
-        self.state.semantics[slot as usize].store(semantics as u64, Ordering::Relaxed);
+        self.state.shape[slot as usize].store(state::shape(semantics.into(), 1), Ordering::Relaxed);
         self.state.live[slot as usize].store(reg_id, Ordering::Release);
         Ok(InstanceId { slot, reg_id })
     }
@@ -490,7 +492,8 @@ impl Writer {
     #[inline]
     fn check(&self, id: InstanceId) -> Result<(), Error> {
         match self.state.live.get(id.slot as usize) {
-            Some(r) if r.load(Ordering::Relaxed) == id.reg_id => Ok(()),
+            // Acquire: the slot's shape was stored before its id.
+            Some(r) if r.load(Ordering::Acquire) == id.reg_id => Ok(()),
             _ => Err(Error::UnknownInstance),
         }
     }
@@ -531,9 +534,7 @@ impl Writer {
     /// after it; concurrent `set`s are serialised.
     pub fn set(&self, id: InstanceId, value: i64) -> Result<(), Error> {
         self.check(id)?;
-        if self.state.semantics[id.slot as usize].load(Ordering::Relaxed)
-            != Semantics::Instant as u64
-        {
+        if self.state.kind(id.slot) != Some(Kind::Gauge) {
             return Err(Error::NotInstant);
         }
         let _g = self

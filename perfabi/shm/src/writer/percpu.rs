@@ -234,26 +234,16 @@ impl Engine {
     }
 
     /// Raises word `index` of the current CPU's block to `v` if `v` is
-    /// larger (signed compare if `signed`): a peak (spec §5.1). The word is
+    /// larger: a peak (spec §5.1). The word is
     /// only ever replaced by a new observation, with an atomic
     /// compare-exchange, so it needs no exclusive block: a thread that
     /// migrated meanwhile updates another CPU's word correctly, and a
     /// concurrent reset (a store of 0) is never undone.
     #[inline]
-    pub(crate) fn peak(
-        &self,
-        words: &[AtomicU64],
-        layout: &Layout,
-        index: usize,
-        v: u64,
-        signed: bool,
-    ) {
+    pub(crate) fn peak(&self, words: &[AtomicU64], layout: &Layout, index: usize, v: u64) {
         let cpu = self.current_cpu();
-        perfabi::protocol::peak_update::<Sound>(
-            &words[layout.cpu_block_word(cpu) + index],
-            v,
-            signed,
-        );
+        let word = &words[layout.cpu_block_word(cpu) + index];
+        perfabi::protocol::peak_update::<Sound>(word, v, false);
     }
 
     /// Adds each `ops[i].val` to its word of the current CPU's block, as one

@@ -38,13 +38,34 @@ pub(crate) struct State {
     pub(crate) live: Box<[AtomicU64]>,
     /// `external[slot]`: registration id of a live external instance, or 0.
     pub(crate) external: Box<[AtomicU64]>,
-    /// Semantics of the live instance in each slot (`set` needs it).
-    pub(crate) semantics: Box<[AtomicU64]>,
+    /// The shape of the registration live in each value slot (see
+    /// [`shape`]): what the hot paths check, from the writer's own books,
+    /// before they write (a handle's own claims are not believed).
+    pub(crate) shape: Box<[AtomicU64]>,
     pub(crate) set_lock: Mutex<()>,
     pub(crate) aggregations: Mutex<BTreeMap<(u64, u64), u64>>,
 }
 
+/// A value slot's shape word: its kind (bits 0..8) and the words of its
+/// registration (bits 32..; 1 except for a histogram member).
+pub(crate) fn shape(kind: perfabi::Kind, words: usize) -> u64 {
+    kind as u64 | (words as u64) << 32
+}
+
 impl State {
+    /// The kind of the registration live in value slot `slot`, if any.
+    pub(crate) fn kind(&self, slot: u32) -> Option<perfabi::Kind> {
+        let s = self.shape.get(slot as usize)?.load(Ordering::Relaxed);
+        perfabi::Kind::from_raw((s & 0xff) as u32)
+    }
+
+    /// The value words of the registration live in value slot `slot`.
+    pub(crate) fn words_at(&self, slot: u32) -> usize {
+        self.shape
+            .get(slot as usize)
+            .map_or(0, |s| (s.load(Ordering::Relaxed) >> 32) as usize)
+    }
+
     /// The segment as atomic words.
     pub(crate) fn words(&self) -> &[AtomicU64] {
         self.backing.words()

@@ -99,9 +99,10 @@ fn help(f: &Family, e: &Exposed) -> String {
     }
 }
 
-/// Escapes help text: backslash and newline.
+/// Escapes help text as an OpenMetrics escaped string: backslash, double
+/// quote and newline (as a label value).
 fn escape_help(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('\n', "\\n")
+    escape_label(s)
 }
 
 /// Escapes a label value: backslash, double quote and newline.

@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 
+use perfabi::family::Origin;
 use perfabi_reader::{Family, Histogram, Kind, Member, Reading, Snapshot};
 
 use crate::human::{self, Shape};
@@ -38,11 +39,14 @@ pub struct Row<'a> {
 /// registration in `prev` (same family and member registration ids, same
 /// segment), never with another instance of the same name.
 pub fn rows<'a>(prev: &Snapshot, cur: &'a Snapshot, dt: f64) -> Vec<Row<'a>> {
-    let mut before: HashMap<(u64, u64), (&Family, &Member)> = HashMap::new();
+    // Registration ids are distinct within each table, not across them (a
+    // 1.0 entry and a family may share one): the key says which table.
+    let key = |f: &Family, m: &Member| (matches!(f.origin, Origin::Entry(_)), f.reg_id, m.reg_id);
+    let mut before: HashMap<(bool, u64, u64), (&Family, &Member)> = HashMap::new();
     if prev.epoch == cur.epoch {
         for f in &prev.families {
             for m in &f.members {
-                before.insert((f.reg_id, m.reg_id), (f, m));
+                before.insert(key(f, m), (f, m));
             }
         }
     }
@@ -50,9 +54,7 @@ pub fn rows<'a>(prev: &Snapshot, cur: &'a Snapshot, dt: f64) -> Vec<Row<'a>> {
     for f in &cur.families {
         for m in &f.members {
             let now = cur.reading(f, m);
-            let then = before
-                .get(&(f.reg_id, m.reg_id))
-                .map(|(pf, pm)| prev.reading(pf, pm));
+            let then = before.get(&key(f, m)).map(|(pf, pm)| prev.reading(pf, pm));
             let change = match (f.kind, &now, then) {
                 (Kind::Histogram, Reading::Histogram(h), then) => {
                     Change::Observed(then.and_then(|t| match t {
