@@ -311,7 +311,10 @@ fn decode_family(e: &[u8], slot: usize) -> Result<Option<DFamily>, &'static str>
         1 => {}
         _ => return Err("state"),
     }
-    let name = name_rule(&e[fam::NAME..fam::NAME + 64]).ok_or("name")?;
+    // §5.1: the rule of §5, and every part starts with a letter.
+    let name = name_rule(&e[fam::NAME..fam::NAME + 64])
+        .filter(|n| n.split('.').all(|p| p.as_bytes()[0].is_ascii_alphabetic()))
+        .ok_or("name")?;
     let help = help_rule(&e[fam::HELP..fam::HELP + 128]).ok_or("help")?;
     let dim = cstr(&e[fam::DIMENSION..fam::DIMENSION + 32]).ok_or("dimension")?;
     if !dim.is_empty() && !key_rule(dim, 31) {
@@ -1361,15 +1364,12 @@ fn apply(b: &mut [u8], c: &Change) -> String {
 const RESHAPES: &[(usize, &[(usize, usize, u64)])] = &[
     (0, &[(fam::KIND, 4, 2)]),
     (0, &[(fam::KIND, 4, 3)]),
-    (0, &[(fam::KIND, 4, 3), (fam::VALUE_TYPE, 4, 2)]),
     (0, &[(fam::VALUE_TYPE, 4, 2)]),
     (1, &[(fam::KIND, 4, 1)]),
-    (1, &[(fam::KIND, 4, 3)]),
     (1, &[(fam::VALUE_TYPE, 4, 1)]),
     (1, &[(fam::KIND, 4, 3), (fam::VALUE_TYPE, 4, 1)]),
     (2, &[(fam::KIND, 4, 1)]),
     (2, &[(fam::KIND, 4, 2)]),
-    (2, &[(fam::VALUE_TYPE, 4, 2)]),
     (3, &[(fam::NR_BUCKETS, 4, 3)]),
     (3, &[(fam::NR_BUCKETS, 4, 2)]),
     (3, &[(fam::LOG2_FIRST, 4, 0)]),
