@@ -718,17 +718,6 @@ impl Histogram {
             buckets: w.get(2..).map(<[u64]>::to_vec).unwrap_or_default(),
         }
     }
-
-    fn add(&mut self, o: &Histogram) {
-        self.count = self.count.wrapping_add(o.count);
-        self.sum = self.sum.wrapping_add(o.sum);
-        if self.buckets.len() < o.buckets.len() {
-            self.buckets.resize(o.buckets.len(), 0);
-        }
-        for (a, b) in self.buckets.iter_mut().zip(&o.buckets) {
-            *a = a.wrapping_add(*b);
-        }
-    }
 }
 
 impl Reading {
@@ -741,9 +730,9 @@ impl Reading {
         }
     }
 
-    /// The total of a member of `family` from its words on each CPU, as
-    /// [`Reading::total`] computes it from readings, without building one
-    /// reading per CPU (the hot path of a reader's totals).
+    /// The total of a member of `family` from its words on each CPU: the
+    /// wrapping sum, the maximum for a peak, bucket by bucket for a
+    /// histogram (spec §5.1).
     pub fn total_words<'a>(family: &Family, per_cpu: impl IntoIterator<Item = &'a [u64]>) -> Self {
         let first = |w: &[u64]| w.first().copied().unwrap_or(0);
         let it = per_cpu.into_iter();
@@ -767,31 +756,6 @@ impl Reading {
                 Self::Signed(it.fold(0u64, |a, w| a.wrapping_add(first(w))) as i64)
             }
         }
-    }
-
-    /// The total of per-CPU readings of `family`: the wrapping sum, the
-    /// maximum for a peak, the element-wise sum for a histogram.
-    pub fn total(family: &Family, per_cpu: impl IntoIterator<Item = Reading>) -> Self {
-        let peak = family.kind == Kind::Peak;
-        let mut acc: Option<Reading> = None;
-        for r in per_cpu {
-            acc = Some(match (acc, r) {
-                (None, r) => r,
-                (Some(Self::Unsigned(a)), Self::Unsigned(b)) if peak => Self::Unsigned(a.max(b)),
-                (Some(Self::Signed(a)), Self::Signed(b)) if peak => Self::Signed(a.max(b)),
-                (Some(Self::Unsigned(a)), Self::Unsigned(b)) => Self::Unsigned(a.wrapping_add(b)),
-                (Some(Self::Signed(a)), Self::Signed(b)) => Self::Signed(a.wrapping_add(b)),
-                (Some(Self::Histogram(mut a)), Self::Histogram(b)) => {
-                    a.add(&b);
-                    Self::Histogram(a)
-                }
-                (Some(a), _) => a,
-            });
-        }
-        acc.unwrap_or_else(|| {
-            let n = family.buckets.as_ref().map_or(0, Buckets::count);
-            Reading::from_words(family, &alloc::vec![0; 2 + n])
-        })
     }
 }
 
@@ -899,10 +863,11 @@ mod tests {
             semantics: Semantics::Counter,
             value_type: ValueType::U64,
         });
-        let sum = Reading::total(&f, [Reading::Unsigned(3), Reading::Unsigned(4)]);
+        let per_cpu: [&[u64]; 2] = [&[3], &[4]];
+        let sum = Reading::total_words(&f, per_cpu);
         assert_eq!(sum, Reading::Unsigned(7));
         f.kind = Kind::Peak;
-        let max = Reading::total(&f, [Reading::Unsigned(3), Reading::Unsigned(4)]);
+        let max = Reading::total_words(&f, per_cpu);
         assert_eq!(max, Reading::Unsigned(4));
         f.value_type = ValueType::I64;
         f.kind = Kind::Gauge;

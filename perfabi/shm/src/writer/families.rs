@@ -78,7 +78,6 @@ impl MemberId {
 /// The writer's record of one live family.
 pub(crate) struct FamilyRec {
     pub(crate) entry: FamilyEntry,
-    reg_id: u64,
     buckets: Option<Arc<Buckets>>,
     members: BTreeSet<u32>,
     /// Instance numbers by instance string, kept after a member is deleted
@@ -199,7 +198,6 @@ impl Writer {
             slot,
             FamilyRec {
                 entry,
-                reg_id,
                 buckets: spec.buckets.clone().map(Arc::new),
                 members: BTreeSet::new(),
                 numbers: HashMap::new(),
@@ -214,7 +212,7 @@ impl Writer {
     pub fn del_family(&self, f: FamilyId) -> Result<(), Error> {
         let mut m = self.state.meta.lock().unwrap_or_else(|p| p.into_inner());
         let rec = match m.fams.families.get(&f.slot) {
-            Some(r) if r.reg_id == f.reg_id => r,
+            Some(r) if r.entry.reg_id == f.reg_id => r,
             _ => return Err(Error::UnknownInstance),
         };
         let members: Vec<u32> = rec.members.iter().copied().collect();
@@ -276,7 +274,7 @@ impl Writer {
         let max_values = self.state.layout.max_instances;
         let next_reg = m.next_reg;
         let rec = match m.fams.families.get(&f.slot) {
-            Some(r) if r.reg_id == f.reg_id => r,
+            Some(r) if r.entry.reg_id == f.reg_id => r,
             _ => return Err(Error::UnknownInstance),
         };
         let kind = Kind::from_raw(rec.entry.kind).unwrap_or(Kind::Counter);
