@@ -23,7 +23,16 @@
 //!   Rust reader while its nesting stress runs (every CPU's copy of every
 //!   histogram has count == the sum of its buckets) and then in full: names,
 //!   help, units, kinds, instances and their numbers, labels, values,
-//!   histogram buckets, peaks, deleted instances and families gone.
+//!   histogram buckets, peaks, deleted instances and families gone;
+//! * `hotplug MODULES`: loop disks, dummy network devices (drivers from the
+//!   folder MODULES) and CPU 1 come and go while a reader snapshots; see
+//!   `hotplug.rs`;
+//! * `devices SEGMENT DISK TX_MAC RX_MAC`: the module's disk, network and
+//!   interrupt totals after a workload equal those of `/proc` (published by
+//!   a `perfabi-exportd` at SEGMENT); see `devices.rs`.
+
+mod devices;
+mod hotplug;
 
 use std::time::Duration;
 
@@ -798,8 +807,10 @@ fn main() {
         ["canonical"] => canonical("canonical-header"),
         ["canonical", name] => canonical(name),
         ["families"] => families(),
+        ["hotplug", modules] => hotplug::hotplug(modules),
+        ["devices", exported, disk, tx, rx] => devices::devices(exported, disk, tx, rx),
         _ => {
-            eprintln!("usage: perfabi-guest-check readonly | rising NAME | workload FILE | damon FILE [SEGMENT NAME] | same-damon SEG SEG | cost | canonical [NAME] | families");
+            eprintln!("usage: perfabi-guest-check readonly | rising NAME | workload FILE | damon FILE [SEGMENT NAME] | same-damon SEG SEG | cost | canonical [NAME] | families | hotplug MODULES | devices SEGMENT DISK TX_MAC RX_MAC");
             std::process::exit(2)
         }
     };

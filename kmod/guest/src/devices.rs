@@ -1,0 +1,320 @@
+//! `devices`: the kernel sources module's totals against the guest's own
+//! `/proc`, after a controlled workload on the guest's virtio devices, and
+//! what reading them costs through perfabi against reading and parsing
+//! `/proc`.
+//!
+//! The guest (see `kmod/test/run`) has a virtio disk (`vda`) and two
+//! virtio network devices on one qemu hub, so what one sends the other
+//! receives and nothing leaves the guest. The workload: a known number of
+//! `O_DIRECT` reads and writes of the disk, and a known number of raw
+//! Ethernet frames (a local experimental ethertype) sent from one device to
+//! the other. Before and after it, the module's values and `/proc`'s are
+//! read back to back, `/proc` once the devices are quiet (the network
+//! drivers count a sent frame when the device has taken it); the deltas must
+//! be equal where both count the same events:
+//!
+//! * `disk.dev.{read,write}{,_bytes}` of `vda` = `/proc/diskstats`: both
+//!   count a request once, when it completes (the tracepoint
+//!   `block_rq_complete` and the accounting of `blk_account_io_done`);
+//! * `network.interface.{out,in}.{packets,bytes}` of the sender and the
+//!   receiver = `/proc/net/dev`: the frames are not merged (no GRO for an
+//!   unknown ethertype), so one `net_dev_xmit` / `netif_receive_skb` is one
+//!   driver-counted packet;
+//! * `kernel.interrupts.count` per IRQ line = `/proc/interrupts` within a
+//!   tolerance: `/proc/interrupts` counts every interrupt the flow handler
+//!   accounts, including ones no handler runs for (spurious, or arriving
+//!   while the line is disabled), and the two are read a moment apart while
+//!   interrupts keep coming; each line's deltas may differ by at most
+//!   2 + 1% (README, "Families out of the box").
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::FileExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::time::{Duration, Instant};
+
+use perfabi::Reading;
+use perfabi_reader::Segment;
+
+use crate::{open, verdict};
+
+/// Direct reads and writes the workload does, and their sizes.
+const READS: u64 = 64;
+const READ_SIZE: u64 = 4096;
+const WRITES: u64 = 32;
+const WRITE_SIZE: u64 = 8192;
+/// Frames sent, and their length (Ethernet header included).
+const FRAMES: u64 = 200;
+const FRAME_LEN: usize = 100;
+/// The local experimental ethertype of IEEE 802 (nobody handles it).
+const ETHERTYPE: u16 = 0x88b5;
+
+/// The module's total of every instance of `family`.
+fn totals(seg: &mut Segment, family: &str) -> Result<BTreeMap<String, u64>, String> {
+    let snap = seg.snapshot().map_err(|e| e.to_string())?;
+    let f = snap
+        .family(family)
+        .ok_or_else(|| format!("the segment has no family {family}"))?;
+    Ok(f.members
+        .iter()
+        .map(|m| {
+            let v = match snap.reading(f, m) {
+                Reading::Unsigned(v) => v,
+                _ => 0,
+            };
+            (m.instance.clone(), v)
+        })
+        .collect())
+}
+
+/// The network device with MAC address `mac`.
+fn interface(mac: &str) -> Result<String, String> {
+    for e in fs::read_dir("/sys/class/net").map_err(|e| e.to_string())? {
+        let e = e.map_err(|e| e.to_string())?;
+        let addr = fs::read_to_string(e.path().join("address")).unwrap_or_default();
+        if addr.trim() == mac {
+            return Ok(e.file_name().to_string_lossy().into_owned());
+        }
+    }
+    Err(format!("no network device has address {mac}"))
+}
+
+fn mac_bytes(mac: &str) -> [u8; 6] {
+    let mut b = [0u8; 6];
+    for (o, h) in b.iter_mut().zip(mac.split(':')) {
+        *o = u8::from_str_radix(h, 16).unwrap_or(0);
+    }
+    b
+}
+
+/// Sends `FRAMES` raw frames from `from` (address `src`) to `dst`.
+fn send_frames(from: &str, src: &str, dst: &str) -> Result<(), String> {
+    let name = std::ffi::CString::new(from).map_err(|e| e.to_string())?;
+    // SAFETY: if_nametoindex reads the NUL-terminated name only.
+    let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    if ifindex == 0 {
+        return Err(format!("{from}: {}", std::io::Error::last_os_error()));
+    }
+    let mut frame = [0u8; FRAME_LEN];
+    frame[..6].copy_from_slice(&mac_bytes(dst));
+    frame[6..12].copy_from_slice(&mac_bytes(src));
+    frame[12..14].copy_from_slice(&ETHERTYPE.to_be_bytes());
+    frame[14..].fill(0x5a);
+    // SAFETY: plain system calls on a socket this function owns and closes;
+    // the address and the frame are live locals of the sizes passed.
+    unsafe {
+        let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0);
+        if fd < 0 {
+            return Err(format!(
+                "AF_PACKET socket: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        let mut addr: libc::sockaddr_ll = std::mem::zeroed();
+        addr.sll_family = libc::AF_PACKET as u16;
+        addr.sll_protocol = ETHERTYPE.to_be();
+        addr.sll_ifindex = ifindex as i32;
+        addr.sll_halen = 6;
+        addr.sll_addr[..6].copy_from_slice(&mac_bytes(dst));
+        let mut res = Ok(());
+        for _ in 0..FRAMES {
+            let n = libc::sendto(
+                fd,
+                frame.as_ptr().cast(),
+                frame.len(),
+                0,
+                (&addr as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            );
+            if n != frame.len() as isize {
+                res = Err(format!("sendto: {}", std::io::Error::last_os_error()));
+                break;
+            }
+        }
+        libc::close(fd);
+        res
+    }
+}
+
+/// `O_DIRECT` reads and writes of the disk `/dev/NAME`, one request each.
+fn disk_io(name: &str) -> Result<(), String> {
+    let path = format!("/dev/{name}");
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&path)
+        .map_err(|e| format!("{path}: {e}"))?;
+    let mut buf = Box::new(AlignedBuf([0; WRITE_SIZE as usize]));
+    for i in 0..READS {
+        f.read_exact_at(&mut buf.0[..READ_SIZE as usize], i * 2 * READ_SIZE)
+            .map_err(|e| format!("read {path}: {e}"))?;
+    }
+    buf.0.fill(0xa5);
+    for i in 0..WRITES {
+        f.write_all_at(&buf.0, (1 << 20) + i * 2 * WRITE_SIZE)
+            .map_err(|e| format!("write {path}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// A buffer aligned for `O_DIRECT` (a page), as large as a write.
+#[repr(C, align(4096))]
+struct AlignedBuf([u8; WRITE_SIZE as usize]);
+
+/// The counter families compared exactly, and the one compared within the
+/// interrupt tolerance.
+const EXACT: [&str; 8] = [
+    "disk.dev.read",
+    "disk.dev.write",
+    "disk.dev.read_bytes",
+    "disk.dev.write_bytes",
+    "network.interface.out.packets",
+    "network.interface.out.bytes",
+    "network.interface.in.packets",
+    "network.interface.in.bytes",
+];
+const INTERRUPTS: &str = "kernel.interrupts.count";
+
+/// Every instance's total of each family, from one segment.
+type Totals = BTreeMap<(&'static str, String), u64>;
+
+fn read_totals(seg: &mut Segment) -> Result<Totals, String> {
+    let mut out = Totals::new();
+    for f in EXACT.iter().chain([&INTERRUPTS]) {
+        for (i, v) in totals(seg, f)? {
+            out.insert((f, i), v);
+        }
+    }
+    Ok(out)
+}
+
+/// Reads both segments until neither has changed for `quiet` (the devices
+/// are idle and the exporter has published `/proc` as it now is), at most
+/// 10 s; interrupt lines keep counting, so they are left out of the test.
+fn settled(
+    kmod: &mut Segment,
+    exp: &mut Segment,
+    quiet: Duration,
+) -> Result<(Totals, Totals), String> {
+    let exact = |t: &Totals| -> Totals {
+        t.iter()
+            .filter(|((f, _), _)| *f != INTERRUPTS)
+            .map(|(k, v)| (k.clone(), *v))
+            .collect()
+    };
+    let t0 = Instant::now();
+    let mut last = (read_totals(kmod)?, read_totals(exp)?);
+    let mut since = Instant::now();
+    while t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = (read_totals(kmod)?, read_totals(exp)?);
+        if exact(&now.0) != exact(&last.0) || exact(&now.1) != exact(&last.1) {
+            since = Instant::now();
+        } else if since.elapsed() >= quiet {
+            return Ok(now);
+        }
+        last = now;
+    }
+    Err("the devices never went quiet for long enough in 10 s".into())
+}
+
+fn delta(after: &Totals, before: &Totals, key: &(&'static str, String)) -> Option<u64> {
+    Some(
+        after
+            .get(key)?
+            .wrapping_sub(before.get(key).copied().unwrap_or(0)),
+    )
+}
+
+/// The whole check: see the top. `exported` is the segment of a
+/// `perfabi-exportd` running in the guest (its values are `/proc`'s, read
+/// every 0.1 s), `disk` the virtio disk, `tx_mac`/`rx_mac` the addresses
+/// of the sending and the receiving network device.
+pub fn devices(exported: &str, disk: &str, tx_mac: &str, rx_mac: &str) -> bool {
+    let run = || -> Result<Vec<String>, String> {
+        let (tx, rx) = (interface(tx_mac)?, interface(rx_mac)?);
+        let mut kmod = open();
+        let mut exp = crate::open_path(exported);
+        let quiet = Duration::from_millis(400);
+        let (k0, e0) = settled(&mut kmod, &mut exp, quiet)?;
+        disk_io(disk)?;
+        send_frames(&tx, tx_mac, rx_mac)?;
+        let (k1, e1) = settled(&mut kmod, &mut exp, quiet)?;
+        let mut fails = Vec::new();
+        let mut lines = Vec::new();
+        let expect: [(&'static str, &str, u64); 8] = [
+            ("disk.dev.read", disk, READS),
+            ("disk.dev.write", disk, WRITES),
+            ("disk.dev.read_bytes", disk, READS * READ_SIZE),
+            ("disk.dev.write_bytes", disk, WRITES * WRITE_SIZE),
+            ("network.interface.out.packets", &tx, FRAMES),
+            (
+                "network.interface.out.bytes",
+                &tx,
+                FRAMES * FRAME_LEN as u64,
+            ),
+            ("network.interface.in.packets", &rx, FRAMES),
+            ("network.interface.in.bytes", &rx, FRAMES * FRAME_LEN as u64),
+        ];
+        for (f, inst, workload) in expect {
+            let key = (f, inst.to_string());
+            let (Some(k), Some(e)) = (delta(&k1, &k0, &key), delta(&e1, &e0, &key)) else {
+                fails.push(format!("{f} [{inst}] missing from a segment"));
+                continue;
+            };
+            lines.push(format!(
+                "{f} [{inst}] module {k} /proc {e} (workload {workload})"
+            ));
+            if k != e || k < workload {
+                fails.push(format!(
+                    "{f} [{inst}]: module {k}, /proc {e}, workload {workload}"
+                ));
+            }
+        }
+        // Interrupt lines, within the tolerance of the top.
+        let mut lines_compared = 0;
+        for key in k1.keys().filter(|(f, _)| *f == INTERRUPTS) {
+            let (Some(k), Some(e)) = (delta(&k1, &k0, key), delta(&e1, &e0, key)) else {
+                continue;
+            };
+            if k == 0 && e == 0 {
+                continue;
+            }
+            lines_compared += 1;
+            let allowed = 2 + k.max(e) / 100;
+            lines.push(format!(
+                "{INTERRUPTS} [{}] module {k} /proc {e} (allowed difference {allowed})",
+                key.1
+            ));
+            if k.abs_diff(e) > allowed {
+                fails.push(format!("{INTERRUPTS} [{}]: module {k}, /proc {e}", key.1));
+            }
+        }
+        if lines_compared == 0 {
+            fails.push("no interrupt line counted anything during the workload".into());
+        }
+        if fails.is_empty() {
+            Ok(lines)
+        } else {
+            Err(format!(
+                "{}; compared: {}",
+                fails.join("; "),
+                lines.join("; ")
+            ))
+        }
+    };
+    match run() {
+        Ok(lines) => {
+            for l in &lines {
+                println!("PERFABI-DEVICES {l}");
+            }
+            verdict(
+                "sources-equal-proc",
+                true,
+                &format!("{} values compared", lines.len()),
+            )
+        }
+        Err(e) => verdict("sources-equal-proc", false, &e),
+    }
+}
