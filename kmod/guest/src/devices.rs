@@ -34,6 +34,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, Instant};
 
 use perfabi::Reading;
+use perfabi_exportd::procfs;
 use perfabi_reader::Segment;
 
 use crate::{open, verdict};
@@ -316,5 +317,106 @@ pub fn devices(exported: &str, disk: &str, tx_mac: &str, rx_mac: &str) -> bool {
             )
         }
         Err(e) => verdict("sources-equal-proc", false, &e),
+    }
+}
+
+/// Mean time of `f` over `n` calls, in ns (after one warm-up call).
+fn mean_ns(n: u32, mut f: impl FnMut() -> u64) -> (f64, u64) {
+    let mut sink = f();
+    let t = Instant::now();
+    for _ in 0..n {
+        sink = sink.wrapping_add(f());
+    }
+    (t.elapsed().as_nanos() as f64 / f64::from(n), sink)
+}
+
+/// Reads every per-CPU value of `families` through perfabi (one
+/// [`FamilyHandle`](perfabi_reader::FamilyHandle) each, read again and
+/// again) and returns their sum (so nothing is optimised away).
+fn perfabi_read<'a>(
+    seg: &'a mut Segment,
+    families: &[&str],
+) -> Result<impl FnMut() -> u64 + 'a, String> {
+    let mut handles = families
+        .iter()
+        .map(|f| seg.family_handle(f).map_err(|e| format!("{f}: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut values = perfabi_reader::FamilyValues::default();
+    Ok(move || {
+        let mut sum = 0u64;
+        for h in &mut handles {
+            if seg.read_family(h, &mut values).is_ok() {
+                for m in 0..values.len() {
+                    for cpu in 0..values.nr_cpus() {
+                        sum = sum.wrapping_add(values.words(m, cpu)[0]);
+                    }
+                }
+            }
+        }
+        sum
+    })
+}
+
+/// `read-cost`: what a reader pays for every interrupt counter of every
+/// CPU, and for every disk counter, through perfabi against reading and
+/// parsing `/proc/interrupts` and `/proc/diskstats` (the exporter's own
+/// parsers), side by side in one run. Prints `PERFABI-MEASURE`; passes if
+/// both reads return values.
+pub fn read_cost() -> bool {
+    let run = || -> Result<String, String> {
+        let mut seg = open();
+        let n = 2000;
+        let (irq_abi, irq_sum) = mean_ns(n, perfabi_read(&mut seg, &[INTERRUPTS])?);
+        let mut cpus = Vec::new();
+        let (irq_proc, _) = mean_ns(n, || {
+            let text = fs::read_to_string("/proc/interrupts").unwrap_or_default();
+            procfs::cpu_rows(&text, &mut cpus)
+                .filter(|r| r.irq().is_some())
+                .flat_map(|r| r.counts())
+                .fold(0u64, u64::wrapping_add)
+        });
+        let disk_families = [
+            "disk.dev.read",
+            "disk.dev.write",
+            "disk.dev.discard",
+            "disk.dev.flush",
+            "disk.dev.read_bytes",
+            "disk.dev.write_bytes",
+            "disk.dev.discard_bytes",
+        ];
+        let (disk_abi, disk_sum) = mean_ns(n, perfabi_read(&mut seg, &disk_families)?);
+        let (disk_proc, _) = mean_ns(n, || {
+            let text = fs::read_to_string("/proc/diskstats").unwrap_or_default();
+            procfs::diskstats(&text)
+                .map(|d| d.reads.wrapping_add(d.writes).wrapping_add(d.read_sectors))
+                .fold(0u64, u64::wrapping_add)
+        });
+        let irqs = seg
+            .family(INTERRUPTS)
+            .map_err(|e| e.to_string())?
+            .members
+            .len();
+        let disks = seg
+            .family("disk.dev.read")
+            .map_err(|e| e.to_string())?
+            .members
+            .len();
+        println!(
+            "PERFABI-MEASURE read_interrupts_ns={irq_abi:.0} proc_interrupts_ns={irq_proc:.0} ratio={:.1} ({irqs} IRQ lines x {} CPUs: perfabi family read vs read + parse /proc/interrupts, mean of {n})",
+            irq_proc / irq_abi,
+            seg.nr_cpus()
+        );
+        println!(
+            "PERFABI-MEASURE read_disks_ns={disk_abi:.0} proc_diskstats_ns={disk_proc:.0} ratio={:.1} ({disks} disks x 7 counters: perfabi family reads vs read + parse /proc/diskstats, mean of {n})",
+            disk_proc / disk_abi
+        );
+        if irq_sum == 0 || disk_sum == 0 {
+            return Err("perfabi read only zeros".into());
+        }
+        Ok(format!("{irqs} IRQ lines, {disks} disks"))
+    };
+    match run() {
+        Ok(l) => verdict("sources-read-cost", true, &l),
+        Err(e) => verdict("sources-read-cost", false, &e),
     }
 }

@@ -29,7 +29,9 @@
 //!   `hotplug.rs`;
 //! * `devices SEGMENT DISK TX_MAC RX_MAC`: the module's disk, network and
 //!   interrupt totals after a workload equal those of `/proc` (published by
-//!   a `perfabi-exportd` at SEGMENT); see `devices.rs`.
+//!   a `perfabi-exportd` at SEGMENT); see `devices.rs`;
+//! * `read-cost`: every interrupt and disk counter read through perfabi
+//!   against reading and parsing `/proc/interrupts` and `/proc/diskstats`.
 
 mod devices;
 mod hotplug;
@@ -809,8 +811,9 @@ fn main() {
         ["families"] => families(),
         ["hotplug", modules] => hotplug::hotplug(modules),
         ["devices", exported, disk, tx, rx] => devices::devices(exported, disk, tx, rx),
+        ["read-cost"] => devices::read_cost(),
         _ => {
-            eprintln!("usage: perfabi-guest-check readonly | rising NAME | workload FILE | damon FILE [SEGMENT NAME] | same-damon SEG SEG | cost | canonical [NAME] | families | hotplug MODULES | devices SEGMENT DISK TX_MAC RX_MAC");
+            eprintln!("usage: perfabi-guest-check readonly | rising NAME | workload FILE | damon FILE [SEGMENT NAME] | same-damon SEG SEG | cost | canonical [NAME] | families | hotplug MODULES | devices SEGMENT DISK TX_MAC RX_MAC | read-cost");
             std::process::exit(2)
         }
     };
