@@ -424,6 +424,10 @@ static void src_measure(unsigned int n)
 	}
 	m.base_ps = SRC_TIME_PS(n, this_cpu_add(measure_word, __i));
 	pr_info("PERFABI-MEASURE sources_this_cpu_add_ps=%llu n=%u\n", m.base_ps, n);
+	/* The probes' clock, and the clocksource's, for comparison. */
+	src_report(&m, "clock_local_clock", SRC_TIME_PS(n, this_cpu_add(measure_word, src_now())));
+	src_report(&m, "clock_ktime_get_mono_fast_ns",
+		   SRC_TIME_PS(n, this_cpu_add(measure_word, ktime_get_mono_fast_ns())));
 	if (block_on)
 		src_block_measure(&m);
 	if (net_on)

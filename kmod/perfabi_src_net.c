@@ -12,7 +12,10 @@
  * once here while a driver counts every frame, and a packet re-injected
  * by a stacked device (VLAN, bridge, bond) is seen with its lower device
  * only. Transmitted: net_dev_xmit with rc NETDEV_TX_OK (0), bytes the
- * tracepoint's skb_len.
+ * tracepoint's skb_len. The loopback driver is the exception: it counts
+ * both ways after eth_type_trans() pulled the Ethernet header, so for a
+ * loopback device (IFF_LOOPBACK) the header is left out both ways too, and
+ * the counts equal /proc/net/dev's.
  *
  * Devices come and go through the netdevice notifier (NETDEV_REGISTER,
  * NETDEV_UNREGISTER, NETDEV_CHANGENAME; registering replays REGISTER for
@@ -47,6 +50,8 @@ struct src_netdev {
 	struct list_head list;		/* in netdev_list, under netdev_lock */
 	const struct net_device *dev;	/* a key: never dereferenced by probes */
 	bool skipped;
+	bool l3;			/* loopback: counts without the link-layer header */
+	unsigned short tx_hdr;		/* l3: the header to take off a sent skb's length */
 	struct perfabi_member_handle *m[N_NR];
 	char name[SRC_INSTANCE_LEN];
 	struct rcu_head rcu;
@@ -80,7 +85,7 @@ static void probe_rx(void *data, struct sk_buff *skb)
 
 	if (!n)
 		return;
-	if (skb_mac_header_was_set(skb) && skb_mac_header(skb) < skb->data)
+	if (!n->l3 && skb_mac_header_was_set(skb) && skb_mac_header(skb) < skb->data)
 		len += skb->data - skb_mac_header(skb);
 	perfabi_member_add(n->m[N_IN_PKTS], 1);
 	perfabi_member_add(n->m[N_IN_BYTES], len);
@@ -98,7 +103,7 @@ static void probe_tx(void *data, struct sk_buff *skb, int rc, struct net_device 
 	if (!n)
 		return;
 	perfabi_member_add(n->m[N_OUT_PKTS], 1);
-	perfabi_member_add(n->m[N_OUT_BYTES], skb_len);
+	perfabi_member_add(n->m[N_OUT_BYTES], skb_len - min(skb_len, (unsigned int)n->tx_hdr));
 }
 
 static struct src_tp net_tps[] = {
@@ -133,6 +138,10 @@ static void netdev_add(const struct net_device *dev)
 	if (!n)
 		return;
 	n->dev = dev;
+	if (dev->flags & IFF_LOOPBACK) {
+		n->l3 = true;
+		n->tx_hdr = dev->hard_header_len;
+	}
 	src_instance_name(n->name, dev->name);
 	list_add_tail(&n->list, &netdev_list);
 	if (src_instances_add(net_fams, N_NR, n->name, n->m)) {

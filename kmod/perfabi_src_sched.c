@@ -11,8 +11,8 @@
  * dereferenced). Both events of a task run under its runqueue's lock, so
  * they are ordered. A task woken while it still runs (and never switched
  * onto) would leave a stamp that a later switch-in after a preemption
- * would take for a wakeup: every switch away from a task discards its
- * stamp. The probes run in the scheduler with a runqueue lock held: they
+ * would take for a wakeup: a switch away from a task that stays runnable
+ * discards its stamp. The probes run in the scheduler with a runqueue lock held: they
  * use atomics and this_cpu operations only, take no lock, wake nothing.
  */
 #include <linux/sched.h>
@@ -67,8 +67,14 @@ static void probe_switch(void *data, bool preempt, struct task_struct *prev,
 	perfabi_member_add(c->pswitch, 1);
 	if (src_stamp_take(&c->wake, (unsigned long)next, &ts))
 		perfabi_observe(c->latency, src_since(ts, src_now()));
-	/* A stamp of prev's is from a wakeup while it ran: not a wait. */
-	src_stamp_take(&c->wake, (unsigned long)prev, &ts);
+	/*
+	 * A stamp of prev's is from a wakeup while it ran. If prev stays
+	 * runnable (preempted, or never went to sleep), its next switch-in
+	 * follows no wakeup: drop the stamp. If it sleeps, its next wakeup
+	 * overwrites the stamp first: no need to look it up.
+	 */
+	if (preempt || !prev_state)
+		src_stamp_take(&c->wake, (unsigned long)prev, &ts);
 }
 
 static void probe_migrate(void *data, struct task_struct *p, int dest_cpu)
@@ -164,10 +170,13 @@ void src_sched_measure(const struct src_measure *m)
 	c->latency = m->hist;
 	ps = SRC_TIME_PS(m->n, probe_wakeup(c, b));
 	src_report(m, "sched_wakeup", ps);
-	/* A switch onto a task nobody woke (a preempted one): both lookups miss. */
-	ps = SRC_TIME_PS(m->n, probe_switch(c, true, a, b, 0));
+	/* A switch from a task going to sleep onto one nobody woke: a miss. */
+	ps = SRC_TIME_PS(m->n, probe_switch(c, false, a, b, TASK_INTERRUPTIBLE));
 	src_report(m, "sched_switch", ps);
-	ps = SRC_TIME_PS(m->n, probe_wakeup(c, b); probe_switch(c, false, a, b, 0));
+	/* A preemption onto a task nobody woke: two misses. */
+	ps = SRC_TIME_PS(m->n, probe_switch(c, true, a, b, 0));
+	src_report(m, "sched_switch_preempt", ps);
+	ps = SRC_TIME_PS(m->n, probe_wakeup(c, b); probe_switch(c, false, a, b, TASK_INTERRUPTIBLE));
 	src_report(m, "sched_wakeup_switch", ps);
 	ps = SRC_TIME_PS(m->n, probe_migrate(c, b, 1));
 	src_report(m, "sched_migrate_task", ps);

@@ -24,6 +24,15 @@
 //!   histogram has count == the sum of its buckets) and then in full: names,
 //!   help, units, kinds, instances and their numbers, labels, values,
 //!   histogram buckets, peaks, deleted instances and families gone.
+//! * `sources`: perfabi_sources.ko's families (README.md's table, the rows
+//!   with a kernel source) are all there with the table's kind, unit,
+//!   dimension and histogram buckets; `kernel.all.pswitch` and
+//!   `kernel.interrupts.count` move; `lo` has its network instances;
+//!   every histogram copy is consistent;
+//! * `sources-lo`: `lo`'s network counters equal `/proc/net/dev`'s (the
+//!   module was loaded before `lo` came up, so both count from zero);
+//! * `sources-absent NAME`: no family of perfabi_sources.ko is left (after
+//!   its unload), reported as check NAME.
 
 use std::time::Duration;
 
@@ -785,6 +794,271 @@ fn families() -> bool {
     consistent && reader
 }
 
+/// The families perfabi_sources.ko publishes: README.md's table, the rows
+/// whose kernel source is not `—` (name, kind, unit, dimension).
+/// TODO(issue 14): take them from `perfabi_exportd::catalog` once it is on
+/// this branch.
+const SOURCES: [(&str, Kind, Unit, &str); 18] = [
+    ("disk.dev.read", Kind::Counter, Unit::COUNT, "device"),
+    ("disk.dev.write", Kind::Counter, Unit::COUNT, "device"),
+    ("disk.dev.discard", Kind::Counter, Unit::COUNT, "device"),
+    ("disk.dev.flush", Kind::Counter, Unit::COUNT, "device"),
+    ("disk.dev.read_bytes", Kind::Counter, Unit::BYTES, "device"),
+    ("disk.dev.write_bytes", Kind::Counter, Unit::BYTES, "device"),
+    (
+        "disk.dev.discard_bytes",
+        Kind::Counter,
+        Unit::BYTES,
+        "device",
+    ),
+    (
+        "disk.dev.request_latency",
+        Kind::Histogram,
+        Unit::NS,
+        "device",
+    ),
+    (
+        "network.interface.in.packets",
+        Kind::Counter,
+        Unit::COUNT,
+        "interface",
+    ),
+    (
+        "network.interface.in.bytes",
+        Kind::Counter,
+        Unit::BYTES,
+        "interface",
+    ),
+    (
+        "network.interface.out.packets",
+        Kind::Counter,
+        Unit::COUNT,
+        "interface",
+    ),
+    (
+        "network.interface.out.bytes",
+        Kind::Counter,
+        Unit::BYTES,
+        "interface",
+    ),
+    ("kernel.interrupts.count", Kind::Counter, Unit::COUNT, "irq"),
+    (
+        "kernel.interrupts.handler_time",
+        Kind::Histogram,
+        Unit::NS,
+        "irq",
+    ),
+    ("kernel.all.pswitch", Kind::Counter, Unit::COUNT, ""),
+    ("kernel.sched.wakeups", Kind::Counter, Unit::COUNT, ""),
+    ("kernel.sched.migrations", Kind::Counter, Unit::COUNT, ""),
+    ("kernel.sched.wakeup_latency", Kind::Histogram, Unit::NS, ""),
+];
+
+/// The family's total over its instances: counters' values, histograms'
+/// counts.
+fn family_total(snap: &Snapshot, name: &str) -> Option<u64> {
+    let f = snap.family(name)?;
+    Some(
+        f.members
+            .iter()
+            .map(|m| match snap.reading(f, m) {
+                Reading::Unsigned(v) => v,
+                Reading::Histogram(h) => h.count,
+                Reading::Signed(v) => v as u64,
+            })
+            .sum(),
+    )
+}
+
+fn member_value(snap: &Snapshot, family: &str, inst: &str) -> Option<u64> {
+    let f = snap.family(family)?;
+    match snap.reading(f, f.member(inst)?) {
+        Reading::Unsigned(v) => Some(v),
+        Reading::Histogram(h) => Some(h.count),
+        Reading::Signed(v) => Some(v as u64),
+    }
+}
+
+fn sources() -> bool {
+    let mut seg = open();
+    let snap = match seg.snapshot() {
+        Ok(s) => s,
+        Err(e) => return verdict("sources-families", false, &format!("snapshot: {e}")),
+    };
+    let mut bad = Vec::new();
+    for (name, kind, unit, dim) in SOURCES {
+        match snap.family(name) {
+            None => bad.push(format!("{name} missing")),
+            Some(f) => {
+                let buckets_ok = match kind {
+                    Kind::Histogram => f.buckets == Some(Buckets::Log2 { first: 10, n: 24 }),
+                    _ => f.buckets.is_none(),
+                };
+                if f.kind != kind || f.unit != unit || f.dimension != dim || !buckets_ok {
+                    bad.push(format!(
+                        "{name}: {:?} {:?} {:?} {:?}",
+                        f.kind, f.unit_text, f.dimension, f.buckets
+                    ));
+                }
+            }
+        }
+    }
+    let names = |fam: &str| -> Vec<String> {
+        snap.family(fam)
+            .map(|f| f.members.iter().map(|m| m.instance.clone()).collect())
+            .unwrap_or_default()
+    };
+    let irqs = names("kernel.interrupts.count");
+    let ok = verdict(
+        "sources-families",
+        bad.is_empty(),
+        &format!(
+            "({} families; disks {:?}; interfaces {:?}; irqs {:?}){}",
+            SOURCES.len(),
+            names("disk.dev.read"),
+            names("network.interface.in.packets"),
+            irqs,
+            if bad.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", bad.join("; "))
+            }
+        ),
+    );
+    let lo = SOURCES[8..12]
+        .iter()
+        .all(|(f, ..)| snap.family(f).is_some_and(|f| f.member("lo").is_some()));
+    let lo_ok = verdict(
+        "sources-lo-instance",
+        lo,
+        "(lo in every network.interface family)",
+    );
+    let irq_names_ok = verdict(
+        "sources-irq-names",
+        !irqs.is_empty()
+            && irqs.iter().all(|i| {
+                i.split_once(':').is_some_and(|(n, a)| {
+                    n.parse::<u32>().is_ok() && !a.is_empty() && i.len() <= 63
+                })
+            }),
+        &format!("({} IRQs named N:actions)", irqs.len()),
+    );
+    // Moving counters: the console's own output raises serial interrupts;
+    // sleeping switches tasks.
+    let t0 = std::time::Instant::now();
+    let first = (
+        family_total(&snap, "kernel.all.pswitch"),
+        family_total(&snap, "kernel.interrupts.count"),
+        family_total(&snap, "kernel.interrupts.handler_time"),
+        family_total(&snap, "kernel.sched.wakeups"),
+        family_total(&snap, "kernel.sched.wakeup_latency"),
+    );
+    let mut last = first;
+    while t0.elapsed() < Duration::from_secs(5) {
+        println!("sources: waiting for counters to move ({:?})", t0.elapsed());
+        std::thread::sleep(Duration::from_millis(200));
+        if let Ok(s) = seg.snapshot() {
+            last = (
+                family_total(&s, "kernel.all.pswitch"),
+                family_total(&s, "kernel.interrupts.count"),
+                family_total(&s, "kernel.interrupts.handler_time"),
+                family_total(&s, "kernel.sched.wakeups"),
+                family_total(&s, "kernel.sched.wakeup_latency"),
+            );
+            if last.0 > first.0 && last.1 > first.1 && last.2 > first.2 && last.4 > first.4 {
+                break;
+            }
+        }
+    }
+    let pswitch = verdict(
+        "sources-pswitch-moves",
+        last.0 > first.0 && last.3 > first.3 && last.4 > first.4,
+        &format!(
+            "(pswitch {:?} -> {:?}, wakeups {:?} -> {:?}, wakeup_latency count {:?} -> {:?})",
+            first.0, last.0, first.3, last.3, first.4, last.4
+        ),
+    );
+    let irq = verdict(
+        "sources-interrupts-move",
+        last.1 > first.1 && last.2 > first.2,
+        &format!(
+            "(count {:?} -> {:?}, handler_time count {:?} -> {:?})",
+            first.1, last.1, first.2, last.2
+        ),
+    );
+    let consistent = match seg.snapshot() {
+        Ok(s) => match histograms_consistent(&s) {
+            Ok(n) => verdict(
+                "sources-histograms-consistent",
+                true,
+                &format!("({n} per-CPU copies)"),
+            ),
+            Err(e) => verdict("sources-histograms-consistent", false, &e),
+        },
+        Err(e) => verdict("sources-histograms-consistent", false, &e.to_string()),
+    };
+    ok && lo_ok && irq_names_ok && pswitch && irq && consistent
+}
+
+/// `lo`'s receive and transmit packets and bytes in /proc/net/dev.
+fn proc_net_dev_lo() -> Option<[u64; 4]> {
+    let text = std::fs::read_to_string("/proc/net/dev").ok()?;
+    let line = text.lines().find(|l| l.trim_start().starts_with("lo:"))?;
+    let v: Vec<u64> = line
+        .split_once(':')?
+        .1
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    // rx: bytes packets ... (8 fields), then tx: bytes packets ...
+    Some([*v.get(1)?, *v.first()?, *v.get(9)?, *v.get(8)?])
+}
+
+fn sources_lo() -> bool {
+    let mut seg = open();
+    let mut last = String::new();
+    // Equal once no packet is in flight: a few tries.
+    for _ in 0..10 {
+        let proc_ = proc_net_dev_lo();
+        let snap = match seg.snapshot() {
+            Ok(s) => s,
+            Err(e) => return verdict("sources-lo-proc", false, &format!("snapshot: {e}")),
+        };
+        let ours: Option<Vec<u64>> = SOURCES[8..12]
+            .iter()
+            .map(|(f, ..)| member_value(&snap, f, "lo"))
+            .collect();
+        if let (Some(p), Some(o)) = (proc_, &ours) {
+            if p[..] == o[..] && p[0] > 0 && p[2] > 0 {
+                return verdict(
+                    "sources-lo-proc",
+                    true,
+                    &format!("(lo in packets, bytes, out packets, bytes: {o:?}, as /proc/net/dev)"),
+                );
+            }
+        }
+        last = format!("perfabi {ours:?} vs /proc/net/dev {proc_:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    verdict("sources-lo-proc", false, &format!("({last})"))
+}
+
+fn sources_absent(name: &str) -> bool {
+    let mut seg = open();
+    match seg.snapshot() {
+        Ok(s) => {
+            let left: Vec<&str> = SOURCES
+                .iter()
+                .map(|(n, ..)| *n)
+                .chain(["perfabi_sources.dropped"])
+                .filter(|n| s.family(n).is_some())
+                .collect();
+            verdict(name, left.is_empty(), &format!("(families left: {left:?})"))
+        }
+        Err(e) => verdict(name, false, &format!("snapshot: {e}")),
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let ok = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
@@ -798,8 +1072,11 @@ fn main() {
         ["canonical"] => canonical("canonical-header"),
         ["canonical", name] => canonical(name),
         ["families"] => families(),
+        ["sources"] => sources(),
+        ["sources-lo"] => sources_lo(),
+        ["sources-absent", name] => sources_absent(name),
         _ => {
-            eprintln!("usage: perfabi-guest-check readonly | rising NAME | workload FILE | damon FILE [SEGMENT NAME] | same-damon SEG SEG | cost | canonical [NAME] | families");
+            eprintln!("usage: perfabi-guest-check readonly | rising NAME | workload FILE | damon FILE [SEGMENT NAME] | same-damon SEG SEG | cost | canonical [NAME] | families | sources | sources-lo | sources-absent NAME");
             std::process::exit(2)
         }
     };
