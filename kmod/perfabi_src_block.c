@@ -27,7 +27,11 @@
  * an RCU hash of this module's own entries (freed after a grace period):
  * no probe ever dereferences an object this module does not own or the
  * request does not pin. This needs sysfs mounted at /sys (always so on a
- * running system; the scan logs once if it is not).
+ * running system; the scan logs once if it is not). A disk is counted
+ * from the scan that finds it, within scan_ms of its appearance: I/O
+ * before that (a new disk's partition scan: 3 reads of null_blk in the
+ * guest test) is not in its instance, as I/O before the module's load is
+ * not; compare increments with /proc/diskstats, not totals.
  */
 #include <linux/blkdev.h>
 #include <linux/blk-mq.h>

@@ -31,6 +31,9 @@
 //!   every histogram copy is consistent;
 //! * `sources-lo`: `lo`'s network counters equal `/proc/net/dev`'s (the
 //!   module was loaded before `lo` came up, so both count from zero);
+//! * `sources-disk NAME present|absent|proc`: a disk's instances, within
+//!   1.5 s: all there, all gone, or (proc) a workload's increments of its
+//!   counts equal to /proc/diskstats';
 //! * `sources-absent NAME`: no family of perfabi_sources.ko is left (after
 //!   its unload), reported as check NAME.
 
@@ -1059,6 +1062,120 @@ fn sources_absent(name: &str) -> bool {
     }
 }
 
+/// NAME's /proc/diskstats fields 4, 8, 15, 19 (reads, writes, discards,
+/// flushes completed) and 6, 10, 17 (sectors read, written, discarded) × 512.
+fn proc_diskstats(name: &str) -> Option<[u64; 7]> {
+    let text = std::fs::read_to_string("/proc/diskstats").ok()?;
+    let f: Vec<u64> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|w| w.get(2) == Some(&name))?
+        .iter()
+        .skip(3)
+        .map(|w| w.parse().unwrap_or(0))
+        .collect();
+    // f[0] is field 4.
+    let at = |field: usize| f.get(field - 4).copied().unwrap_or(0);
+    Some([
+        at(4),
+        at(8),
+        at(15),
+        at(19),
+        at(6) * 512,
+        at(10) * 512,
+        at(17) * 512,
+    ])
+}
+
+/// The disk's 8 values in perfabi (counts, bytes, the latency count).
+fn disk_values(seg: &mut Segment, name: &str) -> Result<Vec<Option<u64>>, String> {
+    let snap = seg.snapshot().map_err(|e| format!("snapshot: {e}"))?;
+    Ok(SOURCES[..8]
+        .iter()
+        .map(|(f, ..)| member_value(&snap, f, name))
+        .collect())
+}
+
+/// Reads 4 MiB of /dev/NAME and writes 1 MiB to it, synced.
+fn disk_workload(name: &str) -> std::io::Result<()> {
+    use std::io::{Read, Write};
+    let path = format!("/dev/{name}");
+    let mut buf = vec![0u8; 64 << 10];
+    let mut f = std::fs::File::open(&path)?;
+    for _ in 0..64 {
+        f.read_exact(&mut buf)?;
+    }
+    let mut f = std::fs::OpenOptions::new().write(true).open(&path)?;
+    buf.fill(0);
+    for _ in 0..16 {
+        f.write_all(&buf)?;
+    }
+    f.sync_all()
+}
+
+/// `sources-disk NAME present|absent|proc`: the disk's instances are all
+/// there, or all gone, within 1.5 s; or (proc) a workload's increments of
+/// its counts equal /proc/diskstats' and every request completed has a
+/// latency. Increments, not totals: the module counts a disk from the
+/// scan that finds it (I/O before, such as the partition scan of a new
+/// disk, is not in its instance).
+fn sources_disk(name: &str, what: &str) -> bool {
+    let mut seg = open();
+    let check = format!("sources-disk-{what}");
+    if what == "proc" {
+        let (o0, p0) = match (disk_values(&mut seg, name), proc_diskstats(name)) {
+            (Ok(o), Some(p)) if o.iter().all(Option::is_some) => (o, p),
+            (o, p) => return verdict(&check, false, &format!("(before: {o:?} {p:?})")),
+        };
+        if let Err(e) = disk_workload(name) {
+            return verdict(&check, false, &format!("(workload on /dev/{name}: {e})"));
+        }
+        let mut last = String::new();
+        for _ in 0..15 {
+            if let (Ok(o), Some(p)) = (disk_values(&mut seg, name), proc_diskstats(name)) {
+                let d_o: Vec<u64> = o
+                    .iter()
+                    .zip(&o0)
+                    .map(|(a, b)| a.unwrap_or(0).wrapping_sub(b.unwrap_or(0)))
+                    .collect();
+                let d_p: Vec<u64> = p.iter().zip(&p0).map(|(a, b)| a - b).collect();
+                last = format!(
+                    "increments of read write discard flush read_bytes write_bytes \
+                     discard_bytes latency_count: perfabi {d_o:?}, /proc/diskstats {d_p:?}"
+                );
+                if d_p[..] == d_o[..7]
+                    && d_p[0] > 0
+                    && d_p[1] > 0
+                    && d_o[7] == d_o[..4].iter().sum::<u64>()
+                {
+                    return verdict(&check, true, &format!("({last})"));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        return verdict(&check, false, &format!("({last})"));
+    }
+    let mut last = Vec::new();
+    for _ in 0..15 {
+        match disk_values(&mut seg, name) {
+            Ok(v) => {
+                let ok = if what == "present" {
+                    v.iter().all(Option::is_some)
+                } else {
+                    v.iter().all(Option::is_none)
+                };
+                if ok {
+                    return verdict(&check, true, &format!("({name}: {v:?})"));
+                }
+                last = v;
+            }
+            Err(e) => return verdict(&check, false, &e),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    verdict(&check, false, &format!("({name}: {last:?})"))
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let ok = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
@@ -1075,8 +1192,9 @@ fn main() {
         ["sources"] => sources(),
         ["sources-lo"] => sources_lo(),
         ["sources-absent", name] => sources_absent(name),
+        ["sources-disk", name, what] => sources_disk(name, what),
         _ => {
-            eprintln!("usage: perfabi-guest-check readonly | rising NAME | workload FILE | damon FILE [SEGMENT NAME] | same-damon SEG SEG | cost | canonical [NAME] | families | sources | sources-lo | sources-absent NAME");
+            eprintln!("usage: perfabi-guest-check readonly | rising NAME | workload FILE | damon FILE [SEGMENT NAME] | same-damon SEG SEG | cost | canonical [NAME] | families | sources | sources-lo | sources-absent NAME | sources-disk NAME present|absent|proc");
             std::process::exit(2)
         }
     };
