@@ -5,6 +5,7 @@
 //! * [`catalog`]: the README's table of the families both writers publish,
 //!   parsed, for tests that compare a writer with it;
 //! * [`host`]: the host statistics source (per-CPU times, softirqs, vmstat);
+//! * [`follow`]: instances that come and go with the devices;
 //! * [`damon`]: the DAMON sources (tracepoint, sysfs, replay of a record)
 //!   and the exporter's own counters of what it published;
 //! * [`lock`]: one daemon per segment path.
@@ -13,6 +14,7 @@
 
 pub mod catalog;
 pub mod damon;
+pub mod follow;
 pub mod host;
 pub mod lock;
 pub mod procfs;
