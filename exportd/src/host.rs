@@ -1,42 +1,16 @@
-//! The host-statistics source: per-CPU times from `/proc/stat`, per-CPU
-//! softirq counts from `/proc/softirqs`, and selected `/proc/vmstat` values,
-//! published as metric families of external per-CPU members so that any
-//! number of agents read them at memory speed instead of each parsing
-//! `/proc`:
-//!
-//! | family | kind | unit | dimension | source |
-//! |---|---|---|---|---|
-//! | `kernel.cpu.time` | counter | µs | `mode` (`user`, `nice`, `system`, …) | `/proc/stat` `cpuN` lines |
-//! | `kernel.softirqs` | counter | count | `kind` (`timer`, `net_rx`, …, lower case) | `/proc/softirqs` |
-//! | `mem.vmstat.<name>` | counter (gauge for `nr_*`) | count (pages for `nr_*`) | none | `/proc/vmstat` |
+//! The host-statistics source: per-CPU times and context switches from
+//! `/proc/stat`, per-CPU softirq counts from `/proc/softirqs`, and
+//! selected `/proc/vmstat` values. The kinds of softirq and the vmstat
+//! values are fixed at start; each file is read once per refresh, into a
+//! buffer kept from one refresh to the next.
 
-use std::path::PathBuf;
+use std::collections::HashMap;
 
 use perfabi::{FamilySpec, Kind, Unit};
 use perfabi_shm::writer::{MemberId, Writer};
 
-use crate::procfs;
-
-/// The files the source reads.
-#[derive(Clone, Debug)]
-pub struct ProcPaths {
-    /// `/proc/stat`.
-    pub stat: PathBuf,
-    /// `/proc/softirqs`.
-    pub softirqs: PathBuf,
-    /// `/proc/vmstat`.
-    pub vmstat: PathBuf,
-}
-
-impl Default for ProcPaths {
-    fn default() -> Self {
-        Self {
-            stat: "/proc/stat".into(),
-            softirqs: "/proc/softirqs".into(),
-            vmstat: "/proc/vmstat".into(),
-        }
-    }
-}
+use crate::procfs::{self, ProcFile};
+use crate::sources::{Need, Paths, SourceError};
 
 /// The vmstat values published when none are configured.
 pub const DEFAULT_VMSTAT: &[&str] = &[
@@ -53,84 +27,68 @@ pub const DEFAULT_VMSTAT: &[&str] = &[
 
 /// Registered instances and the buffers of one refresh.
 pub struct HostSource {
-    paths: ProcPaths,
+    stat: ProcFile,
+    softirqs: ProcFile,
+    vmstat: ProcFile,
     us_per_tick: u64,
     cpu: Vec<MemberId>,
+    pswitch: MemberId,
+    /// Softirq kinds (lower case) and their members.
     softirq: Vec<(String, MemberId)>,
-    vmstat: Vec<(String, MemberId)>,
+    vm: HashMap<String, MemberId>,
+    /// Per-CPU times of the last `/proc/stat`, by CPU.
+    times: Vec<[u64; 10]>,
+    cpus: Vec<usize>,
     values: Vec<u64>,
 }
 
-/// Why the source cannot start.
-#[derive(Debug)]
-pub enum HostError {
-    /// A `/proc` file cannot be read.
-    Read(PathBuf, std::io::Error),
-    /// A configured vmstat name is not in this kernel's `/proc/vmstat`.
-    UnknownVmstat(String),
-    /// A vmstat name is given twice.
-    DuplicateVmstat(String),
-    /// Registering an instance failed.
-    Abi(perfabi::Error),
-}
-
-impl std::fmt::Display for HostError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Read(p, e) => write!(f, "cannot read {}: {e}", p.display()),
-            Self::UnknownVmstat(n) => write!(f, "--vmstat {n}: no such counter in /proc/vmstat"),
-            Self::DuplicateVmstat(n) => write!(f, "--vmstat {n} is given twice"),
-            Self::Abi(e) => write!(f, "cannot register host statistics: {e}"),
-        }
-    }
-}
-
-fn read(p: &PathBuf) -> Result<String, HostError> {
-    std::fs::read_to_string(p).map_err(|e| HostError::Read(p.clone(), e))
+fn read(p: &std::path::Path) -> Result<String, SourceError> {
+    std::fs::read_to_string(p).map_err(|e| SourceError::Read(p.to_path_buf(), e))
 }
 
 /// Checks the configuration against this host before anything is created:
 /// every file readable, every vmstat name present.
-pub fn check(paths: &ProcPaths, vmstat: &[String]) -> Result<(), HostError> {
-    read(&paths.stat)?;
-    read(&paths.softirqs)?;
+pub fn check(paths: &Paths, vmstat: &[String]) -> Result<(), SourceError> {
+    read(&paths.proc("stat"))?;
+    read(&paths.proc("softirqs"))?;
     if let Some((_, n)) = vmstat
         .iter()
         .enumerate()
         .find(|(i, n)| vmstat[..*i].contains(n))
     {
-        return Err(HostError::DuplicateVmstat(n.to_string()));
+        return Err(SourceError::DuplicateVmstat(n.to_string()));
     }
-    let present = procfs::vmstat(&read(&paths.vmstat)?);
+    let present = procfs::vmstat(&read(&paths.proc("vmstat"))?);
     match vmstat.iter().find(|n| !present.contains_key(n.as_str())) {
-        Some(n) => Err(HostError::UnknownVmstat(n.clone())),
+        Some(n) => Err(SourceError::UnknownVmstat(n.clone())),
         None => Ok(()),
     }
 }
 
-/// The names of `/proc/softirqs` rows that are valid instance strings.
-fn softirq_kinds(paths: &ProcPaths) -> Result<Vec<String>, HostError> {
-    Ok(procfs::softirqs(&read(&paths.softirqs)?)
-        .into_keys()
-        .filter(|n| !n.is_empty() && perfabi::name::check_instance(n).is_ok())
+/// The names of `/proc/softirqs` rows that are valid instance strings,
+/// lower case.
+fn softirq_kinds(paths: &Paths) -> Result<Vec<String>, SourceError> {
+    let text = read(&paths.proc("softirqs"))?;
+    Ok(procfs::cpu_rows(&text, &mut Vec::new())
+        .map(|r| r.label.to_ascii_lowercase())
+        .filter(|n| perfabi::name::check_instance(n).is_ok())
         .collect())
 }
 
-/// How many value slots (one per member) and families
-/// [`HostSource::new`] registers on this host.
-pub fn instances(paths: &ProcPaths, vmstat: &[String]) -> Result<(usize, usize), HostError> {
+/// The families and members [`HostSource::new`] registers on this host.
+pub fn need(paths: &Paths, vmstat: &[String]) -> Result<Need, SourceError> {
     let softirqs = softirq_kinds(paths)?.len();
-    Ok((
-        procfs::CPU_FIELDS.len() + softirqs + vmstat.len(),
-        2 + vmstat.len(),
-    ))
+    Ok(Need {
+        families: 3 + vmstat.len(),
+        members: procfs::CPU_FIELDS.len() + softirqs + 1 + vmstat.len(),
+    })
 }
 
 impl HostSource {
-    /// Registers the instances in `w` and publishes a first refresh.
-    pub fn new(w: &Writer, paths: ProcPaths, vmstat: &[String]) -> Result<Self, HostError> {
-        check(&paths, vmstat)?;
-        let abi = HostError::Abi;
+    /// Registers the instances in `w`.
+    pub fn new(w: &Writer, paths: &Paths, vmstat: &[String]) -> Result<Self, SourceError> {
+        check(paths, vmstat)?;
+        let abi = SourceError::Abi;
         let hz = rustix::param::clock_ticks_per_second().max(1);
         let time = w
             .add_family(&FamilySpec::new(
@@ -146,6 +104,16 @@ impl HostSource {
             .map(|f| w.add_external_member(time, f, &[]))
             .collect::<Result<_, _>>()
             .map_err(abi)?;
+        let ctxt = w
+            .add_family(&FamilySpec::new(
+                "kernel.all.pswitch",
+                "Context switches, from /proc/stat ctxt",
+                "",
+                Kind::Counter,
+                Unit::COUNT,
+            ))
+            .map_err(abi)?;
+        let pswitch = w.add_external_member(ctxt, "", &[]).map_err(abi)?;
         let softirqs = w
             .add_family(&FamilySpec::new(
                 "kernel.softirqs",
@@ -155,7 +123,7 @@ impl HostSource {
                 Unit::COUNT,
             ))
             .map_err(abi)?;
-        let softirq = softirq_kinds(&paths)?
+        let softirq = softirq_kinds(paths)?
             .into_iter()
             .map(|n| Ok((n.clone(), w.add_external_member(softirqs, &n, &[])?)))
             .collect::<Result<_, perfabi::Error>>()
@@ -180,47 +148,65 @@ impl HostSource {
             })
             .collect::<Result<_, perfabi::Error>>()
             .map_err(abi)?;
-        let mut s = Self {
-            paths,
+        let nr_cpus = w.layout().nr_cpus;
+        Ok(Self {
+            stat: ProcFile::new(paths.proc("stat")),
+            softirqs: ProcFile::new(paths.proc("softirqs")),
+            vmstat: ProcFile::new(paths.proc("vmstat")),
             us_per_tick: 1_000_000 / hz,
             cpu,
+            pswitch,
             softirq,
-            vmstat: vm,
-            values: vec![0; w.layout().nr_cpus],
-        };
-        s.refresh(w)?;
-        Ok(s)
+            vm,
+            times: vec![[0; 10]; nr_cpus],
+            cpus: Vec::new(),
+            values: vec![0; nr_cpus],
+        })
     }
 
-    /// Reads the three files once and publishes every value.
-    pub fn refresh(&mut self, w: &Writer) -> Result<(), HostError> {
-        let times = procfs::stat_times(&read(&self.paths.stat)?);
-        for (f, id) in self.cpu.iter().enumerate() {
-            self.values.fill(0);
-            for (&cpu, v) in &times {
-                if let Some(slot) = self.values.get_mut(cpu) {
-                    *slot = v[f] * self.us_per_tick;
-                }
-            }
-            w.publish_member_per_cpu(id, &self.values)
-                .map_err(HostError::Abi)?;
+    /// Reads the three files once each and publishes every value.
+    pub fn refresh(&mut self, w: &Writer) -> std::io::Result<()> {
+        let stat = self.stat.read()?;
+        for t in &mut self.times {
+            *t = [0; 10];
         }
-        let sirq = procfs::softirqs(&read(&self.paths.softirqs)?);
-        for (name, id) in &self.softirq {
+        for (cpu, v) in procfs::stat_cpus(&stat) {
+            if let Some(slot) = self.times.get_mut(cpu) {
+                *slot = v;
+            }
+        }
+        if let Some(ctxt) = procfs::stat_ctxt(&stat) {
+            // A machine-wide value: all of it on CPU 0, so the sum is right.
+            let _ = w.publish_member_per_cpu(&self.pswitch, &[ctxt]);
+        }
+        for (f, id) in self.cpu.iter().enumerate() {
+            for (v, t) in self.values.iter_mut().zip(&self.times) {
+                *v = t[f].wrapping_mul(self.us_per_tick);
+            }
+            let _ = w.publish_member_per_cpu(id, &self.values);
+        }
+        let sirq = self.softirqs.read()?;
+        for row in procfs::cpu_rows(&sirq, &mut self.cpus) {
+            let Some((_, id)) = self
+                .softirq
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(row.label))
+            else {
+                continue;
+            };
             self.values.fill(0);
-            for (&cpu, &v) in sirq.get(name).into_iter().flatten() {
+            for (&cpu, v) in self.cpus.iter().zip(row.counts()) {
                 if let Some(slot) = self.values.get_mut(cpu) {
                     *slot = v;
                 }
             }
-            w.publish_member_per_cpu(id, &self.values)
-                .map_err(HostError::Abi)?;
+            let _ = w.publish_member_per_cpu(id, &self.values);
         }
-        let vm = procfs::vmstat(&read(&self.paths.vmstat)?);
-        for (name, id) in &self.vmstat {
-            // A machine-wide value: all of it on CPU 0, so the sum is right.
-            w.publish_member_per_cpu(id, &[vm.get(name).copied().unwrap_or(0)])
-                .map_err(HostError::Abi)?;
+        let vm = self.vmstat.read()?;
+        for (name, v) in procfs::vmstat_values(&vm) {
+            if let Some(id) = self.vm.get(name) {
+                let _ = w.publish_member_per_cpu(id, &[v]);
+            }
         }
         Ok(())
     }

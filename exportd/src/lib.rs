@@ -4,7 +4,11 @@
 //! * [`procfs`]: parsers of the `/proc` text the exporter publishes;
 //! * [`catalog`]: the README's table of the families both writers publish,
 //!   parsed, for tests that compare a writer with it;
-//! * [`host`]: the host statistics source (per-CPU times, softirqs, vmstat);
+//! * [`sources`]: every `/proc` source together (the table of what each
+//!   publishes), of which [`host`] (per-CPU times, context switches,
+//!   softirqs, vmstat), [`disks`], [`netdev`], [`interrupts`],
+//!   [`pressure`] and [`meminfo`];
+//! * [`follow`]: instances that come and go with the devices;
 //! * [`damon`]: the DAMON sources (tracepoint, sysfs, replay of a record)
 //!   and the exporter's own counters of what it published;
 //! * [`lock`]: one daemon per segment path.
@@ -13,6 +17,13 @@
 
 pub mod catalog;
 pub mod damon;
+pub mod disks;
+pub mod follow;
 pub mod host;
+pub mod interrupts;
 pub mod lock;
+pub mod meminfo;
+pub mod netdev;
+pub mod pressure;
 pub mod procfs;
+pub mod sources;

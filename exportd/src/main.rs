@@ -1,4 +1,5 @@
-//! perfabi-exportd: publishes host statistics and DAMON region statistics
+//! perfabi-exportd: publishes host statistics (CPU, memory, disks,
+//! network interfaces, interrupts, pressure) and DAMON region statistics
 //! as a perfabi segment, for machines where the kernel module cannot be
 //! loaded. Readers (the reader library, perfabi-cat, the PCP agent) cannot
 //! tell the difference.
@@ -18,6 +19,8 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use perfabi::Semantics;
+use perfabi_exportd::follow::Room;
+use perfabi_exportd::sources::{self, Need};
 use perfabi_exportd::{damon, host, lock, procfs};
 use perfabi_shm::writer::{Config, Health, Writer};
 
@@ -47,9 +50,20 @@ struct Args {
     /// A /proc/vmstat counter to publish (repeatable; default: a common set).
     #[arg(long = "vmstat", value_name = "NAME")]
     vmstat: Vec<String>,
-    /// Instance table capacity.
-    #[arg(long, default_value_t = 1024)]
-    max_instances: u32,
+    /// Instance table capacity: the value slots of every member and
+    /// counter. Default: --max-members plus the daemon's own counters.
+    #[arg(long, value_name = "N")]
+    max_instances: Option<u32>,
+    /// Member table capacity: one member per device (disk, interface,
+    /// IRQ) and family. Default: twice what this host has at start, plus
+    /// 1024 for devices that appear later; a device that finds the table
+    /// full is not published and is counted in exportd.skipped_instances.
+    #[arg(long, value_name = "N")]
+    max_members: Option<u32>,
+    /// Family table capacity. Default: the families registered at start,
+    /// plus 16.
+    #[arg(long, value_name = "N")]
+    max_families: Option<u32>,
     /// DAMON source: tracepoint (live damon_aggregated events, passive),
     /// sysfs (own kdamond), replay (--replay FILE), auto (the best of these
     /// available, logged), none. Default: replay if --replay is given, else
@@ -142,7 +156,7 @@ fn main() -> ExitCode {
 struct Plan {
     interval: Duration,
     vmstat: Vec<String>,
-    paths: host::ProcPaths,
+    paths: sources::Paths,
     record: Option<damon::replay::Record>,
     default_iv: perfabi::damon::Intervals,
     choice: damon::Choice,
@@ -151,7 +165,15 @@ struct Plan {
 }
 
 /// Instances the daemon registers beside the host statistics.
-const OWN_INSTANCES: usize = 2 + damon::DamonCounters::INSTANCES;
+const OWN_INSTANCES: usize = 2 + damon::DamonCounters::INSTANCES + Room::INSTANCES;
+
+/// Members the default `--max-members` holds beyond twice what is live at
+/// start: 256 new network interfaces, or 146 disks.
+const MEMBER_HEADROOM: usize = 1024;
+
+/// Families the default `--max-families` holds beyond those registered at
+/// start (all are, today).
+const FAMILY_HEADROOM: usize = 16;
 
 /// 1. Checks the whole configuration (exit 2); nothing exists yet.
 fn configure(args: &Args) -> Result<Plan, Fail> {
@@ -168,7 +190,7 @@ fn configure(args: &Args) -> Result<Plan, Fail> {
     } else {
         args.vmstat.clone()
     };
-    let paths = host::ProcPaths::default();
+    let paths = sources::Paths::default();
     host::check(&paths, &vmstat).map_err(|e| bad(e.to_string()))?;
     let limit = args.replay_max_mib << 20;
     let default_iv = perfabi::damon::Intervals {
@@ -223,38 +245,8 @@ fn configure(args: &Args) -> Result<Plan, Fail> {
         min_regions: args.damon_min_regions,
         max_regions: args.damon_max_regions,
     };
-    let config = Config {
-        max_instances: args.max_instances,
-        heartbeat_interval: Duration::from_secs_f64(args.interval),
-        // The daemon's loop beats at every refresh and logs what it finds.
-        auto_heartbeat: false,
-        ..Config::default()
-    };
-    let (members, families) = host::instances(&paths, &vmstat).map_err(|e| bad(e.to_string()))?;
-    let config = Config {
-        // Room for the families and members of a host that gains devices
-        // (softirq kinds do not change, but the headroom is cheap).
-        max_families: (families + 16) as u32,
-        max_members: (members * 2).max(64) as u32,
-        ..config
-    };
-    perfabi::Geometry {
-        page_size: 4096,
-        nr_cpus: 1,
-        max_instances: config.max_instances,
-        damon_capacity: config.damon_capacity,
-        max_families: config.max_families,
-        max_members: config.max_members,
-    }
-    .sizes()
-    .map_err(|e| bad(format!("--max-instances {}: {e}", args.max_instances)))?;
-    let needed = members + OWN_INSTANCES;
-    if (args.max_instances as usize) < needed {
-        return Err(bad(format!(
-            "--max-instances {} is too small: this daemon registers {needed} instances here",
-            args.max_instances
-        )));
-    }
+    let need = sources::need(&paths, &vmstat).map_err(|e| bad(e.to_string()))?;
+    let config = sizes(args, need)?;
     Ok(Plan {
         interval: Duration::from_secs_f64(args.interval),
         vmstat,
@@ -265,6 +257,66 @@ fn configure(args: &Args) -> Result<Plan, Fail> {
         sysfs_opts,
         config,
     })
+}
+
+/// 1b. The segment's tables: what the sources `need` here now, with
+/// headroom for devices that appear later, or what the command line asks
+/// (at least what is needed now).
+fn sizes(args: &Args, need: Need) -> Result<Config, Fail> {
+    let max = |given: Option<u32>, default: usize, needed: usize, what: &str, opt: &str| {
+        let n = given.unwrap_or(u32::try_from(default).unwrap_or(u32::MAX));
+        if (n as usize) < needed {
+            return Err(Fail::Config(format!(
+                "{opt} {n} is too small: this daemon registers {needed} {what} here"
+            )));
+        }
+        Ok(n)
+    };
+    let max_families = max(
+        args.max_families,
+        need.families + FAMILY_HEADROOM,
+        need.families,
+        "families",
+        "--max-families",
+    )?;
+    let max_members = max(
+        args.max_members,
+        2 * need.members + MEMBER_HEADROOM,
+        need.members,
+        "members",
+        "--max-members",
+    )?;
+    let max_instances = max(
+        args.max_instances,
+        max_members as usize + OWN_INSTANCES,
+        need.members + OWN_INSTANCES,
+        "instances",
+        "--max-instances",
+    )?;
+    let config = Config {
+        max_instances,
+        max_families,
+        max_members,
+        heartbeat_interval: Duration::from_secs_f64(args.interval),
+        // The daemon's loop beats at every refresh and logs what it finds.
+        auto_heartbeat: false,
+        ..Config::default()
+    };
+    perfabi::Geometry {
+        page_size: 4096,
+        nr_cpus: 1,
+        max_instances: config.max_instances,
+        damon_capacity: config.damon_capacity,
+        max_families: config.max_families,
+        max_members: config.max_members,
+    }
+    .sizes()
+    .map_err(|e| {
+        Fail::Config(format!(
+            "--max-instances {max_instances}, --max-members {max_members}, --max-families {max_families}: {e}"
+        ))
+    })?;
+    Ok(config)
 }
 
 /// Reads and parses the `--replay` record at `f` (at most `limit` bytes,
@@ -342,7 +394,7 @@ fn run(args: &Args, plan: Plan) -> Result<(), Fail> {
         args,
         &plan.config,
         decision,
-        plan.paths,
+        &plan.paths,
         &plan.vmstat,
         plan.default_iv,
     )?;
@@ -380,7 +432,7 @@ struct Daemon {
     path: PathBuf,
     w: Arc<Writer>,
     stop: Arc<AtomicBool>,
-    host: host::HostSource,
+    sources: sources::Sources,
     refreshes: perfabi_shm::writer::InstanceId,
     refresh_us: perfabi_shm::writer::InstanceId,
     damon_thread: Option<std::thread::JoinHandle<()>>,
@@ -393,7 +445,7 @@ impl Daemon {
         args: &Args,
         config: &Config,
         decision: damon::Decision,
-        paths: host::ProcPaths,
+        paths: &sources::Paths,
         vmstat: &[String],
         default_iv: perfabi::damon::Intervals,
     ) -> Result<Daemon, Fail> {
@@ -414,7 +466,7 @@ impl Daemon {
                 perfabi::ValueType::U64,
             )
             .map_err(runtime)?;
-        let host = host::HostSource::new(&w, paths, vmstat).map_err(runtime)?;
+        let sources = sources::Sources::new(&w, paths, vmstat).map_err(runtime)?;
         let counters = damon::DamonCounters::add(&w).map_err(runtime)?;
         eprintln!("perfabi-exportd: DAMON: {}", decision.why);
         let damon_thread = decision.source.map(|source| {
@@ -438,7 +490,7 @@ impl Daemon {
             path: args.path.clone(),
             w,
             stop,
-            host,
+            sources,
             refreshes,
             refresh_us,
             damon_thread,
@@ -479,9 +531,7 @@ impl Daemon {
     /// One refresh of the host statistics, timed and counted.
     fn refresh(&mut self) {
         let t = Instant::now();
-        if let Err(e) = self.host.refresh(&self.w) {
-            eprintln!("perfabi-exportd: host statistics: {e}");
-        }
+        self.sources.refresh(&self.w);
         let _ = self.w.set(self.refresh_us, t.elapsed().as_micros() as i64);
         let _ = self.w.adjust(self.refreshes, 1);
     }

@@ -17,12 +17,13 @@
 //! | `/proc/vmstat` | [`vmstat`], [`vmstat_values`] | name and value |
 //! | `/proc/meminfo` | [`meminfo`] | name and value (kB) |
 //! | `/proc/diskstats` | [`diskstats`] | per device: reads, writes, discards, flushes and their sectors |
+//! | `/proc/partitions` | [`partitions`] | the devices with a size, and the size |
 //! | `/proc/net/dev` | [`net_dev`] | per interface: received and sent bytes and packets |
 //! | `/proc/pressure/*` | [`pressure`] | `some` and `full` totals (µs) |
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::io::Read;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 /// The most lines a parser reads of one file; the rest is ignored. Far
@@ -39,18 +40,22 @@ pub const MAX_CPU_COLUMNS: usize = 8192;
 pub const MAX_FILE_BYTES: usize = 64 << 20;
 
 /// One file read again at every refresh into the same buffer, so that
-/// after the first reads a refresh allocates nothing for it.
+/// after the first reads a refresh allocates nothing for it. The file
+/// stays open between reads (a `/proc` file is generated again when read
+/// from its start); if reading it fails, it is opened again once.
 #[derive(Debug)]
 pub struct ProcFile {
     path: PathBuf,
+    file: Option<std::fs::File>,
     buf: Vec<u8>,
 }
 
 impl ProcFile {
-    /// The file at `path`, not read yet.
+    /// The file at `path`, not opened yet.
     pub fn new(path: impl Into<PathBuf>) -> Self {
         Self {
             path: path.into(),
+            file: None,
             buf: Vec::new(),
         }
     }
@@ -60,14 +65,39 @@ impl ProcFile {
         &self.path
     }
 
+    /// Reads the file from its start into the buffer: at most
+    /// [`MAX_FILE_BYTES`] + 1 bytes.
+    fn fill(&mut self) -> std::io::Result<()> {
+        self.buf.clear();
+        let mut f = match self.file.take() {
+            Some(f) => f,
+            None => std::fs::File::open(&self.path)?,
+        };
+        f.seek(SeekFrom::Start(0))?;
+        (&mut f)
+            .take(MAX_FILE_BYTES as u64 + 1)
+            .read_to_end(&mut self.buf)?;
+        self.file = Some(f);
+        Ok(())
+    }
+
     /// Reads the whole file (at most [`MAX_FILE_BYTES`], cut after its
     /// last whole line) and returns its text; bytes that are not UTF-8
-    /// become U+FFFD (then that text is a copy).
+    /// become U+FFFD (then that text is a copy). An error's message names
+    /// the file.
     pub fn read(&mut self) -> std::io::Result<Cow<'_, str>> {
-        self.buf.clear();
-        let f = std::fs::File::open(&self.path)?;
-        f.take(MAX_FILE_BYTES as u64 + 1)
-            .read_to_end(&mut self.buf)?;
+        let reopened = self.file.is_none();
+        if let Err(e) = self.fill() {
+            // A file kept open may have gone stale (replaced, or a device
+            // gone): open it again, once.
+            if reopened || self.fill().is_err() {
+                self.file = None;
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!("{}: {e}", self.path.display()),
+                ));
+            }
+        }
         if self.buf.len() > MAX_FILE_BYTES {
             let end = self.buf[..MAX_FILE_BYTES]
                 .iter()
@@ -320,6 +350,20 @@ pub fn diskstats(text: &str) -> impl Iterator<Item = DiskStats<'_>> {
     })
 }
 
+/// The devices `/proc/partitions` lists (`major minor #blocks name`):
+/// name and size in KiB. The kernel lists whole disks and partitions with
+/// a non-zero size only, and leaves out removable disks that cannot hold
+/// partitions (CD drives). The header and blank lines are skipped.
+pub fn partitions(text: &str) -> impl Iterator<Item = (&str, u64)> {
+    lines(text).filter_map(|line| {
+        let mut t = line.split_ascii_whitespace();
+        t.next()?.parse::<u32>().ok()?;
+        t.next()?.parse::<u32>().ok()?;
+        let kib = t.next()?.parse().ok()?;
+        Some((t.next()?, kib))
+    })
+}
+
 /// One interface of `/proc/net/dev`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NetDev<'a> {
@@ -532,6 +576,13 @@ no colon here\n\
     }
 
     #[test]
+    fn partitions_lists_sized_devices() {
+        let text = "major minor  #blocks  name\n\n 254        0  268435456 vda\n 254        1     1024 vda1\n   7  0 x loop0\n   8\n";
+        let p: Vec<_> = partitions(text).collect();
+        assert_eq!(p, [("vda", 268_435_456), ("vda1", 1024)]);
+    }
+
+    #[test]
     fn net_dev_reads_bytes_and_packets() {
         let text = "\
 Inter-|   Receive                                                |  Transmit\n\
@@ -636,8 +687,14 @@ Inter-|   Receive                                                |  Transmit\n\
         assert_eq!(f.read().unwrap(), "a 1\n");
         std::fs::write(&p, b"b \xff2\n").unwrap();
         assert_eq!(f.read().unwrap(), "b \u{fffd}2\n");
+        // A file kept open and replaced: read as it is now... unless the old
+        // one still reads, as a regular file does (a /proc file is never
+        // replaced).
         std::fs::remove_file(&p).unwrap();
-        assert!(f.read().is_err());
+        assert_eq!(f.read().unwrap(), "b \u{fffd}2\n");
+        let mut gone = ProcFile::new(&p);
+        let e = gone.read().unwrap_err();
+        assert!(e.to_string().contains(p.to_str().unwrap()), "{e}");
         assert_eq!(f.path(), p);
     }
 }

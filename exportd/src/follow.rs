@@ -1,0 +1,328 @@
+//! Following devices: the instances of a source's families come and go
+//! with the devices (disks, interfaces, IRQs) its `/proc` file lists.
+//!
+//! At every refresh a source calls [`Follow::begin`], then
+//! [`Follow::see`] for each device the file lists (which registers a new
+//! one as one member per family), then [`Follow::end`], which deletes the
+//! members of every device not seen. A device that returns is registered
+//! again: the writer gives it its old instance number under a new
+//! registration id (spec §5.3), so readers see a new registration.
+//!
+//! The segment's tables are sized at start ([`crate::sources::Need`]): a
+//! device that appears when they are full is not published, counted in
+//! `exportd.skipped_instances` and logged once, and the existing instances
+//! stay as they are. It is tried again after some member was deleted. A
+//! device whose name cannot be an instance string (spec §5.3) is skipped
+//! the same way, and never retried.
+
+use std::collections::{HashMap, HashSet};
+
+use perfabi::Semantics;
+use perfabi_shm::writer::{FamilyId, InstanceId, MemberId, Writer};
+
+/// The most device names whose skip is logged; later ones are only
+/// counted, so a churn of new names cannot grow the log or the set.
+const MAX_LOGGED: usize = 64;
+
+/// What the sources share across refreshes: the exporter's count of
+/// skipped devices and what was logged of them.
+pub struct Room {
+    skipped: InstanceId,
+    /// Members deleted so far, by any source: a device refused for want of
+    /// room is tried again only once this changed.
+    freed: u64,
+    logged: HashSet<String>,
+}
+
+impl Room {
+    /// The name of the counter of skipped devices.
+    pub const SKIPPED: &'static str = "exportd.skipped_instances";
+
+    /// The 1.0 instances [`Room::new`] registers.
+    pub const INSTANCES: usize = 1;
+
+    /// Registers the `exportd.skipped_instances` counter in `w`.
+    pub fn new(w: &Writer) -> Result<Self, perfabi::Error> {
+        Ok(Self {
+            skipped: w.add(Self::SKIPPED, "count", Semantics::Counter)?,
+            freed: 0,
+            logged: HashSet::new(),
+        })
+    }
+
+    /// Counts one skipped device and logs `why` once per `what` and name.
+    fn skip(&mut self, w: &Writer, what: &str, name: &str, why: impl FnOnce() -> String) {
+        let _ = w.adjust(self.skipped, 1);
+        if self.logged.len() > MAX_LOGGED {
+            return;
+        }
+        let key = format!("{what} {name}");
+        if self.logged.contains(&key) {
+            return;
+        }
+        if self.logged.len() == MAX_LOGGED {
+            eprintln!(
+                "perfabi-exportd: {MAX_LOGGED} devices skipped so far; further ones are only counted in {}",
+                Self::SKIPPED
+            );
+        } else {
+            eprintln!("perfabi-exportd: {what} {name}: {}", why());
+        }
+        self.logged.insert(key);
+    }
+}
+
+/// One device's members, in the order of [`Follow`]'s families.
+struct Device {
+    members: Vec<MemberId>,
+    seen: u64,
+}
+
+/// Why a device is not published.
+struct Refused {
+    seen: u64,
+    /// `Some(freed)`: no room when [`Room::freed`] was this; `None`: its
+    /// name cannot be an instance string.
+    room_at: Option<u64>,
+}
+
+/// The devices of one source and their members in its families.
+pub struct Follow {
+    what: &'static str,
+    families: Vec<FamilyId>,
+    live: HashMap<String, Device>,
+    refused: HashMap<String, Refused>,
+    pass: u64,
+}
+
+impl Follow {
+    /// Follows devices of kind `what` (`disk`, for log lines), each a
+    /// member of every family of `families`.
+    pub fn new(what: &'static str, families: Vec<FamilyId>) -> Self {
+        Self {
+            what,
+            families,
+            live: HashMap::new(),
+            refused: HashMap::new(),
+            pass: 0,
+        }
+    }
+
+    /// The live devices' instance strings.
+    pub fn instances(&self) -> impl Iterator<Item = &str> {
+        self.live.keys().map(String::as_str)
+    }
+
+    /// Starts a refresh.
+    pub fn begin(&mut self) {
+        self.pass += 1;
+    }
+
+    /// Device `instance` is listed: its members, one per family (those of
+    /// a new device registered now), or `None` if it is not published
+    /// (counted and logged once, see the module's doc).
+    pub fn see(&mut self, w: &Writer, room: &mut Room, instance: &str) -> Option<&[MemberId]> {
+        let pass = self.pass;
+        if let Some(d) = self.live.get_mut(instance) {
+            d.seen = pass;
+            // Reborrowed to return it: the map cannot change in between.
+            return self.live.get(instance).map(|d| d.members.as_slice());
+        }
+        if let Some(r) = self.refused.get_mut(instance) {
+            let retry = r.room_at.is_some_and(|at| at != room.freed);
+            r.seen = pass;
+            if !retry {
+                return None;
+            }
+        }
+        let members = match self.register(w, instance) {
+            Ok(m) => m,
+            Err(e) => {
+                let bad_name = e == perfabi::Error::BadInstance;
+                let new = self
+                    .refused
+                    .insert(
+                        instance.to_string(),
+                        Refused {
+                            seen: pass,
+                            room_at: (!bad_name).then_some(room.freed),
+                        },
+                    )
+                    .is_none();
+                if new {
+                    room.skip(w, self.what, instance, || match bad_name {
+                        true => "its name cannot be an instance string (spec §5.3): not published"
+                            .to_string(),
+                        false if matches!(
+                            e,
+                            perfabi::Error::NoFamilyRoom | perfabi::Error::TableFull
+                        ) =>
+                        {
+                            "not published: the segment's member or value table is full (see --max-members and --max-instances)".to_string()
+                        }
+                        false => format!("not published: {e}"),
+                    });
+                }
+                return None;
+            }
+        };
+        self.refused.remove(instance);
+        let d = self.live.entry(instance.to_string()).or_insert(Device {
+            members,
+            seen: pass,
+        });
+        Some(&d.members)
+    }
+
+    /// One member per family, or none: what was added is deleted again if
+    /// a later family refuses it.
+    fn register(&self, w: &Writer, instance: &str) -> Result<Vec<MemberId>, perfabi::Error> {
+        perfabi::name::check_instance(instance)?;
+        if instance.is_empty() {
+            return Err(perfabi::Error::BadInstance);
+        }
+        let mut members = Vec::with_capacity(self.families.len());
+        for &f in &self.families {
+            match w.add_external_member(f, instance, &[]) {
+                Ok(m) => members.push(m),
+                Err(e) => {
+                    for m in &members {
+                        let _ = w.del_member(m);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(members)
+    }
+
+    /// Ends a refresh: deletes the members of every device not seen since
+    /// [`begin`](Self::begin), and forgets refused devices that are gone.
+    pub fn end(&mut self, w: &Writer, room: &mut Room) {
+        let pass = self.pass;
+        self.live.retain(|_, d| {
+            if d.seen == pass {
+                return true;
+            }
+            for m in &d.members {
+                if w.del_member(m).is_ok() {
+                    room.freed += 1;
+                }
+            }
+            false
+        });
+        self.refused.retain(|_, r| r.seen == pass);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use perfabi::{FamilySpec, Kind, Unit};
+    use perfabi_shm::writer::Config;
+
+    fn writer(dir: &std::path::Path, max_members: u32) -> Writer {
+        let config = Config {
+            nr_cpus: Some(2),
+            max_instances: 64,
+            max_families: 8,
+            max_members,
+            auto_heartbeat: false,
+            ..Config::default()
+        };
+        Writer::create(dir.join("seg"), &config).unwrap()
+    }
+
+    fn family(w: &Writer, name: &str) -> FamilyId {
+        w.add_family(&FamilySpec::new(
+            name,
+            "test",
+            "device",
+            Kind::Counter,
+            Unit::COUNT,
+        ))
+        .unwrap()
+    }
+
+    fn live(w: &Writer, fam: &str) -> Vec<String> {
+        let s = w.snapshot().unwrap();
+        let mut v: Vec<String> = s
+            .family(fam)
+            .unwrap()
+            .members
+            .iter()
+            .map(|m| m.instance.clone())
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn skipped(w: &Writer) -> u64 {
+        let s = w.snapshot().unwrap();
+        s.total(s.find(Room::SKIPPED).unwrap())
+    }
+
+    /// One refresh listing `devices`.
+    fn pass(f: &mut Follow, w: &Writer, room: &mut Room, devices: &[&str]) -> usize {
+        f.begin();
+        let n = devices
+            .iter()
+            .filter(|d| f.see(w, room, d).is_some())
+            .count();
+        f.end(w, room);
+        n
+    }
+
+    #[test]
+    fn devices_come_and_go_and_a_full_table_skips_new_ones_only() {
+        let dir = tempfile::tempdir().unwrap();
+        // Two families: 5 members hold two devices, not three.
+        let w = writer(dir.path(), 5);
+        let (a, b) = (family(&w, "t.a"), family(&w, "t.b"));
+        let mut room = Room::new(&w).unwrap();
+        let mut f = Follow::new("disk", vec![a, b]);
+        assert_eq!(pass(&mut f, &w, &mut room, &["sda", "sdb"]), 2);
+        assert_eq!(live(&w, "t.b"), ["sda", "sdb"]);
+        let old = w.snapshot().unwrap().family("t.a").unwrap().members[0].clone();
+        // sdc finds no room: skipped, counted once, the others intact; the
+        // half-registered member (t.a) is taken back.
+        for _ in 0..3 {
+            assert_eq!(pass(&mut f, &w, &mut room, &["sda", "sdb", "sdc"]), 2);
+        }
+        assert_eq!(skipped(&w), 1);
+        assert_eq!(live(&w, "t.a"), ["sda", "sdb"]);
+        // sda goes: sdc gets its room at the next refresh.
+        assert_eq!(pass(&mut f, &w, &mut room, &["sdb", "sdc"]), 1);
+        assert_eq!(pass(&mut f, &w, &mut room, &["sdb", "sdc"]), 2);
+        assert_eq!(live(&w, "t.a"), ["sdb", "sdc"]);
+        // sda returns to a full table: skipped again, counted again.
+        assert_eq!(pass(&mut f, &w, &mut room, &["sda", "sdb", "sdc"]), 2);
+        assert_eq!(skipped(&w), 2);
+        // A returning device is a new registration with its old number.
+        assert_eq!(pass(&mut f, &w, &mut room, &["sda", "sdb"]), 1);
+        assert_eq!(pass(&mut f, &w, &mut room, &["sda", "sdb"]), 2);
+        let s = w.snapshot().unwrap();
+        let new = s.family("t.a").unwrap().member("sda").unwrap();
+        assert_eq!(new.instance_id, old.instance_id);
+        assert_ne!(new.reg_id, old.reg_id);
+    }
+
+    #[test]
+    fn a_name_that_cannot_be_an_instance_is_skipped_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = writer(dir.path(), 16);
+        let a = family(&w, "t.a");
+        let mut room = Room::new(&w).unwrap();
+        let mut f = Follow::new("interface", vec![a]);
+        let long = "x".repeat(64);
+        for _ in 0..3 {
+            assert_eq!(
+                pass(&mut f, &w, &mut room, &["eth0", "bad name", "", &long]),
+                1
+            );
+        }
+        assert_eq!(skipped(&w), 3);
+        assert_eq!(live(&w, "t.a"), ["eth0"]);
+        assert_eq!(f.instances().collect::<Vec<_>>(), ["eth0"]);
+    }
+}

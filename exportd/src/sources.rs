@@ -1,0 +1,188 @@
+//! Every `/proc` source of the exporter together: what they need of the
+//! segment at start, their registration, and one refresh of all of them.
+//!
+//! | family | kind | unit | dimension | module | source |
+//! |---|---|---|---|---|---|
+//! | `kernel.cpu.time` | counter | µs | `mode` (`user`, `nice`, `system`, …) | [`host`] | `/proc/stat` `cpuN` lines |
+//! | `kernel.all.pswitch` | counter | count | none | [`host`] | `/proc/stat` `ctxt` |
+//! | `kernel.softirqs` | counter | count | `kind` (`timer`, `net_rx`, …, lower case) | [`host`] | `/proc/softirqs`, per CPU |
+//! | `mem.vmstat.<name>` | counter (gauge for `nr_*`) | count (pages for `nr_*`) | none | [`host`] | `/proc/vmstat` |
+//! | `disk.dev.{read,write,discard,flush}` | counter | count | `device` (whole disks with a medium) | [`disks`] | `/proc/diskstats` |
+//! | `disk.dev.{read,write,discard}_bytes` | counter | bytes | `device` | [`disks`] | `/proc/diskstats` sectors × 512 |
+//! | `network.interface.{in,out}.{packets,bytes}` | counter | count, bytes | `interface` | [`netdev`] | `/proc/net/dev` |
+//! | `kernel.interrupts.count` | counter | count | `irq` (`N:actions`) | [`interrupts`] | `/proc/interrupts` numbered rows, per CPU |
+//! | `kernel.interrupts.other` | counter | count | `kind` (`NMI`, `LOC`, …) | [`interrupts`] | `/proc/interrupts` named rows, per CPU |
+//! | `kernel.all.pressure.<res>.<some,full>.total` | counter | µs | none | [`pressure`] | `/proc/pressure/<res>` |
+//! | `mem.physmem`, `mem.util.*` | gauge | KiB | none | [`meminfo`] | `/proc/meminfo` |
+//!
+//! The README's table (`## Families out of the box`, parsed by
+//! [`crate::catalog`]) is the contract; the exporter's tests check these
+//! families against it. Machine-wide values are on CPU 0; per-CPU files
+//! by their header's CPU numbers. Disks, interfaces and IRQs are followed
+//! ([`crate::follow`]).
+//!
+//! [`host`]: crate::host
+//! [`disks`]: crate::disks
+//! [`netdev`]: crate::netdev
+//! [`interrupts`]: crate::interrupts
+//! [`pressure`]: crate::pressure
+//! [`meminfo`]: crate::meminfo
+
+use std::path::PathBuf;
+
+use perfabi_shm::writer::Writer;
+
+use crate::disks::DiskSource;
+use crate::follow::Room;
+use crate::host::HostSource;
+use crate::interrupts::InterruptSource;
+use crate::meminfo::MemSource;
+use crate::netdev::NetSource;
+use crate::pressure::PressureSource;
+use crate::{disks, host, interrupts, meminfo, netdev, pressure};
+
+/// Where the sources read: the roots of procfs and sysfs (other folders
+/// in tests).
+#[derive(Clone, Debug)]
+pub struct Paths {
+    /// procfs: `/proc`.
+    pub proc: PathBuf,
+    /// sysfs: `/sys` (`block/NAME/size`, `kernel/irq/N/actions`).
+    pub sys: PathBuf,
+}
+
+impl Default for Paths {
+    fn default() -> Self {
+        Self {
+            proc: "/proc".into(),
+            sys: "/sys".into(),
+        }
+    }
+}
+
+impl Paths {
+    /// `rel` under the procfs root (`"diskstats"`: `/proc/diskstats`).
+    pub fn proc(&self, rel: &str) -> PathBuf {
+        self.proc.join(rel)
+    }
+}
+
+/// Room a source takes in the segment's tables.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Need {
+    /// Family table entries.
+    pub families: usize,
+    /// Member table entries, and as many value slots.
+    pub members: usize,
+}
+
+impl std::ops::Add for Need {
+    type Output = Need;
+    fn add(self, o: Need) -> Need {
+        Need {
+            families: self.families + o.families,
+            members: self.members + o.members,
+        }
+    }
+}
+
+/// Why the sources cannot start.
+#[derive(Debug)]
+pub enum SourceError {
+    /// A `/proc` file cannot be read.
+    Read(PathBuf, std::io::Error),
+    /// A `/proc` file cannot be read (the error names it).
+    Io(std::io::Error),
+    /// A configured vmstat name is not in this kernel's `/proc/vmstat`.
+    UnknownVmstat(String),
+    /// A vmstat name is given twice.
+    DuplicateVmstat(String),
+    /// Registering a family or an instance failed.
+    Abi(perfabi::Error),
+}
+
+impl std::fmt::Display for SourceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Read(p, e) => write!(f, "cannot read {}: {e}", p.display()),
+            Self::Io(e) => write!(f, "cannot read {e}"),
+            Self::UnknownVmstat(n) => write!(f, "--vmstat {n}: no such counter in /proc/vmstat"),
+            Self::DuplicateVmstat(n) => write!(f, "--vmstat {n} is given twice"),
+            Self::Abi(e) => write!(f, "cannot register host statistics: {e}"),
+        }
+    }
+}
+
+/// What every source registers on this host now: the families, and the
+/// members of the devices live now. Devices that appear later need
+/// headroom on top (the daemon's `--max-members`).
+pub fn need(paths: &Paths, vmstat: &[String]) -> Result<Need, SourceError> {
+    let io = SourceError::Io;
+    Ok(host::need(paths, vmstat)?
+        + disks::need(paths).map_err(io)?
+        + netdev::need(paths).map_err(io)?
+        + interrupts::need(paths).map_err(io)?
+        + pressure::need(paths)
+        + meminfo::need(paths).map_err(io)?)
+}
+
+/// The number of sources [`Sources::refresh`] runs.
+const SOURCES: usize = 6;
+
+/// Every source, registered in one segment.
+pub struct Sources {
+    host: HostSource,
+    disks: DiskSource,
+    net: NetSource,
+    interrupts: InterruptSource,
+    pressure: PressureSource,
+    mem: MemSource,
+    room: Room,
+    /// Each source's last error, logged when it changes.
+    errors: [Option<String>; SOURCES],
+}
+
+impl Sources {
+    /// Registers every source's families in `w` and publishes a first
+    /// refresh.
+    pub fn new(w: &Writer, paths: &Paths, vmstat: &[String]) -> Result<Self, SourceError> {
+        let mut s = Self {
+            host: HostSource::new(w, paths, vmstat)?,
+            disks: DiskSource::new(w, paths)?,
+            net: NetSource::new(w, paths)?,
+            interrupts: InterruptSource::new(w, paths)?,
+            pressure: PressureSource::new(w, paths)?,
+            mem: MemSource::new(w, paths)?,
+            room: Room::new(w).map_err(SourceError::Abi)?,
+            errors: Default::default(),
+        };
+        s.refresh(w);
+        Ok(s)
+    }
+
+    /// Reads every file once and publishes every value; a source that
+    /// fails keeps its last values, and its error is logged once until it
+    /// changes.
+    pub fn refresh(&mut self, w: &Writer) {
+        let results = [
+            self.host.refresh(w),
+            self.disks.refresh(w, &mut self.room),
+            self.net.refresh(w, &mut self.room),
+            self.interrupts.refresh(w, &mut self.room),
+            self.pressure.refresh(w),
+            self.mem.refresh(w),
+        ];
+        for (r, last) in results.into_iter().zip(&mut self.errors) {
+            match r {
+                Ok(()) => *last = None,
+                Err(e) => {
+                    let line = e.to_string();
+                    if last.as_deref() != Some(line.as_str()) {
+                        eprintln!("perfabi-exportd: {line}");
+                    }
+                    *last = Some(line);
+                }
+            }
+        }
+    }
+}
