@@ -1,0 +1,227 @@
+//! The families both writers publish out of the box, as the README's
+//! table says (`## Families out of the box`): parsed from the README
+//! itself, so that the table is the one contract the exporter's tests and
+//! the kernel module's guest checks compare each writer against.
+//!
+//! ```
+//! let rows = perfabi_exportd::catalog::rows();
+//! let r = perfabi_exportd::catalog::find(&rows, "disk.dev.read_bytes").unwrap();
+//! assert_eq!(r.kind_of("disk.dev.read_bytes"), Some(perfabi::Kind::Counter));
+//! assert_eq!(r.unit_of("disk.dev.read_bytes"), Some(perfabi::Unit::BYTES));
+//! assert_eq!(r.dimension, Some("device"));
+//! let vm = perfabi_exportd::catalog::find(&rows, "mem.vmstat.nr_dirty").unwrap();
+//! assert_eq!(vm.kind_of("mem.vmstat.nr_dirty"), Some(perfabi::Kind::Gauge));
+//! assert_eq!(vm.unit_of("mem.vmstat.pgfault"), Some(perfabi::Unit::COUNT));
+//! ```
+
+use perfabi::{Kind, Unit};
+
+/// The project's README, which holds the table.
+pub const README: &str = include_str!("../../README.md");
+
+/// The comment line that starts the table in the README.
+pub const MARKER: &str = "<!-- families-table";
+
+/// One row of the table: one family, or a pattern of families
+/// (`mem.vmstat.<name>`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Row<'a> {
+    /// The family's name, or a pattern ending in `.<name>` (any last
+    /// part).
+    pub name: &'a str,
+    /// The kind as written: `counter`, or `counter; gauge for nr_*` (see
+    /// [`Row::kind_of`]).
+    pub kind: &'a str,
+    /// The unit as written: `bytes`, `count; pages for nr_*` (see
+    /// [`Row::unit_of`]).
+    pub unit: &'a str,
+    /// The dimension; `None` for a family of one instance (`—`).
+    pub dimension: Option<&'a str>,
+    /// What the kernel module publishes it from; `None` if it does not.
+    pub kernel_source: Option<&'a str>,
+    /// What `perfabi-exportd` publishes it from; `None` if it does not.
+    pub userspace_source: Option<&'a str>,
+}
+
+impl Row<'_> {
+    /// The pattern's fixed part (`mem.vmstat.`), or `None` for a row of
+    /// one family.
+    pub fn prefix(&self) -> Option<&str> {
+        self.name.strip_suffix("<name>")
+    }
+
+    /// Whether `family` is this row's family, or one of its pattern.
+    pub fn matches(&self, family: &str) -> bool {
+        match self.prefix() {
+            Some(p) => family.len() > p.len() && family.starts_with(p),
+            None => family == self.name,
+        }
+    }
+
+    /// The text of a kind or unit cell that applies to `family`: `a; b for
+    /// P*` is `b` when the pattern's variable part starts with `P`, else
+    /// `a`.
+    fn choose<'t>(&self, cell: &'t str, family: &str) -> &'t str {
+        let var = self
+            .prefix()
+            .and_then(|p| family.strip_prefix(p))
+            .unwrap_or("");
+        let mut parts = cell.split(';').map(str::trim);
+        let default = parts.next().unwrap_or("");
+        for alt in parts {
+            if let Some((value, glob)) = alt.split_once(" for ") {
+                let glob = glob.trim().trim_matches('`').trim_end_matches('*');
+                if !var.is_empty() && var.starts_with(glob) {
+                    return value.trim();
+                }
+            }
+        }
+        default
+    }
+
+    /// The kind of `family` (one the row [`matches`](Self::matches)):
+    /// `None` if the table's text names no kind.
+    pub fn kind_of(&self, family: &str) -> Option<Kind> {
+        kind(self.choose(self.kind, family))
+    }
+
+    /// The unit of `family`, the table's text mapped by
+    /// [`Unit::from_legacy`] (`count`, `bytes`, `ns`, `us`, `KiB`,
+    /// `pages`): `None` if it maps to none.
+    pub fn unit_of(&self, family: &str) -> Option<Unit> {
+        Unit::from_legacy(self.choose(self.unit, family))
+    }
+}
+
+/// A kind's name as the spec writes it.
+fn kind(text: &str) -> Option<Kind> {
+    [Kind::Counter, Kind::Gauge, Kind::Peak, Kind::Histogram]
+        .into_iter()
+        .find(|k| k.as_str() == text)
+}
+
+/// A cell's text without its backquotes; `None` for `—`.
+fn cell(c: &str) -> Option<&str> {
+    let c = c.trim();
+    let c = c
+        .strip_prefix('`')
+        .and_then(|c| c.strip_suffix('`'))
+        .filter(|c| !c.contains('`'))
+        .unwrap_or(c);
+    (c != "—" && !c.is_empty()).then_some(c)
+}
+
+/// Parses the table that follows the [`MARKER`] line of `markdown`: a
+/// header row, a separator row, then one row per family, to the first
+/// line that is not a table row. Each row has six cells.
+pub fn parse(markdown: &str) -> Result<Vec<Row<'_>>, String> {
+    let mut lines = markdown
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with(MARKER));
+    if lines.next().is_none() {
+        return Err(format!("no {MARKER} line"));
+    }
+    let mut rows = Vec::new();
+    for (i, line) in lines
+        .map(str::trim)
+        .take_while(|l| l.starts_with('|'))
+        .enumerate()
+        .skip(2)
+    {
+        let cells: Vec<&str> = line
+            .strip_prefix('|')
+            .and_then(|l| l.strip_suffix('|'))
+            .ok_or_else(|| format!("table line {}: not a row: {line}", i + 1))?
+            .split('|')
+            .collect();
+        let [name, kind, unit, dimension, kernel, user] = cells[..] else {
+            return Err(format!(
+                "table line {}: {} cells, not 6: {line}",
+                i + 1,
+                cells.len()
+            ));
+        };
+        let (Some(name), Some(kind), Some(unit)) = (cell(name), cell(kind), cell(unit)) else {
+            return Err(format!(
+                "table line {}: no name, kind or unit: {line}",
+                i + 1
+            ));
+        };
+        rows.push(Row {
+            name,
+            kind,
+            unit,
+            dimension: cell(dimension),
+            kernel_source: cell(kernel),
+            userspace_source: cell(user),
+        });
+    }
+    if rows.is_empty() {
+        return Err("the table has no rows".into());
+    }
+    Ok(rows)
+}
+
+/// The README's rows. Panics if the README's table cannot be parsed: a
+/// test of this crate parses it, so a build that ships has a table.
+pub fn rows() -> Vec<Row<'static>> {
+    parse(README).expect("the README's families table")
+}
+
+/// The row of `family` among `rows`: its own, or its pattern's.
+pub fn find<'r, 'a>(rows: &'r [Row<'a>], family: &str) -> Option<&'r Row<'a>> {
+    rows.iter()
+        .find(|r| r.prefix().is_none() && r.matches(family))
+        .or_else(|| rows.iter().find(|r| r.matches(family)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_readme_table_parses_and_every_unit_and_kind_maps() {
+        let rows = rows();
+        assert!(rows.len() >= 40, "{}", rows.len());
+        for r in &rows {
+            let probe = r.prefix().map_or(r.name.to_string(), |p| format!("{p}x"));
+            assert!(r.kind_of(&probe).is_some(), "{r:?}");
+            assert!(r.unit_of(&probe).is_some(), "{r:?}");
+            if r.prefix().is_none() {
+                perfabi::name::check_family_name(r.name).unwrap_or_else(|e| panic!("{r:?}: {e}"));
+            }
+            if let Some(d) = r.dimension {
+                perfabi::name::check_dimension(d).unwrap_or_else(|e| panic!("{r:?}: {e}"));
+            }
+        }
+        let rd = find(&rows, "disk.dev.read").unwrap();
+        assert_eq!(rd.dimension, Some("device"));
+        assert!(rd.kernel_source.unwrap().contains("block_rq_complete"));
+        assert!(rd.userspace_source.unwrap().contains("field 4"));
+        let lat = find(&rows, "disk.dev.request_latency").unwrap();
+        assert_eq!(
+            (lat.kind_of(lat.name), lat.userspace_source),
+            (Some(Kind::Histogram), None)
+        );
+        let ctxt = find(&rows, "kernel.all.pswitch").unwrap();
+        assert_eq!(ctxt.dimension, None);
+        let vm = find(&rows, "mem.vmstat.nr_dirty").unwrap();
+        assert_eq!(vm.unit_of("mem.vmstat.nr_dirty"), Some(Unit::PAGES));
+        assert_eq!(vm.kind_of("mem.vmstat.pgfault"), Some(Kind::Counter));
+        assert!(find(&rows, "mem.vmstat").is_none());
+        assert!(find(&rows, "no.such").is_none());
+    }
+
+    #[test]
+    fn malformed_tables_are_refused() {
+        assert!(parse("no table").is_err());
+        assert!(parse("<!-- families-table -->\n| a | b |\n|---|---|\n").is_err());
+        let short = "<!-- families-table -->\n|h|\n|-|\n| `a` | counter | count |\n";
+        assert!(parse(short).unwrap_err().contains("3 cells"));
+        let ok = "<!-- families-table -->\n|h|\n|-|\n| `a.b` | gauge | KiB | — | — | `/proc/x` |\ntext\n| `c` | counter | count | — | — | — |\n";
+        let rows = parse(ok).unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].userspace_source, Some("/proc/x"));
+        assert_eq!(rows[0].unit_of("a.b"), Some(Unit::KIB));
+    }
+}
