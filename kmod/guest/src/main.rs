@@ -810,8 +810,8 @@ fn families() -> bool {
 
 /// The families perfabi_sources.ko publishes: README.md's table, the rows
 /// whose kernel source is not `—` (name, kind, unit, dimension).
-/// TODO(issue 14): take them from `perfabi_exportd::catalog` once it is on
-/// this branch.
+/// `sources` checks that this list is the catalog's (`perfabi_exportd::
+/// catalog`, parsed from README.md), so the two cannot drift apart.
 const SOURCES: [(&str, Kind, Unit, &str); 18] = [
     ("disk.dev.read", Kind::Counter, Unit::COUNT, "device"),
     ("disk.dev.write", Kind::Counter, Unit::COUNT, "device"),
@@ -900,6 +900,27 @@ fn sources() -> bool {
         Err(e) => return verdict("sources-families", false, &format!("snapshot: {e}")),
     };
     let mut bad = Vec::new();
+    let catalog: Vec<_> = perfabi_exportd::catalog::rows()
+        .into_iter()
+        .filter(|r| r.kernel_source.is_some())
+        .map(|r| {
+            (
+                r.name,
+                r.kind_of(r.name),
+                r.unit_of(r.name),
+                r.dimension.unwrap_or(""),
+            )
+        })
+        .collect();
+    let ours: Vec<_> = SOURCES
+        .iter()
+        .map(|&(n, k, u, d)| (n, Some(k), Some(u), d))
+        .collect();
+    if catalog != ours {
+        bad.push(format!(
+            "README's table (kernel-source rows) {catalog:?} is not the checked list {ours:?}"
+        ));
+    }
     for (name, kind, unit, dim) in SOURCES {
         match snap.family(name) {
             None => bad.push(format!("{name} missing")),
@@ -927,7 +948,7 @@ fn sources() -> bool {
         "sources-families",
         bad.is_empty(),
         &format!(
-            "({} families; disks {:?}; interfaces {:?}; irqs {:?}){}",
+            "({} families, as README's table; disks {:?}; interfaces {:?}; irqs {:?}){}",
             SOURCES.len(),
             names("disk.dev.read"),
             names("network.interface.in.packets"),
