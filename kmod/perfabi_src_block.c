@@ -18,7 +18,8 @@
  * (block_class and the disk list are private, there is no disk notifier).
  * A periodic scan reads /sys/block, which is exactly the whole disks
  * (partitions are not there) under the names README.md wants: for each
- * entry its "dev" (major:minor) and "diskseq" files, through filp_open(),
+ * entry its "size" (0: no medium, no instance), "dev" (major:minor) and
+ * "diskseq" files, through filp_open(),
  * iterate_dir() and kernel_read(), all exported. A disk's key is
  * (dev_t, diskseq): diskseq is never reused, so a disk removed and another
  * created with the same name or number between two scans is a new
@@ -238,13 +239,23 @@ static int list_disks(void)
 	return err;
 }
 
-/* /sys/block/NAME's dev_t and diskseq. */
+/*
+ * /sys/block/NAME's dev_t and diskseq; -ENODATA for a disk without a
+ * medium (size 0: an unbound loop device, an unconfigured zram device, an
+ * empty drive), which is no instance (README.md, as perfabi-exportd).
+ */
 static int disk_key(const char *name, dev_t *devt, u64 *seq)
 {
 	char path[32 + DISK_NAME_LEN], buf[32];
 	unsigned int maj, min;
 	int err;
 
+	snprintf(path, sizeof(path), "/sys/block/%s/size", name);
+	err = read_small(path, buf, sizeof(buf));
+	if (err)
+		return err;
+	if (!strcmp(buf, "0"))
+		return -ENODATA;
 	snprintf(path, sizeof(path), "/sys/block/%s/dev", name);
 	err = read_small(path, buf, sizeof(buf));
 	if (err)

@@ -9,10 +9,12 @@
 //! left to compile the help file (its `help_source` line removed, as before
 //! the fix) must fail on newhelp's two error lines.
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 use std::process::{Command, Output};
 
-const AGENT: &str = env!("CARGO_BIN_EXE_pmdaperfabi");
+use support::{exportd, AGENT};
 
 /// The project's test convention (tests/harness `need_root`): without root
 /// the test prints `PERFABI-SKIP <test>: <reason>`, which `tests/run`
@@ -28,40 +30,6 @@ fn need_root(test: &str) -> bool {
     );
     println!("PERFABI-SKIP {test}: {reason}");
     false
-}
-
-/// perfabi-exportd of the same build profile as the agent, built if absent.
-fn exportd() -> PathBuf {
-    let p = Path::new(AGENT).with_file_name("perfabi-exportd");
-    if !p.exists() {
-        let profile_dir = Path::new(AGENT)
-            .parent()
-            .and_then(|d| d.file_name())
-            .and_then(|d| d.to_str())
-            .unwrap_or("debug");
-        let mut cargo = Command::new(env!("CARGO"));
-        cargo.args([
-            "build",
-            "-q",
-            "-p",
-            "perfabi-exportd",
-            "--bin",
-            "perfabi-exportd",
-        ]);
-        match profile_dir {
-            "debug" => {}
-            "release" => {
-                cargo.arg("--release");
-            }
-            other => {
-                cargo.args(["--profile", other]);
-            }
-        }
-        let st = cargo.status().unwrap();
-        assert!(st.success(), "cargo build -p perfabi-exportd");
-    }
-    assert!(p.exists(), "{} missing", p.display());
-    p
 }
 
 /// Runs the script on the pmda folder `pmda_dir`.

@@ -1166,3 +1166,90 @@ fn a_ten_second_pmlogger_archive_replays_in_pmrep_with_units_and_instances() {
     assert_eq!(sum, 21050 + 700 * (count - 4), "{raw}");
     assert_eq!(peak, 300, "{raw}");
 }
+
+/// A real `perfabi-exportd` process; stopped on drop.
+struct Exporter(std::process::Child);
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `/proc/meminfo`'s value of `key`, in KiB.
+fn meminfo_kib(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|v| v.split_ascii_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in /proc/meminfo"))
+}
+
+#[test]
+fn the_exporters_device_and_memory_families_are_pcp_metrics_with_no_extra_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let seg = dir.path().join("seg");
+    let _exporter = Exporter(
+        Command::new(exportd())
+            .args(["--interval", "0.2", "--path"])
+            .arg(&seg)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    eventually(10, "perfabi-exportd creates its segment", || seg.exists());
+    let pmcd = Pmcd::start(&dir.path().join("pmcd"), port(11), &seg, &[]);
+    // Whole disks with a medium, as /sys/block lists them, by the names
+    // PCP's Linux agent gives them, with the table's help and units.
+    let disks = || -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir("/sys/block")
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| std::fs::read_to_string(p.join("size")).is_ok_and(|s| s.trim() != "0"))
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let instances = |metric: &str| -> Vec<String> {
+        let mut v: Vec<String> = pmcd
+            .values(&[metric])
+            .remove(metric)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(i, _)| i)
+            .collect();
+        v.sort();
+        v
+    };
+    eventually(
+        5,
+        "perfabi.disk.dev.read has every disk of /sys/block",
+        || instances("perfabi.disk.dev.read") == disks(),
+    );
+    assert!(
+        instances("perfabi.network.interface.in.bytes").contains(&"lo".to_string()),
+        "{:?}",
+        instances("perfabi.network.interface.in.bytes")
+    );
+    let desc = stdout(&run(pmcd.client("pminfo").args([
+        "-dT",
+        "perfabi.disk.dev.read_bytes",
+        "perfabi.mem.physmem",
+    ])));
+    assert!(desc.contains("Units: byte"), "{desc}");
+    assert!(desc.contains("Units: Kbyte"), "{desc}");
+    assert!(desc.contains("Semantics: counter"), "{desc}");
+    assert!(desc.contains("Semantics: instant"), "{desc}");
+    assert!(desc.contains("Help:"), "{desc}");
+    // A value that does not change: the machine's memory, in KiB.
+    assert_eq!(
+        pmcd.value("perfabi.mem.physmem"),
+        Some(meminfo_kib("MemTotal").to_string())
+    );
+    // Interrupt lines per CPU, named as the README's table says.
+    let percpu = instances("perfabi.percpu.kernel.interrupts.other");
+    assert!(percpu.iter().any(|i| i.starts_with("LOC::")), "{percpu:?}");
+}

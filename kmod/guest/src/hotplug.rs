@@ -4,9 +4,11 @@
 //! The kernel sources module (`perfabi_sources.ko`) must turn a disk, a
 //! network device or a CPU appearing and disappearing into instance changes
 //! within a second, and no snapshot taken meanwhile may be torn or mix two
-//! metadata generations. The check loads and removes the drivers of loop
-//! disks and dummy network devices (their modules are in the guest's
-//! `/modules`, see `kmod/test/run`) and takes CPU 1 offline and back, each
+//! metadata generations. The check attaches a file to a loop disk and
+//! detaches it (a loop disk without a file has no medium and is no
+//! instance), loads and removes the driver of dummy network devices, then
+//! removes the loop driver with a disk attached (the modules are in the
+//! guest's `/modules`, see `kmod/test/run`) and takes CPU 1 offline and back, each
 //! action timed until the segment shows it; a second thread snapshots all
 //! the while and checks every snapshot: each family's instance strings are
 //! distinct, every CPU's copy of every histogram counts as many
@@ -27,6 +29,8 @@ use crate::{histograms_consistent, open, verdict};
 
 /// How long an instance may take to appear or go (the bound).
 const WITHIN: Duration = Duration::from_secs(1);
+/// The file attached to loop devices.
+const BACKING: &str = "/tmp/loop.img";
 
 /// What the snapshotting thread found.
 struct Watch {
@@ -92,21 +96,28 @@ fn shows(seg: &mut Segment, family: &str, instance: &str) -> Option<bool> {
         .map(|f| f.members.iter().any(|m| m.instance == instance))
 }
 
-/// Runs `cmd`, then polls until `family` shows `instance` (or no longer
-/// shows it, for `present` false); returns how long that took after the
-/// command returned, or why it failed.
-fn act(cmd: &[&str], family: &str, instance: &str, present: bool) -> Result<Duration, String> {
+/// Runs `cmd`; its standard error if it fails.
+fn run(cmd: &[&str]) -> Result<(), String> {
     let out = Command::new(cmd[0])
         .args(&cmd[1..])
         .output()
         .map_err(|e| format!("{}: {e}", cmd.join(" ")))?;
-    if !out.status.success() {
-        return Err(format!(
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
             "{} failed: {}",
             cmd.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        ))
     }
+}
+
+/// Runs `cmd`, then polls until `family` shows `instance` (or no longer
+/// shows it, for `present` false); returns how long that took after the
+/// command returned, or why it failed.
+fn act(cmd: &[&str], family: &str, instance: &str, present: bool) -> Result<Duration, String> {
+    run(cmd)?;
     let t0 = Instant::now();
     let mut seg = open();
     while t0.elapsed() < 5 * WITHIN {
@@ -191,10 +202,16 @@ pub fn hotplug(modules: &str) -> bool {
     let net = "network.interface.in.packets";
     let mut lines = Vec::new();
     let mut fails = Vec::new();
+    let prepared = std::fs::write(BACKING, vec![0u8; 1 << 20])
+        .map_err(|e| format!("{BACKING}: {e}"))
+        .and_then(|()| run(&["insmod", &loop_ko, "max_loop=2"]));
+    if let Err(e) = prepared {
+        fails.push(e);
+    }
     for round in 1..=3 {
         let steps: [(&[&str], &str, &str, bool); 4] = [
-            (&["insmod", &loop_ko, "max_loop=2"], disk, "loop1", true),
-            (&["rmmod", "loop"], disk, "loop1", false),
+            (&["losetup", "/dev/loop1", BACKING], disk, "loop1", true),
+            (&["losetup", "-d", "/dev/loop1"], disk, "loop1", false),
             (&["insmod", &dummy_ko, "numdummies=1"], net, "dummy0", true),
             (&["rmmod", "dummy"], net, "dummy0", false),
         ];
@@ -214,6 +231,18 @@ pub fn hotplug(modules: &str) -> bool {
                 Err(e) => fails.push(format!("round {round}: {e}")),
             }
         }
+    }
+    // The driver goes with its disks: loop0 (attached) goes with it.
+    if let Err(e) = act(&["losetup", "/dev/loop0", BACKING], disk, "loop0", true) {
+        fails.push(e);
+    }
+    match act(&["rmmod", "loop"], disk, "loop0", false) {
+        Ok(t) if t <= WITHIN => lines.push(format!(
+            "rmmod loop -> {disk} [loop0] gone after {} ms",
+            t.as_millis()
+        )),
+        Ok(t) => fails.push(format!("rmmod loop: loop0 took {} ms to go", t.as_millis())),
+        Err(e) => fails.push(e),
     }
     match cpu_cycle() {
         Ok(l) => lines.push(l),

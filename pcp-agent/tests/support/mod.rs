@@ -228,3 +228,37 @@ pub fn pmrep() -> Command {
     c.arg(rep);
     c
 }
+
+/// perfabi-exportd of the same build profile as the agent, built if absent.
+pub fn exportd() -> PathBuf {
+    let p = Path::new(AGENT).with_file_name("perfabi-exportd");
+    if !p.exists() {
+        let profile_dir = Path::new(AGENT)
+            .parent()
+            .and_then(|d| d.file_name())
+            .and_then(|d| d.to_str())
+            .unwrap_or("debug");
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo.args([
+            "build",
+            "-q",
+            "-p",
+            "perfabi-exportd",
+            "--bin",
+            "perfabi-exportd",
+        ]);
+        match profile_dir {
+            "debug" => {}
+            "release" => {
+                cargo.arg("--release");
+            }
+            other => {
+                cargo.args(["--profile", other]);
+            }
+        }
+        let st = cargo.status().unwrap();
+        assert!(st.success(), "cargo build -p perfabi-exportd");
+    }
+    assert!(p.exists(), "{} missing", p.display());
+    p
+}
