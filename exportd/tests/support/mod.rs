@@ -46,8 +46,28 @@ pub fn start(path: &Path, extra: &[&str]) -> Running {
 }
 
 /// Starts the daemon on `path`; returns once `ready()` holds.
-pub fn spawn_until(path: &Path, extra: &[&str], mut ready: impl FnMut() -> bool) -> Running {
-    let child = Command::new(bin())
+pub fn spawn_until(path: &Path, extra: &[&str], ready: impl FnMut() -> bool) -> Running {
+    spawn_under(&[], path, extra, ready)
+}
+
+/// Starts the daemon on `path` as the last argument of `wrapper` (`ip
+/// netns exec NS`, which execs it: the child is the daemon); returns once
+/// `ready()` holds.
+pub fn spawn_under(
+    wrapper: &[&str],
+    path: &Path,
+    extra: &[&str],
+    mut ready: impl FnMut() -> bool,
+) -> Running {
+    let mut cmd = match wrapper.split_first() {
+        Some((program, args)) => {
+            let mut c = Command::new(program);
+            c.args(args).arg(bin());
+            c
+        }
+        None => Command::new(bin()),
+    };
+    let child = cmd
         .arg("--path")
         .arg(path)
         .args(["--interval", "0.1"])
