@@ -121,6 +121,14 @@ fn names(s: &Snapshot, family: &str) -> Vec<String> {
     members(s, family).into_iter().map(|(n, _)| n).collect()
 }
 
+/// How many families of the family table `s` has (not 1.0 entries).
+fn registered(s: &Snapshot) -> usize {
+    s.families
+        .iter()
+        .filter(|f| matches!(f.origin, perfabi::family::Origin::Family(_)))
+        .count()
+}
+
 fn skipped(w: &Writer) -> u64 {
     let s = w.snapshot().unwrap();
     s.total(s.find(Room::SKIPPED).unwrap())
@@ -175,12 +183,7 @@ fn devices_come_and_go_with_the_files() {
     assert_eq!(members(&s, "mem.physmem")[0].1, [1000, 0]);
     assert_eq!(members(&s, "mem.util.committed_AS")[0].1, [13, 0]);
     // What `need` counted is what was registered.
-    let registered = s
-        .families
-        .iter()
-        .filter(|f| matches!(f.origin, perfabi::family::Origin::Family(_)))
-        .count();
-    assert_eq!(registered, need.families);
+    assert_eq!(registered(&s), need.families);
     let reg_vda = s
         .family("disk.dev.read")
         .unwrap()
@@ -254,12 +257,7 @@ fn a_file_missing_at_start_leaves_its_families_out() {
     assert!(s.family("disk.dev.read").is_none());
     assert!(s.family("kernel.interrupts.count").is_none());
     assert_eq!(names(&s, "network.interface.in.bytes"), ["eth0", "lo"]);
-    let registered = s
-        .families
-        .iter()
-        .filter(|f| matches!(f.origin, perfabi::family::Origin::Family(_)))
-        .count();
-    assert_eq!(registered, need.families);
+    assert_eq!(registered(&s), need.families);
 }
 
 #[test]
