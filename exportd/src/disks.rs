@@ -275,6 +275,8 @@ impl DiskSource {
     pub fn new(w: &Writer, paths: &Paths) -> Result<Self, SourceError> {
         let mut stats = ProcFile::new(paths.proc("diskstats"));
         let n = format(paths, &stats.read().map_err(SourceError::Io)?);
+        let mut partitions = ProcFile::new(paths.proc("partitions"));
+        partitions.read().map_err(SourceError::Io)?;
         let mut families = Vec::new();
         let mut fields = Vec::new();
         for &(name, help, unit, field, _) in FAMILIES.iter().filter(|x| n >= x.4) {
@@ -284,7 +286,7 @@ impl DiskSource {
         }
         Ok(Self {
             stats,
-            partitions: ProcFile::new(paths.proc("partitions")),
+            partitions,
             fields,
             disks: Disks::new(paths),
             follow: Follow::new("disk", families),

@@ -125,6 +125,8 @@ impl InterruptSource {
     /// Registers the two families in `w`; the IRQs come at the first
     /// [`refresh`](Self::refresh).
     pub fn new(w: &Writer, paths: &Paths) -> Result<Self, SourceError> {
+        let mut file = ProcFile::new(paths.proc("interrupts"));
+        file.read().map_err(SourceError::Io)?;
         let count = w
             .add_family(&FamilySpec::new(
                 "kernel.interrupts.count",
@@ -144,7 +146,7 @@ impl InterruptSource {
             ))
             .map_err(SourceError::Abi)?;
         Ok(Self {
-            file: ProcFile::new(paths.proc("interrupts")),
+            file,
             count: Follow::new("irq", vec![count]),
             other: Follow::new("interrupt kind", vec![other]),
             cpus: Vec::new(),

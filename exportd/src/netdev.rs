@@ -59,6 +59,8 @@ impl NetSource {
     /// Registers the families in `w`; the interfaces come at the first
     /// [`refresh`](Self::refresh).
     pub fn new(w: &Writer, paths: &Paths) -> Result<Self, SourceError> {
+        let mut file = ProcFile::new(paths.proc("net/dev"));
+        file.read().map_err(SourceError::Io)?;
         let families = FAMILIES
             .iter()
             .map(|&(name, help, unit, _)| {
@@ -73,7 +75,7 @@ impl NetSource {
             .collect::<Result<_, _>>()
             .map_err(SourceError::Abi)?;
         Ok(Self {
-            file: ProcFile::new(paths.proc("net/dev")),
+            file,
             follow: Follow::new("interface", families),
         })
     }

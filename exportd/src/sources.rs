@@ -115,15 +115,29 @@ impl std::fmt::Display for SourceError {
 
 /// What every source registers on this host now: the families, and the
 /// members of the devices live now. Devices that appear later need
-/// headroom on top (the daemon's `--max-members`).
+/// headroom on top (the daemon's `--max-members`). A source whose file
+/// cannot be read needs nothing: it will be left out.
 pub fn need(paths: &Paths, vmstat: &[String]) -> Result<Need, SourceError> {
-    let io = SourceError::Io;
     Ok(host::need(paths, vmstat)?
-        + disks::need(paths).map_err(io)?
-        + netdev::need(paths).map_err(io)?
-        + interrupts::need(paths).map_err(io)?
+        + disks::need(paths).unwrap_or_default()
+        + netdev::need(paths).unwrap_or_default()
+        + interrupts::need(paths).unwrap_or_default()
         + pressure::need(paths)
-        + meminfo::need(paths).map_err(io)?)
+        + meminfo::need(paths).unwrap_or_default())
+}
+
+/// A source that cannot read its file at start is left out, with one log
+/// line naming its families: a machine without, say, `/proc/diskstats`
+/// still gets the rest.
+fn optional<T>(r: Result<T, SourceError>, families: &str) -> Result<Option<T>, SourceError> {
+    match r {
+        Ok(s) => Ok(Some(s)),
+        Err(SourceError::Io(e)) => {
+            eprintln!("perfabi-exportd: {e}: {families} not published");
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// The number of sources [`Sources::refresh`] runs.
@@ -132,11 +146,11 @@ const SOURCES: usize = 6;
 /// Every source, registered in one segment.
 pub struct Sources {
     host: HostSource,
-    disks: DiskSource,
-    net: NetSource,
-    interrupts: InterruptSource,
+    disks: Option<DiskSource>,
+    net: Option<NetSource>,
+    interrupts: Option<InterruptSource>,
     pressure: PressureSource,
-    mem: MemSource,
+    mem: Option<MemSource>,
     room: Room,
     /// Each source's last error, logged when it changes.
     errors: [Option<String>; SOURCES],
@@ -148,11 +162,11 @@ impl Sources {
     pub fn new(w: &Writer, paths: &Paths, vmstat: &[String]) -> Result<Self, SourceError> {
         let mut s = Self {
             host: HostSource::new(w, paths, vmstat)?,
-            disks: DiskSource::new(w, paths)?,
-            net: NetSource::new(w, paths)?,
-            interrupts: InterruptSource::new(w, paths)?,
+            disks: optional(DiskSource::new(w, paths), "disk.dev.*")?,
+            net: optional(NetSource::new(w, paths), "network.interface.*")?,
+            interrupts: optional(InterruptSource::new(w, paths), "kernel.interrupts.*")?,
             pressure: PressureSource::new(w, paths)?,
-            mem: MemSource::new(w, paths)?,
+            mem: optional(MemSource::new(w, paths), "mem.physmem and mem.util.*")?,
             room: Room::new(w).map_err(SourceError::Abi)?,
             errors: Default::default(),
         };
@@ -164,13 +178,16 @@ impl Sources {
     /// fails keeps its last values, and its error is logged once until it
     /// changes.
     pub fn refresh(&mut self, w: &Writer) {
+        let room = &mut self.room;
         let results = [
             self.host.refresh(w),
-            self.disks.refresh(w, &mut self.room),
-            self.net.refresh(w, &mut self.room),
-            self.interrupts.refresh(w, &mut self.room),
+            self.disks.as_mut().map_or(Ok(()), |s| s.refresh(w, room)),
+            self.net.as_mut().map_or(Ok(()), |s| s.refresh(w, room)),
+            self.interrupts
+                .as_mut()
+                .map_or(Ok(()), |s| s.refresh(w, room)),
             self.pressure.refresh(w),
-            self.mem.refresh(w),
+            self.mem.as_mut().map_or(Ok(()), |s| s.refresh(w)),
         ];
         for (r, last) in results.into_iter().zip(&mut self.errors) {
             match r {

@@ -41,15 +41,11 @@ impl Tree {
             "pressure/cpu",
             "some avg10=0.00 avg60=0.00 avg300=0.00 total=77\n",
         );
-        t.proc(
-            "diskstats",
+        t.disks(
+            " 254 0 100 vda\n 254 1 50 vda1\n",
             "254 0 vda 10 0 80 0 20 0 160 0 0 0 0 3 0 24 0 5 0\n\
              254 1 vda1 9 0 72 0 19 0 150 0 0 0 0 0 0 0 0 0 0\n\
                7 0 loop0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
-        );
-        t.proc(
-            "partitions",
-            "major minor #blocks name\n\n 254 0 100 vda\n 254 1 50 vda1\n",
         );
         t.sys("block/vda/size", "200");
         t.sys("block/loop0/size", "0");
@@ -73,6 +69,14 @@ impl Tree {
         // Written in place, as the kernel's files change: the sources keep
         // /proc files open.
         std::fs::write(path, text).unwrap();
+    }
+
+    /// `/proc/partitions` (its `listed` lines after the header) and
+    /// `/proc/diskstats`.
+    fn disks(&self, listed: &str, diskstats: &str) {
+        let partitions = format!("major minor #blocks name\n\n{listed}");
+        self.proc("partitions", &partitions);
+        self.proc("diskstats", diskstats);
     }
 
     fn proc(&self, rel: &str, text: &str) {
@@ -115,6 +119,14 @@ fn members(s: &Snapshot, family: &str) -> Vec<(String, Vec<u64>)> {
 
 fn names(s: &Snapshot, family: &str) -> Vec<String> {
     members(s, family).into_iter().map(|(n, _)| n).collect()
+}
+
+/// How many families of the family table `s` has (not 1.0 entries).
+fn registered(s: &Snapshot) -> usize {
+    s.families
+        .iter()
+        .filter(|f| matches!(f.origin, perfabi::family::Origin::Family(_)))
+        .count()
 }
 
 fn skipped(w: &Writer) -> u64 {
@@ -171,12 +183,7 @@ fn devices_come_and_go_with_the_files() {
     assert_eq!(members(&s, "mem.physmem")[0].1, [1000, 0]);
     assert_eq!(members(&s, "mem.util.committed_AS")[0].1, [13, 0]);
     // What `need` counted is what was registered.
-    let registered = s
-        .families
-        .iter()
-        .filter(|f| matches!(f.origin, perfabi::family::Origin::Family(_)))
-        .count();
-    assert_eq!(registered, need.families);
+    assert_eq!(registered(&s), need.families);
     let reg_vda = s
         .family("disk.dev.read")
         .unwrap()
@@ -187,12 +194,8 @@ fn devices_come_and_go_with_the_files() {
     // losetup: loop0 gets a size and is listed; eth0 goes; IRQ 24 gets
     // another action (its row changes); vda goes and comes back.
     t.sys("block/loop0/size", "2048");
-    t.proc(
-        "partitions",
-        "major minor #blocks name\n\n 254 1 50 vda1\n 7 0 1024 loop0\n",
-    );
-    t.proc(
-        "diskstats",
+    t.disks(
+        " 254 1 50 vda1\n 7 0 1024 loop0\n",
         "254 1 vda1 9 0 72 0 19 0 150 0 0 0 0 0 0 0 0 0 0\n\
            7 0 loop0 4 0 32 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
     );
@@ -218,12 +221,8 @@ fn devices_come_and_go_with_the_files() {
     );
     assert!(names(&s, "kernel.interrupts.other").is_empty());
     // vda returns: a new registration under its old instance number.
-    t.proc(
-        "partitions",
-        "major minor #blocks name\n\n 254 0 100 vda\n 7 0 1024 loop0\n",
-    );
-    t.proc(
-        "diskstats",
+    t.disks(
+        " 254 0 100 vda\n 7 0 1024 loop0\n",
         "254 0 vda 11 0 80 0 20 0 160 0 0 0 0 3 0 24 0 5 0\n\
            7 0 loop0 4 0 32 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
     );
@@ -243,6 +242,22 @@ fn devices_come_and_go_with_the_files() {
         "EXPORTD-FAKE-PROC need at start {} families, {} members; disks, interfaces and IRQs followed",
         need.families, need.members
     );
+}
+
+#[test]
+fn a_file_missing_at_start_leaves_its_families_out() {
+    let t = Tree::new();
+    std::fs::remove_file(t.paths.proc("diskstats")).unwrap();
+    std::fs::remove_file(t.paths.proc("interrupts")).unwrap();
+    let need = sources::need(&t.paths, &[]).unwrap();
+    let w = t.writer(256);
+    let mut src = Sources::new(&w, &t.paths, &[]).unwrap();
+    src.refresh(&w);
+    let s = w.snapshot().unwrap();
+    assert!(s.family("disk.dev.read").is_none());
+    assert!(s.family("kernel.interrupts.count").is_none());
+    assert_eq!(names(&s, "network.interface.in.bytes"), ["eth0", "lo"]);
+    assert_eq!(registered(&s), need.families);
 }
 
 #[test]
