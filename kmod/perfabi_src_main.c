@@ -47,7 +47,7 @@ MODULE_PARM_DESC(irq, "publish kernel.interrupts.* from the irq tracepoints");
 static bool sched = true;
 module_param(sched, bool, 0444);
 MODULE_PARM_DESC(sched, "publish kernel.all.pswitch and kernel.sched.* from the sched tracepoints");
-static unsigned int scan_ms = 500;
+static unsigned int scan_ms = 250;
 module_param(scan_ms, uint, 0444);
 MODULE_PARM_DESC(scan_ms, "interval of the disk and IRQ scans, ms (100..1000)");
 static unsigned int measure;
