@@ -17,9 +17,20 @@ pub const RATE_ENV: &str = "PERFABI_TEST_CHILD_RATE";
 pub const UMASK_ENV: &str = "PERFABI_TEST_CHILD_UMASK";
 
 /// Starts this test binary's `child_writer` helper as a writer of `path`
-/// adjusting `ticks` `rate` times a second; returns once the segment exists.
+/// adjusting `ticks` `rate` times a second; returns once the segment has
+/// its `ticks` counter, so that a reader started then sees it from its
+/// first sample.
 pub fn spawn_writer(path: &Path, rate: u64) -> Child {
-    spawn_writer_with(path, rate, &std::env::current_exe().unwrap(), |_| {})
+    let child = spawn_writer_with(path, rate, &std::env::current_exe().unwrap(), |_| {});
+    wait_for(Duration::from_secs(10), || {
+        perfabi_reader::Segment::open(path)
+            .ok()?
+            .counter("ticks")
+            .ok()
+            .map(drop)
+    })
+    .expect("child writer registered its ticks counter");
+    child
 }
 
 /// [`spawn_writer`] running the test binary `exe` (a copy, say), with
