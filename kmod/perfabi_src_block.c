@@ -12,7 +12,10 @@
  * discard, write (any op that writes), read. Passthrough requests are not
  * counted (diskstats does not either). Unlike diskstats, a queue with
  * iostats turned off is still counted. The request latency is from the
- * request's (last) issue to its full completion.
+ * request's (last) issue to its full completion. A data request of a
+ * flush sequence (PREFLUSH/FUA on a write-back cache) completes twice, its
+ * data and then the sequence's end: it is counted once, at the end, as
+ * diskstats does.
  *
  * Disks: the kernel exports no way to walk disks or hear of new ones
  * (block_class and the disk list are private, there is no disk notifier).
@@ -149,6 +152,17 @@ static void probe_complete(void *data, struct request *rq, blk_status_t error,
 
 	if (!disk || blk_rq_is_passthrough(rq))
 		return;
+	/*
+	 * A data request inside a flush sequence (PREFLUSH or emulated FUA
+	 * on a disk with a volatile write cache) completes twice: its data
+	 * (RQF_FLUSH_SEQ set, all its bytes), then, after the post-flush,
+	 * the sequence's end (flag cleared, 0 bytes). diskstats counts it
+	 * once, at the end (blk_account_io_done() skips RQF_FLUSH_SEQ): so
+	 * do the count and latency here. The flush request itself
+	 * (REQ_OP_FLUSH) carries the flag too and is counted as a flush.
+	 */
+	if (done && (rq->rq_flags & RQF_FLUSH_SEQ) && req_op(rq) != REQ_OP_FLUSH)
+		done = false;
 	d = disk_find(c, disk);
 	if (unlikely(!d)) {
 		/* Not (yet) a known disk: still free its stamp. */
