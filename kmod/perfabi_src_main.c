@@ -292,7 +292,8 @@ int src_tps_find(struct src_tp *tps, unsigned int nr, const char *subsys)
  * @data: the probes' first argument
  * @subsys: the subsystem's name, for the log line
  *
- * All or nothing.
+ * All or nothing: on an error, the probes attached are detached and
+ * waited for, so the caller may free what they use.
  *
  * Context: process context; may sleep.
  * Return: 0 or the error (logged).
@@ -308,6 +309,11 @@ int src_tps_register(struct src_tp *tps, unsigned int nr, void *data, const char
 			pr_warn(SRC_PFX "%s source off: cannot attach to %s: %d\n", subsys,
 				tps[i].name, err);
 			src_tps_unregister(tps, i, data);
+			/*
+			 * The probes attached until now may be running on
+			 * other CPUs: the caller frees what they use next.
+			 */
+			tracepoint_synchronize_unregister();
 			return err;
 		}
 	}
