@@ -266,6 +266,8 @@ pub struct DiskSource {
     fields: Vec<Field>,
     disks: Disks,
     follow: Follow,
+    /// One disk's counts, in the order of `fields` (reused).
+    counts: Vec<u64>,
 }
 
 impl DiskSource {
@@ -290,6 +292,7 @@ impl DiskSource {
             fields,
             disks: Disks::new(paths),
             follow: Follow::new("disk", families),
+            counts: Vec::new(),
         })
     }
 
@@ -304,11 +307,13 @@ impl DiskSource {
             if !self.disks.medium(&d, &partitions) {
                 continue;
             }
-            let Some(members) = self.follow.see(w, room, d.name) else {
+            self.counts.clear();
+            self.counts.extend(self.fields.iter().map(|f| f.of(&d)));
+            let Some(members) = self.follow.see(w, room, d.name, &self.counts) else {
                 continue;
             };
-            for (m, field) in members.iter().zip(&self.fields) {
-                let _ = w.publish_member_per_cpu(m, &[field.of(&d)]);
+            for (m, &v) in members.iter().zip(&self.counts) {
+                let _ = w.publish_member_per_cpu(m, &[v]);
             }
         }
         self.follow.end(w, room);

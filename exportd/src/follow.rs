@@ -6,7 +6,10 @@
 //! one as one member per family), then [`Follow::end`], which deletes the
 //! members of every device not seen. A device that returns is registered
 //! again: the writer gives it its old instance number under a new
-//! registration id (spec §5.3), so readers see a new registration.
+//! registration id (spec §5.3), so readers see a new registration. So is a
+//! device whose counters went back: one removed and another made under
+//! its name between two refreshes (`ip link del wg0; ip link add wg0`),
+//! never the old registration's counters going backwards.
 //!
 //! The segment's tables are sized at start ([`crate::sources::Need`]): a
 //! device that appears when they are full is not published, counted in
@@ -72,10 +75,12 @@ impl Room {
     }
 }
 
-/// One device's members, in the order of [`Follow`]'s families.
+/// One device's members, in the order of [`Follow`]'s families, and the
+/// counts last published for it.
 struct Device {
     members: Vec<MemberId>,
     seen: u64,
+    last: Vec<u64>,
 }
 
 /// Why a device is not published.
@@ -118,15 +123,40 @@ impl Follow {
         self.pass += 1;
     }
 
-    /// Device `instance` is listed: its members, one per family (those of
-    /// a new device registered now), or `None` if it is not published
+    /// The counts last given to [`see`](Self::see) for `instance`, if it
+    /// is live.
+    pub fn last(&self, instance: &str) -> Option<&[u64]> {
+        self.live.get(instance).map(|d| d.last.as_slice())
+    }
+
+    /// Device `instance` is listed with `counts` (cumulative counters,
+    /// whatever the source publishes of it, in a fixed order): its
+    /// members, one per family (those of a new device registered now, or
+    /// again if a count went back), or `None` if it is not published
     /// (counted and logged once, see the module's doc).
-    pub fn see(&mut self, w: &Writer, room: &mut Room, instance: &str) -> Option<&[MemberId]> {
+    pub fn see(
+        &mut self,
+        w: &Writer,
+        room: &mut Room,
+        instance: &str,
+        counts: &[u64],
+    ) -> Option<&[MemberId]> {
         let pass = self.pass;
         if let Some(d) = self.live.get_mut(instance) {
-            d.seen = pass;
-            // Reborrowed to return it: the map cannot change in between.
-            return self.live.get(instance).map(|d| d.members.as_slice());
+            if !d.last.iter().zip(counts).any(|(a, b)| b < a) {
+                d.seen = pass;
+                d.last.clear();
+                d.last.extend_from_slice(counts);
+                // Reborrowed to return it: the map cannot change in between.
+                return self.live.get(instance).map(|d| d.members.as_slice());
+            }
+            // Another device under the name: the old one's members go.
+            for m in &d.members {
+                if w.del_member(m).is_ok() {
+                    room.freed += 1;
+                }
+            }
+            self.live.remove(instance);
         }
         if let Some(r) = self.refused.get_mut(instance) {
             let retry = r.room_at.is_some_and(|at| at != room.freed);
@@ -170,6 +200,7 @@ impl Follow {
         let d = self.live.entry(instance.to_string()).or_insert(Device {
             members,
             seen: pass,
+            last: counts.to_vec(),
         });
         Some(&d.members)
     }
@@ -267,7 +298,7 @@ mod tests {
         f.begin();
         let n = devices
             .iter()
-            .filter(|d| f.see(w, room, d).is_some())
+            .filter(|d| f.see(w, room, d, &[0]).is_some())
             .count();
         f.end(w, room);
         n
@@ -324,5 +355,37 @@ mod tests {
         assert_eq!(skipped(&w), 3);
         assert_eq!(live(&w, "t.a"), ["eth0"]);
         assert_eq!(f.instances().collect::<Vec<_>>(), ["eth0"]);
+    }
+
+    #[test]
+    fn a_device_whose_counts_go_back_is_a_new_registration() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = writer(dir.path(), 16);
+        let a = family(&w, "t.a");
+        let mut room = Room::new(&w).unwrap();
+        let mut f = Follow::new("interface", vec![a]);
+        let reg = |w: &Writer| {
+            let s = w.snapshot().unwrap();
+            s.family("t.a").unwrap().member("wg0").unwrap().reg_id
+        };
+        let mut see = |f: &mut Follow, counts: &[u64]| {
+            f.begin();
+            assert!(f.see(&w, &mut room, "wg0", counts).is_some());
+            f.end(&w, &mut room);
+        };
+        see(&mut f, &[10, 5]);
+        let first = reg(&w);
+        // Counts that grow, or stay: the same registration.
+        see(&mut f, &[12, 5]);
+        assert_eq!(reg(&w), first);
+        assert_eq!(f.last("wg0"), Some(&[12, 5][..]));
+        // One that goes back (wg0 deleted and made again between two
+        // refreshes): a new registration, never a counter going back.
+        see(&mut f, &[13, 1]);
+        let second = reg(&w);
+        assert_ne!(second, first);
+        assert_eq!(live(&w, "t.a"), ["wg0"]);
+        see(&mut f, &[14, 2]);
+        assert_eq!(reg(&w), second);
     }
 }

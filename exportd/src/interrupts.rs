@@ -168,17 +168,26 @@ impl InterruptSource {
         self.count.begin();
         self.other.begin();
         for row in procfs::cpu_rows(&text, &mut self.cpus) {
-            self.values.fill(0);
+            let (follow, instance) = match row.irq() {
+                Some(irq) => (&mut self.count, self.names.get(irq, row.tail)),
+                None => (&mut self.other, row.label),
+            };
+            // An offline CPU has no column: it keeps the count it had (the
+            // kernel keeps it too), so no total goes back while it is off.
+            match follow.last(instance) {
+                Some(last) if last.len() == self.values.len() => self.values.copy_from_slice(last),
+                _ => self.values.fill(0),
+            }
             for (&cpu, v) in self.cpus.iter().zip(row.counts()) {
                 if let Some(slot) = self.values.get_mut(cpu) {
                     *slot = v;
                 }
             }
-            let (follow, instance) = match row.irq() {
-                Some(irq) => (&mut self.count, self.names.get(irq, row.tail)),
-                None => (&mut self.other, row.label),
-            };
-            for m in follow.see(w, room, instance).into_iter().flatten() {
+            for m in follow
+                .see(w, room, instance, &self.values)
+                .into_iter()
+                .flatten()
+            {
                 let _ = w.publish_member_per_cpu(m, &self.values);
             }
         }

@@ -86,11 +86,12 @@ impl NetSource {
         let text = self.file.read()?;
         self.follow.begin();
         for d in procfs::net_dev(&text) {
-            let Some(members) = self.follow.see(w, room, d.name) else {
+            let counts = FAMILIES.map(|f| (f.3)(&d));
+            let Some(members) = self.follow.see(w, room, d.name, &counts) else {
                 continue;
             };
-            for (m, f) in members.iter().zip(&FAMILIES) {
-                let _ = w.publish_member_per_cpu(m, &[(f.3)(&d)]);
+            for (m, &v) in members.iter().zip(&counts) {
+                let _ = w.publish_member_per_cpu(m, &[v]);
             }
         }
         self.follow.end(w, room);
