@@ -21,8 +21,9 @@
  * (block_class and the disk list are private, there is no disk notifier).
  * A periodic scan reads /sys/block, which is exactly the whole disks
  * (partitions are not there) under the names README.md wants: for each
- * entry its "size" (0: no medium, no instance), "dev" (major:minor) and
- * "diskseq" files, through filp_open(),
+ * entry its "size" (0: no medium, no instance), its "mq" folder (none: a
+ * bio-based disk, which block_rq_* never see, no instance), "dev"
+ * (major:minor) and "diskseq" files, through filp_open(), kern_path(),
  * iterate_dir() and kernel_read(), all exported. A disk's key is
  * (dev_t, diskseq): diskseq is never reused, so a disk removed and another
  * created with the same name or number between two scans is a new
@@ -40,6 +41,7 @@
 #include <linux/blkdev.h>
 #include <linux/blk-mq.h>
 #include <linux/fs.h>
+#include <linux/namei.h>
 #include <linux/slab.h>
 #include <linux/mm.h>
 #include <linux/mutex.h>
@@ -256,11 +258,13 @@ static int list_disks(void)
 /*
  * /sys/block/NAME's dev_t and diskseq; -ENODATA for a disk without a
  * medium (size 0: an unbound loop device, an unconfigured zram device, an
- * empty drive), which is no instance (README.md, as perfabi-exportd).
+ * empty drive), which is no instance (README.md, as perfabi-exportd), and
+ * for a bio-based disk.
  */
 static int disk_key(const char *name, dev_t *devt, u64 *seq)
 {
 	char path[32 + DISK_NAME_LEN], buf[32];
+	struct path mq;
 	unsigned int maj, min;
 	int err;
 
@@ -270,6 +274,16 @@ static int disk_key(const char *name, dev_t *devt, u64 *seq)
 		return err;
 	if (!strcmp(buf, "0"))
 		return -ENODATA;
+	/*
+	 * Only a request-based (blk-mq) disk, the one kind that has an "mq"
+	 * folder, passes block_rq_*: a bio-based one (dm, md, zram, pmem) is
+	 * left to perfabi-exportd rather than published as zeros.
+	 */
+	snprintf(path, sizeof(path), "/sys/block/%s/mq", name);
+	err = kern_path(path, LOOKUP_FOLLOW, &mq);
+	if (err)
+		return -ENODATA;
+	path_put(&mq);
 	snprintf(path, sizeof(path), "/sys/block/%s/dev", name);
 	err = read_small(path, buf, sizeof(buf));
 	if (err)
