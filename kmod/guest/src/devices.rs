@@ -287,7 +287,7 @@ pub fn devices(exported: &str, disk: &str, tx_mac: &str, rx_mac: &str) -> bool {
                 continue;
             };
             lines.push(format!(
-                "{f} [{inst}] module {k} /proc {e} (workload {workload})"
+                "{f} [{inst}] module {k} /proc {e} (workload at least {workload})"
             ));
             if k != e || k < workload {
                 fails.push(format!(
