@@ -21,8 +21,8 @@ use perfabi::{FamilySpec, Kind, Unit};
 use perfabi_shm::writer::Writer;
 
 use crate::follow::{Follow, Room};
+use crate::proc_source::{Need, Paths, SourceError};
 use crate::procfs::{self, DiskStats, ProcFile};
-use crate::sources::{Need, Paths, SourceError};
 
 /// Bytes per `/proc/diskstats` sector, whatever the device's own.
 const SECTOR: u64 = 512;

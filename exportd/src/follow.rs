@@ -11,7 +11,7 @@
 //! its name between two refreshes (`ip link del wg0; ip link add wg0`),
 //! never the old registration's counters going backwards.
 //!
-//! The segment's tables are sized at start ([`crate::sources::Need`]): a
+//! The segment's tables are sized at start ([`crate::proc_source::Need`]): a
 //! device that appears when they are full is not published, counted in
 //! `exportd.skipped_instances` and logged once, and the existing instances
 //! stay as they are. It is tried again after some member was deleted. A

@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use perfabi::{FamilySpec, Kind, Unit};
 use perfabi_shm::writer::{MemberId, Writer};
 
+use crate::proc_source::{Need, Paths, SourceError};
 use crate::procfs::{self, ProcFile};
-use crate::sources::{Need, Paths, SourceError};
 
 /// The vmstat values published when none are configured.
 pub const DEFAULT_VMSTAT: &[&str] = &[

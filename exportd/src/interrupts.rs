@@ -20,8 +20,8 @@ use perfabi::{FamilySpec, Kind, Unit};
 use perfabi_shm::writer::Writer;
 
 use crate::follow::{Follow, Room};
+use crate::proc_source::{Need, Paths, SourceError};
 use crate::procfs::{self, ProcFile};
-use crate::sources::{Need, Paths, SourceError};
 
 /// The instance string of IRQ `irq` whose actions file holds `actions`
 /// (comma-joined names, as `/sys/kernel/irq/N/actions` has them), into

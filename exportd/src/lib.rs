@@ -7,7 +7,7 @@
 //! * [`sources`]: every `/proc` source together (the table of what each
 //!   publishes), of which [`host`] (per-CPU times, context switches,
 //!   softirqs, vmstat), [`disks`], [`netdev`], [`interrupts`],
-//!   [`pressure`] and [`meminfo`];
+//!   [`pressure`] and [`meminfo`], and [`proc_source`], what they share;
 //! * [`follow`]: instances that come and go with the devices;
 //! * [`damon`]: the DAMON sources (tracepoint, sysfs, replay of a record)
 //!   and the exporter's own counters of what it published;
@@ -25,5 +25,6 @@ pub mod lock;
 pub mod meminfo;
 pub mod netdev;
 pub mod pressure;
+pub mod proc_source;
 pub mod procfs;
 pub mod sources;

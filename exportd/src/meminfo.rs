@@ -6,8 +6,8 @@
 use perfabi::{FamilySpec, Kind, Unit};
 use perfabi_shm::writer::{MemberId, Writer};
 
+use crate::proc_source::{Need, Paths, SourceError};
 use crate::procfs::{self, ProcFile};
-use crate::sources::{Need, Paths, SourceError};
 
 /// Family and `/proc/meminfo` line, in the README's order.
 pub const FAMILIES: [(&str, &str); 16] = [

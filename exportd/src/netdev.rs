@@ -7,8 +7,8 @@ use perfabi::{FamilySpec, Kind, Unit};
 use perfabi_shm::writer::Writer;
 
 use crate::follow::{Follow, Room};
+use crate::proc_source::{Need, Paths, SourceError};
 use crate::procfs::{self, NetDev, ProcFile};
-use crate::sources::{Need, Paths, SourceError};
 
 /// The families, in the README's order: name, help, unit, value.
 #[allow(clippy::type_complexity)]

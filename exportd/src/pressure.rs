@@ -8,8 +8,8 @@
 use perfabi::{FamilySpec, Kind, Unit};
 use perfabi_shm::writer::{MemberId, Writer};
 
+use crate::proc_source::{Need, Paths, SourceError};
 use crate::procfs::{self, ProcFile};
-use crate::sources::{Need, Paths, SourceError};
 
 /// The resources and which of their lines the README's table publishes.
 const RESOURCES: [(&str, bool, bool); 4] = [
