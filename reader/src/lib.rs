@@ -44,6 +44,7 @@
 #![forbid(unsafe_code)]
 
 mod error;
+pub mod exposition;
 pub mod liveness;
 mod segment;
 mod trust;

@@ -118,7 +118,7 @@ fn escaped_string(s: &str) -> bool {
 
 /// A family's help is "0..=127 bytes of printable ASCII" (§5.1), `"`
 /// included, and a 1.0 unit string is printable ASCII without spaces, `"`
-/// included; perfabi-cat --openmetrics (openmetrics.rs `escape_help`)
+/// included; perfabi-cat --openmetrics (exposition.rs `escape_help`)
 /// escapes only `\` and newline, so the `# HELP` line holds a bare `"`,
 /// which OpenMetrics' `escaped-string` does not allow (prometheus_client's
 /// parser is lenient and accepts it; a strict one does not).

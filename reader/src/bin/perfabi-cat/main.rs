@@ -3,7 +3,6 @@
 
 mod damon;
 mod human;
-mod openmetrics;
 mod rates;
 mod render;
 
@@ -262,7 +261,11 @@ fn run(args: &Args) -> Result<(), Failure> {
         });
         writeln!(out, "{doc}")?;
     } else if args.openmetrics {
-        write!(out, "{}", openmetrics::openmetrics(&snap, args.cpu))?;
+        write!(
+            out,
+            "{}",
+            perfabi_reader::exposition::openmetrics(&snap, args.cpu)
+        )?;
     } else {
         write!(out, "{}", render::table(&snap, args.cpu))?;
     }

@@ -1,5 +1,6 @@
 //! OpenMetrics text exposition of a snapshot's families (also read by
-//! Prometheus).
+//! Prometheus), shared by `perfabi-cat --openmetrics` and
+//! `perfabi-prometheus`.
 //!
 //! * One metric family per perfabi family (an ABI 1.0 entry is a family of
 //!   one instance), named [`perfabi::name::openmetrics`]: `perfabi_` and the
@@ -20,8 +21,8 @@
 
 use std::fmt::Write as _;
 
+use crate::{Family, Histogram, Kind, Member, Reading, Snapshot, ValueType};
 use perfabi::family::Origin;
-use perfabi_reader::{Family, Histogram, Kind, Member, Reading, Snapshot, ValueType};
 
 /// How one family is exposed.
 struct Exposed {
