@@ -18,6 +18,10 @@
 //!   `(unit: <unit>)`.
 //! * Labels: `cpu` for per-CPU samples (`--cpu`), the family's dimension with
 //!   the instance string, the instance's extra labels; `le` last.
+//! * [`Format::Prometheus`] is the same samples in the Prometheus text
+//!   format 0.0.4, for scrapers that do not ask for OpenMetrics: metadata
+//!   named as the samples (`# TYPE x_total counter`), no `# UNIT`, no
+//!   `# EOF`.
 
 use std::fmt::Write as _;
 
@@ -104,6 +108,12 @@ fn help(f: &Family, e: &Exposed) -> String {
 /// quote and newline (as a label value).
 fn escape_help(s: &str) -> String {
     escape_label(s)
+}
+
+/// Escapes help text for the Prometheus text format: backslash and newline
+/// only (a double quote stays as it is there).
+fn escape_text_help(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('\n', "\\n")
 }
 
 /// Escapes a label value: backslash, double quote and newline.
@@ -244,32 +254,91 @@ fn member_labels<'a>(f: &'a Family, m: &'a Member, cpu: Option<usize>) -> Vec<(&
     l
 }
 
-/// The exposition of every family of `s`, ending with `# EOF`; with
-/// `per_cpu`, one series per instance and CPU (label `cpu`), else one per
-/// instance with its total (a peak's maximum over CPUs).
+/// A text exposition format, as negotiated by a scraper's `Accept` header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// OpenMetrics 1.0.0: `# TYPE`, `# UNIT`, `# HELP` of the family name
+    /// (a counter's without `_total`), help text escaped as a string, and
+    /// `# EOF` last.
+    OpenMetrics,
+    /// The Prometheus text format 0.0.4 (what Prometheus reads without
+    /// OpenMetrics): `# HELP` and `# TYPE` of the sample name (a counter's
+    /// with `_total`), no `# UNIT` (its parser has none; the name keeps the
+    /// unit suffix), help escaping only `\` and newline, no `# EOF`. The
+    /// samples are the same as OpenMetrics'.
+    Prometheus,
+}
+
+impl Format {
+    /// The HTTP `Content-Type` of a page in this format.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Format::Prometheus => "text/plain; version=0.0.4; charset=utf-8",
+        }
+    }
+}
+
+/// The OpenMetrics exposition of every family of `s`, ending with `# EOF`;
+/// with `per_cpu`, one series per instance and CPU (label `cpu`), else one
+/// per instance with its total (a peak's maximum over CPUs).
 pub fn openmetrics(s: &Snapshot, per_cpu: bool) -> String {
     let mut out = String::new();
+    render_into(&mut out, s, per_cpu, Format::OpenMetrics);
+    out
+}
+
+/// The Prometheus text format (0.0.4) exposition of every family of `s`:
+/// the same samples as [`openmetrics`], with the metadata lines Prometheus'
+/// text parser reads.
+pub fn prometheus(s: &Snapshot, per_cpu: bool) -> String {
+    let mut out = String::new();
+    render_into(&mut out, s, per_cpu, Format::Prometheus);
+    out
+}
+
+/// Appends the exposition of every family of `s` in `format` to `out` (see
+/// [`openmetrics`] and [`prometheus`]); a caller rendering every scrape can
+/// keep `out`'s allocation.
+pub fn render_into(out: &mut String, s: &Snapshot, per_cpu: bool, format: Format) {
     for f in &s.families {
         let e = exposed(f);
-        let _ = writeln!(out, "# TYPE {} {}", e.name, e.typ);
-        if let Some(u) = &e.unit {
-            let _ = writeln!(out, "# UNIT {} {u}", e.name);
+        match format {
+            Format::OpenMetrics => {
+                let _ = writeln!(out, "# TYPE {} {}", e.name, e.typ);
+                if let Some(u) = &e.unit {
+                    let _ = writeln!(out, "# UNIT {} {u}", e.name);
+                }
+                let _ = writeln!(out, "# HELP {} {}", e.name, escape_help(&help(f, &e)));
+            }
+            Format::Prometheus => {
+                // Prometheus' text format names a counter's metadata by its
+                // samples' name, `_total` included.
+                let total = if e.typ == "counter" { "_total" } else { "" };
+                let _ = writeln!(
+                    out,
+                    "# HELP {}{total} {}",
+                    e.name,
+                    escape_text_help(&help(f, &e))
+                );
+                let _ = writeln!(out, "# TYPE {}{total} {}", e.name, e.typ);
+            }
         }
-        let _ = writeln!(out, "# HELP {} {}", e.name, escape_help(&help(f, &e)));
         for m in &f.members {
             if per_cpu {
                 for cpu in 0..s.nr_cpus {
                     let labels = member_labels(f, m, Some(cpu));
-                    series(&mut out, f, &e, &labels, &s.reading_on(cpu, f, m));
+                    series(out, f, &e, &labels, &s.reading_on(cpu, f, m));
                 }
             } else {
                 let labels = member_labels(f, m, None);
-                series(&mut out, f, &e, &labels, &s.reading(f, m));
+                series(out, f, &e, &labels, &s.reading(f, m));
             }
         }
     }
-    out.push_str("# EOF\n");
-    out
+    if format == Format::OpenMetrics {
+        out.push_str("# EOF\n");
+    }
 }
 
 #[cfg(test)]
@@ -285,6 +354,12 @@ mod tests {
         assert_eq!(float_text(to_base(10.0, 1e-6)), "1e-5");
         assert_eq!(float_text(to_base(1_500_000_000.0, 1e-9)), "1.5");
         assert_eq!(to_base(3.0, 1024.0), 3072.0);
+    }
+
+    #[test]
+    fn text_help_keeps_quotes() {
+        assert_eq!(escape_text_help("a\"b\\c\nd"), "a\"b\\\\c\\nd");
+        assert_eq!(escape_help("a\"b"), "a\\\"b");
     }
 
     #[test]
