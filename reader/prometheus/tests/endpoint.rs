@@ -1,0 +1,516 @@
+//! perfabi-prometheus against segments written in-process: both pages by
+//! `Accept` (values, cumulative buckets, labels, metadata, each parsed by
+//! prometheus_client), 503 for a truncated segment and 200 again once the
+//! writer restarts, bounded requests, and a real Prometheus scraping it.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use perfabi::{Buckets, FamilySpec, Kind, Semantics, Unit};
+use perfabi_shm::writer::{Config, Writer};
+
+/// A child process killed (and reaped) when dropped.
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `perfabi-prometheus SEGMENT --listen 127.0.0.1:0`, and the address it
+/// says it serves.
+fn endpoint(segment: &Path) -> (Guard, SocketAddr) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_perfabi-prometheus"))
+        .arg(segment)
+        .args(["--listen", "127.0.0.1:0"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start perfabi-prometheus");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let guard = Guard(child);
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|s| s.strip_suffix("/metrics\n"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .parse()
+        .unwrap();
+    // Keep reading its log (echoed) so that it never blocks on a full pipe.
+    std::thread::spawn(move || {
+        for l in stderr.lines().map_while(Result::ok) {
+            eprintln!("[endpoint] {l}");
+        }
+    });
+    (guard, addr)
+}
+
+/// A response: status code, content type, body.
+struct Page {
+    status: u16,
+    content_type: String,
+    body: String,
+}
+
+/// Sends `request` as is and reads the whole response.
+fn raw(addr: SocketAddr, request: &[u8]) -> Page {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(request).unwrap();
+    let mut bytes = Vec::new();
+    s.read_to_end(&mut bytes).unwrap();
+    let text = String::from_utf8(bytes).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").expect("a response head");
+    let status = head[9..12].parse().unwrap();
+    let content_type = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Type: "))
+        .unwrap_or("")
+        .to_string();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(length, body.len(), "Content-Length");
+    Page {
+        status,
+        content_type,
+        body: body.to_string(),
+    }
+}
+
+/// `GET path` with an `Accept` header if given.
+fn get(addr: SocketAddr, path: &str, accept: Option<&str>) -> Page {
+    let accept = accept.map_or(String::new(), |a| format!("Accept: {a}\r\n"));
+    raw(
+        addr,
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{accept}\r\n")
+            .as_bytes(),
+    )
+}
+
+const OPENMETRICS: &str = "application/openmetrics-text;version=1.0.0,\
+    application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+
+fn config() -> Config {
+    Config {
+        max_instances: 256,
+        max_families: 8,
+        max_members: 32,
+        damon_capacity: 0,
+        ..Config::default()
+    }
+}
+
+/// A counter family with a label, a histogram, a gauge and a 1.0 counter.
+fn families(path: &Path) -> Writer {
+    let w = Writer::create(path, &config()).unwrap();
+    let read = w
+        .add_family(&FamilySpec::new(
+            "disk.read_bytes",
+            "Bytes \"read\"",
+            "device",
+            Kind::Counter,
+            Unit::BYTES,
+        ))
+        .unwrap();
+    let sda = w.add_member(read, "sda", &[("model", "virtio")]).unwrap();
+    w.member_add(&sda, 1 << 20).unwrap();
+    let lat = w
+        .add_family(&FamilySpec::histogram(
+            "rpc.latency",
+            "RPC latency",
+            "",
+            Unit::NS,
+            Buckets::Explicit(vec![100, 1000, 10000]),
+        ))
+        .unwrap();
+    let m = w.add_member(lat, "", &[]).unwrap();
+    for (v, n) in [(50, 10), (500, 80), (5000, 10)] {
+        for _ in 0..n {
+            w.observe(&m, v).unwrap();
+        }
+    }
+    let g = w
+        .add_family(&FamilySpec::new(
+            "queue.depth",
+            "Queued",
+            "",
+            Kind::Gauge,
+            Unit::NONE,
+        ))
+        .unwrap();
+    let q = w.add_member(g, "", &[]).unwrap();
+    w.member_set(&q, 7).unwrap();
+    let t = w.add("old.ticks", "count", Semantics::Counter).unwrap();
+    w.adjust(t, 9).unwrap();
+    w
+}
+
+/// The Python interpreters with prometheus_client, or a skip (a failure
+/// under CI).
+fn pythons(test: &str) -> Vec<&'static str> {
+    let found: Vec<&str> = ["python3", "/usr/bin/python3"]
+        .into_iter()
+        .filter(|py| {
+            Command::new(py)
+                .args(["-c", "import prometheus_client.openmetrics.parser"])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .collect();
+    if found.is_empty() {
+        let reason =
+            "no python3 with prometheus_client (apt-get install python3-prometheus-client)";
+        assert!(std::env::var_os("CI").is_none(), "{test}: {reason}");
+        println!("PERFABI-SKIP {test}: {reason}");
+    }
+    found
+}
+
+/// `page` through prometheus_client's parser of `module` under `py`: one
+/// line per sample, `TYPE NAME {labels} VALUE`, sorted labels.
+fn parse(py: &str, module: &str, page: &str) -> String {
+    let script = format!(
+        "import sys\n\
+         from {module} import text_string_to_metric_families\n\
+         for f in text_string_to_metric_families(sys.stdin.read()):\n\
+         \x20   for s in f.samples:\n\
+         \x20       print(f.type, s.name, sorted(s.labels.items()), repr(float(s.value)))\n"
+    );
+    let mut child = Command::new(py)
+        .args(["-c", &script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(page.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{py} {module} refused the page:\n{}\n{page}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn both_formats_by_accept_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let _w = families(&path);
+    let (_e, addr) = endpoint(&path);
+
+    let om = get(addr, "/metrics", Some(OPENMETRICS));
+    assert_eq!(om.status, 200, "{}", om.body);
+    assert_eq!(
+        om.content_type,
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    let text = get(addr, "/metrics", None);
+    assert_eq!(text.status, 200, "{}", text.body);
+    assert_eq!(
+        text.content_type,
+        "text/plain; version=0.0.4; charset=utf-8"
+    );
+
+    // OpenMetrics: family names, UNIT, escaped help, # EOF.
+    for line in [
+        "# TYPE perfabi_disk_read_bytes counter",
+        "# UNIT perfabi_disk_read_bytes bytes",
+        "# HELP perfabi_disk_read_bytes Bytes \\\"read\\\"",
+        "perfabi_disk_read_bytes_total{device=\"sda\",model=\"virtio\"} 1048576",
+        "# TYPE perfabi_rpc_latency histogram",
+        "perfabi_rpc_latency_bucket{le=\"100\"} 10",
+        "perfabi_rpc_latency_bucket{le=\"1000\"} 90",
+        "perfabi_rpc_latency_bucket{le=\"10000\"} 100",
+        "perfabi_rpc_latency_bucket{le=\"+Inf\"} 100",
+        "perfabi_rpc_latency_count 100",
+        "perfabi_rpc_latency_sum 90500",
+        "# TYPE perfabi_queue_depth gauge",
+        "perfabi_queue_depth 7",
+        "perfabi_old_ticks_total 9",
+    ] {
+        assert!(
+            om.body.lines().any(|l| l == line),
+            "no {line:?} in\n{}",
+            om.body
+        );
+    }
+    assert!(om.body.ends_with("# EOF\n"));
+
+    // Prometheus text: metadata named as the samples, no UNIT, no EOF.
+    for line in [
+        "# HELP perfabi_disk_read_bytes_total Bytes \"read\"",
+        "# TYPE perfabi_disk_read_bytes_total counter",
+        "perfabi_disk_read_bytes_total{device=\"sda\",model=\"virtio\"} 1048576",
+        "# TYPE perfabi_rpc_latency histogram",
+        "perfabi_rpc_latency_bucket{le=\"1000\"} 90",
+        "# TYPE perfabi_old_ticks_total counter",
+    ] {
+        assert!(
+            text.body.lines().any(|l| l == line),
+            "no {line:?} in\n{}",
+            text.body
+        );
+    }
+    assert!(!text.body.contains("# UNIT") && !text.body.contains("# EOF"));
+    println!(
+        "PROMETHEUS-PAGES openmetrics {} bytes, text {} bytes",
+        om.body.len(),
+        text.body.len()
+    );
+
+    for py in pythons("both_formats_by_accept_header") {
+        // Versions differ in how they print a bound (`1000` or `1000.0`).
+        let sorted = |s: String| {
+            let mut v: Vec<String> = s.lines().map(|l| l.replace(".0'", "'")).collect();
+            v.sort();
+            v
+        };
+        let a = sorted(parse(py, "prometheus_client.openmetrics.parser", &om.body));
+        let b = sorted(parse(py, "prometheus_client.parser", &text.body));
+        for want in [
+            "counter perfabi_disk_read_bytes_total [('device', 'sda'), ('model', 'virtio')] 1048576.0",
+            "histogram perfabi_rpc_latency_bucket [('le', '1000')] 90.0",
+            "gauge perfabi_queue_depth [] 7.0",
+        ] {
+            assert!(a.iter().any(|l| l == want), "{py} OpenMetrics: no {want:?} in\n{a:#?}");
+        }
+        // The text parser sees the same samples, of the same types.
+        assert_eq!(a, b, "{py}: OpenMetrics and text samples differ");
+        println!(
+            "PROMETHEUS-PARSED {py}: {} samples, alike in both formats",
+            a.len()
+        );
+    }
+
+    // Index, 404, 405, bounded head.
+    let index = get(addr, "/", None);
+    assert_eq!(index.status, 200);
+    assert!(index.body.contains("/metrics"), "{}", index.body);
+    assert_eq!(get(addr, "/nope", None).status, 404);
+    assert_eq!(
+        raw(addr, b"POST /metrics HTTP/1.1\r\nHost: x\r\n\r\n").status,
+        405
+    );
+    let huge = format!("GET /metrics HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(10_000));
+    assert_eq!(raw(addr, huge.as_bytes()).status, 431);
+    let many: String = (0..100).map(|i| format!("X{i}: y\r\n")).collect();
+    let req = format!("GET /metrics HTTP/1.1\r\n{many}\r\n");
+    assert_eq!(raw(addr, req.as_bytes()).status, 431);
+    assert_eq!(raw(addr, b"garbage\x01\r\n\r\n").status, 400);
+}
+
+/// Polls `GET /metrics` until its status is `status` (within 10 s).
+fn until_status(addr: SocketAddr, status: u16) -> Page {
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let p = get(addr, "/metrics", None);
+        if p.status == status || Instant::now() > end {
+            return p;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_truncated_segment_is_503_and_a_restarted_writer_200() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let w = families(&path);
+    let (_e, addr) = endpoint(&path);
+    assert_eq!(get(addr, "/metrics", None).status, 200);
+
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(4096)
+        .unwrap();
+    let p = until_status(addr, 503);
+    assert_eq!(p.status, 503, "{}", p.body);
+    assert_eq!(p.body.lines().count(), 1, "one line: {:?}", p.body);
+    assert!(!p.body.contains("# TYPE"));
+    println!("PROMETHEUS-503 truncated: {}", p.body.trim_end());
+
+    drop(w);
+    std::fs::remove_file(&path).unwrap();
+    let p = until_status(addr, 503);
+    println!("PROMETHEUS-503 no writer: {}", p.body.trim_end());
+    let _w = families(&path);
+    let p = until_status(addr, 200);
+    assert_eq!(p.status, 200, "{}", p.body);
+    assert!(p.body.contains("perfabi_queue_depth 7"), "{}", p.body);
+    println!("PROMETHEUS-RECOVERED 200 after the writer restarted");
+}
+
+/// A free loopback port (bound, then released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `query` evaluated by the Prometheus at `port`: the first result's value
+/// and labels, if any.
+fn query(port: u16, query: &str) -> Option<(f64, serde_json::Value)> {
+    let enc: String = query
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"_.-".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect();
+    let p = get(
+        ([127, 0, 0, 1], port).into(),
+        &format!("/api/v1/query?query={enc}"),
+        None,
+    );
+    if p.status != 200 {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(&p.body).ok()?;
+    let r = v["data"]["result"].get(0)?;
+    let value: f64 = r["value"][1].as_str()?.parse().ok()?;
+    value.is_finite().then(|| (value, r["metric"].clone()))
+}
+
+#[test]
+fn a_real_prometheus_scrapes_rates_quantiles_and_labels() {
+    let test = "a_real_prometheus_scrapes_rates_quantiles_and_labels";
+    let prometheus = Path::new("/usr/bin/prometheus");
+    if !prometheus.exists() {
+        let reason = "no /usr/bin/prometheus (apt-get install prometheus; tests/setup does)";
+        assert!(std::env::var_os("CI").is_none(), "{test}: {reason}");
+        println!("PERFABI-SKIP {test}: {reason}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let w = Arc::new(Writer::create(&path, &config()).unwrap());
+    let fam = w
+        .add_family(&FamilySpec::new(
+            "app.requests",
+            "Requests served",
+            "handler",
+            Kind::Counter,
+            Unit::COUNT,
+        ))
+        .unwrap();
+    let api = w.add_member(fam, "api", &[("zone", "a")]).unwrap();
+    let lat = w
+        .add_family(&FamilySpec::histogram(
+            "rpc.latency",
+            "RPC latency",
+            "",
+            Unit::NS,
+            Buckets::Explicit(vec![100, 1000, 10000]),
+        ))
+        .unwrap();
+    let lat = w.add_member(lat, "", &[]).unwrap();
+    const RATE: u64 = 1000;
+    let stop = Arc::new(AtomicBool::new(false));
+    let feeder = {
+        let (w, stop) = (Arc::clone(&w), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            let mut done = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let due = start.elapsed().as_millis() as u64 * RATE / 1000;
+                while done < due {
+                    w.member_add(&api, 1).unwrap();
+                    // 10% under 100 ns, 80% in (100, 1000], 10% above.
+                    let v = match done % 10 {
+                        0 => 50,
+                        9 => 5000,
+                        _ => 500,
+                    };
+                    w.observe(&lat, v).unwrap();
+                    done += 1;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    let (_e, addr) = endpoint(&path);
+    let port = free_port();
+    let config = dir.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
+             scrape_configs:\n  - job_name: perfabi\n    static_configs:\n      - targets: ['{addr}']\n"
+        ),
+    )
+    .unwrap();
+    let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
+    let _prom = Guard(
+        Command::new(prometheus)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start prometheus"),
+    );
+    std::thread::sleep(Duration::from_secs(12));
+    let rate_q = "rate(perfabi_app_requests_total[5s])";
+    let quantile_q = "histogram_quantile(0.5, sum by (le) (rate(perfabi_rpc_latency_bucket[5s])))";
+    let end = Instant::now() + Duration::from_secs(20);
+    let (rate, labels, median) = loop {
+        let r = query(port, rate_q);
+        let q = query(port, quantile_q);
+        if let (Some((rate, labels)), Some((median, _))) = (r, q) {
+            if (rate - RATE as f64).abs() <= 0.05 * RATE as f64 || Instant::now() > end {
+                break (rate, labels, median);
+            }
+        }
+        assert!(
+            Instant::now() < end,
+            "no answer from Prometheus; its log:\n{}",
+            std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    stop.store(true, Ordering::Relaxed);
+    feeder.join().unwrap();
+    let up = query(port, "up{job=\"perfabi\"}").map(|(v, _)| v);
+    println!(
+        "PROMETHEUS-SCRAPE {rate_q} = {rate:.1} (fed {RATE}/s), median latency {median:.0} ns \
+         (bucket (100, 1000]), labels {labels}, up {up:?}"
+    );
+    assert!(
+        (rate - RATE as f64).abs() <= 0.05 * RATE as f64,
+        "rate {rate}, want {RATE} ± 5%"
+    );
+    assert!(median > 100.0 && median <= 1000.0, "median {median}");
+    assert_eq!(labels["handler"], "api", "{labels}");
+    assert_eq!(labels["zone"], "a", "{labels}");
+    assert_eq!(up, Some(1.0));
+}
