@@ -107,20 +107,15 @@ fn help(f: &Family, e: &Exposed) -> String {
 /// Escapes help text as an OpenMetrics escaped string: backslash, double
 /// quote and newline (as a label value).
 fn escape_help(s: &str) -> String {
-    escape_label(s)
+    let mut out = String::with_capacity(s.len());
+    write_escaped(&mut out, s);
+    out
 }
 
 /// Escapes help text for the Prometheus text format: backslash and newline
 /// only (a double quote stays as it is there).
 fn escape_text_help(s: &str) -> String {
     s.replace('\\', "\\\\").replace('\n', "\\n")
-}
-
-/// Escapes a label value: backslash, double quote and newline.
-fn escape_label(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 /// A number in base units: exact for whole numbers, else the shortest text
@@ -145,51 +140,93 @@ fn to_base(v: f64, factor: f64) -> f64 {
     }
 }
 
-/// A stored value converted by `factor` (kept exact when it is 1).
-fn value_text(r: &Reading, factor: f64) -> String {
-    match (r, factor == 1.0) {
-        (Reading::Unsigned(v), true) => v.to_string(),
-        (Reading::Signed(v), true) => v.to_string(),
-        (Reading::Unsigned(v), false) => float_text(to_base(*v as f64, factor)),
-        (Reading::Signed(v), false) => float_text(to_base(*v as f64, factor)),
-        (Reading::Histogram(h), _) => value_text(&Reading::Unsigned(h.count), 1.0),
+/// Writes a stored value converted by `factor` (kept exact when it is 1).
+fn write_value(out: &mut String, r: &Reading, factor: f64) {
+    let _ = match (r, factor == 1.0) {
+        (Reading::Unsigned(v), true) => write!(out, "{v}"),
+        (Reading::Signed(v), true) => write!(out, "{v}"),
+        (Reading::Unsigned(v), false) => {
+            out.push_str(&float_text(to_base(*v as f64, factor)));
+            Ok(())
+        }
+        (Reading::Signed(v), false) => {
+            out.push_str(&float_text(to_base(*v as f64, factor)));
+            Ok(())
+        }
+        (Reading::Histogram(h), _) => write!(out, "{}", h.count),
+    };
+}
+
+/// Writes `v` escaped as a label value: backslash, double quote and
+/// newline.
+fn write_escaped(out: &mut String, v: &str) {
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
     }
+}
+
+/// Writes `{k="v",…}` of `labels` and then `le` if given (nothing if there
+/// are neither).
+fn write_labels(out: &mut String, labels: &[(&str, &str)], le: Option<&str>) {
+    if labels.is_empty() && le.is_none() {
+        return;
+    }
+    out.push('{');
+    for (k, (name, v)) in labels
+        .iter()
+        .chain(le.map(|v| ("le", v)).iter())
+        .enumerate()
+    {
+        if k > 0 {
+            out.push(',');
+        }
+        out.push_str(name);
+        out.push_str("=\"");
+        write_escaped(out, v);
+        out.push('"');
+    }
+    out.push('}');
 }
 
 /// `{k="v",…}` of `labels` (no braces if there are none).
-fn label_text(labels: &[(&str, String)]) -> String {
-    if labels.is_empty() {
-        return String::new();
-    }
-    let parts: Vec<String> = labels
-        .iter()
-        .map(|(k, v)| format!("{k}=\"{}\"", escape_label(v)))
-        .collect();
-    format!("{{{}}}", parts.join(","))
+#[cfg(test)]
+fn label_text(labels: &[(&str, &str)]) -> String {
+    let mut out = String::new();
+    write_labels(&mut out, labels, None);
+    out
+}
+
+/// Writes one sample line: `name` `suffix` `{labels}` and, after a space,
+/// what `value` writes.
+fn sample(
+    out: &mut String,
+    e: &Exposed,
+    suffix: &str,
+    labels: &[(&str, &str)],
+    le: Option<&str>,
+    value: impl FnOnce(&mut String),
+) {
+    out.push_str(&e.name);
+    out.push_str(suffix);
+    write_labels(out, labels, le);
+    out.push(' ');
+    value(out);
+    out.push('\n');
 }
 
 /// Writes one series of `f` (one instance, one CPU or the total).
-fn series(out: &mut String, f: &Family, e: &Exposed, labels: &[(&str, String)], r: &Reading) {
+fn series(out: &mut String, f: &Family, e: &Exposed, labels: &[(&str, &str)], r: &Reading) {
     match (r, e.typ) {
         (Reading::Histogram(h), _) => histogram(out, f, e, labels, h),
-        (_, "counter") => {
-            let _ = writeln!(
-                out,
-                "{}_total{} {}",
-                e.name,
-                label_text(labels),
-                value_text(r, e.factor)
-            );
-        }
-        _ => {
-            let _ = writeln!(
-                out,
-                "{}{} {}",
-                e.name,
-                label_text(labels),
-                value_text(r, e.factor)
-            );
-        }
+        (_, "counter") => sample(out, e, "_total", labels, None, |o| {
+            write_value(o, r, e.factor)
+        }),
+        _ => sample(out, e, "", labels, None, |o| write_value(o, r, e.factor)),
     }
 }
 
@@ -197,13 +234,13 @@ fn series(out: &mut String, f: &Family, e: &Exposed, labels: &[(&str, String)], 
 /// bounds that become one number there are one bucket), `+Inf` last, then
 /// `_count` (the `+Inf` bucket's count: one consistent copy's count equals
 /// it) and `_sum`.
-fn histogram(out: &mut String, f: &Family, e: &Exposed, labels: &[(&str, String)], h: &Histogram) {
+fn histogram(out: &mut String, f: &Family, e: &Exposed, labels: &[(&str, &str)], h: &Histogram) {
     let Some(b) = &f.buckets else {
         return;
     };
-    let mut with_le: Vec<(&str, String)> = labels.to_vec();
-    with_le.push(("le", String::new()));
-    let last = with_le.len() - 1;
+    let count = |o: &mut String, n: u128| {
+        let _ = write!(o, "{n}");
+    };
     let mut cumulative = 0u128;
     let mut pending: Option<(f64, u128)> = None;
     for (k, &c) in h.buckets.iter().enumerate() {
@@ -214,43 +251,44 @@ fn histogram(out: &mut String, f: &Family, e: &Exposed, labels: &[(&str, String)
         let le = to_base(bound as f64, e.factor);
         if let Some((prev, n)) = pending {
             if prev != le {
-                with_le[last].1 = float_text(prev);
-                let _ = writeln!(out, "{}_bucket{} {n}", e.name, label_text(&with_le));
+                let t = float_text(prev);
+                sample(out, e, "_bucket", labels, Some(&t), |o| count(o, n));
             }
         }
         pending = Some((le, cumulative));
     }
     if let Some((prev, n)) = pending {
-        with_le[last].1 = float_text(prev);
-        let _ = writeln!(out, "{}_bucket{} {n}", e.name, label_text(&with_le));
+        let t = float_text(prev);
+        sample(out, e, "_bucket", labels, Some(&t), |o| count(o, n));
     }
-    with_le[last].1 = "+Inf".to_string();
-    let _ = writeln!(
-        out,
-        "{}_bucket{} {cumulative}",
-        e.name,
-        label_text(&with_le)
-    );
-    let _ = writeln!(out, "{}_count{} {cumulative}", e.name, label_text(labels));
-    let sum = if e.factor == 1.0 {
-        h.sum.to_string()
-    } else {
-        float_text(to_base(h.sum as f64, e.factor))
-    };
-    let _ = writeln!(out, "{}_sum{} {sum}", e.name, label_text(labels));
+    sample(out, e, "_bucket", labels, Some("+Inf"), |o| {
+        count(o, cumulative)
+    });
+    sample(out, e, "_count", labels, None, |o| count(o, cumulative));
+    sample(out, e, "_sum", labels, None, |o| {
+        if e.factor == 1.0 {
+            let _ = write!(o, "{}", h.sum);
+        } else {
+            o.push_str(&float_text(to_base(h.sum as f64, e.factor)));
+        }
+    });
 }
 
 /// The labels of member `m` of `f`: `cpu` (if given), the dimension with
 /// the instance string, the extra labels.
-fn member_labels<'a>(f: &'a Family, m: &'a Member, cpu: Option<usize>) -> Vec<(&'a str, String)> {
-    let mut l: Vec<(&str, String)> = Vec::new();
+fn member_labels<'a>(
+    f: &'a Family,
+    m: &'a Member,
+    cpu: Option<&'a str>,
+) -> Vec<(&'a str, &'a str)> {
+    let mut l: Vec<(&str, &str)> = Vec::with_capacity(2 + m.labels.len());
     if let Some(c) = cpu {
-        l.push(("cpu", c.to_string()));
+        l.push(("cpu", c));
     }
     if !f.dimension.is_empty() {
-        l.push((f.dimension.as_str(), m.instance.clone()));
+        l.push((f.dimension.as_str(), m.instance.as_str()));
     }
-    l.extend(m.labels.iter().map(|(k, v)| (k.as_str(), v.clone())));
+    l.extend(m.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     l
 }
 
@@ -301,6 +339,11 @@ pub fn prometheus(s: &Snapshot, per_cpu: bool) -> String {
 /// [`openmetrics`] and [`prometheus`]); a caller rendering every scrape can
 /// keep `out`'s allocation.
 pub fn render_into(out: &mut String, s: &Snapshot, per_cpu: bool, format: Format) {
+    let cpus: Vec<String> = if per_cpu {
+        (0..s.nr_cpus).map(|c| c.to_string()).collect()
+    } else {
+        Vec::new()
+    };
     for f in &s.families {
         let e = exposed(f);
         match format {
@@ -326,8 +369,8 @@ pub fn render_into(out: &mut String, s: &Snapshot, per_cpu: bool, format: Format
         }
         for m in &f.members {
             if per_cpu {
-                for cpu in 0..s.nr_cpus {
-                    let labels = member_labels(f, m, Some(cpu));
+                for (cpu, name) in cpus.iter().enumerate() {
+                    let labels = member_labels(f, m, Some(name));
                     series(out, f, &e, &labels, &s.reading_on(cpu, f, m));
                 }
             } else {
@@ -365,7 +408,7 @@ mod tests {
     #[test]
     fn labels_are_escaped() {
         assert_eq!(
-            label_text(&[("a", "x\"y\\z".into()), ("b", "1".into())]),
+            label_text(&[("a", "x\"y\\z"), ("b", "1")]),
             r#"{a="x\"y\\z",b="1"}"#
         );
         assert_eq!(label_text(&[]), "");

@@ -61,6 +61,10 @@ fn scrape(c: &mut Criterion) {
         (FAMILIES * INSTANCES) as usize
     );
     let mut g = c.benchmark_group("scrape_1000_counters_16_cpus");
+    // The snapshot alone: the rest of a scrape is rendering.
+    g.bench_function("snapshot_only", |b| {
+        b.iter(|| black_box(totals.snapshot().unwrap()))
+    });
     g.bench_function("openmetrics", |b| {
         b.iter(|| black_box(totals.scrape(Format::OpenMetrics).unwrap()))
     });
