@@ -12,7 +12,7 @@
 //! * Bounded: a fixed number of worker threads, each serving one
 //!   connection at a time (`Connection: close`); a request's head is at
 //!   most [`MAX_HEAD`] bytes and [`MAX_HEADERS`] headers, read within
-//!   [`READ_TIMEOUT`]; `GET /metrics` and `GET /` (a short index) only,
+//!   [`READ_TIMEOUT`] in all (a client that trickles it is dropped); `GET /metrics` and `GET /` (a short index) only,
 //!   `404` for other paths, `405` for other methods.
 //!
 //! HTTP parsing is `httparse`'s (the parser under hyper: no allocation, no
@@ -24,7 +24,7 @@ use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use perfabi_reader::exposition::{self, Format};
 use perfabi_reader::{Options, Segment, Snapshot};
@@ -34,7 +34,8 @@ use perfabi_reader::{Options, Segment, Snapshot};
 pub const MAX_HEAD: usize = 8192;
 /// Most headers in a request; more are answered `431`.
 pub const MAX_HEADERS: usize = 64;
-/// How long a client may take to send its request head.
+/// How long a client may take to send its whole request head (however
+/// it trickles it).
 pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a client may take to read the response.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -233,8 +234,8 @@ impl Response {
 
 /// Reads one request head from `stream` and answers it.
 fn handle(mut stream: TcpStream, endpoint: &Endpoint) -> io::Result<()> {
-    stream.set_read_timeout(Some(READ_TIMEOUT))?;
     stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
+    let deadline = Instant::now() + READ_TIMEOUT;
     let mut buf = vec![0u8; MAX_HEAD];
     let mut len = 0;
     let mut complete = false;
@@ -245,6 +246,13 @@ fn handle(mut stream: TcpStream, endpoint: &Endpoint) -> io::Result<()> {
                 format!("request head longer than {MAX_HEAD} bytes\n"),
             );
         }
+        // A timeout of the whole head, not of each read: a client sending a
+        // byte now and then cannot hold a worker longer.
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(());
+        }
+        stream.set_read_timeout(Some(left))?;
         let n = stream.read(&mut buf[len..])?;
         if n == 0 {
             return Ok(()); // closed before a whole request

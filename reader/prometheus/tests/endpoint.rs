@@ -318,6 +318,38 @@ fn both_formats_by_accept_header() {
     assert_eq!(raw(addr, b"garbage\x01\r\n\r\n").status, 400);
 }
 
+#[test]
+fn clients_trickling_their_heads_hold_no_worker_past_the_head_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let _w = families(&path);
+    let (_e, addr) = endpoint(&path);
+    // As many tricklers as workers (2), one byte a second for 20 s.
+    let tricklers: Vec<_> = (0..2)
+        .map(|_| {
+            let mut s = TcpStream::connect(addr).unwrap();
+            std::thread::spawn(move || {
+                for b in b"GET /metrics HTTP/1.1\r\nX: ".iter().cycle().take(20) {
+                    if s.write_all(&[*b]).is_err() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    let p = get(addr, "/metrics", None);
+    let waited = t.elapsed();
+    assert_eq!(p.status, 200);
+    assert!(waited < Duration::from_secs(8), "waited {waited:?}");
+    println!("PROMETHEUS-TRICKLE a scrape behind 2 trickling clients answered in {waited:.1?}");
+    for t in tricklers {
+        t.join().unwrap();
+    }
+}
+
 /// Polls `GET /metrics` until its status is `status` (within 10 s).
 fn until_status(addr: SocketAddr, status: u16) -> Page {
     let end = Instant::now() + Duration::from_secs(10);
