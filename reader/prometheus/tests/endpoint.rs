@@ -301,6 +301,38 @@ fn both_formats_by_accept_header() {
         );
     }
 
+    // Prometheus' own tools: promtool parses the text page with the Go
+    // client's parser and lints it (names, _total, help).
+    let promtool = Path::new("/usr/bin/promtool");
+    if promtool.exists() {
+        let mut child = Command::new(promtool)
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.body.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "promtool check metrics: {}{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            text.body
+        );
+        println!("PROMETHEUS-PROMTOOL the text page passes promtool check metrics");
+    } else {
+        let reason = "no /usr/bin/promtool (apt-get install prometheus; tests/setup does)";
+        assert!(std::env::var_os("CI").is_none(), "promtool: {reason}");
+        println!("PERFABI-SKIP both_formats_by_accept_header_promtool: {reason}");
+    }
+
     // Index, 404, 405, bounded head.
     let index = get(addr, "/", None);
     assert_eq!(index.status, 200);
