@@ -98,11 +98,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let trust = if args.trust.is_empty() {
-        perfabi_reader::Trust::OwnerOrRoot
-    } else {
-        perfabi_reader::Trust::Also(args.trust)
-    };
+    let trust = perfabi_reader::Trust::from_flags(false, &args.trust);
     match pmda::run(pcp, args.domain, &args.logfile, &args.segment, trust) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -31,6 +31,18 @@ pub enum Trust {
 }
 
 impl Trust {
+    /// The trust command-line flags ask for (`--trust-anyone`,
+    /// `--trust-uid UID`...): anyone, else these uids too, else the default.
+    pub fn from_flags(anyone: bool, uids: &[u32]) -> Self {
+        if anyone {
+            Self::Anyone
+        } else if uids.is_empty() {
+            Self::OwnerOrRoot
+        } else {
+            Self::Also(uids.to_vec())
+        }
+    }
+
     /// Whether a segment owned by `uid` is believed.
     pub fn trusts(&self, uid: u32) -> bool {
         uid == 0

@@ -54,15 +54,8 @@ fn main() -> ExitCode {
         .segment
         .clone()
         .unwrap_or_else(perfabi_reader::default_path);
-    let trust = if args.trust_anyone {
-        Trust::Anyone
-    } else if args.trust_uid.is_empty() {
-        Trust::OwnerOrRoot
-    } else {
-        Trust::Also(args.trust_uid.clone())
-    };
     let opts = Options {
-        trust,
+        trust: Trust::from_flags(args.trust_anyone, &args.trust_uid),
         ..Options::default()
     };
     let listener = match TcpListener::bind(args.listen) {

@@ -187,18 +187,11 @@ fn run(args: &Args) -> Result<(), Failure> {
         .path
         .clone()
         .unwrap_or_else(perfabi_reader::default_path);
-    let trust = if args.trust_anyone {
-        Trust::Anyone
-    } else if args.trust_uid.is_empty() {
-        Trust::OwnerOrRoot
-    } else {
-        Trust::Also(args.trust_uid.clone())
-    };
     let opts = Options {
         // Values of a writer that is gone are refused, in every mode, unless
         // --allow-stale (--info describes any segment, gone or not).
         require_live: !args.allow_stale && !args.info,
-        trust,
+        trust: Trust::from_flags(args.trust_anyone, &args.trust_uid),
         max_segment_bytes: args.max_size,
         ..Options::default()
     };
