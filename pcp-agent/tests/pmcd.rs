@@ -1167,16 +1167,6 @@ fn a_ten_second_pmlogger_archive_replays_in_pmrep_with_units_and_instances() {
     assert_eq!(peak, 300, "{raw}");
 }
 
-/// A real `perfabi-exportd` process; stopped on drop.
-struct Exporter(std::process::Child);
-
-impl Drop for Exporter {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// `/proc/meminfo`'s value of `key`, in KiB.
 fn meminfo_kib(key: &str) -> u64 {
     std::fs::read_to_string("/proc/meminfo")
@@ -1191,7 +1181,7 @@ fn meminfo_kib(key: &str) -> u64 {
 fn the_exporters_device_and_memory_families_are_pcp_metrics_with_no_extra_work() {
     let dir = tempfile::tempdir().unwrap();
     let seg = dir.path().join("seg");
-    let _exporter = Exporter(
+    let _exporter = perfabi_test_harness::KillOnDrop(
         Command::new(exportd())
             .args(["--interval", "0.2", "--path"])
             .arg(&seg)

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use perfabi::{Buckets, Error, FamilySpec, Kind, Semantics, Unit, ValueType};
 use perfabi_reader::Segment;
 use perfabi_shm::writer::{Config, Writer};
+use perfabi_test_harness::python::{openmetrics_parsers, python_with};
 use serde_json::Value;
 use support::*;
 

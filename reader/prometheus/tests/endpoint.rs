@@ -6,27 +6,19 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use perfabi::{Buckets, FamilySpec, Kind, Semantics, Unit};
 use perfabi_shm::writer::{Config, Writer};
-
-/// A child process killed (and reaped) when dropped.
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use perfabi_test_harness::python::{openmetrics_parsers, python_with};
+use perfabi_test_harness::KillOnDrop;
 
 /// `perfabi-prometheus SEGMENT --listen 127.0.0.1:0`, and the address it
 /// says it serves.
-fn endpoint(segment: &Path) -> (Guard, SocketAddr) {
+fn endpoint(segment: &Path) -> (KillOnDrop, SocketAddr) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_perfabi-prometheus"))
         .arg(segment)
         .args(["--listen", "127.0.0.1:0"])
@@ -34,7 +26,7 @@ fn endpoint(segment: &Path) -> (Guard, SocketAddr) {
         .spawn()
         .expect("start perfabi-prometheus");
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let guard = Guard(child);
+    let guard = KillOnDrop(child);
     let mut line = String::new();
     stderr.read_line(&mut line).unwrap();
     let addr = line
@@ -157,27 +149,6 @@ fn families(path: &Path) -> Writer {
     w
 }
 
-/// The Python interpreters with prometheus_client, or a skip (a failure
-/// under CI).
-fn pythons(test: &str) -> Vec<&'static str> {
-    let found: Vec<&str> = ["python3", "/usr/bin/python3"]
-        .into_iter()
-        .filter(|py| {
-            Command::new(py)
-                .args(["-c", "import prometheus_client.openmetrics.parser"])
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
-        .collect();
-    if found.is_empty() {
-        let reason =
-            "no python3 with prometheus_client (apt-get install python3-prometheus-client)";
-        assert!(std::env::var_os("CI").is_none(), "{test}: {reason}");
-        println!("PERFABI-SKIP {test}: {reason}");
-    }
-    found
-}
-
 /// `page` through prometheus_client's parser of `module` under `py`: one
 /// line per sample, `TYPE NAME {labels} VALUE`, sorted labels.
 fn parse(py: &str, module: &str, page: &str) -> String {
@@ -188,20 +159,7 @@ fn parse(py: &str, module: &str, page: &str) -> String {
          \x20   for s in f.samples:\n\
          \x20       print(f.type, s.name, sorted(s.labels.items()), repr(float(s.value)))\n"
     );
-    let mut child = Command::new(py)
-        .args(["-c", &script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(page.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = python_with(py, &script, page.as_bytes());
     assert!(
         out.status.success(),
         "{py} {module} refused the page:\n{}\n{page}",
@@ -277,7 +235,7 @@ fn both_formats_by_accept_header() {
         text.body.len()
     );
 
-    for py in pythons("both_formats_by_accept_header") {
+    for py in &openmetrics_parsers("both_formats_by_accept_header") {
         // Versions differ in how they print a bound (`1000` or `1000.0`).
         let sorted = |s: String| {
             let mut v: Vec<String> = s.lines().map(|l| l.replace(".0'", "'")).collect();
@@ -530,7 +488,7 @@ fn a_real_prometheus_scrapes_rates_quantiles_and_labels() {
     )
     .unwrap();
     let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
-    let _prom = Guard(
+    let _prom = KillOnDrop(
         Command::new(prometheus)
             .arg(format!("--config.file={}", config.display()))
             .arg(format!(

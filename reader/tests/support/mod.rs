@@ -7,6 +7,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use perfabi_test_harness::python::{find_openmetrics_parsers, python_with};
+
 /// Environment variable that turns the `child_writer` helper test into a
 /// writer process for the segment at its value.
 pub const CHILD_ENV: &str = "PERFABI_TEST_CHILD_WRITER";
@@ -217,72 +219,14 @@ pub fn open_checking_every_read(path: &Path) -> perfabi_reader::Segment {
     .unwrap()
 }
 
-/// Runs the Python program `script` under `python` with `input` on its
-/// standard input.
-pub fn python_with(python: &str, script: &str, input: &[u8]) -> std::process::Output {
-    use std::io::Write;
-    let mut py = Command::new(python)
-        .args(["-c", script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3 (apt-get install python3)");
-    py.stdin.take().unwrap().write_all(input).unwrap();
-    py.wait_with_output().unwrap()
-}
-
 /// Runs the Python program `script` with `input` on its standard input,
 /// under `python3` as found on the path.
 pub fn python(script: &str, input: &[u8]) -> std::process::Output {
     python_with("python3", script, input)
 }
 
-/// The Python interpreters that have `prometheus_client`'s OpenMetrics
-/// parser: `python3` on the path and the system's `/usr/bin/python3` (often
-/// another version of the module: Debian 12's is 0.16, pip's newer), each
-/// once. Under CI (`CI` set) having none fails the test; elsewhere it is
-/// reported as a skip (`PERFABI-SKIP <test>: …`) and the list is empty.
-pub fn openmetrics_parsers(test: &str) -> Vec<String> {
-    let found = find_openmetrics_parsers();
-    if found.is_empty() {
-        let reason =
-            "no python3 with prometheus_client (apt-get install python3-prometheus-client)";
-        assert!(std::env::var_os("CI").is_none(), "{test}: {reason}");
-        println!("PERFABI-SKIP {test}: {reason}");
-    }
-    found
-}
-
-/// The interpreters of [`openmetrics_parsers`], with no verdict.
-fn find_openmetrics_parsers() -> Vec<String> {
-    let mut found: Vec<(String, String)> = Vec::new();
-    for py in ["python3", "/usr/bin/python3"] {
-        let out = Command::new(py)
-            .args([
-                "-c",
-                "import sys, importlib.metadata as m\n\
-                 import prometheus_client.openmetrics.parser\n\
-                 print(sys.executable, m.version('prometheus_client'))",
-            ])
-            .output();
-        let Ok(out) = out else { continue };
-        if !out.status.success() {
-            continue;
-        }
-        let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        if found.iter().all(|(_, other)| *other != id) {
-            found.push((py.to_string(), id));
-        }
-    }
-    for (_, id) in &found {
-        println!("OpenMetrics parser: {id}");
-    }
-    found.into_iter().map(|(py, _)| py).collect()
-}
-
 /// Runs `page` through the `prometheus_client` OpenMetrics parser of every
-/// interpreter of [`openmetrics_parsers`]: one line per sample (`TYPE NAME
+/// interpreter of `openmetrics_parsers` (the harness's): one line per sample (`TYPE NAME
 /// CPU VALUE`), or the first parser's complaint. Every parser must accept
 /// the page and see the same samples. Fails if there is no parser.
 pub fn parse_openmetrics(page: &[u8]) -> Result<String, String> {

@@ -7,6 +7,7 @@
 pub mod forge;
 pub mod hammer;
 pub mod probe;
+pub mod python;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
