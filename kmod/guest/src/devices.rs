@@ -56,24 +56,6 @@ const FRAME_LEN: usize = 100;
 /// The local experimental ethertype of IEEE 802 (nobody handles it).
 const ETHERTYPE: u16 = 0x88b5;
 
-/// The module's total of every instance of `family`.
-fn totals(seg: &mut Segment, family: &str) -> Result<BTreeMap<String, u64>, String> {
-    let snap = seg.snapshot().map_err(|e| e.to_string())?;
-    let f = snap
-        .family(family)
-        .ok_or_else(|| format!("the segment has no family {family}"))?;
-    Ok(f.members
-        .iter()
-        .map(|m| {
-            let v = match snap.reading(f, m) {
-                Reading::Unsigned(v) => v,
-                _ => 0,
-            };
-            (m.instance.clone(), v)
-        })
-        .collect())
-}
-
 /// The network device with MAC address `mac`.
 fn interface(mac: &str) -> Result<String, String> {
     for e in fs::read_dir("/sys/class/net").map_err(|e| e.to_string())? {
@@ -196,11 +178,21 @@ const INTERRUPTS: &str = "kernel.interrupts.count";
 /// Every instance's total of each family, from one segment.
 type Totals = BTreeMap<(&'static str, String), u64>;
 
+/// Every instance's total of the compared families, from one snapshot (one
+/// generation) of `seg`.
 fn read_totals(seg: &mut Segment) -> Result<Totals, String> {
+    let snap = seg.snapshot().map_err(|e| e.to_string())?;
     let mut out = Totals::new();
-    for f in EXACT.iter().chain([&INTERRUPTS]) {
-        for (i, v) in totals(seg, f)? {
-            out.insert((f, i), v);
+    for name in EXACT.iter().chain([&INTERRUPTS]) {
+        let f = snap
+            .family(name)
+            .ok_or_else(|| format!("the segment has no family {name}"))?;
+        for m in &f.members {
+            let v = match snap.reading(f, m) {
+                Reading::Unsigned(v) => v,
+                _ => 0,
+            };
+            out.insert((name, m.instance.clone()), v);
         }
     }
     Ok(out)
