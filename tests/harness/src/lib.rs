@@ -8,6 +8,7 @@ pub mod forge;
 pub mod hammer;
 pub mod probe;
 pub mod python;
+pub mod readme;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
