@@ -3,15 +3,26 @@
 //! counters (10 families of 100 instances) on 16 per-CPU blocks
 //! (`Config::nr_cpus`, a simulated geometry).
 //!
+//! For comparison, the same page the way `node_exporter` builds one from
+//! `/proc`: a text table of the same 1,000 counters × 16 CPUs (the layout
+//! of `/proc/interrupts`: a row per counter, a column per CPU) read from a
+//! file, parsed, summed per row and rendered — the page asserted
+//! byte-for-byte equal to perfabi's. The table sits in a tmpfs file written
+//! once, so the kernel's cost of generating it, which a real `/proc` file
+//! pays at every read, is left out: the comparison favours the text side.
+//! The host's real `/proc/interrupts`, read and parsed, is measured too, per
+//! value, to show what that generation costs.
+//!
 //! `cargo bench -p perfabi-prometheus --bench scrape`
 
+use std::fmt::Write as _;
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use perfabi::{FamilySpec, Kind, Unit};
 use perfabi_prometheus::Endpoint;
 use perfabi_reader::exposition::Format;
-use perfabi_reader::Options;
+use perfabi_reader::{Options, Segment, Snapshot};
 use perfabi_shm::writer::{Config, Writer};
 
 const CPUS: u32 = 16;
@@ -49,10 +60,87 @@ fn segment(path: &std::path::Path) -> Writer {
     w
 }
 
+/// The value the writer gave counter `i` of a family on `cpu`: its total
+/// over CPUs is what `segment` added once on the CPU it ran on.
+fn share(i: u32, cpu: u32) -> u64 {
+    let total = u64::from(i) * 1000 + 7;
+    total / u64::from(CPUS) + u64::from(cpu < (total % u64::from(CPUS)) as u32)
+}
+
+/// The `/proc/interrupts`-style table of the same counters: a header of
+/// CPU names, then per counter `family:instance:` and one column per CPU.
+fn text_table() -> String {
+    let mut t = String::new();
+    for cpu in 0..CPUS {
+        let _ = write!(t, "{:>11}", format!("CPU{cpu}"));
+    }
+    t.push('\n');
+    for f in 0..FAMILIES {
+        for i in 0..INSTANCES {
+            let _ = write!(t, "f{f}:dev{i}:");
+            for cpu in 0..CPUS {
+                let _ = write!(t, " {:>10}", share(i, cpu));
+            }
+            t.push('\n');
+        }
+    }
+    t
+}
+
+/// What a `node_exporter` collector does per scrape: read the table,
+/// parse every row, sum its CPU columns, render the page (OpenMetrics, as
+/// perfabi's endpoint renders it for the same counters).
+fn text_scrape(path: &std::path::Path, page: &mut String) {
+    let text = std::fs::read_to_string(path).unwrap();
+    page.clear();
+    let mut family = "";
+    for line in text.lines().skip(1) {
+        let mut cols = line.split_ascii_whitespace();
+        let key = cols.next().unwrap().trim_end_matches(':');
+        let (f, instance) = key.split_once(':').unwrap();
+        let total = cols.fold(0u64, |a, c| a.wrapping_add(c.parse::<u64>().unwrap()));
+        if f != family {
+            family = f;
+            let _ = writeln!(page, "# TYPE perfabi_bench_{f}_bytes counter");
+            let _ = writeln!(page, "# UNIT perfabi_bench_{f}_bytes bytes");
+            let _ = writeln!(page, "# HELP perfabi_bench_{f}_bytes Bytes moved");
+        }
+        let _ = writeln!(
+            page,
+            "perfabi_bench_{f}_bytes_total{{device=\"{instance}\"}} {total}"
+        );
+    }
+    page.push_str("# EOF\n");
+}
+
+/// The host's `/proc/interrupts`, read and parsed (every per-CPU column of
+/// every numbered row); returns the values parsed.
+fn proc_interrupts() -> usize {
+    let text = std::fs::read_to_string("/proc/interrupts").unwrap();
+    let mut lines = text.lines();
+    let cpus = lines
+        .next()
+        .map_or(0, |h| h.split_ascii_whitespace().count());
+    let mut n = 0;
+    for line in lines {
+        let mut cols = line.split_ascii_whitespace().skip(1);
+        for _ in 0..cpus {
+            match cols.next().and_then(|c| c.parse::<u64>().ok()) {
+                Some(v) => {
+                    black_box(v);
+                    n += 1;
+                }
+                None => break,
+            }
+        }
+    }
+    n
+}
+
 fn scrape(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("seg");
-    let _w = segment(&path);
+    let w = segment(&path);
     let totals = Endpoint::new(&path, Options::default(), false);
     let per_cpu = Endpoint::new(&path, Options::default(), true);
     let page = totals.scrape(Format::OpenMetrics).unwrap();
@@ -60,10 +148,27 @@ fn scrape(c: &mut Criterion) {
         page.lines().filter(|l| !l.starts_with('#')).count(),
         (FAMILIES * INSTANCES) as usize
     );
+    // The text side, in a tmpfs file when there is one (as /proc is in
+    // memory), and the same page from it.
+    let shm = std::path::Path::new("/dev/shm");
+    let tdir = tempfile::tempdir_in(if shm.is_dir() { shm } else { dir.path() }).unwrap();
+    let table = tdir.path().join("interrupts");
+    std::fs::write(&table, text_table()).unwrap();
+    let mut text_page = String::new();
+    text_scrape(&table, &mut text_page);
+    assert_eq!(text_page, page, "the text side must render the same page");
+    let values = proc_interrupts();
+    let mut seg = Segment::open(&path).unwrap();
+    let mut snap = Snapshot::default();
+
     let mut g = c.benchmark_group("scrape_1000_counters_16_cpus");
-    // The snapshot alone: the rest of a scrape is rendering.
+    // The snapshot alone (metadata decoded once, then values only, as the
+    // endpoint's scrapes do): the rest of a scrape is rendering.
     g.bench_function("snapshot_only", |b| {
-        b.iter(|| black_box(totals.snapshot().unwrap()))
+        b.iter(|| {
+            seg.snapshot_into(&mut snap).unwrap();
+            black_box(&snap);
+        })
     });
     g.bench_function("openmetrics", |b| {
         b.iter(|| black_box(totals.scrape(Format::OpenMetrics).unwrap()))
@@ -74,7 +179,19 @@ fn scrape(c: &mut Criterion) {
     g.bench_function("openmetrics_per_cpu", |b| {
         b.iter(|| black_box(per_cpu.scrape(Format::OpenMetrics).unwrap()))
     });
+    g.bench_function("node_exporter_style_text_table", |b| {
+        b.iter(|| {
+            text_scrape(&table, &mut text_page);
+            black_box(&text_page);
+        })
+    });
     g.finish();
+    let mut g = c.benchmark_group(format!("host_proc_interrupts_{values}_values"));
+    g.bench_function("read_and_parse", |b| {
+        b.iter(|| black_box(proc_interrupts()))
+    });
+    g.finish();
+    drop(w);
 }
 
 criterion_group!(benches, scrape);

@@ -46,8 +46,41 @@ pub struct Endpoint {
     path: PathBuf,
     opts: Options,
     per_cpu: bool,
-    segment: Mutex<Option<Segment>>,
+    reading: Mutex<Reading>,
     last_error: Mutex<Option<String>>,
+}
+
+/// The open segment and the snapshot buffer the scrapes fill: while the
+/// metadata generation stays the same, a scrape copies the values only and
+/// keeps the families decoded by an earlier one (`Segment::snapshot_into`).
+#[derive(Default)]
+struct Reading {
+    segment: Option<Segment>,
+    snapshot: Snapshot,
+}
+
+impl Reading {
+    /// Fills `self.snapshot` (opening the segment if needed); on failure,
+    /// the one-line reason, and the segment and the buffer's decoded
+    /// metadata are dropped so that the next scrape opens it again.
+    fn refresh(&mut self, path: &Path, opts: &Options) -> Result<&Snapshot, String> {
+        let result = match self.segment.as_mut() {
+            Some(seg) => seg.snapshot_into(&mut self.snapshot),
+            None => Segment::open_with(path, opts.clone()).and_then(|mut seg| {
+                let r = seg.snapshot_into(&mut self.snapshot);
+                self.segment = Some(seg);
+                r
+            }),
+        };
+        match result {
+            Ok(()) => Ok(&self.snapshot),
+            Err(e) => {
+                self.segment = None;
+                self.snapshot = Snapshot::default();
+                Err(one_line(&format!("cannot read {}: {e}", path.display())))
+            }
+        }
+    }
 }
 
 impl Endpoint {
@@ -58,7 +91,7 @@ impl Endpoint {
             path: path.into(),
             opts,
             per_cpu,
-            segment: Mutex::new(None),
+            reading: Mutex::new(Reading::default()),
             last_error: Mutex::new(None),
         }
     }
@@ -72,26 +105,18 @@ impl Endpoint {
     /// one-line reason, and the segment is dropped so that the next scrape
     /// opens it again.
     pub fn snapshot(&self) -> Result<Snapshot, String> {
-        let mut guard = self.segment.lock().unwrap_or_else(|p| p.into_inner());
-        let result = match guard.as_mut() {
-            Some(seg) => seg.snapshot(),
-            None => Segment::open_with(&self.path, self.opts.clone()).and_then(|mut seg| {
-                let snap = seg.snapshot();
-                *guard = Some(seg);
-                snap
-            }),
-        };
-        result.map_err(|e| {
-            *guard = None;
-            one_line(&format!("cannot read {}: {e}", self.path.display()))
-        })
+        let mut reading = self.reading.lock().unwrap_or_else(|p| p.into_inner());
+        reading.refresh(&self.path, &self.opts).cloned()
     }
 
     /// One scrape: a snapshot rendered in `format`, or the reason it failed.
+    /// Scrapes take turns: the snapshot is rendered from the endpoint's one
+    /// buffer before the next scrape refills it.
     pub fn scrape(&self, format: Format) -> Result<String, String> {
-        let snap = self.snapshot()?;
+        let mut reading = self.reading.lock().unwrap_or_else(|p| p.into_inner());
+        let snap = reading.refresh(&self.path, &self.opts)?;
         let mut page = String::with_capacity(64 * 1024);
-        exposition::render_into(&mut page, &snap, self.per_cpu, format);
+        exposition::render_into(&mut page, snap, self.per_cpu, format);
         Ok(page)
     }
 
@@ -336,6 +361,45 @@ fn answer(req: &httparse::Request, endpoint: &Endpoint) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The endpoint keeps the families decoded by an earlier scrape while
+    /// the metadata generation stays; an instance added, a value changed or
+    /// an instance deleted between two scrapes must show in the next one.
+    #[test]
+    fn a_scrape_shows_what_changed_since_the_last_one() {
+        use perfabi::{FamilySpec, Kind, Unit};
+        use perfabi_shm::writer::{Config, Writer};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("seg");
+        let cfg = Config {
+            max_instances: 64,
+            max_families: 4,
+            max_members: 16,
+            damon_capacity: 0,
+            ..Config::default()
+        };
+        let w = Writer::create(&path, &cfg).unwrap();
+        let spec = FamilySpec::new("io.ops", "Ops", "dev", Kind::Counter, Unit::COUNT);
+        let fam = w.add_family(&spec).unwrap();
+        let a = w.add_member(fam, "a", &[]).unwrap();
+        w.member_add(&a, 5).unwrap();
+        let e = Endpoint::new(&path, Options::default(), false);
+        let page = e.scrape(Format::OpenMetrics).unwrap();
+        assert!(page.contains("perfabi_io_ops_total{dev=\"a\"} 5\n"), "{page}");
+
+        w.member_add(&a, 1).unwrap();
+        let b = w.add_member(fam, "b", &[]).unwrap();
+        w.member_add(&b, 3).unwrap();
+        let page = e.scrape(Format::OpenMetrics).unwrap();
+        assert!(page.contains("perfabi_io_ops_total{dev=\"a\"} 6\n"), "{page}");
+        assert!(page.contains("perfabi_io_ops_total{dev=\"b\"} 3\n"), "{page}");
+
+        w.del_member(&a).unwrap();
+        let page = e.scrape(Format::Prometheus).unwrap();
+        assert!(!page.contains("dev=\"a\""), "{page}");
+        assert!(page.contains("perfabi_io_ops_total{dev=\"b\"} 3\n"), "{page}");
+        assert_eq!(e.snapshot().unwrap().families.len(), 1);
+    }
 
     #[test]
     fn negotiation() {
