@@ -6,7 +6,9 @@
 
 pub mod forge;
 pub mod hammer;
+pub mod http;
 pub mod probe;
+pub mod prometheus;
 pub mod python;
 pub mod readme;
 
@@ -35,6 +37,20 @@ pub const OTHER_UID: u32 = 64_123;
 /// failure unless `tests/expected-skips` expects it.
 pub fn skip(test: &str, reason: &str) {
     println!("PERFABI-SKIP {test}: {reason}");
+}
+
+/// Whether the file `path` (a program the test runs) exists. If it does
+/// not, `PERFABI-SKIP <test>: no PATH (<install>)` is printed and the
+/// answer is false; under CI (`CI` set), where `tests/setup` installs
+/// everything, a missing program is a failure instead.
+pub fn need_file(test: &str, path: &Path, install: &str) -> bool {
+    if path.exists() {
+        return true;
+    }
+    let reason = format!("no {} ({install})", path.display());
+    assert!(std::env::var_os("CI").is_none(), "{test}: {reason}");
+    skip(test, &reason);
+    false
 }
 
 /// Whether this process may do what a two-user test needs (mount a tmpfs,
