@@ -7,7 +7,6 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,7 +14,7 @@ use perfabi::{Buckets, FamilySpec, Kind, Semantics, Unit};
 use perfabi_shm::writer::{Config, Writer};
 use perfabi_test_harness::prometheus::{self, Prometheus, Target};
 use perfabi_test_harness::python::{openmetrics_parsers, python_with};
-use perfabi_test_harness::KillOnDrop;
+use perfabi_test_harness::{KillOnDrop, Paced};
 
 /// `perfabi-prometheus SEGMENT --listen 127.0.0.1:0`, and the address it
 /// says it serves.
@@ -413,27 +412,17 @@ fn a_real_prometheus_scrapes_rates_quantiles_and_labels() {
         .unwrap();
     let lat = w.add_member(lat, "", &[]).unwrap();
     const RATE: u64 = 1000;
-    let stop = Arc::new(AtomicBool::new(false));
     let feeder = {
-        let (w, stop) = (Arc::clone(&w), Arc::clone(&stop));
-        std::thread::spawn(move || {
-            let start = Instant::now();
-            let mut done = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                let due = start.elapsed().as_millis() as u64 * RATE / 1000;
-                while done < due {
-                    w.member_add(&api, 1).unwrap();
-                    // 10% under 100 ns, 80% in (100, 1000], 10% above.
-                    let v = match done % 10 {
-                        0 => 50,
-                        9 => 5000,
-                        _ => 500,
-                    };
-                    w.observe(&lat, v).unwrap();
-                    done += 1;
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
+        let w = Arc::clone(&w);
+        Paced::start(RATE, move |n| {
+            w.member_add(&api, 1).unwrap();
+            // 10% under 100 ns, 80% in (100, 1000], 10% above.
+            let v = match n % 10 {
+                0 => 50,
+                9 => 5000,
+                _ => 500,
+            };
+            w.observe(&lat, v).unwrap();
         })
     };
     let (_e, addr) = endpoint(&path);
@@ -451,8 +440,7 @@ fn a_real_prometheus_scrapes_rates_quantiles_and_labels() {
             Some(((rate, labels, median), settled))
         },
     );
-    stop.store(true, Ordering::Relaxed);
-    feeder.join().unwrap();
+    feeder.stop();
     let up = prom.query("up{job=\"perfabi\"}").map(|(v, _)| v);
     println!(
         "PROMETHEUS-SCRAPE {rate_q} = {rate:.1} (fed {RATE}/s), median latency {median:.0} ns \
