@@ -1,5 +1,5 @@
-//! Helpers of the agent's tests: PCP's tools, a private pmcd started by
-//! the project's own script, and segments written in-process.
+//! Helpers of the agent's tests: PCP's tools, a private pmcd and pmproxy
+//! started by the project's own scripts, and segments written in-process.
 
 #![allow(dead_code)]
 
@@ -140,6 +140,91 @@ impl Drop for Pmcd {
     fn drop(&mut self) {
         perfabi_test_harness::send(self.pid, perfabi_test_harness::Signal::TERM);
     }
+}
+
+/// Where PCP's pmproxy is installed.
+pub const PMPROXY: &str = "/usr/lib/pcp/bin/pmproxy";
+
+/// A private pmproxy for a private pmcd (see
+/// pcp-agent/test/private-pmproxy); killed on drop.
+pub struct Pmproxy {
+    pub dir: PathBuf,
+    pub address: std::net::SocketAddr,
+    pub pid: u32,
+}
+
+impl Pmproxy {
+    /// Starts pmproxy on 127.0.0.1:`port` for `pmcd`; returns once its
+    /// `/metrics` serves the agent's metrics.
+    pub fn start(dir: &Path, port: u16, pmcd: &Pmcd) -> Pmproxy {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("test/private-pmproxy");
+        let out = run(Command::new(&script)
+            .arg(dir)
+            .arg(port.to_string())
+            .arg(pmcd.port.to_string()));
+        assert!(
+            out.status.success(),
+            "private pmproxy did not start: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let pid = stdout(&out).trim().parse().unwrap();
+        println!(
+            "private pmproxy (pid {pid}) on 127.0.0.1:{port} for pmcd {}, folder {}",
+            pmcd.host(),
+            dir.display()
+        );
+        Pmproxy {
+            dir: dir.to_path_buf(),
+            address: ([127, 0, 0, 1], port).into(),
+            pid,
+        }
+    }
+
+    /// Its web API's base URL.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// `GET /metrics?names=names`: status and page.
+    pub fn metrics(&self, names: &str) -> (u16, String) {
+        let path = format!(
+            "/metrics?names={}",
+            perfabi_test_harness::http::encode(names)
+        );
+        let r = perfabi_test_harness::http::get(self.address, &path, &[])
+            .unwrap_or_else(|e| panic!("GET {path} of pmproxy: {e}"));
+        (r.status, r.body)
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("pmproxy.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Pmproxy {
+    fn drop(&mut self) {
+        perfabi_test_harness::send(self.pid, perfabi_test_harness::Signal::TERM);
+    }
+}
+
+/// The shipped pmlogger configuration (pcp-agent/pmda/pmlogger.config) at
+/// a test's pace, every second instead of every 10 or 60, written to
+/// `dir/pmlogger.config`; returns its path.
+pub fn pmlogger_config_every_second(dir: &Path) -> PathBuf {
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("pmda/pmlogger.config");
+    let text = std::fs::read_to_string(&shipped).unwrap();
+    let cfg = text
+        .replace("every 10 seconds", "every 1 second")
+        .replace("every 60 seconds", "every 1 second");
+    assert_ne!(
+        cfg,
+        text,
+        "{} names no interval to change",
+        shipped.display()
+    );
+    let path = dir.join("pmlogger.config");
+    std::fs::write(&path, cfg).unwrap();
+    path
 }
 
 /// Parses `pminfo -f` output.
