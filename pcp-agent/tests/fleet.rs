@@ -15,17 +15,11 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use perfabi::{Buckets, FamilySpec, Kind, Unit};
 use perfabi_shm::writer::{Config, Writer};
 use perfabi_test_harness::prometheus::{self, Prometheus};
+use perfabi_test_harness::workload::{self, BOUNDS, RATE};
 use perfabi_test_harness::{need_file, readme, Paced};
 use support::*;
-
-/// Events a second fed to the counter and to the histogram.
-const RATE: u64 = 1000;
-/// The histogram's bucket bounds (ns): buckets 0-100, 101-1000,
-/// 1001-10000 and 10001-inf.
-const BOUNDS: [u64; 3] = [100, 1000, 10_000];
 
 /// A sample of a Prometheus text page.
 #[derive(Debug)]
@@ -140,37 +134,15 @@ fn pmproxy_serves_the_agent_to_prometheus_and_pmlogger_records_it() {
         )
         .unwrap(),
     );
-    let requests = w
-        .add_family(&FamilySpec::new(
-            "app.requests",
-            "Requests served",
-            "handler",
-            Kind::Counter,
-            Unit::COUNT,
-        ))
-        .unwrap();
+    let requests = w.add_family(&workload::requests()).unwrap();
     let api = w.add_member(requests, "api", &[("zone", "a")]).unwrap();
-    let latency = w
-        .add_family(&FamilySpec::histogram(
-            "rpc.latency",
-            "RPC latency",
-            "handler",
-            Unit::NS,
-            Buckets::Explicit(BOUNDS.to_vec()),
-        ))
-        .unwrap();
+    let latency = w.add_family(&workload::latency("handler")).unwrap();
     let api_latency = w.add_member(latency, "api", &[("zone", "a")]).unwrap();
     let feeder = {
         let w = Arc::clone(&w);
         Paced::start(RATE, move |n| {
             w.member_add(&api, 1).unwrap();
-            // 10% in 0-100 ns, 80% in 101-1000, 10% in 1001-10000.
-            let v = match n % 10 {
-                0 => 50,
-                9 => 5000,
-                _ => 500,
-            };
-            w.observe(&api_latency, v).unwrap();
+            w.observe(&api_latency, workload::latency_ns(n)).unwrap();
         })
     };
     let pmcd = Pmcd::start(&dir.path().join("pmcd"), port(0), &seg, &[]);
@@ -214,10 +186,9 @@ fn pmproxy_serves_the_agent_to_prometheus_and_pmlogger_records_it() {
     );
     assert!(req.value > 0.0, "{req:?}");
     // One fetch of one consistent snapshot: the n observations of the
-    // count are the feeder's first n (n % 10: 0 is 50 ns, 9 is 5000 ns,
-    // the rest 500 ns), so each bucket and the sum follow from n.
+    // count are the feeder's first n, so each bucket and the sum follow.
     let n = one("perfabi_rpc_latency_count", "api").value as u64;
-    let want = [n.div_ceil(10), n - n.div_ceil(10) - n / 10, n / 10, 0];
+    let (want, sum) = workload::histogram_after(n);
     let mut bounds = Vec::new();
     for (inst, want) in [
         "api::0-100",
@@ -242,7 +213,7 @@ fn pmproxy_serves_the_agent_to_prometheus_and_pmlogger_records_it() {
     );
     assert_eq!(
         one("perfabi_rpc_latency_sum", "api").value,
-        (50 * want[0] + 500 * want[1] + 5000 * want[2]) as f64,
+        sum as f64,
         "{page}"
     );
 

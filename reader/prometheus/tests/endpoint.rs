@@ -14,7 +14,7 @@ use perfabi::{Buckets, FamilySpec, Kind, Semantics, Unit};
 use perfabi_shm::writer::{Config, Writer};
 use perfabi_test_harness::prometheus::{self, Prometheus, Target};
 use perfabi_test_harness::python::{openmetrics_parsers, python_with};
-use perfabi_test_harness::{KillOnDrop, Paced};
+use perfabi_test_harness::{workload, KillOnDrop, Paced};
 
 /// `perfabi-prometheus SEGMENT --listen 127.0.0.1:0`, and the address it
 /// says it serves.
@@ -391,38 +391,17 @@ fn a_real_prometheus_scrapes_rates_quantiles_and_labels() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("seg");
     let w = Arc::new(Writer::create(&path, &config()).unwrap());
-    let fam = w
-        .add_family(&FamilySpec::new(
-            "app.requests",
-            "Requests served",
-            "handler",
-            Kind::Counter,
-            Unit::COUNT,
-        ))
-        .unwrap();
+    let fam = w.add_family(&workload::requests()).unwrap();
     let api = w.add_member(fam, "api", &[("zone", "a")]).unwrap();
-    let lat = w
-        .add_family(&FamilySpec::histogram(
-            "rpc.latency",
-            "RPC latency",
-            "",
-            Unit::NS,
-            Buckets::Explicit(vec![100, 1000, 10000]),
-        ))
-        .unwrap();
+    let lat = w.add_family(&workload::latency("")).unwrap();
     let lat = w.add_member(lat, "", &[]).unwrap();
-    const RATE: u64 = 1000;
+    const RATE: u64 = workload::RATE;
     let feeder = {
         let w = Arc::clone(&w);
         Paced::start(RATE, move |n| {
             w.member_add(&api, 1).unwrap();
             // 10% under 100 ns, 80% in (100, 1000], 10% above.
-            let v = match n % 10 {
-                0 => 50,
-                9 => 5000,
-                _ => 500,
-            };
-            w.observe(&lat, v).unwrap();
+            w.observe(&lat, workload::latency_ns(n)).unwrap();
         })
     };
     let (_e, addr) = endpoint(&path);

@@ -11,6 +11,7 @@ pub mod probe;
 pub mod prometheus;
 pub mod python;
 pub mod readme;
+pub mod workload;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
