@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -35,6 +36,21 @@ pub fn port(n: u16) -> u16 {
     40000 + (std::process::id() % 2000) as u16 * 8 + n
 }
 
+/// Runs the script `pcp-agent/test/SCRIPT` with `args`; the script starts
+/// a server and prints its pid once it answers, which is returned.
+fn start_server<'a>(script: &str, args: impl IntoIterator<Item = &'a OsStr>) -> u32 {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("test")
+        .join(script);
+    let out = run(Command::new(&path).args(args));
+    assert!(
+        out.status.success(),
+        "{script} did not start its server: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout(&out).trim().parse().unwrap()
+}
+
 /// A private pmcd (see pcp-agent/test/private-pmcd); killed on drop.
 pub struct Pmcd {
     pub dir: PathBuf,
@@ -44,19 +60,17 @@ pub struct Pmcd {
 
 impl Pmcd {
     pub fn start(dir: &Path, port: u16, segment: &Path, extra: &[&str]) -> Pmcd {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("test/private-pmcd");
-        let out = run(Command::new(&script)
-            .arg(dir)
-            .arg(port.to_string())
-            .arg(AGENT)
-            .arg(segment)
-            .args(extra));
-        assert!(
-            out.status.success(),
-            "private pmcd did not start: {}",
-            String::from_utf8_lossy(&out.stderr)
+        let port_arg = port.to_string();
+        let args = [
+            dir.as_os_str(),
+            port_arg.as_ref(),
+            AGENT.as_ref(),
+            segment.as_os_str(),
+        ];
+        let pid = start_server(
+            "private-pmcd",
+            args.into_iter().chain(extra.iter().map(OsStr::new)),
         );
-        let pid = stdout(&out).trim().parse().unwrap();
         println!(
             "private pmcd (pid {pid}) on 127.0.0.1:{port}, folder {}",
             dir.display()
@@ -157,17 +171,11 @@ impl Pmproxy {
     /// Starts pmproxy on 127.0.0.1:`port` for `pmcd`; returns once its
     /// `/metrics` serves the agent's metrics.
     pub fn start(dir: &Path, port: u16, pmcd: &Pmcd) -> Pmproxy {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("test/private-pmproxy");
-        let out = run(Command::new(&script)
-            .arg(dir)
-            .arg(port.to_string())
-            .arg(pmcd.port.to_string()));
-        assert!(
-            out.status.success(),
-            "private pmproxy did not start: {}",
-            String::from_utf8_lossy(&out.stderr)
+        let (port_arg, pmcd_port) = (port.to_string(), pmcd.port.to_string());
+        let pid = start_server(
+            "private-pmproxy",
+            [dir.as_os_str(), port_arg.as_ref(), pmcd_port.as_ref()],
         );
-        let pid = stdout(&out).trim().parse().unwrap();
         println!(
             "private pmproxy (pid {pid}) on 127.0.0.1:{port} for pmcd {}, folder {}",
             pmcd.host(),
