@@ -225,17 +225,14 @@ fn pmproxy_serves_the_agent_to_prometheus_and_pmlogger_records_it() {
     let archive = dir.path().join("archive");
     let script = dir.path().join("fleet.sh");
     std::fs::write(&script, &walk_through).unwrap();
-    let walk = Command::new("sh")
-        .arg(&script)
+    let walk = pmcd
+        .folders(Command::new("sh").arg(&script))
         .env("PMCD", pmcd.host())
         .env("PMPROXY", pmproxy.url())
         .env("METRIC", "perfabi.app.requests")
         .env("CONFIG", pmlogger_config_every_second(dir.path()))
         .env("LOG_SECONDS", "8")
         .env("ARCHIVE", &archive)
-        // pmlogger's control files go to the private pmcd's folder, not
-        // the machine's $PCP_TMP_DIR.
-        .env("PCP_TMP_DIR", pmcd.dir.join("tmp"))
         .output()
         .unwrap();
     let walked = stdout(&walk);

@@ -86,14 +86,22 @@ impl Pmcd {
         format!("127.0.0.1:{}", self.port)
     }
 
-    /// A PCP client tool aimed at this pmcd. Its `PCP_TMP_DIR` is the
-    /// private pmcd's (pmlogger keeps its control files there, not in the
-    /// machine's `/var/lib/pcp/tmp`).
+    /// A PCP client tool aimed at this pmcd, with its folders ([`Pmcd::folders`]).
     pub fn client(&self, name: &str) -> Command {
         let mut c = tool(name);
-        c.env("PCP_TMP_DIR", self.dir.join("tmp"));
+        self.folders(&mut c);
         c.arg("-h").arg(self.host());
         c
+    }
+
+    /// Gives `cmd` (a PCP client, or a script running some) the private
+    /// pmcd's `PCP_TMP_DIR` and `PCP_RUN_DIR`: pmlogger keeps its control
+    /// files in the one, not the machine's `/var/lib/pcp/tmp`, and its
+    /// control socket in the other, not `/run/pcp` (or `~/.pcp/run` where
+    /// that is missing).
+    pub fn folders<'a>(&self, cmd: &'a mut Command) -> &'a mut Command {
+        cmd.env("PCP_TMP_DIR", self.dir.join("tmp"))
+            .env("PCP_RUN_DIR", self.dir.join("run"))
     }
 
     /// `pminfo -f` of `names`: metric → [(instance name, value text)].
