@@ -18,7 +18,7 @@ use std::time::Duration;
 use perfabi_shm::writer::{Config, Writer};
 use perfabi_test_harness::prometheus::{self, Prometheus};
 use perfabi_test_harness::workload::{self, BOUNDS, RATE};
-use perfabi_test_harness::{need_file, readme, Paced};
+use perfabi_test_harness::{need_file, readme, run_limited, Paced};
 use support::*;
 
 /// A sample of a Prometheus text page.
@@ -225,22 +225,19 @@ fn pmproxy_serves_the_agent_to_prometheus_and_pmlogger_records_it() {
     let archive = dir.path().join("archive");
     let script = dir.path().join("fleet.sh");
     std::fs::write(&script, &walk_through).unwrap();
-    let walk = pmcd
-        .folders(Command::new("sh").arg(&script))
-        .env("PMCD", pmcd.host())
-        .env("PMPROXY", pmproxy.url())
-        .env("METRIC", "perfabi.app.requests")
-        .env("CONFIG", pmlogger_config_every_second(dir.path()))
-        .env("LOG_SECONDS", "8")
-        .env("ARCHIVE", &archive)
-        .output()
-        .unwrap();
-    let walked = stdout(&walk);
-    println!(
-        "fleet.sh:\n{walked}{}",
-        String::from_utf8_lossy(&walk.stderr)
+    let walk = run_limited(
+        pmcd.folders(Command::new("sh").arg(&script))
+            .env("PMCD", pmcd.host())
+            .env("PMPROXY", pmproxy.url())
+            .env("METRIC", "perfabi.app.requests")
+            .env("CONFIG", pmlogger_config_every_second(dir.path()))
+            .env("LOG_SECONDS", "8")
+            .env("ARCHIVE", &archive),
+        Duration::from_secs(60),
     );
-    assert!(walk.status.success(), "fleet.sh failed: {walk:?}");
+    let walked = &walk.stdout;
+    println!("fleet.sh:\n{walked}{}", walk.stderr);
+    assert_eq!(walk.code(), Some(0), "fleet.sh failed: {walk:?}");
     // Some 15 s of scrapes in all.
     std::thread::sleep(Duration::from_secs(5));
 
@@ -305,7 +302,7 @@ fn pmproxy_serves_the_agent_to_prometheus_and_pmlogger_records_it() {
         served.len() == 1 && served[0].labels["instname"] == "api",
         "{walked}"
     );
-    let rates = pmval_values(&walked);
+    let rates = pmval_values(walked);
     println!("FLEET-PMLOGGER pmval of the archive, per second: {rates:?}");
     assert!(rates.len() >= 5, "8 s logged every second: {walked}");
     for r in &rates {
