@@ -298,14 +298,7 @@ fn pmlogger_records_perfabi_metrics_and_pmdumplog_shows_them() {
     let seg = dir.path().join("seg");
     let _writer = one_counter(&seg, "logged.events", 77);
     let pmcd = Pmcd::start(&dir.path().join("pmcd"), port(3), &seg, &[]);
-    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("pmda/pmlogger.config");
-    // The shipped configuration, at a test's pace.
-    let cfg = std::fs::read_to_string(&shipped)
-        .unwrap()
-        .replace("every 10 seconds", "every 1 second")
-        .replace("every 60 seconds", "every 1 second");
-    let cfg_path = dir.path().join("pmlogger.config");
-    std::fs::write(&cfg_path, cfg).unwrap();
+    let cfg_path = pmlogger_config_every_second(dir.path());
     let archive = dir.path().join("archive");
     let out = run(pmcd
         .client("pmlogger")

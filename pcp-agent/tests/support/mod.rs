@@ -1,9 +1,10 @@
-//! Helpers of the agent's tests: PCP's tools, a private pmcd started by
-//! the project's own script, and segments written in-process.
+//! Helpers of the agent's tests: PCP's tools, a private pmcd and pmproxy
+//! started by the project's own scripts, and segments written in-process.
 
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -35,6 +36,21 @@ pub fn port(n: u16) -> u16 {
     40000 + (std::process::id() % 2000) as u16 * 8 + n
 }
 
+/// Runs the script `pcp-agent/test/SCRIPT` with `args`; the script starts
+/// a server and prints its pid once it answers, which is returned.
+fn start_server<'a>(script: &str, args: impl IntoIterator<Item = &'a OsStr>) -> u32 {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("test")
+        .join(script);
+    let out = run(Command::new(&path).args(args));
+    assert!(
+        out.status.success(),
+        "{script} did not start its server: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout(&out).trim().parse().unwrap()
+}
+
 /// A private pmcd (see pcp-agent/test/private-pmcd); killed on drop.
 pub struct Pmcd {
     pub dir: PathBuf,
@@ -44,19 +60,17 @@ pub struct Pmcd {
 
 impl Pmcd {
     pub fn start(dir: &Path, port: u16, segment: &Path, extra: &[&str]) -> Pmcd {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("test/private-pmcd");
-        let out = run(Command::new(&script)
-            .arg(dir)
-            .arg(port.to_string())
-            .arg(AGENT)
-            .arg(segment)
-            .args(extra));
-        assert!(
-            out.status.success(),
-            "private pmcd did not start: {}",
-            String::from_utf8_lossy(&out.stderr)
+        let port_arg = port.to_string();
+        let args = [
+            dir.as_os_str(),
+            port_arg.as_ref(),
+            AGENT.as_ref(),
+            segment.as_os_str(),
+        ];
+        let pid = start_server(
+            "private-pmcd",
+            args.into_iter().chain(extra.iter().map(OsStr::new)),
         );
-        let pid = stdout(&out).trim().parse().unwrap();
         println!(
             "private pmcd (pid {pid}) on 127.0.0.1:{port}, folder {}",
             dir.display()
@@ -72,14 +86,22 @@ impl Pmcd {
         format!("127.0.0.1:{}", self.port)
     }
 
-    /// A PCP client tool aimed at this pmcd. Its `PCP_TMP_DIR` is the
-    /// private pmcd's (pmlogger keeps its control files there, not in the
-    /// machine's `/var/lib/pcp/tmp`).
+    /// A PCP client tool aimed at this pmcd, with its folders ([`Pmcd::folders`]).
     pub fn client(&self, name: &str) -> Command {
         let mut c = tool(name);
-        c.env("PCP_TMP_DIR", self.dir.join("tmp"));
+        self.folders(&mut c);
         c.arg("-h").arg(self.host());
         c
+    }
+
+    /// Gives `cmd` (a PCP client, or a script running some) the private
+    /// pmcd's `PCP_TMP_DIR` and `PCP_RUN_DIR`: pmlogger keeps its control
+    /// files in the one, not the machine's `/var/lib/pcp/tmp`, and its
+    /// control socket in the other, not `/run/pcp` (or `~/.pcp/run` where
+    /// that is missing).
+    pub fn folders<'a>(&self, cmd: &'a mut Command) -> &'a mut Command {
+        cmd.env("PCP_TMP_DIR", self.dir.join("tmp"))
+            .env("PCP_RUN_DIR", self.dir.join("run"))
     }
 
     /// `pminfo -f` of `names`: metric → [(instance name, value text)].
@@ -140,6 +162,85 @@ impl Drop for Pmcd {
     fn drop(&mut self) {
         perfabi_test_harness::send(self.pid, perfabi_test_harness::Signal::TERM);
     }
+}
+
+/// Where PCP's pmproxy is installed.
+pub const PMPROXY: &str = "/usr/lib/pcp/bin/pmproxy";
+
+/// A private pmproxy for a private pmcd (see
+/// pcp-agent/test/private-pmproxy); killed on drop.
+pub struct Pmproxy {
+    pub dir: PathBuf,
+    pub address: std::net::SocketAddr,
+    pub pid: u32,
+}
+
+impl Pmproxy {
+    /// Starts pmproxy on 127.0.0.1:`port` for `pmcd`; returns once its
+    /// `/metrics` serves the agent's metrics.
+    pub fn start(dir: &Path, port: u16, pmcd: &Pmcd) -> Pmproxy {
+        let (port_arg, pmcd_port) = (port.to_string(), pmcd.port.to_string());
+        let pid = start_server(
+            "private-pmproxy",
+            [dir.as_os_str(), port_arg.as_ref(), pmcd_port.as_ref()],
+        );
+        println!(
+            "private pmproxy (pid {pid}) on 127.0.0.1:{port} for pmcd {}, folder {}",
+            pmcd.host(),
+            dir.display()
+        );
+        Pmproxy {
+            dir: dir.to_path_buf(),
+            address: ([127, 0, 0, 1], port).into(),
+            pid,
+        }
+    }
+
+    /// Its web API's base URL.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// `GET /metrics?names=names`: status and page.
+    pub fn metrics(&self, names: &str) -> (u16, String) {
+        let path = format!(
+            "/metrics?names={}",
+            perfabi_test_harness::http::encode(names)
+        );
+        let r = perfabi_test_harness::http::get(self.address, &path, &[])
+            .unwrap_or_else(|e| panic!("GET {path} of pmproxy: {e}"));
+        (r.status, r.body)
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("pmproxy.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Pmproxy {
+    fn drop(&mut self) {
+        perfabi_test_harness::send(self.pid, perfabi_test_harness::Signal::TERM);
+    }
+}
+
+/// The shipped pmlogger configuration (pcp-agent/pmda/pmlogger.config) at
+/// a test's pace, every second instead of every 10 or 60, written to
+/// `dir/pmlogger.config`; returns its path.
+pub fn pmlogger_config_every_second(dir: &Path) -> PathBuf {
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("pmda/pmlogger.config");
+    let text = std::fs::read_to_string(&shipped).unwrap();
+    let cfg = text
+        .replace("every 10 seconds", "every 1 second")
+        .replace("every 60 seconds", "every 1 second");
+    assert_ne!(
+        cfg,
+        text,
+        "{} names no interval to change",
+        shipped.display()
+    );
+    let path = dir.join("pmlogger.config");
+    std::fs::write(&path, cfg).unwrap();
+    path
 }
 
 /// Parses `pminfo -f` output.

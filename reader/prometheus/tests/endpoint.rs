@@ -7,14 +7,14 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use perfabi::{Buckets, FamilySpec, Kind, Semantics, Unit};
 use perfabi_shm::writer::{Config, Writer};
+use perfabi_test_harness::prometheus::{self, Prometheus, Target};
 use perfabi_test_harness::python::{openmetrics_parsers, python_with};
-use perfabi_test_harness::KillOnDrop;
+use perfabi_test_harness::{workload, KillOnDrop, Paced};
 
 /// `perfabi-prometheus SEGMENT --listen 127.0.0.1:0`, and the address it
 /// says it serves.
@@ -262,7 +262,11 @@ fn both_formats_by_accept_header() {
     // Prometheus' own tools: promtool parses the text page with the Go
     // client's parser and lints it (names, _total, help).
     let promtool = Path::new("/usr/bin/promtool");
-    if promtool.exists() {
+    if perfabi_test_harness::need_file(
+        "both_formats_by_accept_header_promtool",
+        promtool,
+        "apt-get install prometheus; tests/setup does",
+    ) {
         let mut child = Command::new(promtool)
             .args(["check", "metrics"])
             .stdin(Stdio::piped())
@@ -285,10 +289,6 @@ fn both_formats_by_accept_header() {
             text.body
         );
         println!("PROMETHEUS-PROMTOOL the text page passes promtool check metrics");
-    } else {
-        let reason = "no /usr/bin/promtool (apt-get install prometheus; tests/setup does)";
-        assert!(std::env::var_os("CI").is_none(), "promtool: {reason}");
-        println!("PERFABI-SKIP both_formats_by_accept_header_promtool: {reason}");
     }
 
     // Index, 404, 405, bounded head.
@@ -383,146 +383,44 @@ fn a_truncated_segment_is_503_and_a_restarted_writer_200() {
     println!("PROMETHEUS-RECOVERED 200 after the writer restarted");
 }
 
-/// A free loopback port (bound, then released).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// `query` evaluated by the Prometheus at `port`: the first result's value
-/// and labels, if any.
-fn query(port: u16, query: &str) -> Option<(f64, serde_json::Value)> {
-    let enc: String = query
-        .bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"_.-".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect();
-    let p = get(
-        ([127, 0, 0, 1], port).into(),
-        &format!("/api/v1/query?query={enc}"),
-        None,
-    );
-    if p.status != 200 {
-        return None;
-    }
-    let v: serde_json::Value = serde_json::from_str(&p.body).ok()?;
-    let r = v["data"]["result"].get(0)?;
-    let value: f64 = r["value"][1].as_str()?.parse().ok()?;
-    value.is_finite().then(|| (value, r["metric"].clone()))
-}
-
 #[test]
 fn a_real_prometheus_scrapes_rates_quantiles_and_labels() {
-    let test = "a_real_prometheus_scrapes_rates_quantiles_and_labels";
-    let prometheus = Path::new("/usr/bin/prometheus");
-    if !prometheus.exists() {
-        let reason = "no /usr/bin/prometheus (apt-get install prometheus; tests/setup does)";
-        assert!(std::env::var_os("CI").is_none(), "{test}: {reason}");
-        println!("PERFABI-SKIP {test}: {reason}");
+    if !prometheus::available("a_real_prometheus_scrapes_rates_quantiles_and_labels") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("seg");
     let w = Arc::new(Writer::create(&path, &config()).unwrap());
-    let fam = w
-        .add_family(&FamilySpec::new(
-            "app.requests",
-            "Requests served",
-            "handler",
-            Kind::Counter,
-            Unit::COUNT,
-        ))
-        .unwrap();
+    let fam = w.add_family(&workload::requests()).unwrap();
     let api = w.add_member(fam, "api", &[("zone", "a")]).unwrap();
-    let lat = w
-        .add_family(&FamilySpec::histogram(
-            "rpc.latency",
-            "RPC latency",
-            "",
-            Unit::NS,
-            Buckets::Explicit(vec![100, 1000, 10000]),
-        ))
-        .unwrap();
+    let lat = w.add_family(&workload::latency("")).unwrap();
     let lat = w.add_member(lat, "", &[]).unwrap();
-    const RATE: u64 = 1000;
-    let stop = Arc::new(AtomicBool::new(false));
+    const RATE: u64 = workload::RATE;
     let feeder = {
-        let (w, stop) = (Arc::clone(&w), Arc::clone(&stop));
-        std::thread::spawn(move || {
-            let start = Instant::now();
-            let mut done = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                let due = start.elapsed().as_millis() as u64 * RATE / 1000;
-                while done < due {
-                    w.member_add(&api, 1).unwrap();
-                    // 10% under 100 ns, 80% in (100, 1000], 10% above.
-                    let v = match done % 10 {
-                        0 => 50,
-                        9 => 5000,
-                        _ => 500,
-                    };
-                    w.observe(&lat, v).unwrap();
-                    done += 1;
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
+        let w = Arc::clone(&w);
+        Paced::start(RATE, move |n| {
+            w.member_add(&api, 1).unwrap();
+            // 10% under 100 ns, 80% in (100, 1000], 10% above.
+            w.observe(&lat, workload::latency_ns(n)).unwrap();
         })
     };
     let (_e, addr) = endpoint(&path);
-    let port = free_port();
-    let config = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
-             scrape_configs:\n  - job_name: perfabi\n    static_configs:\n      - targets: ['{addr}']\n"
-        ),
-    )
-    .unwrap();
-    let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
-    let _prom = KillOnDrop(
-        Command::new(prometheus)
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("tsdb").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start prometheus"),
-    );
+    let prom = Prometheus::start(&[Target::new("perfabi", addr)]);
     std::thread::sleep(Duration::from_secs(12));
     let rate_q = "rate(perfabi_app_requests_total[5s])";
     let quantile_q = "histogram_quantile(0.5, sum by (le) (rate(perfabi_rpc_latency_bucket[5s])))";
-    let end = Instant::now() + Duration::from_secs(20);
-    let (rate, labels, median) = loop {
-        let r = query(port, rate_q);
-        let q = query(port, quantile_q);
-        if let (Some((rate, labels)), Some((median, _))) = (r, q) {
-            if (rate - RATE as f64).abs() <= 0.05 * RATE as f64 || Instant::now() > end {
-                break (rate, labels, median);
-            }
-        }
-        assert!(
-            Instant::now() < end,
-            "no answer from Prometheus; its log:\n{}",
-            std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    };
-    stop.store(true, Ordering::Relaxed);
-    feeder.join().unwrap();
-    let up = query(port, "up{job=\"perfabi\"}").map(|(v, _)| v);
+    let (rate, labels, median) = prom.settle(
+        Duration::from_secs(20),
+        &format!("answers to {rate_q} and {quantile_q}"),
+        |p| {
+            let (rate, labels) = p.query(rate_q)?;
+            let (median, _) = p.query(quantile_q)?;
+            let settled = (rate - RATE as f64).abs() <= 0.05 * RATE as f64;
+            Some(((rate, labels, median), settled))
+        },
+    );
+    feeder.stop();
+    let up = prom.query("up{job=\"perfabi\"}").map(|(v, _)| v);
     println!(
         "PROMETHEUS-SCRAPE {rate_q} = {rate:.1} (fed {RATE}/s), median latency {median:.0} ns \
          (bucket (100, 1000]), labels {labels}, up {up:?}"

@@ -6,9 +6,12 @@
 
 pub mod forge;
 pub mod hammer;
+pub mod http;
 pub mod probe;
+pub mod prometheus;
 pub mod python;
 pub mod readme;
+pub mod workload;
 pub mod workspace;
 
 use std::io::Read;
@@ -36,6 +39,20 @@ pub const OTHER_UID: u32 = 64_123;
 /// failure unless `tests/expected-skips` expects it.
 pub fn skip(test: &str, reason: &str) {
     println!("PERFABI-SKIP {test}: {reason}");
+}
+
+/// Whether the file `path` (a program the test runs) exists. If it does
+/// not, `PERFABI-SKIP <test>: no PATH (<install>)` is printed and the
+/// answer is false; under CI (`CI` set), where `tests/setup` installs
+/// everything, a missing program is a failure instead.
+pub fn need_file(test: &str, path: &Path, install: &str) -> bool {
+    if path.exists() {
+        return true;
+    }
+    let reason = format!("no {} ({install})", path.display());
+    assert!(std::env::var_os("CI").is_none(), "{test}: {reason}");
+    skip(test, &reason);
+    false
 }
 
 /// Whether this process may do what a two-user test needs (mount a tmpfs,
@@ -275,6 +292,65 @@ fn wait_limited(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
             return None;
         }
         std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// A thread calling `f(n)` for n = 0, 1, 2, … at a steady rate, paced by
+/// the clock (every call that is due is made, checked every 5 ms), not by
+/// sleeps: by t seconds, `rate × t` calls. A writer fed this way has a
+/// known rate that a reader's rates can be held to. Stopped on drop.
+pub struct Paced {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl Paced {
+    /// Starts calling `f` `rate` times a second.
+    pub fn start(rate: u64, mut f: impl FnMut(u64) + Send + 'static) -> Paced {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let start = Instant::now();
+                let mut done = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let due = start.elapsed().as_millis() as u64 * rate / 1000;
+                    while done < due {
+                        f(done);
+                        done += 1;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                done
+            })
+        };
+        Paced {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops the calls; returns how many were made. A panic in `f` fails
+    /// the test here.
+    pub fn stop(mut self) -> u64 {
+        self.finish().unwrap()
+    }
+
+    fn finish(&mut self) -> Option<u64> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let t = self.thread.take()?;
+        Some(t.join().expect("the paced calls panicked"))
+    }
+}
+
+impl Drop for Paced {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            self.finish();
+        } else {
+            self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 }
 
