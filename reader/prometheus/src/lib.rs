@@ -385,19 +385,31 @@ mod tests {
         w.member_add(&a, 5).unwrap();
         let e = Endpoint::new(&path, Options::default(), false);
         let page = e.scrape(Format::OpenMetrics).unwrap();
-        assert!(page.contains("perfabi_io_ops_total{dev=\"a\"} 5\n"), "{page}");
+        assert!(
+            page.contains("perfabi_io_ops_total{dev=\"a\"} 5\n"),
+            "{page}"
+        );
 
         w.member_add(&a, 1).unwrap();
         let b = w.add_member(fam, "b", &[]).unwrap();
         w.member_add(&b, 3).unwrap();
         let page = e.scrape(Format::OpenMetrics).unwrap();
-        assert!(page.contains("perfabi_io_ops_total{dev=\"a\"} 6\n"), "{page}");
-        assert!(page.contains("perfabi_io_ops_total{dev=\"b\"} 3\n"), "{page}");
+        assert!(
+            page.contains("perfabi_io_ops_total{dev=\"a\"} 6\n"),
+            "{page}"
+        );
+        assert!(
+            page.contains("perfabi_io_ops_total{dev=\"b\"} 3\n"),
+            "{page}"
+        );
 
         w.del_member(&a).unwrap();
         let page = e.scrape(Format::Prometheus).unwrap();
         assert!(!page.contains("dev=\"a\""), "{page}");
-        assert!(page.contains("perfabi_io_ops_total{dev=\"b\"} 3\n"), "{page}");
+        assert!(
+            page.contains("perfabi_io_ops_total{dev=\"b\"} 3\n"),
+            "{page}"
+        );
         assert_eq!(e.snapshot().unwrap().families.len(), 1);
     }
 
