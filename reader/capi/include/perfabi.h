@@ -223,7 +223,7 @@ typedef enum perfabi_value_type {
 } perfabi_value_type;
 
 /**
- * What a reader knows about its writer (`perfabi_info.liveness`).
+ * What a reader knows about its writer (`perfabi_segment_info.liveness`).
  */
 typedef enum perfabi_liveness {
   /**
@@ -250,7 +250,7 @@ typedef enum perfabi_liveness {
 } perfabi_liveness;
 
 /**
- * Where a segment was found (`perfabi_info.origin`).
+ * Where a segment was found (`perfabi_segment_info.origin`).
  */
 typedef enum perfabi_origin {
   /**
@@ -490,7 +490,7 @@ typedef struct perfabi_options {
  * A segment's header fields and what the reader knows of its writer
  * (perfabi_info()).
  */
-typedef struct perfabi_info {
+typedef struct perfabi_segment_info {
   /**
    * ABI major version.
    */
@@ -568,7 +568,7 @@ typedef struct perfabi_info {
    * A file or the kernel module's device.
    */
   enum perfabi_origin origin;
-} perfabi_info;
+} perfabi_segment_info;
 
 #ifdef __cplusplus
 extern "C" {
@@ -720,6 +720,61 @@ const char *perfabi_last_error_message(void);
  * message is; "" if no call failed on this thread yet. Never NULL.
  */
 const char *perfabi_last_error_code_name(void);
+
+/**
+ * perfabi_family_name() - the family's name (`disk.dev.read_bytes`).
+ * @f: the family.
+ *
+ * Context: any thread (the family is immutable).
+ * Return: a NUL-terminated string that lives as long as the family; NULL
+ * if `f` is NULL.
+ *
+ * # Safety
+ * `f` is NULL or a family of a live snapshot or family handle.
+ */
+const char *perfabi_family_name(const struct perfabi_family_info *f);
+
+/**
+ * perfabi_family_help() - the family's one line of help ("" for a 1.0
+ * counter).
+ * @f: the family.
+ *
+ * Context: any thread (the family is immutable).
+ * Return: a NUL-terminated string that lives as long as the family; NULL
+ * if `f` is NULL.
+ *
+ * # Safety
+ * `f` is NULL or a family of a live snapshot or family handle.
+ */
+const char *perfabi_family_help(const struct perfabi_family_info *f);
+
+/**
+ * perfabi_family_dimension() - what the family's instances vary along
+ * (`device`); "" for a family of one instance.
+ * @f: the family.
+ *
+ * Context: any thread (the family is immutable).
+ * Return: a NUL-terminated string that lives as long as the family; NULL
+ * if `f` is NULL.
+ *
+ * # Safety
+ * `f` is NULL or a family of a live snapshot or family handle.
+ */
+const char *perfabi_family_dimension(const struct perfabi_family_info *f);
+
+/**
+ * perfabi_family_unit_text() - the family's unit as text (`bytes`,
+ * `KiB`, `ns`; a 1.0 counter's own unit string; "" for none).
+ * @f: the family.
+ *
+ * Context: any thread (the family is immutable).
+ * Return: a NUL-terminated string that lives as long as the family; NULL
+ * if `f` is NULL.
+ *
+ * # Safety
+ * `f` is NULL or a family of a live snapshot or family handle.
+ */
+const char *perfabi_family_unit_text(const struct perfabi_family_info *f);
 
 /**
  * perfabi_family_unit() - the family's unit as its 8-byte encoding.
@@ -1235,7 +1290,7 @@ enum perfabi_error perfabi_refresh(struct perfabi_segment *seg);
  * `seg` is NULL or an open segment; `out` is NULL or writable.
  */
 enum perfabi_error perfabi_info(struct perfabi_segment *seg,
-                                struct perfabi_info *out);
+                                struct perfabi_segment_info *out);
 
 /**
  * perfabi_snapshot_take() - read every family and value of the segment

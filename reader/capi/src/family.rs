@@ -164,54 +164,80 @@ unsafe fn fam<'a>(
     unsafe { ptr::obj(func, "family", f) }
 }
 
-macro_rules! text_accessor {
-    ($(#[$doc:meta])* $name:ident, $field:ident) => {
-        $(#[$doc])*
-        ///
-        /// Context: any thread (the family is immutable).
-        /// Return: a NUL-terminated string that lives as long as the
-        /// family; NULL if `f` is NULL.
-        ///
-        /// # Safety
-        /// `f` is NULL or a family of a live snapshot or family handle.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(f: *const perfabi_family_info) -> *const c_char {
-            const F: &str = stringify!($name);
-            guard_value(F, std::ptr::null(), || {
-                // SAFETY: the caller promises a live family.
-                Ok(unsafe { fam(F, f) }?.$field.as_ptr())
-            })
-        }
-    };
+/// perfabi_family_name() - the family's name (`disk.dev.read_bytes`).
+/// @f: the family.
+///
+/// Context: any thread (the family is immutable).
+/// Return: a NUL-terminated string that lives as long as the family; NULL
+/// if `f` is NULL.
+///
+/// # Safety
+/// `f` is NULL or a family of a live snapshot or family handle.
+#[no_mangle]
+pub unsafe extern "C" fn perfabi_family_name(f: *const perfabi_family_info) -> *const c_char {
+    const F: &str = "perfabi_family_name";
+    guard_value(F, std::ptr::null(), || {
+        // SAFETY: the caller promises a live family.
+        Ok(unsafe { fam(F, f) }?.name.as_ptr())
+    })
 }
 
-text_accessor!(
-    /// perfabi_family_name() - the family's name (`disk.dev.read_bytes`).
-    /// @f: the family.
-    perfabi_family_name,
-    name
-);
-text_accessor!(
-    /// perfabi_family_help() - the family's one line of help ("" for a 1.0
-    /// counter).
-    /// @f: the family.
-    perfabi_family_help,
-    help
-);
-text_accessor!(
-    /// perfabi_family_dimension() - what the family's instances vary along
-    /// (`device`); "" for a family of one instance.
-    /// @f: the family.
-    perfabi_family_dimension,
-    dimension
-);
-text_accessor!(
-    /// perfabi_family_unit_text() - the family's unit as text (`bytes`,
-    /// `KiB`, `ns`; a 1.0 counter's own unit string; "" for none).
-    /// @f: the family.
-    perfabi_family_unit_text,
-    unit_text
-);
+/// perfabi_family_help() - the family's one line of help ("" for a 1.0
+/// counter).
+/// @f: the family.
+///
+/// Context: any thread (the family is immutable).
+/// Return: a NUL-terminated string that lives as long as the family; NULL
+/// if `f` is NULL.
+///
+/// # Safety
+/// `f` is NULL or a family of a live snapshot or family handle.
+#[no_mangle]
+pub unsafe extern "C" fn perfabi_family_help(f: *const perfabi_family_info) -> *const c_char {
+    const F: &str = "perfabi_family_help";
+    guard_value(F, std::ptr::null(), || {
+        // SAFETY: the caller promises a live family.
+        Ok(unsafe { fam(F, f) }?.help.as_ptr())
+    })
+}
+
+/// perfabi_family_dimension() - what the family's instances vary along
+/// (`device`); "" for a family of one instance.
+/// @f: the family.
+///
+/// Context: any thread (the family is immutable).
+/// Return: a NUL-terminated string that lives as long as the family; NULL
+/// if `f` is NULL.
+///
+/// # Safety
+/// `f` is NULL or a family of a live snapshot or family handle.
+#[no_mangle]
+pub unsafe extern "C" fn perfabi_family_dimension(f: *const perfabi_family_info) -> *const c_char {
+    const F: &str = "perfabi_family_dimension";
+    guard_value(F, std::ptr::null(), || {
+        // SAFETY: the caller promises a live family.
+        Ok(unsafe { fam(F, f) }?.dimension.as_ptr())
+    })
+}
+
+/// perfabi_family_unit_text() - the family's unit as text (`bytes`,
+/// `KiB`, `ns`; a 1.0 counter's own unit string; "" for none).
+/// @f: the family.
+///
+/// Context: any thread (the family is immutable).
+/// Return: a NUL-terminated string that lives as long as the family; NULL
+/// if `f` is NULL.
+///
+/// # Safety
+/// `f` is NULL or a family of a live snapshot or family handle.
+#[no_mangle]
+pub unsafe extern "C" fn perfabi_family_unit_text(f: *const perfabi_family_info) -> *const c_char {
+    const F: &str = "perfabi_family_unit_text";
+    guard_value(F, std::ptr::null(), || {
+        // SAFETY: the caller promises a live family.
+        Ok(unsafe { fam(F, f) }?.unit_text.as_ptr())
+    })
+}
 
 /// perfabi_family_unit() - the family's unit as its 8-byte encoding.
 /// @f: the family.

@@ -210,7 +210,7 @@ pub unsafe extern "C" fn perfabi_refresh(seg: *mut perfabi_segment) -> perfabi_e
     })
 }
 
-/// What a reader knows about its writer (`perfabi_info.liveness`).
+/// What a reader knows about its writer (`perfabi_segment_info.liveness`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum perfabi_liveness {
@@ -227,7 +227,7 @@ pub enum perfabi_liveness {
     PERFABI_LIVENESS_DEAD = 4,
 }
 
-/// Where a segment was found (`perfabi_info.origin`).
+/// Where a segment was found (`perfabi_segment_info.origin`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum perfabi_origin {
@@ -241,7 +241,7 @@ pub enum perfabi_origin {
 /// (perfabi_info()).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct perfabi_info {
+pub struct perfabi_segment_info {
     /// ABI major version.
     pub abi_major: u16,
     /// ABI minor version.
@@ -297,7 +297,7 @@ pub struct perfabi_info {
 #[no_mangle]
 pub unsafe extern "C" fn perfabi_info(
     seg: *mut perfabi_segment,
-    out: *mut perfabi_info,
+    out: *mut perfabi_segment_info,
 ) -> perfabi_error {
     const F: &str = "perfabi_info";
     guard(F, || {
@@ -318,7 +318,7 @@ pub unsafe extern "C" fn perfabi_info(
                 (perfabi_liveness::PERFABI_LIVENESS_DEAD, ns(silent_for))
             }
         };
-        let info = perfabi_info {
+        let info = perfabi_segment_info {
             abi_major: h.abi_major,
             abi_minor: h.abi_minor,
             nr_cpus: h.nr_cpus as u32,
