@@ -184,26 +184,12 @@ pub fn eventually(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
 /// perfabi-cat, built beside the agent by `cargo test --workspace` (built
 /// here, in the agent's profile, if it is not).
 pub fn perfabi_cat() -> PathBuf {
-    let p = Path::new(AGENT).with_file_name("perfabi-cat");
-    if !p.exists() {
-        let release = Path::new(AGENT)
-            .parent()
-            .is_some_and(|d| d.ends_with("release"));
-        let st = Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "-q",
-                "-p",
-                "perfabi-reader",
-                "--bin",
-                "perfabi-cat",
-            ])
-            .args(release.then_some("--release"))
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
-    p
+    perfabi_test_harness::workspace::workspace_bin(agent_profile(), "perfabi-reader", "perfabi-cat")
+}
+
+/// The profile folder the agent was built in (`target/debug`...).
+fn agent_profile() -> &'static Path {
+    Path::new(AGENT).parent().expect("the agent is in a folder")
 }
 
 /// PCP's pmrep, run by the Python that has PCP's `pcp` module
@@ -231,34 +217,9 @@ pub fn pmrep() -> Command {
 
 /// perfabi-exportd of the same build profile as the agent, built if absent.
 pub fn exportd() -> PathBuf {
-    let p = Path::new(AGENT).with_file_name("perfabi-exportd");
-    if !p.exists() {
-        let profile_dir = Path::new(AGENT)
-            .parent()
-            .and_then(|d| d.file_name())
-            .and_then(|d| d.to_str())
-            .unwrap_or("debug");
-        let mut cargo = Command::new(env!("CARGO"));
-        cargo.args([
-            "build",
-            "-q",
-            "-p",
-            "perfabi-exportd",
-            "--bin",
-            "perfabi-exportd",
-        ]);
-        match profile_dir {
-            "debug" => {}
-            "release" => {
-                cargo.arg("--release");
-            }
-            other => {
-                cargo.args(["--profile", other]);
-            }
-        }
-        let st = cargo.status().unwrap();
-        assert!(st.success(), "cargo build -p perfabi-exportd");
-    }
-    assert!(p.exists(), "{} missing", p.display());
-    p
+    perfabi_test_harness::workspace::workspace_bin(
+        agent_profile(),
+        "perfabi-exportd",
+        "perfabi-exportd",
+    )
 }

@@ -9,6 +9,7 @@ pub mod hammer;
 pub mod probe;
 pub mod python;
 pub mod readme;
+pub mod workspace;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
