@@ -259,6 +259,7 @@ impl Failure {
     }
 
     /// Keeps the failure as the thread's last error; its code.
+    #[cold]
     fn record(self) -> perfabi_error {
         let code = self.code;
         LAST.with(|l| {
@@ -299,7 +300,9 @@ thread_local! {
 }
 
 /// Runs the body of entry point `func`: its failure, or a panic inside
-/// it, becomes the thread's last error and the code returned.
+/// it, becomes the thread's last error and the code returned. Inlined,
+/// so that a success costs its checks only.
+#[inline]
 pub(crate) fn guard(
     func: &'static str,
     body: impl FnOnce() -> Result<(), Failure>,

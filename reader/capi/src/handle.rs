@@ -231,6 +231,7 @@ pub unsafe extern "C" fn perfabi_read(
 }
 
 /// Reads `how` into `out` (one value per CPU); the generation.
+#[inline]
 fn read_counter(seg: &mut Segment, how: &mut Counter, out: &mut [u64]) -> Result<u64, Failure> {
     match how {
         Counter::Entry(h) => Ok(seg.read(h, out)?),

@@ -13,6 +13,7 @@ use crate::error::Failure;
 ///
 /// # Safety
 /// `p` is NULL or points to a live `T` that nothing mutates for `'a`.
+#[inline]
 pub(crate) unsafe fn obj<'a, T>(func: &str, what: &str, p: *const T) -> Result<&'a T, Failure> {
     // SAFETY: the caller promises that a non-NULL `p` points to a live,
     // unaliased-for-writes `T` (this library's object, given back to it).
@@ -23,6 +24,7 @@ pub(crate) unsafe fn obj<'a, T>(func: &str, what: &str, p: *const T) -> Result<&
 ///
 /// # Safety
 /// `p` is NULL or points to a live `T` that nothing else uses for `'a`.
+#[inline]
 pub(crate) unsafe fn obj_mut<'a, T>(
     func: &str,
     what: &str,
@@ -35,6 +37,7 @@ pub(crate) unsafe fn obj_mut<'a, T>(
 }
 
 /// Where to write a result: `p`, not NULL.
+#[inline]
 pub(crate) fn out<T>(func: &str, what: &str, p: *mut T) -> Result<NonNull<T>, Failure> {
     NonNull::new(p).ok_or_else(|| Failure::invalid(func, format_args!("{what} is NULL")))
 }
@@ -44,6 +47,7 @@ pub(crate) fn out<T>(func: &str, what: &str, p: *mut T) -> Result<NonNull<T>, Fa
 /// # Safety
 /// `p` points to memory writable as a `T` (C's object of the argument's
 /// type; whatever it held is overwritten, not read or dropped).
+#[inline]
 pub(crate) unsafe fn put<T>(p: NonNull<T>, v: T) {
     // SAFETY: the caller promises `p` is writable as a `T`; `write` neither
     // reads nor drops the old bytes.
@@ -54,6 +58,7 @@ pub(crate) unsafe fn put<T>(p: NonNull<T>, v: T) {
 ///
 /// # Safety
 /// `p` is NULL or points to memory writable as a `T`.
+#[inline]
 pub(crate) unsafe fn put_opt<T>(p: *mut T, v: T) {
     if let Some(p) = NonNull::new(p) {
         // SAFETY: the caller's promise, forwarded.
@@ -103,6 +108,7 @@ pub(crate) unsafe fn text_opt<'a>(
 /// # Safety
 /// `p` is NULL or points to `n` values writable as `u64`s that nothing
 /// else uses during the call.
+#[inline]
 pub(crate) unsafe fn values<'a>(
     func: &str,
     what: &str,

@@ -352,6 +352,7 @@ pub unsafe extern "C" fn perfabi_info(
 ///
 /// # Safety
 /// `p` is NULL or an open segment used by this thread only.
+#[inline]
 pub(crate) unsafe fn segment<'a>(
     func: &str,
     p: *mut perfabi_segment,
