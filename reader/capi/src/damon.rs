@@ -76,36 +76,34 @@ pub unsafe extern "C" fn perfabi_damon_read(
 ) -> perfabi_error {
     const F: &str = "perfabi_damon_read";
     guard(F, || {
-        let out = ptr::out(F, "out", out)?;
-        // SAFETY: `out` is writable (the caller's promise).
-        unsafe { ptr::put(out, std::ptr::null_mut()) };
-        // SAFETY: the caller promises an open segment, used by this thread.
-        let s = unsafe { segment::segment(F, seg) }?;
-        let read = s.seg.damon()?;
-        let aggregations = read
-            .aggregations
-            .into_iter()
-            .map(|a| {
-                let regions = a
-                    .regions
-                    .iter()
-                    .map(|r| perfabi_region {
-                        start: r.start,
-                        end: r.end,
-                        nr_accesses: r.nr_accesses,
-                        age: r.age,
-                    })
-                    .collect();
-                (a, regions)
+        let make = || -> Result<perfabi_damon, Failure> {
+            // SAFETY: the caller promises an open segment, used by this thread.
+            let s = unsafe { segment::segment(F, seg) }?;
+            let read = s.seg.damon()?;
+            let aggregations = read
+                .aggregations
+                .into_iter()
+                .map(|a| {
+                    let regions = a
+                        .regions
+                        .iter()
+                        .map(|r| perfabi_region {
+                            start: r.start,
+                            end: r.end,
+                            nr_accesses: r.nr_accesses,
+                            age: r.age,
+                        })
+                        .collect();
+                    (a, regions)
+                })
+                .collect();
+            Ok(perfabi_damon {
+                aggregations,
+                busy_cpus: read.busy_cpus,
             })
-            .collect();
-        let d = perfabi_damon {
-            aggregations,
-            busy_cpus: read.busy_cpus,
         };
-        // SAFETY: as above.
-        unsafe { ptr::put(out, Box::into_raw(Box::new(d))) };
-        Ok(())
+        // SAFETY: `out` is NULL or writable (the caller's promise).
+        unsafe { ptr::create(F, out, make) }
     })
 }
 

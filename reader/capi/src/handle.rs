@@ -75,46 +75,46 @@ pub unsafe extern "C" fn perfabi_counter_lookup(
 ) -> perfabi_error {
     const F: &str = "perfabi_counter_lookup";
     guard(F, || {
-        let out = ptr::out(F, "out", out)?;
-        // SAFETY: `out` is writable (the caller's promise).
-        unsafe { ptr::put(out, std::ptr::null_mut()) };
-        // SAFETY: the caller promises an open segment and C strings.
-        let (s, name, instance) = unsafe {
-            (
-                segment::segment(F, seg)?,
-                ptr::text(F, "family", family)?,
-                ptr::text_opt(F, "instance", instance)?.unwrap_or(""),
-            )
-        };
-        let f = s.seg.family(name)?;
-        if f.kind == Kind::Histogram {
-            return Err(Failure::wrong_type(
-                F,
-                format_args!("{name} is a histogram: read it with perfabi_family_handle_lookup()"),
-            ));
-        }
-        let how = match f.origin {
-            Origin::Entry(_) if instance.is_empty() => Counter::Entry(s.seg.handle(name)?),
-            _ => {
-                let handle = s.seg.family_handle(name)?;
-                Counter::Member(Box::new(Member {
-                    at: family::member_index(handle.family(), instance)?,
-                    generation: handle.generation(),
-                    handle,
-                    values: FamilyValues::default(),
-                    instance: instance.to_string(),
-                }))
+        let make = || -> Result<perfabi_counter, Failure> {
+            // SAFETY: the caller promises an open segment and C strings.
+            let (s, name, instance) = unsafe {
+                (
+                    segment::segment(F, seg)?,
+                    ptr::text(F, "family", family)?,
+                    ptr::text_opt(F, "instance", instance)?.unwrap_or(""),
+                )
+            };
+            let f = s.seg.family(name)?;
+            if f.kind == Kind::Histogram {
+                return Err(Failure::wrong_type(
+                    F,
+                    format_args!(
+                        "{name} is a histogram: read it with perfabi_family_handle_lookup()"
+                    ),
+                ));
             }
+            let how = match f.origin {
+                Origin::Entry(_) if instance.is_empty() => Counter::Entry(s.seg.handle(name)?),
+                _ => {
+                    let handle = s.seg.family_handle(name)?;
+                    Counter::Member(Box::new(Member {
+                        at: family::member_index(handle.family(), instance)?,
+                        generation: handle.generation(),
+                        handle,
+                        values: FamilyValues::default(),
+                        instance: instance.to_string(),
+                    }))
+                }
+            };
+            Ok(perfabi_counter {
+                seg: s.id,
+                kind: family::kind(f.kind),
+                value_type: family::value_type(f.value_type),
+                how,
+            })
         };
-        let c = perfabi_counter {
-            seg: s.id,
-            kind: family::kind(f.kind),
-            value_type: family::value_type(f.value_type),
-            how,
-        };
-        // SAFETY: as above.
-        unsafe { ptr::put(out, Box::into_raw(Box::new(c))) };
-        Ok(())
+        // SAFETY: `out` is NULL or writable (the caller's promise).
+        unsafe { ptr::create(F, out, make) }
     })
 }
 
@@ -287,22 +287,20 @@ pub unsafe extern "C" fn perfabi_family_handle_lookup(
 ) -> perfabi_error {
     const F: &str = "perfabi_family_handle_lookup";
     guard(F, || {
-        let out = ptr::out(F, "out", out)?;
-        // SAFETY: `out` is writable (the caller's promise).
-        unsafe { ptr::put(out, std::ptr::null_mut()) };
-        // SAFETY: the caller promises an open segment and a C string.
-        let (s, name) = unsafe { (segment::segment(F, seg)?, ptr::text(F, "name", name)?) };
-        let handle = s.seg.family_handle(name)?;
-        let h = perfabi_family_handle {
-            seg: s.id,
-            info: perfabi_family_info::new(handle.family()),
-            generation: handle.generation(),
-            handle,
-            values: FamilyValues::default(),
+        let make = || -> Result<perfabi_family_handle, Failure> {
+            // SAFETY: the caller promises an open segment and a C string.
+            let (s, name) = unsafe { (segment::segment(F, seg)?, ptr::text(F, "name", name)?) };
+            let handle = s.seg.family_handle(name)?;
+            Ok(perfabi_family_handle {
+                seg: s.id,
+                info: perfabi_family_info::new(handle.family()),
+                generation: handle.generation(),
+                handle,
+                values: FamilyValues::default(),
+            })
         };
-        // SAFETY: as above.
-        unsafe { ptr::put(out, Box::into_raw(Box::new(h))) };
-        Ok(())
+        // SAFETY: `out` is NULL or writable (the caller's promise).
+        unsafe { ptr::create(F, out, make) }
     })
 }
 
@@ -416,11 +414,12 @@ pub unsafe extern "C" fn perfabi_family_handle_u64(
     guard(F, || {
         // SAFETY: the caller promises a live handle.
         let h = unsafe { ptr::obj(F, "h", h) }?;
-        let out = ptr::out(F, "out", out)?;
-        let v = family::get_u64(F, &h.values, h.handle.family(), k, cpu)?;
-        // SAFETY: `out` is writable (the caller's promise).
-        unsafe { ptr::put(out, v) };
-        Ok(())
+        // SAFETY: `out` is NULL or writable (the caller's promise).
+        unsafe {
+            ptr::deliver(F, "out", out, || {
+                family::get_u64(F, &h.values, h.handle.family(), k, cpu)
+            })
+        }
     })
 }
 
@@ -447,11 +446,12 @@ pub unsafe extern "C" fn perfabi_family_handle_i64(
     guard(F, || {
         // SAFETY: the caller promises a live handle.
         let h = unsafe { ptr::obj(F, "h", h) }?;
-        let out = ptr::out(F, "out", out)?;
-        let v = family::get_i64(F, &h.values, h.handle.family(), k, cpu)?;
-        // SAFETY: `out` is writable (the caller's promise).
-        unsafe { ptr::put(out, v) };
-        Ok(())
+        // SAFETY: `out` is NULL or writable (the caller's promise).
+        unsafe {
+            ptr::deliver(F, "out", out, || {
+                family::get_i64(F, &h.values, h.handle.family(), k, cpu)
+            })
+        }
     })
 }
 

@@ -66,6 +66,45 @@ pub(crate) unsafe fn put_opt<T>(p: *mut T, v: T) {
     }
 }
 
+/// Makes an object for C, an argument `out` of `func`: `*out` is NULL
+/// until `make` succeeds, then the new object (a `Box` that C gives back
+/// to the matching `_free`).
+///
+/// # Safety
+/// `out` is NULL or writable.
+pub(crate) unsafe fn create<T>(
+    func: &str,
+    out: *mut *mut T,
+    make: impl FnOnce() -> Result<T, Failure>,
+) -> Result<(), Failure> {
+    let out = self::out(func, "out", out)?;
+    // SAFETY: `out` is writable (the caller's promise).
+    unsafe { put(out, std::ptr::null_mut()) };
+    let v = Box::into_raw(Box::new(make()?));
+    // SAFETY: as above.
+    unsafe { put(out, v) };
+    Ok(())
+}
+
+/// Writes what `make` returns to `p`, an argument `what` of `func` that
+/// is checked first (a NULL `p` fails before anything is done).
+///
+/// # Safety
+/// `p` is NULL or writable as a `T`.
+#[inline]
+pub(crate) unsafe fn deliver<T>(
+    func: &str,
+    what: &str,
+    p: *mut T,
+    make: impl FnOnce() -> Result<T, Failure>,
+) -> Result<(), Failure> {
+    let p = out(func, what, p)?;
+    let v = make()?;
+    // SAFETY: `p` is writable (the caller's promise).
+    unsafe { put(p, v) };
+    Ok(())
+}
+
 /// The UTF-8 text behind the C string `p`, an argument `what` of `func`.
 ///
 /// # Safety

@@ -127,24 +127,21 @@ pub unsafe extern "C" fn perfabi_open(
 ) -> perfabi_error {
     const F: &str = "perfabi_open";
     guard(F, || {
-        let out = ptr::out(F, "out", out)?;
-        // SAFETY: `out` is writable (the caller's promise): NULL until the
-        // segment is open.
-        unsafe { ptr::put(out, std::ptr::null_mut()) };
-        // SAFETY: the caller promises a NUL-terminated `path`.
-        let path = unsafe { ptr::text(F, "path", path) }?;
-        // SAFETY: the caller promises `options` is NULL or a
-        // `perfabi_options`.
-        let opts = match unsafe { options.as_ref() } {
-            Some(o) => o.to_rust(F)?,
-            None => Options::default(),
+        let make = || -> Result<perfabi_segment, Failure> {
+            // SAFETY: the caller promises a NUL-terminated `path`.
+            let path = unsafe { ptr::text(F, "path", path) }?;
+            // SAFETY: the caller promises `options` is NULL or a
+            // `perfabi_options`.
+            let opts = match unsafe { options.as_ref() } {
+                Some(o) => o.to_rust(F)?,
+                None => Options::default(),
+            };
+            let seg = Segment::open_with(path, opts)?;
+            let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+            Ok(perfabi_segment { seg, id })
         };
-        let seg = Segment::open_with(path, opts)?;
-        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        let b = Box::into_raw(Box::new(perfabi_segment { seg, id }));
-        // SAFETY: as above.
-        unsafe { ptr::put(out, b) };
-        Ok(())
+        // SAFETY: `out` is NULL or writable (the caller's promise).
+        unsafe { ptr::create(F, out, make) }
     })
 }
 

@@ -47,17 +47,15 @@ pub unsafe extern "C" fn perfabi_snapshot_take(
 ) -> perfabi_error {
     const F: &str = "perfabi_snapshot_take";
     guard(F, || {
-        let out = ptr::out(F, "out", out)?;
-        // SAFETY: `out` is writable (the caller's promise).
-        unsafe { ptr::put(out, std::ptr::null_mut()) };
-        // SAFETY: the caller promises an open segment, used by this thread.
-        let s = unsafe { segment::segment(F, seg) }?;
-        let snap = s.seg.snapshot()?;
-        let families = snap.families.iter().map(perfabi_family_info::new).collect();
-        let b = Box::into_raw(Box::new(perfabi_snapshot { snap, families }));
-        // SAFETY: as above.
-        unsafe { ptr::put(out, b) };
-        Ok(())
+        let make = || -> Result<perfabi_snapshot, Failure> {
+            // SAFETY: the caller promises an open segment, used by this thread.
+            let s = unsafe { segment::segment(F, seg) }?;
+            let snap = s.seg.snapshot()?;
+            let families = snap.families.iter().map(perfabi_family_info::new).collect();
+            Ok(perfabi_snapshot { snap, families })
+        };
+        // SAFETY: `out` is NULL or writable (the caller's promise).
+        unsafe { ptr::create(F, out, make) }
     })
 }
 
@@ -240,11 +238,12 @@ pub unsafe extern "C" fn perfabi_snapshot_u64(
     guard(F, || {
         // SAFETY: the caller promises live objects.
         let (s, f) = unsafe { parts(F, s, f) }?;
-        let out = ptr::out(F, "out", out)?;
-        let v = family::get_u64(F, &s.snap, &f.family, k, cpu)?;
-        // SAFETY: `out` is writable (the caller's promise).
-        unsafe { ptr::put(out, v) };
-        Ok(())
+        // SAFETY: `out` is NULL or writable (the caller's promise).
+        unsafe {
+            ptr::deliver(F, "out", out, || {
+                family::get_u64(F, &s.snap, &f.family, k, cpu)
+            })
+        }
     })
 }
 
@@ -274,11 +273,12 @@ pub unsafe extern "C" fn perfabi_snapshot_i64(
     guard(F, || {
         // SAFETY: the caller promises live objects.
         let (s, f) = unsafe { parts(F, s, f) }?;
-        let out = ptr::out(F, "out", out)?;
-        let v = family::get_i64(F, &s.snap, &f.family, k, cpu)?;
-        // SAFETY: `out` is writable (the caller's promise).
-        unsafe { ptr::put(out, v) };
-        Ok(())
+        // SAFETY: `out` is NULL or writable (the caller's promise).
+        unsafe {
+            ptr::deliver(F, "out", out, || {
+                family::get_i64(F, &s.snap, &f.family, k, cpu)
+            })
+        }
     })
 }
 

@@ -448,7 +448,7 @@ fn rust_dump(path: &Path) -> String {
             &format!(
             "family {} kind={} type={} unit={} units={},{},{},{},{},{},{} dimension={} help={}\n",
             f.name,
-            kind(f.kind),
+            f.kind as u32,
             if f.value_type == ValueType::I64 { "i64" } else { "u64" },
             f.unit_text,
             u.dim_space,
@@ -526,32 +526,53 @@ fn rust_dump(path: &Path) -> String {
     o
 }
 
-/// checks.c, compiled against the installed library under the sanitizers.
-fn checks(dir: &Path) -> PathBuf {
-    let src = std::fs::read_to_string(Path::new(CRATE).join("tests/c/checks.c")).unwrap();
-    compile(dir, "checks", &src, Link::Sanitized)
+/// What the tests of checks.c start from: checks.c compiled against the
+/// installed library under the sanitizers, and the segment of
+/// [`test_segment`] (with or without a heartbeat) beside it.
+struct Checks {
+    dir: tempfile::TempDir,
+    checks: PathBuf,
+    seg: PathBuf,
+    _writer: Writer,
+}
+
+impl Checks {
+    /// `None` (a skip) where the C tools are missing.
+    fn new(test: &str, heartbeat: bool) -> Option<Self> {
+        if !have_tools(test) {
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let src = std::fs::read_to_string(Path::new(CRATE).join("tests/c/checks.c")).unwrap();
+        let checks = compile(dir.path(), "checks", &src, Link::Sanitized);
+        let seg = dir.path().join("seg");
+        let _writer = test_segment(&seg, heartbeat);
+        Some(Self {
+            dir,
+            checks,
+            seg,
+            _writer,
+        })
+    }
 }
 
 #[test]
 fn every_accessor_reads_what_the_rust_reader_reads() {
-    if !have_tools("every_accessor_reads_what_the_rust_reader_reads") {
+    let Some(c) = Checks::new("every_accessor_reads_what_the_rust_reader_reads", true) else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let checks = checks(dir.path());
-    let path = dir.path().join("seg");
-    let _w = test_segment(&path, true);
-    let f = run(&checks, &["dump", path.to_str().unwrap()]);
+    };
+    let (checks, path) = (&c.checks, &c.seg);
+    let f = run(checks, &["dump", path.to_str().unwrap()]);
     assert_eq!(f.code(), Some(0), "{}\n{}", f.stdout, f.stderr);
     assert_sanitizers_quiet(&f);
-    let expected = rust_dump(&path);
+    let expected = rust_dump(path);
     assert_eq!(f.stdout, expected);
     // The segment holds what the test wrote, so the comparison compared
     // something: every kind, signed values, labels, buckets, regions.
     for needle in [
-        "family capi.test kind=counter type=u64 unit=count",
+        "family capi.test kind=1 type=u64 unit=count",
         " member sda id=0 labels=model=virtio,bus=pci",
-        "family capi.level kind=gauge type=i64",
+        "family capi.level kind=2 type=i64",
         "  total=-7 ",
         " buckets 1000 10000 100000 1000000 inf",
         "total=count=5 sum=9080010 buckets=1,2,1,0,1",
@@ -582,14 +603,11 @@ fn code(e: perfabi_error) -> i32 {
 
 #[test]
 fn misuse_from_c_is_a_typed_error_never_a_crash() {
-    if !have_tools("misuse_from_c_is_a_typed_error_never_a_crash") {
+    let Some(c) = Checks::new("misuse_from_c_is_a_typed_error_never_a_crash", true) else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let checks = checks(dir.path());
-    let path = dir.path().join("seg");
-    let _w = test_segment(&path, true);
-    let f = run(&checks, &["misuse", path.to_str().unwrap()]);
+    };
+    let (checks, path) = (&c.checks, &c.seg);
+    let f = run(checks, &["misuse", path.to_str().unwrap()]);
     assert_eq!(f.code(), Some(0), "{}\n{}", f.stdout, f.stderr);
     assert_sanitizers_quiet(&f);
     let got = calls(&f.stdout);
@@ -779,16 +797,13 @@ fn open_from_c(checks: &Path, path: &Path) -> (i32, String, String) {
 
 #[test]
 fn opening_bad_paths_from_c_gives_the_readers_codes() {
-    if !have_tools("opening_bad_paths_from_c_gives_the_readers_codes") {
+    let Some(c) = Checks::new("opening_bad_paths_from_c_gives_the_readers_codes", true) else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let checks = checks(dir.path());
-    let seg = dir.path().join("seg");
-    let _w = test_segment(&seg, true);
+    };
+    let (dir, checks, seg) = (c.dir.path(), &c.checks, &c.seg);
 
-    let missing = dir.path().join("missing.seg");
-    let (c, n, m) = open_from_c(&checks, &missing);
+    let missing = dir.join("missing.seg");
+    let (c, n, m) = open_from_c(checks, &missing);
     assert_eq!(
         (c, n.as_str()),
         (code(PERFABI_E_NOT_FOUND), "not-found"),
@@ -799,19 +814,19 @@ fn opening_bad_paths_from_c_gives_the_readers_codes() {
         "{m}"
     );
 
-    let link = dir.path().join("link.seg");
-    std::os::unix::fs::symlink(&seg, &link).unwrap();
-    let (c, n, m) = open_from_c(&checks, &link);
+    let link = dir.join("link.seg");
+    std::os::unix::fs::symlink(seg, &link).unwrap();
+    let (c, n, m) = open_from_c(checks, &link);
     assert_eq!((c, n.as_str()), (code(PERFABI_E_SYMLINK), "symlink"), "{m}");
     assert!(m.contains(&link.display().to_string()), "{m}");
 
-    let unknown = dir.path().join("unknown_major.seg");
+    let unknown = dir.join("unknown_major.seg");
     std::fs::copy(
         Path::new(CRATE).join("../../spec/vectors/unknown_major.bin"),
         &unknown,
     )
     .unwrap();
-    let (c, n, m) = open_from_c(&checks, &unknown);
+    let (c, n, m) = open_from_c(checks, &unknown);
     assert_eq!(
         (c, n.as_str()),
         (code(PERFABI_E_UNSUPPORTED_MAJOR), "unsupported-major"),
@@ -820,15 +835,15 @@ fn opening_bad_paths_from_c_gives_the_readers_codes() {
     assert!(m.contains("ABI major version 2 is not supported"), "{m}");
 
     // A segment file cut short before it is opened.
-    let short = dir.path().join("short.seg");
-    std::fs::copy(&seg, &short).unwrap();
+    let short = dir.join("short.seg");
+    std::fs::copy(seg, &short).unwrap();
     std::fs::OpenOptions::new()
         .write(true)
         .open(&short)
         .unwrap()
         .set_len(300)
         .unwrap();
-    let (c, n, m) = open_from_c(&checks, &short);
+    let (c, n, m) = open_from_c(checks, &short);
     assert!(
         [
             code(PERFABI_E_NOT_A_SEGMENT_FILE),
@@ -841,16 +856,16 @@ fn opening_bad_paths_from_c_gives_the_readers_codes() {
 
 #[test]
 fn truncating_the_segment_under_a_c_reader_is_an_error_not_a_crash() {
-    if !have_tools("truncating_the_segment_under_a_c_reader_is_an_error_not_a_crash") {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let checks = checks(dir.path());
-    let path = dir.path().join("seg");
     // No heartbeat thread: nothing repairs the segment while the test
     // looks at what the reader makes of it.
-    let _w = test_segment(&path, false);
-    let mut child = Command::new(&checks)
+    let Some(c) = Checks::new(
+        "truncating_the_segment_under_a_c_reader_is_an_error_not_a_crash",
+        false,
+    ) else {
+        return;
+    };
+    let (checks, path) = (&c.checks, &c.seg);
+    let mut child = Command::new(checks)
         .args(["truncate", path.to_str().unwrap()])
         .env("LD_LIBRARY_PATH", prefix().join("lib"))
         .stdin(Stdio::piped())
@@ -868,7 +883,7 @@ fn truncating_the_segment_under_a_c_reader_is_an_error_not_a_crash() {
     }
     std::fs::OpenOptions::new()
         .write(true)
-        .open(&path)
+        .open(path)
         .unwrap()
         .set_len(4096)
         .unwrap();

@@ -25,15 +25,10 @@ fn checked_in_header_is_what_cbindgen_generates() {
     }
     let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
     if checked_in != generated {
-        let line = checked_in
-            .lines()
-            .zip(generated.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or_else(|| checked_in.lines().count().min(generated.lines().count()));
         panic!(
             "reader/capi/include/perfabi.h is stale (first difference at line {}): \
              run reader/capi/regenerate-header and commit the header",
-            line + 1
+            perfabi_test_harness::readme::first_difference(&checked_in, &generated)
         );
     }
 }

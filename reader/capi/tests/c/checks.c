@@ -37,76 +37,43 @@ static int die(const char *what)
 	return 1;
 }
 
-static const char *kind_name(perfabi_metric_kind k)
+/*
+ * Member k's value on cpu (or PERFABI_TOTAL) from snapshot s, or from
+ * family handle fh if s is NULL: "V", or "count=C sum=S buckets=B,B".
+ */
+static void print_value(const perfabi_snapshot *s, const perfabi_family_handle *fh,
+			const perfabi_family_info *f, size_t k, uint32_t cpu)
 {
-	switch (k) {
-	case PERFABI_METRIC_COUNTER: return "counter";
-	case PERFABI_METRIC_GAUGE: return "gauge";
-	case PERFABI_METRIC_PEAK: return "peak";
-	case PERFABI_METRIC_HISTOGRAM: return "histogram";
-	}
-	return "?";
-}
-
-/* A member's value as "V", or a histogram's "count=C sum=S buckets=B,B". */
-static void print_value(const perfabi_family_info *f, perfabi_error e_u64, uint64_t u,
-			perfabi_error e_i64, int64_t i, perfabi_error e_hist,
-			const perfabi_histogram *h, const uint64_t *b)
-{
+	uint64_t u = 0, b[64];
+	int64_t i = 0;
+	perfabi_histogram h = { 0, 0, 0 };
+	perfabi_error e;
 	if (perfabi_family_kind(f) == PERFABI_METRIC_HISTOGRAM) {
-		if (e_hist != PERFABI_OK) {
-			printf("error:%s", perfabi_last_error_code_name());
-			return;
+		e = s ? perfabi_snapshot_histogram(s, f, k, cpu, &h, b, 64)
+		      : perfabi_family_handle_histogram(fh, k, cpu, &h, b, 64);
+		if (e == PERFABI_OK) {
+			printf("count=%" PRIu64 " sum=%" PRIu64 " buckets=", h.count, h.sum);
+			for (size_t j = 0; j < h.nr_buckets; j++)
+				printf("%s%" PRIu64, j ? "," : "", b[j]);
 		}
-		printf("count=%" PRIu64 " sum=%" PRIu64 " buckets=", h->count, h->sum);
-		for (size_t j = 0; j < h->nr_buckets; j++)
-			printf("%s%" PRIu64, j ? "," : "", b[j]);
 	} else if (perfabi_family_value_type(f) == PERFABI_VALUE_I64) {
-		if (e_i64 != PERFABI_OK)
-			printf("error:%s", perfabi_last_error_code_name());
-		else
+		e = s ? perfabi_snapshot_i64(s, f, k, cpu, &i) : perfabi_family_handle_i64(fh, k, cpu, &i);
+		if (e == PERFABI_OK)
 			printf("%" PRId64, i);
 	} else {
-		if (e_u64 != PERFABI_OK)
-			printf("error:%s", perfabi_last_error_code_name());
-		else
+		e = s ? perfabi_snapshot_u64(s, f, k, cpu, &u) : perfabi_family_handle_u64(fh, k, cpu, &u);
+		if (e == PERFABI_OK)
 			printf("%" PRIu64, u);
 	}
-}
-
-static void snapshot_value(const perfabi_snapshot *s, const perfabi_family_info *f, size_t k,
-			   uint32_t cpu)
-{
-	uint64_t u = 0, b[64];
-	int64_t i = 0;
-	perfabi_histogram h = { 0, 0, 0 };
-	int hist = perfabi_family_kind(f) == PERFABI_METRIC_HISTOGRAM;
-	int sig = perfabi_family_value_type(f) == PERFABI_VALUE_I64;
-	perfabi_error eu = hist || sig ? PERFABI_OK : perfabi_snapshot_u64(s, f, k, cpu, &u);
-	perfabi_error ei = hist || !sig ? PERFABI_OK : perfabi_snapshot_i64(s, f, k, cpu, &i);
-	perfabi_error eh = hist ? perfabi_snapshot_histogram(s, f, k, cpu, &h, b, 64) : PERFABI_OK;
-	print_value(f, eu, u, ei, i, eh, &h, b);
-}
-
-static void handle_value(const perfabi_family_handle *fh, const perfabi_family_info *f, size_t k,
-			 uint32_t cpu)
-{
-	uint64_t u = 0, b[64];
-	int64_t i = 0;
-	perfabi_histogram h = { 0, 0, 0 };
-	int hist = perfabi_family_kind(f) == PERFABI_METRIC_HISTOGRAM;
-	int sig = perfabi_family_value_type(f) == PERFABI_VALUE_I64;
-	perfabi_error eu = hist || sig ? PERFABI_OK : perfabi_family_handle_u64(fh, k, cpu, &u);
-	perfabi_error ei = hist || !sig ? PERFABI_OK : perfabi_family_handle_i64(fh, k, cpu, &i);
-	perfabi_error eh = hist ? perfabi_family_handle_histogram(fh, k, cpu, &h, b, 64) : PERFABI_OK;
-	print_value(f, eu, u, ei, i, eh, &h, b);
+	if (e != PERFABI_OK)
+		printf("error:%s", perfabi_last_error_code_name());
 }
 
 static void describe(const perfabi_family_info *f)
 {
 	perfabi_units u = perfabi_family_unit(f);
-	printf("family %s kind=%s type=%s unit=%s units=%d,%d,%d,%u,%u,%d,%u dimension=%s help=%s\n",
-	       perfabi_family_name(f), kind_name(perfabi_family_kind(f)),
+	printf("family %s kind=%d type=%s unit=%s units=%d,%d,%d,%u,%u,%d,%u dimension=%s help=%s\n",
+	       perfabi_family_name(f), (int)perfabi_family_kind(f),
 	       perfabi_family_value_type(f) == PERFABI_VALUE_I64 ? "i64" : "u64",
 	       perfabi_family_unit_text(f), u.dim_space, u.dim_time, u.dim_count,
 	       (unsigned)u.scale_space, (unsigned)u.scale_time, u.scale_count,
@@ -154,10 +121,10 @@ static int dump(const char *path)
 		for (size_t k = 0; k < perfabi_family_nr_members(f); k++) {
 			describe_member(f, k);
 			printf("  total=");
-			snapshot_value(s, f, k, PERFABI_TOTAL);
+			print_value(s, NULL, f, k, PERFABI_TOTAL);
 			for (uint32_t c = 0; c < cpus; c++) {
 				printf(" cpu%u=", (unsigned)c);
-				snapshot_value(s, f, k, c);
+				print_value(s, NULL, f, k, c);
 			}
 			printf("\n");
 		}
@@ -174,7 +141,7 @@ static int dump(const char *path)
 		for (size_t k = 0; k < perfabi_family_nr_members(f); k++) {
 			const char *instance = perfabi_family_member_instance(f, k);
 			printf("handle %s %s total=", name, instance);
-			handle_value(fh, f, k, PERFABI_TOTAL);
+			print_value(NULL, fh, f, k, PERFABI_TOTAL);
 			printf("\n");
 			if (perfabi_family_kind(f) == PERFABI_METRIC_HISTOGRAM)
 				continue;
