@@ -116,11 +116,8 @@ pub unsafe extern "C" fn perfabi_damon_read(
 /// `d` is NULL or a result of perfabi_damon_read(), not freed before.
 #[no_mangle]
 pub unsafe extern "C" fn perfabi_damon_free(d: *mut perfabi_damon) {
-    guard_value("perfabi_damon_free", (), || {
-        // SAFETY: the caller gives it back once.
-        unsafe { ptr::free(d) };
-        Ok(())
-    })
+    // SAFETY: the caller gives it back once.
+    unsafe { ptr::release("perfabi_damon_free", d) }
 }
 
 /// perfabi_damon_nr_aggregations() - the aggregations read, one per

@@ -127,11 +127,8 @@ pub unsafe extern "C" fn perfabi_counter_lookup(
 /// `h` is NULL or a handle of perfabi_counter_lookup(), not freed before.
 #[no_mangle]
 pub unsafe extern "C" fn perfabi_counter_free(h: *mut perfabi_counter) {
-    guard_value("perfabi_counter_free", (), || {
-        // SAFETY: the caller gives back a handle once.
-        unsafe { ptr::free(h) };
-        Ok(())
-    })
+    // SAFETY: the caller gives back a handle once.
+    unsafe { ptr::release("perfabi_counter_free", h) }
 }
 
 /// perfabi_counter_kind() - the kind of a handle's counter: the sum of its
@@ -314,11 +311,8 @@ pub unsafe extern "C" fn perfabi_family_handle_lookup(
 /// before.
 #[no_mangle]
 pub unsafe extern "C" fn perfabi_family_handle_free(h: *mut perfabi_family_handle) {
-    guard_value("perfabi_family_handle_free", (), || {
-        // SAFETY: the caller gives back a handle once.
-        unsafe { ptr::free(h) };
-        Ok(())
-    })
+    // SAFETY: the caller gives back a handle once.
+    unsafe { ptr::release("perfabi_family_handle_free", h) }
 }
 
 /// perfabi_family_read() - the hot path for a family: read every member's

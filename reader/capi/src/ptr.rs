@@ -179,3 +179,16 @@ pub(crate) unsafe fn free<T>(p: *mut T) {
         drop(unsafe { Box::from_raw(p) });
     }
 }
+
+/// Frees, for entry point `func`, a `Box` the library gave to C (NULL:
+/// nothing), under the guard every entry point runs in.
+///
+/// # Safety
+/// As [`free`].
+pub(crate) unsafe fn release<T>(func: &'static str, p: *mut T) {
+    crate::error::guard_value(func, (), || {
+        // SAFETY: the caller's promise, forwarded.
+        unsafe { free(p) };
+        Ok(())
+    })
+}

@@ -156,11 +156,8 @@ pub unsafe extern "C" fn perfabi_open(
 /// `seg` is NULL or a segment from perfabi_open(), not closed before.
 #[no_mangle]
 pub unsafe extern "C" fn perfabi_close(seg: *mut perfabi_segment) {
-    guard_value("perfabi_close", (), || {
-        // SAFETY: the caller gives back a segment of perfabi_open() once.
-        unsafe { ptr::free(seg) };
-        Ok(())
-    })
+    // SAFETY: the caller gives back a segment of perfabi_open() once.
+    unsafe { ptr::release("perfabi_close", seg) }
 }
 
 /// perfabi_nr_cpus() - the number of per-CPU values a read of one counter

@@ -68,11 +68,8 @@ pub unsafe extern "C" fn perfabi_snapshot_take(
 /// `s` is NULL or a snapshot of perfabi_snapshot_take(), not freed before.
 #[no_mangle]
 pub unsafe extern "C" fn perfabi_snapshot_free(s: *mut perfabi_snapshot) {
-    guard_value("perfabi_snapshot_free", (), || {
-        // SAFETY: the caller gives back a snapshot once.
-        unsafe { ptr::free(s) };
-        Ok(())
-    })
+    // SAFETY: the caller gives back a snapshot once.
+    unsafe { ptr::release("perfabi_snapshot_free", s) }
 }
 
 /// The snapshot behind `s`.
