@@ -51,18 +51,24 @@ pub fn example(path: &str) -> String {
         panic!("README.md has no fenced block after `<!-- example: {path} -->`")
     });
     if shown != file {
-        let line = shown
-            .lines()
-            .zip(file.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or_else(|| shown.lines().count().min(file.lines().count()));
         panic!(
             "README.md's example of {path} differs from the file (first at line {}): \
              copy the file into the README (or the README into the file)",
-            line + 1
+            first_difference(&shown, &file)
         );
     }
     file
+}
+
+/// The first line (from 1) where texts `a` and `b` differ, for a test that
+/// says where a checked-in file and what it should be part; one past the
+/// shorter text's last line when one text only extends the other.
+pub fn first_difference(a: &str, b: &str) -> usize {
+    a.lines()
+        .zip(b.lines())
+        .position(|(x, y)| x != y)
+        .unwrap_or_else(|| a.lines().count().min(b.lines().count()))
+        + 1
 }
 
 #[cfg(test)]

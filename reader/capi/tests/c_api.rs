@@ -1,0 +1,929 @@
+//! libperfabi from C, as its users get it: `make install` into a private
+//! prefix, C programs compiled against the installed library through
+//! pkg-config (shared, static, and under AddressSanitizer and
+//! UndefinedBehaviorSanitizer), run on real segments — a running
+//! `perfabi-exportd`'s and ones this test writes — with what they print
+//! compared to what the Rust reader reads from the same segment.
+//!
+//! Needs `cc`, `pkg-config` and `make` (tests/setup installs them): where
+//! one is missing a test prints `PERFABI-SKIP`, or fails under CI.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use perfabi::damon::{Aggregation, Intervals, Region};
+use perfabi::{Buckets, FamilySpec, Kind, Reading, Semantics, Unit, ValueType};
+use perfabi_c::perfabi_error::{self, *};
+use perfabi_reader::Segment;
+use perfabi_shm::writer::{Config, Writer};
+use perfabi_test_harness::{readme, run_limited, workspace, Finished, KillOnDrop};
+
+const CRATE: &str = env!("CARGO_MANIFEST_DIR");
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Whether the C toolchain is here; else a skip (a failure under CI).
+fn have_tools(test: &str) -> bool {
+    for tool in ["cc", "pkg-config", "make", "readelf"] {
+        let ok = Command::new(tool)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            let reason = format!("{tool} is missing (tests/setup installs it)");
+            assert!(std::env::var_os("CI").is_none(), "{test}: {reason}");
+            perfabi_test_harness::skip(test, &reason);
+            return false;
+        }
+    }
+    true
+}
+
+/// The prefix `make install` installed libperfabi into, once per run.
+fn prefix() -> &'static Path {
+    static PREFIX: OnceLock<tempfile::TempDir> = OnceLock::new();
+    PREFIX
+        .get_or_init(|| {
+            let dir = tempfile::Builder::new()
+                .prefix("perfabi-capi-prefix.")
+                .tempdir()
+                .unwrap();
+            let f = run_limited(
+                Command::new("make")
+                    .args(["-C", CRATE, "install"])
+                    .arg(format!("PREFIX={}", dir.path().display()))
+                    .env("CARGO_TARGET_DIR", workspace::target_dir()),
+                Duration::from_secs(900),
+            );
+            assert_eq!(
+                f.code(),
+                Some(0),
+                "make install:\n{}\n{}",
+                f.stdout,
+                f.stderr
+            );
+            dir
+        })
+        .path()
+}
+
+/// `pkg-config ARGS perfabi` against the installed library.
+fn pkg_config(args: &[&str]) -> Vec<String> {
+    let out = Command::new("pkg-config")
+        .args(args)
+        .arg("perfabi")
+        .env("PKG_CONFIG_PATH", prefix().join("lib/pkgconfig"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "pkg-config {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+/// How a C program is linked.
+#[derive(Clone, Copy, PartialEq)]
+enum Link {
+    /// `pkg-config --cflags --libs perfabi`: the shared library.
+    Shared,
+    /// `pkg-config --static`, with the archive taken for `-lperfabi`.
+    Static,
+    /// The shared library, the program under ASan and UBSan.
+    Sanitized,
+}
+
+/// Compiles C source `src` (named `name`) into `dir`, warnings as errors.
+fn compile(dir: &Path, name: &str, src: &str, link: Link) -> PathBuf {
+    let c = dir.join(format!("{name}.c"));
+    std::fs::write(&c, src).unwrap();
+    let exe = dir.join(name);
+    let mut cmd = Command::new("cc");
+    cmd.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-g", "-o"])
+        .arg(&exe)
+        .arg(&c)
+        .args(pkg_config(&["--cflags"]));
+    match link {
+        Link::Shared => cmd.args(pkg_config(&["--libs"])),
+        Link::Sanitized => cmd
+            .args(["-fsanitize=address,undefined", "-fno-sanitize-recover=all"])
+            .arg("-fno-omit-frame-pointer")
+            .args(pkg_config(&["--libs"])),
+        Link::Static => cmd.args(pkg_config(&["--static", "--libs"]).into_iter().map(|a| {
+            if a == "-lperfabi" {
+                "-l:libperfabi.a".to_string()
+            } else {
+                a
+            }
+        })),
+    };
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?}:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+/// Runs a compiled C program with the installed library on its path.
+fn run(exe: &Path, args: &[&str]) -> Finished {
+    run_limited(
+        Command::new(exe)
+            .args(args)
+            .env("LD_LIBRARY_PATH", prefix().join("lib"))
+            .env("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
+            .env("UBSAN_OPTIONS", "print_stacktrace=1"),
+        LIMIT,
+    )
+}
+
+/// Fails if a sanitizer reported anything.
+fn assert_sanitizers_quiet(f: &Finished) {
+    for report in [
+        "AddressSanitizer",
+        "LeakSanitizer",
+        "runtime error:",
+        "UndefinedBehaviorSanitizer",
+    ] {
+        assert!(
+            !f.stderr.contains(report),
+            "sanitizer report:\n{}",
+            f.stderr
+        );
+    }
+}
+
+/// A running perfabi-exportd writing a segment in `dir`.
+fn exportd(dir: &Path) -> (KillOnDrop, PathBuf) {
+    let bin = workspace::workspace_bin(
+        &workspace::profile_dir(),
+        "perfabi-exportd",
+        "perfabi-exportd",
+    );
+    let path = dir.join("perfabi.seg");
+    let child = Command::new(bin)
+        .arg("--path")
+        .arg(&path)
+        .args(["--interval", "0.1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let guard = KillOnDrop(child);
+    let end = Instant::now() + Duration::from_secs(10);
+    while Segment::open(&path).is_err() {
+        assert!(
+            Instant::now() < end,
+            "perfabi-exportd made no segment at {}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (guard, path)
+}
+
+/// The agent's line for each family, as the Rust reader sees the segment:
+/// `family NAME kind=KIND unit=UNIT instances=N INSTANCE...`.
+fn family_lines(snap: &perfabi_reader::Snapshot) -> Vec<String> {
+    snap.families
+        .iter()
+        .map(|f| {
+            let mut l = format!(
+                "family {} kind={} unit={} instances={}",
+                f.name,
+                kind(f.kind),
+                f.unit_text,
+                f.members.len()
+            );
+            for m in f.members.iter().filter(|m| !m.instance.is_empty()) {
+                l.push(' ');
+                l.push_str(&m.instance);
+            }
+            l
+        })
+        .collect()
+}
+
+fn kind(k: Kind) -> &'static str {
+    match k {
+        Kind::Counter => "counter",
+        Kind::Gauge => "gauge",
+        Kind::Peak => "peak",
+        Kind::Histogram => "histogram",
+    }
+}
+
+/// Runs the agent on `path` reading `counter`; checks its family list
+/// against the Rust reader's (at the same generation) and that the
+/// counter's total moved up at every read.
+fn check_agent(agent: &Path, path: &Path, counter: &str) -> Finished {
+    let mut last = None;
+    for _ in 0..5 {
+        let f = run(agent, &[path.to_str().unwrap(), counter]);
+        assert_eq!(f.code(), Some(0), "agent:\n{}\n{}", f.stdout, f.stderr);
+        let snap = Segment::open(path).unwrap().snapshot().unwrap();
+        let shown: Vec<&str> = f
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with("family "))
+            .collect();
+        let header = format!(
+            "families {} generation {}",
+            snap.families.len(),
+            snap.generation
+        );
+        if !f.stdout.lines().any(|l| l == header) {
+            // The writer's devices changed between the two reads: again.
+            last = Some(f);
+            continue;
+        }
+        assert_eq!(
+            shown,
+            family_lines(&snap),
+            "the agent's families are the Rust reader's"
+        );
+        let totals: Vec<u64> = f
+            .stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix(&format!("read {counter} total=")))
+            .map(|l| l.split(' ').next().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(totals.len(), 4, "{}", f.stdout);
+        assert!(
+            totals.windows(2).all(|w| w[0] < w[1]),
+            "{counter} moves: {totals:?}"
+        );
+        return f;
+    }
+    panic!(
+        "the segment's generation kept moving: {:?}",
+        last.map(|f| f.stdout)
+    );
+}
+
+#[test]
+fn readme_agent_against_the_installed_library_reads_what_rust_reads() {
+    if !have_tools("readme_agent_against_the_installed_library_reads_what_rust_reads") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = readme::example("reader/capi/examples/agent.c");
+    let agent = compile(dir.path(), "agent", &src, Link::Shared);
+    let (_daemon, path) = exportd(dir.path());
+    // A family's member (a family of one instance) and a 1.0 counter.
+    let f = check_agent(&agent, &path, "kernel.all.pswitch");
+    println!("{}", f.stdout);
+    check_agent(&agent, &path, "exportd.refreshes");
+    // A missing segment: the reader's message, with the path, and exit 1.
+    let missing = dir.path().join("missing.seg");
+    let f = run(&agent, &[missing.to_str().unwrap()]);
+    assert_eq!(f.code(), Some(1));
+    assert_eq!(
+        f.stderr.trim(),
+        format!(
+            "agent: open: no segment at {}: is the exporter running? [not-found]",
+            missing.display()
+        )
+    );
+}
+
+#[test]
+fn agent_linked_statically_needs_no_libperfabi_at_run_time() {
+    if !have_tools("agent_linked_statically_needs_no_libperfabi_at_run_time") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = std::fs::read_to_string(Path::new(CRATE).join("examples/agent.c")).unwrap();
+    let agent = compile(dir.path(), "agent", &src, Link::Static);
+    let dynamic = Command::new("readelf")
+        .arg("-d")
+        .arg(&agent)
+        .output()
+        .unwrap();
+    let dynamic = String::from_utf8_lossy(&dynamic.stdout);
+    assert!(!dynamic.contains("libperfabi"), "{dynamic}");
+    let (_daemon, path) = exportd(dir.path());
+    let f = run_limited(
+        Command::new(&agent).arg(&path).arg("exportd.refreshes"),
+        LIMIT,
+    );
+    assert_eq!(f.code(), Some(0), "{}\n{}", f.stdout, f.stderr);
+    assert_eq!(
+        f.stdout
+            .lines()
+            .filter(|l| l.starts_with("read exportd.refreshes"))
+            .count(),
+        4
+    );
+}
+
+#[test]
+fn agent_under_address_and_undefined_sanitizers_runs_clean() {
+    if !have_tools("agent_under_address_and_undefined_sanitizers_runs_clean") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = std::fs::read_to_string(Path::new(CRATE).join("examples/agent.c")).unwrap();
+    let agent = compile(dir.path(), "agent", &src, Link::Sanitized);
+    let (_daemon, path) = exportd(dir.path());
+    let f = check_agent(&agent, &path, "kernel.all.pswitch");
+    assert_sanitizers_quiet(&f);
+    let f = run(&agent, &[dir.path().join("missing").to_str().unwrap()]);
+    assert_eq!(f.code(), Some(1), "{}", f.stderr);
+    assert_sanitizers_quiet(&f);
+}
+
+/// A segment of two CPUs with one of each: a 1.0 counter, a counter family
+/// of two devices with labels, a signed gauge, a histogram of two
+/// members, and a DAMON aggregation. Nothing changes after this.
+fn test_segment(path: &Path, heartbeat: bool) -> Writer {
+    let w = Writer::create(
+        path,
+        &Config {
+            nr_cpus: Some(2),
+            max_instances: 64,
+            max_families: 8,
+            max_members: 16,
+            damon_capacity: 16,
+            heartbeat_interval: if heartbeat {
+                Duration::from_secs(1)
+            } else {
+                Duration::ZERO
+            },
+            auto_heartbeat: heartbeat,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    let c = w.add("capi.test", "count", Semantics::Counter).unwrap();
+    w.adjust(c, 5).unwrap();
+    let bytes = w
+        .add_family(&FamilySpec::new(
+            "capi.bytes",
+            "Bytes read",
+            "device",
+            Kind::Counter,
+            Unit::BYTES,
+        ))
+        .unwrap();
+    let sda = w
+        .add_member(bytes, "sda", &[("model", "virtio"), ("bus", "pci")])
+        .unwrap();
+    let sdb = w.add_member(bytes, "sdb", &[]).unwrap();
+    w.member_add(&sda, 4096).unwrap();
+    w.member_add(&sdb, 512).unwrap();
+    let level = w
+        .add_family(&FamilySpec {
+            value_type: ValueType::I64,
+            ..FamilySpec::new("capi.level", "A signed level", "", Kind::Gauge, Unit::NONE)
+        })
+        .unwrap();
+    let l = w.add_member(level, "", &[]).unwrap();
+    w.member_add(&l, -7).unwrap();
+    let lat = w
+        .add_family(&FamilySpec::histogram(
+            "capi.latency",
+            "Request latency",
+            "method",
+            Unit::NS,
+            Buckets::Explicit(vec![1000, 10_000, 100_000, 1_000_000]),
+        ))
+        .unwrap();
+    let get = w.add_member(lat, "get", &[]).unwrap();
+    let put = w.add_member(lat, "put", &[]).unwrap();
+    for v in [10, 5000, 5000, 70_000, 9_000_000] {
+        w.observe(&get, v).unwrap();
+    }
+    w.observe(&put, 1).unwrap();
+    let region = |start, end, nr_accesses, age| Region {
+        start,
+        end,
+        nr_accesses,
+        age,
+    };
+    w.publish_damon(&Aggregation::new(
+        7,
+        1,
+        Intervals {
+            sample_us: 5_000,
+            aggr_us: 100_000,
+        },
+        vec![region(0x1000, 0x5000, 3, 2), region(0x5000, 0x9000, 20, 0)],
+    ))
+    .unwrap();
+    w
+}
+
+/// A member's value as checks.c prints it.
+fn value(r: &Reading) -> String {
+    match r {
+        Reading::Unsigned(v) => v.to_string(),
+        Reading::Signed(v) => v.to_string(),
+        Reading::Histogram(h) => {
+            let b: Vec<String> = h.buckets.iter().map(u64::to_string).collect();
+            format!("count={} sum={} buckets={}", h.count, h.sum, b.join(","))
+        }
+    }
+}
+
+/// What `checks dump` prints, from the Rust reader.
+fn rust_dump(path: &Path) -> String {
+    let mut seg = Segment::open(path).unwrap();
+    let s = seg.snapshot().unwrap();
+    let mut o = format!("cpus {}\n", s.nr_cpus);
+    for f in &s.families {
+        let u = f.unit;
+        o +=
+            &format!(
+            "family {} kind={} type={} unit={} units={},{},{},{},{},{},{} dimension={} help={}\n",
+            f.name,
+            f.kind as u32,
+            if f.value_type == ValueType::I64 { "i64" } else { "u64" },
+            f.unit_text,
+            u.dim_space,
+            u.dim_time,
+            u.dim_count,
+            u.scale_space,
+            u.scale_time,
+            u.scale_count,
+            u.quantity,
+            f.dimension,
+            f.help
+        );
+        if let Some(b) = &f.buckets {
+            o += " buckets";
+            for k in 0..b.count() {
+                o += &b.bound(k).map_or(" inf".to_string(), |v| format!(" {v}"));
+            }
+            o += "\n";
+        }
+        for m in &f.members {
+            let labels: Vec<String> = m.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            o += &format!(
+                " member {} id={} labels={}\n",
+                m.instance,
+                m.instance_id,
+                labels.join(",")
+            );
+            o += &format!("  total={}", value(&s.reading(f, m)));
+            for c in 0..s.nr_cpus {
+                o += &format!(" cpu{c}={}", value(&s.reading_on(c, f, m)));
+            }
+            o += "\n";
+        }
+    }
+    for f in &s.families {
+        for m in &f.members {
+            o += &format!(
+                "handle {} {} total={}\n",
+                f.name,
+                m.instance,
+                value(&s.reading(f, m))
+            );
+            if f.kind != Kind::Histogram {
+                o += &format!("counter {} {}", f.name, m.instance);
+                for c in 0..s.nr_cpus {
+                    o += &format!(" {}", s.words(c, m)[0]);
+                }
+                o += "\n";
+            }
+        }
+    }
+    let d = seg.damon().unwrap();
+    for a in &d.aggregations {
+        o += &format!(
+            "damon monitor={} target={} aggregation={} sample_us={} aggr_us={} regions={}\n",
+            a.monitor_id,
+            a.target_id,
+            a.aggregation,
+            a.intervals.sample_us,
+            a.intervals.aggr_us,
+            a.regions.len()
+        );
+        for r in &a.regions {
+            o += &format!(
+                " region {:x}-{:x} accesses={} age={} frequency={:.3}\n",
+                r.start,
+                r.end,
+                r.nr_accesses,
+                r.age,
+                a.frequency(r)
+            );
+        }
+    }
+    o += &format!("busy cpus {}\n", d.busy_cpus.len());
+    o
+}
+
+/// What the tests of checks.c start from: checks.c compiled against the
+/// installed library under the sanitizers, and the segment of
+/// [`test_segment`] (with or without a heartbeat) beside it.
+struct Checks {
+    dir: tempfile::TempDir,
+    checks: PathBuf,
+    seg: PathBuf,
+    _writer: Writer,
+}
+
+impl Checks {
+    /// `None` (a skip) where the C tools are missing.
+    fn new(test: &str, heartbeat: bool) -> Option<Self> {
+        if !have_tools(test) {
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let src = std::fs::read_to_string(Path::new(CRATE).join("tests/c/checks.c")).unwrap();
+        let checks = compile(dir.path(), "checks", &src, Link::Sanitized);
+        let seg = dir.path().join("seg");
+        let _writer = test_segment(&seg, heartbeat);
+        Some(Self {
+            dir,
+            checks,
+            seg,
+            _writer,
+        })
+    }
+}
+
+#[test]
+fn every_accessor_reads_what_the_rust_reader_reads() {
+    let Some(c) = Checks::new("every_accessor_reads_what_the_rust_reader_reads", true) else {
+        return;
+    };
+    let (checks, path) = (&c.checks, &c.seg);
+    let f = run(checks, &["dump", path.to_str().unwrap()]);
+    assert_eq!(f.code(), Some(0), "{}\n{}", f.stdout, f.stderr);
+    assert_sanitizers_quiet(&f);
+    let expected = rust_dump(path);
+    assert_eq!(f.stdout, expected);
+    // The segment holds what the test wrote, so the comparison compared
+    // something: every kind, signed values, labels, buckets, regions.
+    for needle in [
+        "family capi.test kind=1 type=u64 unit=count",
+        " member sda id=0 labels=model=virtio,bus=pci",
+        "family capi.level kind=2 type=i64",
+        "  total=-7 ",
+        " buckets 1000 10000 100000 1000000 inf",
+        "total=count=5 sum=9080010 buckets=1,2,1,0,1",
+        " region 1000-5000 accesses=3 age=2 frequency=0.150",
+    ] {
+        assert!(expected.contains(needle), "{needle:?} in\n{expected}");
+    }
+}
+
+/// `CALL code=N name=X message=M` lines of checks.c, by call.
+fn calls(out: &str) -> HashMap<String, (i32, String, String)> {
+    out.lines()
+        .filter_map(|l| {
+            let (call, rest) = l.split_once(" code=")?;
+            let (code, rest) = rest.split_once(" name=")?;
+            let (name, message) = rest.split_once(" message=")?;
+            Some((
+                call.to_string(),
+                (code.parse().ok()?, name.to_string(), message.to_string()),
+            ))
+        })
+        .collect()
+}
+
+fn code(e: perfabi_error) -> i32 {
+    e as i32
+}
+
+#[test]
+fn misuse_from_c_is_a_typed_error_never_a_crash() {
+    let Some(c) = Checks::new("misuse_from_c_is_a_typed_error_never_a_crash", true) else {
+        return;
+    };
+    let (checks, path) = (&c.checks, &c.seg);
+    let f = run(checks, &["misuse", path.to_str().unwrap()]);
+    assert_eq!(f.code(), Some(0), "{}\n{}", f.stdout, f.stderr);
+    assert_sanitizers_quiet(&f);
+    let got = calls(&f.stdout);
+    let expect = |call: &str, e: perfabi_error, name: &str, says: &str| {
+        let (c, n, m) = got
+            .get(call)
+            .unwrap_or_else(|| panic!("{call} not in\n{}", f.stdout));
+        assert_eq!((*c, n.as_str()), (code(e), name), "{call}: {m}");
+        assert!(m.contains(says), "{call}: {m:?} should say {says:?}");
+    };
+    let invalid = PERFABI_E_INVALID_ARGUMENT;
+    for (call, says) in [
+        (
+            "perfabi_open(NULL, NULL, &seg)",
+            "perfabi_open: path is NULL",
+        ),
+        (
+            "perfabi_open(path, NULL, NULL)",
+            "perfabi_open: out is NULL",
+        ),
+        (
+            "perfabi_open(\"\\xff\\xfe\", NULL, &seg)",
+            "path is not UTF-8",
+        ),
+        ("perfabi_open(path, &bad, &seg)", "options->trust is 7"),
+        ("perfabi_info(NULL, &info)", "perfabi_info: seg is NULL"),
+        ("perfabi_refresh(NULL)", "seg is NULL"),
+        ("perfabi_snapshot_take(NULL, &snap)", "seg is NULL"),
+        (
+            "perfabi_counter_lookup(NULL, \"capi.test\", NULL, &h)",
+            "seg is NULL",
+        ),
+        (
+            "perfabi_read(NULL, NULL, v, 256, NULL)",
+            "perfabi_read: seg is NULL",
+        ),
+        (
+            "perfabi_family_handle_lookup(NULL, \"capi.bytes\", &fh)",
+            "seg is NULL",
+        ),
+        ("perfabi_family_read(NULL, NULL, NULL)", "seg is NULL"),
+        ("perfabi_damon_read(NULL, &d)", "seg is NULL"),
+        (
+            "perfabi_snapshot_u64(NULL, NULL, 0, 0, v)",
+            "snapshot is NULL",
+        ),
+        ("perfabi_family_bucket_bound(NULL, 0, v)", "family is NULL"),
+        (
+            "perfabi_family_member_label(NULL, 0, 0, &key, &value)",
+            "family is NULL",
+        ),
+        ("perfabi_family_handle_u64(NULL, 0, 0, v)", "h is NULL"),
+        ("perfabi_damon_aggregation(NULL, 0, NULL)", "d is NULL"),
+        (
+            "perfabi_family_name(NULL)",
+            "perfabi_family_name: family is NULL",
+        ),
+        ("perfabi_nr_cpus(NULL)", "perfabi_nr_cpus: seg is NULL"),
+        ("perfabi_snapshot_family(NULL, 0)", "snapshot is NULL"),
+        (
+            "perfabi_read(seg, h, NULL, 256, NULL)",
+            "per_cpu_out is NULL",
+        ),
+        ("perfabi_read(seg, NULL, v, 256, NULL)", "h is NULL"),
+        (
+            "perfabi_snapshot_u64(snap, bytes, 99, PERFABI_TOTAL, v)",
+            "member 99 of family capi.bytes, which has 2",
+        ),
+        (
+            "perfabi_snapshot_u64(snap, bytes, 0, 4096, v)",
+            "cpu 4096 of 2",
+        ),
+        (
+            "perfabi_family_bucket_bound(bytes, 0, v)",
+            "family capi.bytes has no bucket 0",
+        ),
+        (
+            "perfabi_family_member_instance_id(bytes, 99, &id)",
+            "member 99",
+        ),
+        (
+            "perfabi_family_handle_u64(fh, 0, PERFABI_TOTAL, v)",
+            "not read yet",
+        ),
+        (
+            "perfabi_read(other, h, v, 256, NULL)",
+            "looked up on another segment",
+        ),
+        (
+            "perfabi_family_read(other, fh, NULL)",
+            "looked up on another segment",
+        ),
+    ] {
+        expect(call, invalid, "invalid-argument", says);
+    }
+    let nothing = "no metric family named \"capi.nothing\"";
+    expect(
+        "perfabi_counter_lookup(seg, \"capi.nothing\", NULL, &h)",
+        PERFABI_E_NO_SUCH_FAMILY,
+        "no-such-family",
+        nothing,
+    );
+    expect(
+        "perfabi_family_handle_lookup(seg, \"capi.nothing\", &fh)",
+        PERFABI_E_NO_SUCH_FAMILY,
+        "no-such-family",
+        nothing,
+    );
+    expect(
+        "perfabi_snapshot_find_family(capi.nothing)",
+        PERFABI_E_NO_SUCH_FAMILY,
+        "no-such-family",
+        nothing,
+    );
+    expect(
+        "perfabi_counter_lookup(seg, \"capi.bytes\", \"sdz\", &h)",
+        PERFABI_E_NO_SUCH_COUNTER,
+        "no-such-counter",
+        "capi.bytes{device=sdz}",
+    );
+    expect(
+        "perfabi_family_find_member(bytes, \"sdz\", &k)",
+        PERFABI_E_NO_SUCH_COUNTER,
+        "no-such-counter",
+        "sdz",
+    );
+    expect(
+        "perfabi_counter_lookup(seg, \"capi.latency\", \"get\", &h)",
+        PERFABI_E_WRONG_TYPE,
+        "wrong-type",
+        "perfabi_family_handle_lookup",
+    );
+    expect(
+        "perfabi_snapshot_i64(snap, bytes, 0, PERFABI_TOTAL, &i64)",
+        PERFABI_E_WRONG_TYPE,
+        "wrong-type",
+        "read it as u64",
+    );
+    expect(
+        "perfabi_snapshot_u64(snap, lat, 0, PERFABI_TOTAL, v)",
+        PERFABI_E_WRONG_TYPE,
+        "wrong-type",
+        "histogram",
+    );
+    expect(
+        "perfabi_read(seg, h, v, 0, NULL)",
+        PERFABI_E_BUFFER_TOO_SMALL,
+        "buffer-too-small",
+        "per_cpu_out holds 0 values; 2 are needed",
+    );
+    expect(
+        "perfabi_snapshot_histogram(snap, lat, 0, PERFABI_TOTAL, &hist, v, 2)",
+        PERFABI_E_BUFFER_TOO_SMALL,
+        "buffer-too-small",
+        "buckets holds 2 values; 5 are needed",
+    );
+    assert!(f.stdout.contains("needed buckets 5\n"), "{}", f.stdout);
+    for ok in [
+        "perfabi_counter_lookup(seg, \"capi.test\", NULL, &h)",
+        "perfabi_snapshot_take(seg, &snap)",
+        "perfabi_family_handle_lookup(seg, \"capi.bytes\", &fh)",
+    ] {
+        expect(ok, PERFABI_OK, "", "");
+    }
+}
+
+/// `checks open PATH`: the code, code string and message perfabi_open
+/// gave, after checking that it cleared its result.
+fn open_from_c(checks: &Path, path: &Path) -> (i32, String, String) {
+    let f = run(checks, &["open", path.to_str().unwrap()]);
+    assert_eq!(f.code(), Some(0), "{}\n{}", f.stdout, f.stderr);
+    assert_sanitizers_quiet(&f);
+    assert!(f.stdout.contains("\nseg NULL\n"), "{}", f.stdout);
+    let (_, (c, n, m)) = calls(&f.stdout).into_iter().next().expect("a result");
+    let strerror = f
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("strerror "))
+        .unwrap()
+        .to_string();
+    assert!(
+        !strerror.is_empty() && strerror != "unknown error code",
+        "{strerror}"
+    );
+    (c, n, format!("{m} / {strerror}"))
+}
+
+#[test]
+fn opening_bad_paths_from_c_gives_the_readers_codes() {
+    let Some(c) = Checks::new("opening_bad_paths_from_c_gives_the_readers_codes", true) else {
+        return;
+    };
+    let (dir, checks, seg) = (c.dir.path(), &c.checks, &c.seg);
+
+    let missing = dir.join("missing.seg");
+    let (c, n, m) = open_from_c(checks, &missing);
+    assert_eq!(
+        (c, n.as_str()),
+        (code(PERFABI_E_NOT_FOUND), "not-found"),
+        "{m}"
+    );
+    assert!(
+        m.contains(&format!("no segment at {}", missing.display())),
+        "{m}"
+    );
+
+    let link = dir.join("link.seg");
+    std::os::unix::fs::symlink(seg, &link).unwrap();
+    let (c, n, m) = open_from_c(checks, &link);
+    assert_eq!((c, n.as_str()), (code(PERFABI_E_SYMLINK), "symlink"), "{m}");
+    assert!(m.contains(&link.display().to_string()), "{m}");
+
+    let unknown = dir.join("unknown_major.seg");
+    std::fs::copy(
+        Path::new(CRATE).join("../../spec/vectors/unknown_major.bin"),
+        &unknown,
+    )
+    .unwrap();
+    let (c, n, m) = open_from_c(checks, &unknown);
+    assert_eq!(
+        (c, n.as_str()),
+        (code(PERFABI_E_UNSUPPORTED_MAJOR), "unsupported-major"),
+        "{m}"
+    );
+    assert!(m.contains("ABI major version 2 is not supported"), "{m}");
+
+    // A segment file cut short before it is opened.
+    let short = dir.join("short.seg");
+    std::fs::copy(seg, &short).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&short)
+        .unwrap()
+        .set_len(300)
+        .unwrap();
+    let (c, n, m) = open_from_c(checks, &short);
+    assert!(
+        [
+            code(PERFABI_E_NOT_A_SEGMENT_FILE),
+            code(PERFABI_E_MALFORMED)
+        ]
+        .contains(&c),
+        "{c} {n}: {m}"
+    );
+}
+
+#[test]
+fn truncating_the_segment_under_a_c_reader_is_an_error_not_a_crash() {
+    // No heartbeat thread: nothing repairs the segment while the test
+    // looks at what the reader makes of it.
+    let Some(c) = Checks::new(
+        "truncating_the_segment_under_a_c_reader_is_an_error_not_a_crash",
+        false,
+    ) else {
+        return;
+    };
+    let (checks, path) = (&c.checks, &c.seg);
+    let mut child = Command::new(checks)
+        .args(["truncate", path.to_str().unwrap()])
+        .env("LD_LIBRARY_PATH", prefix().join("lib"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut seen = String::new();
+    while !seen.ends_with("ready\n") {
+        assert!(
+            out.read_line(&mut seen).unwrap() > 0,
+            "checks ended early: {seen}"
+        );
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(4096)
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}: {seen}{rest}\n{stderr}");
+    assert!(
+        !stderr.contains("Sanitizer") && !stderr.contains("runtime error"),
+        "{stderr}"
+    );
+    let before = calls(&seen);
+    assert_eq!(
+        before.values().next().map(|v| v.0),
+        Some(code(PERFABI_OK)),
+        "{seen}"
+    );
+    let after = calls(&rest);
+    // The read that ran into the truncation: its data discarded.
+    let (c, n, m) = &after["perfabi_read(seg, h, v, 256, NULL)"];
+    assert_eq!(
+        (*c, n.as_str()),
+        (
+            code(PERFABI_E_TRUNCATED_WHILE_MAPPED),
+            "truncated-while-mapped"
+        ),
+        "{m}"
+    );
+    assert!(m.contains(&path.display().to_string()), "{m}");
+    // The next call maps the file again and finds it too short for its
+    // segment: refused, not read.
+    let (c, n, m) = &after["perfabi_snapshot_take(seg, &snap)"];
+    let refused = [
+        PERFABI_E_TRUNCATED_WHILE_MAPPED,
+        PERFABI_E_HEADER_CHANGED,
+        PERFABI_E_NOT_A_SEGMENT_FILE,
+        PERFABI_E_MALFORMED,
+    ];
+    assert!(refused.iter().any(|&e| code(e) == *c), "{c} {n}: {m}");
+}
