@@ -45,8 +45,8 @@ pub fn block_after_marker(readme: &str, path: &str) -> Option<String> {
 pub fn example(path: &str) -> String {
     let root = repo_root();
     let readme = std::fs::read_to_string(root.join("README.md")).expect("read README.md");
-    let file = std::fs::read_to_string(root.join(path))
-        .unwrap_or_else(|e| panic!("example {path}: {e}"));
+    let file =
+        std::fs::read_to_string(root.join(path)).unwrap_or_else(|e| panic!("example {path}: {e}"));
     let shown = block_after_marker(&readme, path).unwrap_or_else(|| {
         panic!("README.md has no fenced block after `<!-- example: {path} -->`")
     });
@@ -76,6 +76,9 @@ mod tests {
         assert_eq!(block_after_marker(readme, "a.sh").unwrap(), "echo a\n");
         assert_eq!(block_after_marker(readme, "b.c").unwrap(), "int x;\n```\n");
         assert_eq!(block_after_marker(readme, "c.py"), None);
-        assert_eq!(block_after_marker("<!-- example: x -->\n```\nopen", "x"), None);
+        assert_eq!(
+            block_after_marker("<!-- example: x -->\n```\nopen", "x"),
+            None
+        );
     }
 }
