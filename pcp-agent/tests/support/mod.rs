@@ -229,36 +229,7 @@ pub fn pmrep() -> Command {
     c
 }
 
-/// perfabi-exportd of the same build profile as the agent, built if absent.
+/// perfabi-exportd of the same build profile as the agent.
 pub fn exportd() -> PathBuf {
-    let p = Path::new(AGENT).with_file_name("perfabi-exportd");
-    if !p.exists() {
-        let profile_dir = Path::new(AGENT)
-            .parent()
-            .and_then(|d| d.file_name())
-            .and_then(|d| d.to_str())
-            .unwrap_or("debug");
-        let mut cargo = Command::new(env!("CARGO"));
-        cargo.args([
-            "build",
-            "-q",
-            "-p",
-            "perfabi-exportd",
-            "--bin",
-            "perfabi-exportd",
-        ]);
-        match profile_dir {
-            "debug" => {}
-            "release" => {
-                cargo.arg("--release");
-            }
-            other => {
-                cargo.args(["--profile", other]);
-            }
-        }
-        let st = cargo.status().unwrap();
-        assert!(st.success(), "cargo build -p perfabi-exportd");
-    }
-    assert!(p.exists(), "{} missing", p.display());
-    p
+    perfabi_test_harness::workspace_bin("perfabi-exportd", "perfabi-exportd")
 }

@@ -26,6 +26,41 @@ pub fn bin(name: &str, built: &str) -> PathBuf {
     }
 }
 
+/// The program `name` of another package of the workspace (`package`),
+/// built by `cargo build` with the profile of the running test, which
+/// Cargo names only its own package's programs to (`CARGO_BIN_EXE_*`):
+/// `target/<profile>/name`, next to the test's own `deps` folder. A program
+/// that is up to date is not built again; `$PERFABI_TEST_BIN_DIR` is
+/// honoured as by [`bin`] (nothing is built then).
+pub fn workspace_bin(package: &str, name: &str) -> PathBuf {
+    if let Some(dir) = std::env::var_os("PERFABI_TEST_BIN_DIR") {
+        return Path::new(&dir).join(name);
+    }
+    let exe = std::env::current_exe().expect("the test's own path");
+    // target/<profile>/deps/<test>-<hash>
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("a test runs from target/<profile>/deps");
+    let mut cargo = Command::new(env!("CARGO"));
+    cargo.args(["build", "-q", "-p", package, "--bin", name]);
+    match profile_dir.file_name().and_then(|d| d.to_str()) {
+        Some("debug") => {}
+        Some("release") => {
+            cargo.arg("--release");
+        }
+        Some(other) => {
+            cargo.args(["--profile", other]);
+        }
+        None => panic!("no build profile in {}", exe.display()),
+    }
+    let st = cargo.status().expect("cargo");
+    assert!(st.success(), "cargo build -p {package} --bin {name}");
+    let p = profile_dir.join(name);
+    assert!(p.exists(), "{} missing after cargo build", p.display());
+    p
+}
+
 /// A uid no account uses: the "other local user" of the tests. Processes
 /// run as it with [`as_other_user`]; files are given to it with `chown`.
 pub const OTHER_UID: u32 = 64_123;
