@@ -3,12 +3,13 @@
 //! (`reader/python/tests/test_*.py`) run there against live writers —
 //! `perfabi-exportd`, and this test binary as a writer of families,
 //! histograms and DAMON regions ([`python_test_writer`]) — its type stubs
-//! checked against the built module by mypy's stubtest, and the README's
-//! example and the tests checked by `mypy --strict`.
+//! checked against the built module by mypy's stubtest, and the package's
+//! Python, the README's example and the tests checked by `mypy --strict`.
 //!
-//! Under CI (`CI` set) a missing `python3 -m venv` or a pip that cannot
-//! download the test tools fails the test; elsewhere it is reported as a
-//! skip (`PERFABI-SKIP`).
+//! The venv is made by `python3` on the PATH (`$PERFABI_TEST_PYTHON` names
+//! another). Under CI (`CI` set) a missing `python3 -m venv` or a pip that
+//! cannot download the test tools fails the test; elsewhere it is reported
+//! as a skip (`PERFABI-SKIP`), as is any test pytest skips.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -150,12 +151,14 @@ fn python_module_in_a_fresh_venv() {
             .current_dir(tmp.path()),
     );
     succeeded("mypy.stubtest perfabi", &stubtest);
-    // The stubs as users meet them: the example and the tests, strictly.
+    // The package's Python, and the stubs as users meet them: the
+    // example and the tests, strictly.
     let mypy = timed(
         "mypy --strict",
         in_venv("python")
             .args(["-m", "mypy", "--strict", "--cache-dir"])
             .arg(tmp.path().join("mypy-cache"))
+            .arg(root.join("reader/python/python/perfabi"))
             .arg(root.join(EXAMPLE))
             .arg(root.join("reader/python/tests"))
             .current_dir(tmp.path()),

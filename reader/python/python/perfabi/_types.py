@@ -8,7 +8,8 @@ tuples (the objects are immutable); labels are a dict.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Callable, Iterable, Literal, TypeVar, Union
+
 
 Kind = Literal["counter", "gauge", "peak", "histogram"]
 """What a family's values are: a counter (the total is the sum over CPUs,
@@ -78,10 +79,7 @@ class Family:
 
     def instance(self, name: str = "") -> Instance:
         """The instance called ``name``; ``KeyError`` if there is none."""
-        for i in self.instances:
-            if i.name == name:
-                return i
-        raise KeyError(name)
+        return _named(self.instances, name, lambda i: i.name)
 
 
 @dataclass(frozen=True)
@@ -120,10 +118,7 @@ class FamilyValues:
     def instance(self, name: str = "") -> InstanceValues:
         """The values of the instance called ``name``; ``KeyError`` if there
         is none."""
-        for v in self.values:
-            if v.instance.name == name:
-                return v
-        raise KeyError(name)
+        return _named(self.values, name, lambda v: v.instance.name)
 
 
 @dataclass(frozen=True)
@@ -139,10 +134,7 @@ class Snapshot:
     def family(self, name: str) -> FamilyValues:
         """The values of the family called ``name``; ``KeyError`` if there
         is none."""
-        for f in self.families:
-            if f.family.name == name:
-                return f
-        raise KeyError(name)
+        return _named(self.families, name, lambda f: f.family.name)
 
 
 @dataclass(frozen=True)
@@ -247,3 +239,14 @@ class Stats:
     stale: int
     remaps: int
     truncations: int
+
+
+_T = TypeVar("_T")
+
+
+def _named(items: Iterable[_T], name: str, name_of: Callable[[_T], str]) -> _T:
+    """The item called ``name``; ``KeyError`` if there is none."""
+    for item in items:
+        if name_of(item) == name:
+            return item
+    raise KeyError(name)
