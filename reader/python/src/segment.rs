@@ -31,11 +31,18 @@ struct State {
     handles: Handles,
 }
 
-/// An open perfabi segment, read lock-free by the Rust reader.
+/// An open perfabi segment, read by the Rust reader: no lock, no system
+/// call between rechecks, never a torn value.
 ///
-/// `Segment(path=None, *, trust_uid=None, trust_anyone=False,
-/// busy_timeout=0.2, require_live=True)`: see the package's documentation
-/// and type stubs.
+/// path: the segment file (default: default_path()). trust_uid: a uid, or
+/// uids, whose files are believed besides this user's and root's;
+/// trust_anyone: any owner's. busy_timeout: seconds a read waits for a
+/// busy writer before BusyError. require_live: a gone writer's segment
+/// raises StaleError or ClosedError instead of giving its last values.
+///
+/// Every read releases the GIL, and threads may share a Segment. A writer
+/// that restarts at the path is followed. A context manager: the segment
+/// is closed (unmapped) at the end of the block.
 #[pyclass(module = "perfabi", frozen)]
 pub struct Segment {
     path: PathBuf,
