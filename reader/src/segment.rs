@@ -243,6 +243,19 @@ impl Segment {
         Ok(())
     }
 
+    /// What every method but the hot paths ([`read`](Self::read),
+    /// [`read_many`](Self::read_many), [`read_family`](Self::read_family))
+    /// does first: looks at the path and the writer if
+    /// [`Options::recheck`] has passed since the last look, or at once if
+    /// the writer looks gone or the mapping was damaged (see
+    /// [`refresh`](Self::refresh)), then reports a gone writer
+    /// ([`Error::Stale`], [`Error::Closed`]) if [`Options::require_live`].
+    /// Between rechecks it makes no system call: call it before a hot-path
+    /// read to follow a writer that restarts, as every other method does.
+    pub fn check(&mut self) -> Result<(), Error> {
+        self.prepare()
+    }
+
     /// Before a read: re-check if it is time, or if the writer looks gone.
     fn prepare(&mut self) -> Result<(), Error> {
         let info = self.map.view().info();

@@ -302,6 +302,40 @@ fn a_killed_writer_is_reported_stale_and_its_successor_followed() {
 }
 
 #[test]
+fn check_lets_the_hot_path_follow_a_writer_created_again() {
+    use perfabi::Reading::Unsigned;
+    use perfabi_reader::{FamilyHandle, FamilyValues};
+    fn read(seg: &mut Segment, h: &mut FamilyHandle) -> Result<perfabi::Reading, Error> {
+        let mut v = FamilyValues::default();
+        seg.read_family(h, &mut v)?;
+        Ok(v.reading(h.family(), 0))
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let w1 = Writer::create(&path, &config()).unwrap();
+    let id = w1.add("x", "", perfabi::Semantics::Counter).unwrap();
+    w1.adjust(id, 3).unwrap();
+    // Default options: the path is looked at again only after a second.
+    let mut seg = Segment::open(&path).unwrap();
+    let mut h = seg.family_handle("x").unwrap();
+    assert_eq!(read(&mut seg, &mut h).unwrap(), Unsigned(3));
+    w1.close();
+    let w2 = Writer::create(&path, &config()).unwrap();
+    let id = w2.add("x", "", perfabi::Semantics::Counter).unwrap();
+    w2.adjust(id, 9).unwrap();
+    // The hot path alone still reads the closed segment it mapped...
+    assert_eq!(read(&mut seg, &mut h).unwrap(), Unsigned(3));
+    // ...check() sees it closed, finds the new one at the path and maps it:
+    // the old handle is refused, a new one reads the new writer's value.
+    seg.check().unwrap();
+    let e = read(&mut seg, &mut h).unwrap_err();
+    assert_eq!(e.code(), "unknown-instance", "{e}");
+    let mut h = seg.family_handle("x").unwrap();
+    assert_eq!(read(&mut seg, &mut h).unwrap(), Unsigned(9));
+    assert_eq!(seg.stats().remaps, 1);
+}
+
+#[test]
 fn a_grown_segment_is_mapped_again_and_only_the_segment_is_mapped() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("seg");

@@ -316,7 +316,7 @@ pub fn pmrep() -> Command {
     c
 }
 
-/// perfabi-exportd of the same build profile as the agent, built if absent.
+/// perfabi-exportd of the same build profile as the agent.
 pub fn exportd() -> PathBuf {
     perfabi_test_harness::workspace::workspace_bin(
         agent_profile(),

@@ -1,7 +1,7 @@
 //! The workspace's own programs for tests of other packages: found in the
-//! build's profile folder (`target/debug`, `target/release`), built there
-//! by Cargo first if they are not (a test of one package cannot name
-//! another package's binary with `CARGO_BIN_EXE_*`).
+//! build's profile folder (`target/debug`, `target/release`), brought up
+//! to date there by Cargo first (a test of one package cannot name another
+//! package's binary with `CARGO_BIN_EXE_*`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -26,28 +26,30 @@ pub fn target_dir() -> PathBuf {
 }
 
 /// The program `bin` of the workspace's package `package` in
-/// `profile_dir`, built there by Cargo (in that profile) if it is not
-/// there yet.
+/// `profile_dir`, brought up to date there by Cargo (in that profile; a
+/// no-op when it is), or `bin` in `$PERFABI_TEST_BIN_DIR` if that is set
+/// (as [`crate::bin`] does; nothing is built then).
 pub fn workspace_bin(profile_dir: &Path, package: &str, bin: &str) -> PathBuf {
-    let p = profile_dir.join(bin);
-    if !p.exists() {
-        let mut cargo = Command::new(env!("CARGO"));
-        cargo.args(["build", "-q", "-p", package, "--bin", bin]);
-        if let Some(target) = profile_dir.parent() {
-            cargo.env("CARGO_TARGET_DIR", target);
-        }
-        match profile_dir.file_name().and_then(|d| d.to_str()) {
-            Some("debug") | None => {}
-            Some("release") => {
-                cargo.arg("--release");
-            }
-            Some(other) => {
-                cargo.args(["--profile", other]);
-            }
-        }
-        let st = cargo.status().expect("cargo runs");
-        assert!(st.success(), "cargo build -p {package} --bin {bin}");
+    if let Some(dir) = std::env::var_os("PERFABI_TEST_BIN_DIR") {
+        return Path::new(&dir).join(bin);
     }
+    let p = profile_dir.join(bin);
+    let mut cargo = Command::new(env!("CARGO"));
+    cargo.args(["build", "-q", "-p", package, "--bin", bin]);
+    if let Some(target) = profile_dir.parent() {
+        cargo.env("CARGO_TARGET_DIR", target);
+    }
+    match profile_dir.file_name().and_then(|d| d.to_str()) {
+        Some("debug") | None => {}
+        Some("release") => {
+            cargo.arg("--release");
+        }
+        Some(other) => {
+            cargo.args(["--profile", other]);
+        }
+    }
+    let st = cargo.status().expect("cargo runs");
+    assert!(st.success(), "cargo build -p {package} --bin {bin}");
     assert!(p.exists(), "{} missing", p.display());
     p
 }

@@ -1,0 +1,93 @@
+"""Read perfabi counter segments from Python, lock-free, at memory speed.
+
+A writer (the perfabi kernel module, ``perfabi-exportd`` or any program
+using the Rust writer) lays out a shared-memory segment; a
+:class:`Segment` maps it read-only and reads any counter, family,
+histogram or DAMON region with the Rust reader (``perfabi-reader``):
+never a torn value, bounded waits for a busy writer (with the GIL
+released), a restarted writer followed without re-opening, and a
+truncated file an exception, never a crash::
+
+    import perfabi
+
+    with perfabi.Segment("/dev/shm/perfabi.seg") as seg:
+        for fam in seg.snapshot().families:
+            for v in fam.values:
+                print(fam.family.name, v.instance.name, v.total)
+
+Errors are :class:`Error` and its subclasses (see :mod:`perfabi._errors`).
+"""
+
+from perfabi._errors import (
+    AbiError,
+    BusyError,
+    ClosedError,
+    Error,
+    HeaderChangedError,
+    IoError,
+    NoSuchCounterError,
+    NoSuchFamilyError,
+    NotASegmentError,
+    NotFoundError,
+    RacedError,
+    StaleError,
+    SymlinkError,
+    TruncatedError,
+    UntrustedError,
+)
+from perfabi._perfabi import Segment, __version__, default_path
+from perfabi._types import (
+    Aggregation,
+    Counter,
+    Damon,
+    Family,
+    FamilyValues,
+    Histogram,
+    Info,
+    Instance,
+    InstanceValues,
+    Kind,
+    Region,
+    Snapshot,
+    Stats,
+    Unit,
+    Value,
+    ValueType,
+)
+
+__all__ = [
+    "AbiError",
+    "Aggregation",
+    "BusyError",
+    "ClosedError",
+    "Counter",
+    "Damon",
+    "Error",
+    "Family",
+    "FamilyValues",
+    "HeaderChangedError",
+    "Histogram",
+    "Info",
+    "Instance",
+    "InstanceValues",
+    "IoError",
+    "Kind",
+    "NoSuchCounterError",
+    "NoSuchFamilyError",
+    "NotASegmentError",
+    "NotFoundError",
+    "RacedError",
+    "Region",
+    "Segment",
+    "Snapshot",
+    "StaleError",
+    "Stats",
+    "SymlinkError",
+    "TruncatedError",
+    "Unit",
+    "UntrustedError",
+    "Value",
+    "ValueType",
+    "__version__",
+    "default_path",
+]

@@ -1,0 +1,151 @@
+# Type stubs of the perfabi package. The values and errors are pure Python
+# (perfabi/_types.py, perfabi/_errors.py, typed inline); Segment and
+# default_path are the native module's (perfabi._perfabi, in Rust), declared
+# here. The venv test checks this file with mypy's stubtest against the
+# built module (with tests/stubtest-allowlist.txt).
+
+from os import PathLike
+from types import TracebackType
+from typing import Sequence, final
+
+from perfabi._errors import AbiError as AbiError
+from perfabi._errors import BusyError as BusyError
+from perfabi._errors import ClosedError as ClosedError
+from perfabi._errors import Error as Error
+from perfabi._errors import HeaderChangedError as HeaderChangedError
+from perfabi._errors import IoError as IoError
+from perfabi._errors import NoSuchCounterError as NoSuchCounterError
+from perfabi._errors import NoSuchFamilyError as NoSuchFamilyError
+from perfabi._errors import NotASegmentError as NotASegmentError
+from perfabi._errors import NotFoundError as NotFoundError
+from perfabi._errors import RacedError as RacedError
+from perfabi._errors import StaleError as StaleError
+from perfabi._errors import SymlinkError as SymlinkError
+from perfabi._errors import TruncatedError as TruncatedError
+from perfabi._errors import UntrustedError as UntrustedError
+from perfabi._types import Aggregation as Aggregation
+from perfabi._types import Counter as Counter
+from perfabi._types import Damon as Damon
+from perfabi._types import Family as Family
+from perfabi._types import FamilyValues as FamilyValues
+from perfabi._types import Histogram as Histogram
+from perfabi._types import Info as Info
+from perfabi._types import Instance as Instance
+from perfabi._types import InstanceValues as InstanceValues
+from perfabi._types import Kind as Kind
+from perfabi._types import Region as Region
+from perfabi._types import Snapshot as Snapshot
+from perfabi._types import Stats as Stats
+from perfabi._types import Unit as Unit
+from perfabi._types import Value as Value
+from perfabi._types import ValueType as ValueType
+
+__version__: str
+__all__ = [
+    "AbiError",
+    "Aggregation",
+    "BusyError",
+    "ClosedError",
+    "Counter",
+    "Damon",
+    "Error",
+    "Family",
+    "FamilyValues",
+    "HeaderChangedError",
+    "Histogram",
+    "Info",
+    "Instance",
+    "InstanceValues",
+    "IoError",
+    "Kind",
+    "NoSuchCounterError",
+    "NoSuchFamilyError",
+    "NotASegmentError",
+    "NotFoundError",
+    "RacedError",
+    "Region",
+    "Segment",
+    "Snapshot",
+    "StaleError",
+    "Stats",
+    "SymlinkError",
+    "TruncatedError",
+    "Unit",
+    "UntrustedError",
+    "Value",
+    "ValueType",
+    "__version__",
+    "default_path",
+]
+
+def default_path() -> str:
+    """The path Segment() opens when given none: $PERFABI_SEGMENT, else
+    /dev/perfabi if the kernel module is loaded, else /dev/shm/perfabi.seg."""
+
+# A native class: not subclassable.
+@final
+class Segment:
+    """An open segment, read by the Rust reader. Every method that reads
+    releases the GIL; a Segment may be shared by threads (they take turns).
+    """
+
+    def __new__(
+        cls,
+        path: str | PathLike[str] | None = None,
+        *,
+        trust_uid: int | Sequence[int] | None = None,
+        trust_anyone: bool = False,
+        busy_timeout: float = 0.2,
+        require_live: bool = True,
+    ) -> Segment:
+        """Opens the segment at path (default: default_path()).
+
+        trust_uid, trust_anyone: whose files to believe besides this user's
+        and root's. busy_timeout: seconds a read waits for a busy writer
+        before BusyError. require_live: reads of a gone writer's segment
+        raise StaleError or ClosedError rather than return its last values.
+        """
+
+    @property
+    def path(self) -> str:
+        """The path the segment was opened at."""
+
+    @property
+    def nr_cpus(self) -> int:
+        """Per-CPU blocks of the segment."""
+
+    def info(self) -> Info:
+        """Header fields and the writer's liveness, looked at now."""
+
+    def families(self) -> list[Family]:
+        """Every metric family with its live instances."""
+
+    def family(self, name: str) -> Family:
+        """The family called name (NoSuchFamilyError if none)."""
+
+    def read(self, name: str) -> FamilyValues:
+        """One family's values, every instance on every CPU, in one
+        generation, through a handle kept for the next read."""
+
+    def snapshot(self) -> Snapshot:
+        """Every family's values in one consistent generation."""
+
+    def counter(self, name: str) -> Counter:
+        """One flat (ABI 1.0) counter (NoSuchCounterError if none)."""
+
+    def damon(self) -> Damon:
+        """The latest complete DAMON aggregation of every (monitor, target)."""
+
+    def stats(self) -> Stats:
+        """What this Segment's reads ran into so far."""
+
+    def close(self) -> None:
+        """Unmaps the segment; later calls raise ValueError."""
+
+    def __enter__(self) -> Segment: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...

@@ -1,0 +1,37 @@
+//! `perfabi._perfabi`, the native half of the `perfabi` Python module: the
+//! Rust reader (`perfabi-reader`) for Python, through PyO3.
+//!
+//! Nothing of the protocol is here: every read is the reader's, made with
+//! the GIL released (a read waits up to `busy_timeout` for a busy writer,
+//! and other Python threads run meanwhile). This crate only turns the
+//! reader's values into the plain Python objects of `perfabi._types` and
+//! its errors into the exceptions of `perfabi._errors`; both are pure
+//! Python, in `python/perfabi/`, with the package's type stubs.
+//!
+//! Built by maturin (`pip install reader/python`), which turns on PyO3's
+//! `extension-module`; inside the workspace the crate builds as an
+//! ordinary Rust library, linked to no libpython.
+
+mod convert;
+mod errors;
+mod segment;
+
+use pyo3::prelude::*;
+
+/// The segment path `perfabi.Segment()` opens when given none:
+/// `$PERFABI_SEGMENT` if set, else `/dev/perfabi` if the kernel module is
+/// loaded, else `/dev/shm/perfabi.seg` (where `perfabi-exportd` writes).
+#[pyfunction]
+fn default_path() -> std::ffi::OsString {
+    perfabi_reader::default_path().into_os_string()
+}
+
+/// The native module: `Segment` and `default_path`; `perfabi/__init__.py`
+/// re-exports them with the Python types and errors.
+#[pymodule]
+fn _perfabi(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<segment::Segment>()?;
+    m.add_function(wrap_pyfunction!(default_path, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,250 @@
+//! `perfabi.Segment`: the reader's [`reader::Segment`] for Python.
+//!
+//! Every call that touches the segment runs with the GIL released
+//! ([`Python::detach`]): a read may wait for a busy writer for up to
+//! `busy_timeout`, and other Python threads run meanwhile. The reader's
+//! segment is behind a mutex, taken only with the GIL released, so that
+//! threads sharing one `Segment` take turns and none of them can hold the
+//! GIL while it waits for another's read.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use perfabi_reader as reader;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+
+use crate::convert::{self, Families, FamilyReadings, SnapshotReadings};
+use crate::errors;
+
+/// The family handles looked up so far, by family name, each with the
+/// buffer its reads fill.
+type Handles = HashMap<String, (reader::FamilyHandle, reader::FamilyValues)>;
+
+/// The segment as the mutex guards it.
+struct State {
+    /// `None` once closed.
+    seg: Option<reader::Segment>,
+    handles: Handles,
+}
+
+/// An open perfabi segment, read by the Rust reader: no lock, no system
+/// call between rechecks, never a torn value.
+///
+/// path: the segment file (default: default_path()). trust_uid: a uid, or
+/// uids, whose files are believed besides this user's and root's;
+/// trust_anyone: any owner's. busy_timeout: seconds a read waits for a
+/// busy writer before BusyError. require_live: a gone writer's segment
+/// raises StaleError or ClosedError instead of giving its last values.
+///
+/// Every read releases the GIL, and threads may share a Segment. A writer
+/// that restarts at the path is followed. A context manager: the segment
+/// is closed (unmapped) at the end of the block.
+#[pyclass(module = "perfabi", frozen)]
+pub struct Segment {
+    path: PathBuf,
+    state: Mutex<State>,
+    /// The Python objects of its families, made once per description.
+    families: Families,
+}
+
+/// `trust_uid`: one uid or several.
+#[derive(FromPyObject)]
+enum Uids {
+    One(u32),
+    Many(Vec<u32>),
+}
+
+impl Segment {
+    /// Runs `f` on the open segment with the GIL released; the reader's
+    /// error becomes its exception, a closed `Segment` a `ValueError`.
+    fn with<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut reader::Segment, &mut Handles) -> Result<T, reader::Error> + Send,
+    ) -> PyResult<T> {
+        let r = py.detach(|| {
+            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let State { seg, handles } = &mut *state;
+            seg.as_mut().map(|seg| f(seg, handles))
+        });
+        match r {
+            Some(r) => r.map_err(|e| errors::to_py(py, e)),
+            None => Err(PyValueError::new_err(format!(
+                "the perfabi.Segment of {} is closed",
+                self.path.display()
+            ))),
+        }
+    }
+}
+
+/// One family's values through its cached handle (looked up on first use).
+/// A handle the reader refuses — its family was deleted, or the segment
+/// created again by a new writer — is looked up again once.
+fn read_family(
+    seg: &mut reader::Segment,
+    handles: &mut Handles,
+    name: &str,
+) -> Result<FamilyReadings, reader::Error> {
+    // The hot path does not look at the path or the writer by itself.
+    seg.check()?;
+    let mut looked_up = false;
+    loop {
+        if !handles.contains_key(name) {
+            let h = seg.family_handle(name)?;
+            handles.insert(name.to_owned(), (h, reader::FamilyValues::default()));
+            looked_up = true;
+        }
+        let (h, v) = handles.get_mut(name).expect("inserted above");
+        match seg.read_family(h, v) {
+            Ok(_) => return Ok(FamilyReadings::of_handle(h, v)),
+            Err(reader::Error::Abi(perfabi::Error::UnknownInstance)) if !looked_up => {
+                handles.remove(name);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+#[pymethods]
+impl Segment {
+    /// Opens the segment at `path` (default: `default_path()`).
+    #[new]
+    #[pyo3(signature = (path=None, *, trust_uid=None, trust_anyone=false, busy_timeout=0.2, require_live=true))]
+    fn new(
+        py: Python<'_>,
+        path: Option<PathBuf>,
+        trust_uid: Option<Uids>,
+        trust_anyone: bool,
+        busy_timeout: f64,
+        require_live: bool,
+    ) -> PyResult<Self> {
+        let busy_timeout = Duration::try_from_secs_f64(busy_timeout).map_err(|_| {
+            PyValueError::new_err(format!(
+                "busy_timeout is seconds, 0 or more: not {busy_timeout}"
+            ))
+        })?;
+        let uids = match trust_uid {
+            None => Vec::new(),
+            Some(Uids::One(u)) => vec![u],
+            Some(Uids::Many(us)) => us,
+        };
+        let opts = reader::Options {
+            trust: reader::Trust::from_flags(trust_anyone, &uids),
+            busy_timeout,
+            require_live,
+            ..reader::Options::default()
+        };
+        let path = path.unwrap_or_else(reader::default_path);
+        let seg = py
+            .detach(|| reader::Segment::open_with(&path, opts))
+            .map_err(|e| errors::to_py(py, e))?;
+        Ok(Self {
+            path,
+            state: Mutex::new(State {
+                seg: Some(seg),
+                handles: HashMap::new(),
+            }),
+            families: Families::default(),
+        })
+    }
+
+    /// The path the segment was opened at.
+    #[getter]
+    fn path<'py>(&self, py: Python<'py>) -> Bound<'py, PyString> {
+        let Ok(path) = self.path.as_os_str().into_pyobject(py);
+        path
+    }
+
+    /// Per-CPU blocks of the segment (per-CPU values of every read).
+    #[getter]
+    fn nr_cpus(&self, py: Python<'_>) -> PyResult<usize> {
+        self.with(py, |seg, _| Ok(seg.nr_cpus()))
+    }
+
+    /// Header fields and the writer's liveness, looked at now.
+    fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let i = self.with(py, |seg, _| seg.info())?;
+        convert::info(py, &i)
+    }
+
+    /// Every metric family with its live instances.
+    fn families<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let fs = self.with(py, |seg, _| seg.families())?;
+        self.families.families(py, &fs)
+    }
+
+    /// The family called `name`, with its live instances.
+    fn family<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        let f = self.with(py, |seg, _| seg.family(name))?;
+        self.families.family(py, &f)
+    }
+
+    /// One family's values, every instance on every CPU, in one generation.
+    fn read<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        let r = self.with(py, |seg, handles| read_family(seg, handles, name))?;
+        self.families.values(py, &r)
+    }
+
+    /// Every family's values in one consistent generation.
+    fn snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let s = self.with(py, |seg, _| seg.snapshot().map(SnapshotReadings::of))?;
+        self.families.snapshot(py, &s)
+    }
+
+    /// One flat (ABI 1.0) counter by name: its per-CPU values and total.
+    fn counter<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        let c = self.with(py, |seg, _| seg.counter(name))?;
+        convert::counter(py, &c)
+    }
+
+    /// The latest complete DAMON aggregation of every (monitor, target).
+    fn damon<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let (d, dropped) = self.with(py, |seg, _| Ok((seg.damon()?, seg.damon_dropped())))?;
+        convert::damon(py, &d, dropped)
+    }
+
+    /// What this Segment's reads ran into so far.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let s = self.with(py, |seg, _| Ok(seg.stats()))?;
+        convert::stats(py, &s)
+    }
+
+    /// Unmaps the segment; later calls raise ValueError. Closing twice is
+    /// allowed.
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| {
+            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let closed = (state.seg.take(), std::mem::take(&mut state.handles));
+            drop(state);
+            // Unmapped once the mutex is released.
+            drop(closed);
+        });
+    }
+
+    /// `with Segment(...) as seg:` closes it at the end of the block.
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    /// Closes the segment (exceptions of the block go on).
+    #[pyo3(signature = (exc_type, exc, tb))]
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        exc_type: Option<Bound<'_, PyAny>>,
+        exc: Option<Bound<'_, PyAny>>,
+        tb: Option<Bound<'_, PyAny>>,
+    ) {
+        let _ = (exc_type, exc, tb);
+        self.close(py);
+    }
+
+    /// `perfabi.Segment('/path')`.
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!("perfabi.Segment({})", self.path(py).repr()?))
+    }
+}
