@@ -145,8 +145,8 @@ fn pmproxy_serves_the_agent_to_prometheus_and_pmlogger_records_it() {
             w.observe(&api_latency, workload::latency_ns(n)).unwrap();
         })
     };
-    let pmcd = Pmcd::start(&dir.path().join("pmcd"), port(0), &seg, &[]);
-    let pmproxy = Pmproxy::start(&dir.path().join("pmproxy"), port(1), &pmcd);
+    let pmcd = Pmcd::start(&dir.path().join("pmcd"), port(), &seg, &[]);
+    let pmproxy = Pmproxy::start(&dir.path().join("pmproxy"), port(), &pmcd);
 
     // pmproxy's page itself: PCP's names with dots as underscores, PCP's
     // metadata in comments, and the instance and the PCP labels of the
@@ -219,9 +219,13 @@ fn pmproxy_serves_the_agent_to_prometheus_and_pmlogger_records_it() {
 
     // Prometheus scrapes pmproxy with the README's configuration while
     // the README's walk-through runs against the private servers.
-    let prom = Prometheus::with_scrape_configs(
-        &scrape_config.replace("'localhost:44322'", &format!("'{}'", pmproxy.address)),
+    let private = scrape_config.replace("'localhost:44322'", &format!("'{}'", pmproxy.address));
+    assert_ne!(
+        private, scrape_config,
+        "the README's scrape configuration no longer names 'localhost:44322': \
+         the test would scrape the host's own pmproxy"
     );
+    let prom = Prometheus::with_scrape_configs(&private);
     let archive = dir.path().join("archive");
     let script = dir.path().join("fleet.sh");
     std::fs::write(&script, &walk_through).unwrap();

@@ -31,9 +31,11 @@ pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// A port for test `n` of this process, on 127.0.0.1.
-pub fn port(n: u16) -> u16 {
-    40000 + (std::process::id() % 2000) as u16 * 8 + n
+/// A free port on 127.0.0.1 for a server a test starts (the kernel's
+/// choice, so tests running at once never share one; the scripts that
+/// start the servers check that the port is their server's).
+pub fn port() -> u16 {
+    perfabi_test_harness::http::free_port()
 }
 
 /// Runs the script `pcp-agent/test/SCRIPT` with `args`; the script starts
@@ -42,13 +44,34 @@ fn start_server<'a>(script: &str, args: impl IntoIterator<Item = &'a OsStr>) -> 
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("test")
         .join(script);
-    let out = run(Command::new(&path).args(args));
-    assert!(
-        out.status.success(),
-        "{script} did not start its server: {}",
-        String::from_utf8_lossy(&out.stderr)
+    // Bounded: a script whose server never answers is killed (with its
+    // process group, the server included) and the test fails.
+    let out = perfabi_test_harness::run_limited(
+        Command::new(&path).args(args),
+        std::time::Duration::from_secs(60),
     );
-    stdout(&out).trim().parse().unwrap()
+    assert!(
+        out.status.is_some_and(|s| s.success()),
+        "{script} did not start its server ({:?}): {}",
+        out.status,
+        out.stderr
+    );
+    out.stdout.trim().parse().unwrap()
+}
+
+/// Stops a server a script started: SIGTERM, then SIGKILL if it is still
+/// there after 5 s; returns once it is gone, so that its folder can go.
+fn stop_server(pid: u32) {
+    use perfabi_test_harness::{send, Signal};
+    let gone = || !Path::new(&format!("/proc/{pid}")).exists();
+    send(pid, Signal::TERM);
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !gone() && std::time::Instant::now() < end {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    if !gone() {
+        send(pid, Signal::KILL);
+    }
 }
 
 /// A private pmcd (see pcp-agent/test/private-pmcd); killed on drop.
@@ -100,8 +123,12 @@ impl Pmcd {
     /// control socket in the other, not `/run/pcp` (or `~/.pcp/run` where
     /// that is missing).
     pub fn folders<'a>(&self, cmd: &'a mut Command) -> &'a mut Command {
+        // pmlogger's control port: on loopback only (PMLOGGER_LOCAL; it
+        // listens on every address otherwise), on a free port.
         cmd.env("PCP_TMP_DIR", self.dir.join("tmp"))
             .env("PCP_RUN_DIR", self.dir.join("run"))
+            .env("PMLOGGER_LOCAL", "1")
+            .env("PMLOGGER_PORT", port().to_string())
     }
 
     /// `pminfo -f` of `names`: metric → [(instance name, value text)].
@@ -160,7 +187,7 @@ impl Pmcd {
 
 impl Drop for Pmcd {
     fn drop(&mut self) {
-        perfabi_test_harness::send(self.pid, perfabi_test_harness::Signal::TERM);
+        stop_server(self.pid);
     }
 }
 
@@ -219,7 +246,7 @@ impl Pmproxy {
 
 impl Drop for Pmproxy {
     fn drop(&mut self) {
-        perfabi_test_harness::send(self.pid, perfabi_test_harness::Signal::TERM);
+        stop_server(self.pid);
     }
 }
 

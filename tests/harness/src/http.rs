@@ -5,7 +5,41 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// How long a whole request may take, however the server trickles it.
+pub const TIMEOUT: Duration = Duration::from_secs(20);
+/// Largest head and largest body read; a server sending more is an error.
+pub const MAX_HEAD: usize = 64 << 10;
+/// Largest body read (a page of `/metrics` is a few MiB at most).
+pub const MAX_BODY: usize = 64 << 20;
+
+/// A connection read within one deadline: each read waits at most for
+/// the time left, and none starts after it.
+struct Deadline {
+    stream: TcpStream,
+    until: Instant,
+}
+
+impl Read for Deadline {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "no whole answer in the time given",
+            ));
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        // A read timeout is EAGAIN on Linux: say what it is.
+        self.stream.read(buf).map_err(|e| match e.kind() {
+            std::io::ErrorKind::WouldBlock => {
+                std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer in the time given")
+            }
+            _ => e,
+        })
+    }
+}
 
 /// A response: status code, head (status line and headers) and body.
 #[derive(Debug, Clone)]
@@ -29,10 +63,22 @@ impl Response {
 }
 
 /// `GET path` from the server at `addr`, with `headers`; an error if it
-/// cannot be reached or answers no HTTP within 20 s.
+/// cannot be reached, does not answer in whole within [`TIMEOUT`], or
+/// sends more than [`MAX_HEAD`] of head or [`MAX_BODY`] of body.
 pub fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> std::io::Result<Response> {
+    get_within(addr, path, headers, TIMEOUT)
+}
+
+/// [`get`], with `timeout` for the whole request instead of [`TIMEOUT`].
+pub fn get_within(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+    timeout: Duration,
+) -> std::io::Result<Response> {
+    let until = Instant::now() + timeout;
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-    s.set_read_timeout(Some(Duration::from_secs(20)))?;
+    s.set_write_timeout(Some(Duration::from_secs(5)))?;
     let extra: String = headers
         .iter()
         .map(|(k, v)| format!("{k}: {v}\r\n"))
@@ -41,16 +87,19 @@ pub fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> std::io::R
         format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{extra}\r\n")
             .as_bytes(),
     )?;
-    let mut r = BufReader::new(s);
+    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
+    let mut r = BufReader::new(Deadline { stream: s, until });
     let mut head = String::new();
     loop {
         let mut line = String::new();
-        if r.read_line(&mut line)? == 0 || line == "\r\n" {
+        if (&mut r).take(MAX_HEAD as u64).read_line(&mut line)? == 0 || line == "\r\n" {
             break;
         }
         head.push_str(&line);
+        if head.len() > MAX_HEAD {
+            return Err(bad("a head over MAX_HEAD"));
+        }
     }
-    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
     let status = head
         .split_ascii_whitespace()
         .nth(1)
@@ -68,9 +117,12 @@ pub fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> std::io::R
     {
         loop {
             let mut size = String::new();
-            r.read_line(&mut size)?;
+            (&mut r).take(1024).read_line(&mut size)?;
             let n = usize::from_str_radix(size.trim().split(';').next().unwrap_or(""), 16)
                 .map_err(|_| bad("a bad chunk size"))?;
+            if n > MAX_BODY - body.len() {
+                return Err(bad("a body over MAX_BODY"));
+            }
             let mut chunk = vec![0; n + 2];
             r.read_exact(&mut chunk)?;
             if n == 0 {
@@ -78,11 +130,20 @@ pub fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> std::io::R
             }
             body.extend_from_slice(&chunk[..n]);
         }
-    } else if let Some(n) = resp.header("Content-Length").and_then(|v| v.parse().ok()) {
+    } else if let Some(n) = resp
+        .header("Content-Length")
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        if n > MAX_BODY {
+            return Err(bad("a body over MAX_BODY"));
+        }
         body.resize(n, 0);
         r.read_exact(&mut body)?;
     } else {
-        r.read_to_end(&mut body)?;
+        r.take(MAX_BODY as u64 + 1).read_to_end(&mut body)?;
+        if body.len() > MAX_BODY {
+            return Err(bad("a body over MAX_BODY"));
+        }
     }
     resp.body = String::from_utf8(body).map_err(|_| bad("a body that is not UTF-8"))?;
     Ok(resp)
@@ -146,6 +207,34 @@ mod tests {
         assert_eq!(r.header("x-a"), Some("b"));
         let to_end = serve_once(b"HTTP/1.0 200 OK\r\n\r\nto the end");
         assert_eq!(get(to_end, "/", &[]).unwrap().body, "to the end");
+    }
+
+    /// A server that trickles chunks for ever, or announces a chunk of
+    /// 2^64 - 1 bytes: an error within the time given, not a hang or a
+    /// panic.
+    #[test]
+    fn a_trickling_or_lying_server_is_an_error_in_time() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let trickle = l.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut buf = [0; 1024];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+            while s.write_all(b"1\r\nx\r\n").is_ok() {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        let t = Instant::now();
+        let e = get_within(trickle, "/", &[], Duration::from_secs(1)).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::TimedOut, "{e}");
+        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+        let liar = serve_once(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\nx",
+        );
+        assert!(get(liar, "/", &[]).is_err());
+        let huge = serve_once(b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999\r\n\r\nx");
+        assert!(get(huge, "/", &[]).is_err());
     }
 
     #[test]
