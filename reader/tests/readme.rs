@@ -68,3 +68,75 @@ fn the_readme_writer_example_stays_alive_for_10_s_under_a_reader() {
     assert_eq!(seg.info().unwrap().liveness, Liveness::Closed);
     let _ = std::fs::remove_file("/dev/shm/myapp.perfabi");
 }
+
+/// The README's reader example (`reader/examples/read_counters.rs`, shown
+/// verbatim in "Reading a segment") run on a live `perfabi-exportd`: it
+/// lists the families and prints a rate of context switches that moves.
+#[test]
+fn the_readme_reader_example_reads_a_live_exporter() {
+    use perfabi_test_harness::{readme, workspace, KillOnDrop};
+    use std::process::{Command, Stdio};
+    readme::example("reader/examples/read_counters.rs");
+    let profile = workspace::profile_dir();
+    let exportd = workspace::workspace_bin(&profile, "perfabi-exportd", "perfabi-exportd");
+    let example = profile.join("examples/read_counters");
+    assert!(
+        example.exists(),
+        "{} (cargo test builds examples)",
+        example.display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let seg = dir.path().join("perfabi.seg");
+    let _w = KillOnDrop(
+        Command::new(exportd)
+            .arg("--path")
+            .arg(&seg)
+            .args(["--interval", "0.1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let end = Instant::now() + Duration::from_secs(10);
+    while Segment::open(&seg)
+        .and_then(|mut s| s.family("kernel.all.pswitch"))
+        .is_err()
+    {
+        assert!(
+            Instant::now() < end,
+            "perfabi-exportd published no kernel.all.pswitch"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = Command::new(&example).arg(&seg).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("READER-EXAMPLE {}", text.replace('\n', " | "));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("kernel.all.pswitch (counter, ")),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.starts_with("mem.physmem (")),
+        "{text}"
+    );
+    let rates: Vec<f64> = text
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("kernel.all.pswitch: ")?
+                .strip_suffix("/s")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    assert_eq!(rates.len(), 2, "{text}");
+    assert!(
+        rates.iter().all(|&r| r > 0.0),
+        "context switches stood still: {text}"
+    );
+}

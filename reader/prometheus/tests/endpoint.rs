@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use perfabi::{Buckets, FamilySpec, Kind, Semantics, Unit};
 use perfabi_shm::writer::{Config, Writer};
-use perfabi_test_harness::prometheus::{self, Prometheus, Target};
+use perfabi_test_harness::prometheus::{self, Prometheus};
 use perfabi_test_harness::python::{openmetrics_parsers, python_with};
-use perfabi_test_harness::{workload, KillOnDrop, Paced};
+use perfabi_test_harness::{readme, run_limited, workload, workspace, KillOnDrop, Paced};
 
 /// `perfabi-prometheus SEGMENT --listen 127.0.0.1:0`, and the address it
 /// says it serves.
@@ -405,7 +405,14 @@ fn a_real_prometheus_scrapes_rates_quantiles_and_labels() {
         })
     };
     let (_e, addr) = endpoint(&path);
-    let prom = Prometheus::start(&[Target::new("perfabi", addr)]);
+    // The README's scrape configuration, aimed at this test's endpoint.
+    let readme = readme::example("reader/prometheus/examples/prometheus.yml");
+    let config = readme.replace("'127.0.0.1:9464'", &format!("'{addr}'"));
+    assert_ne!(
+        config, readme,
+        "the README's configuration names no 127.0.0.1:9464"
+    );
+    let prom = Prometheus::with_scrape_configs(&config);
     std::thread::sleep(Duration::from_secs(12));
     let rate_q = "rate(perfabi_app_requests_total[5s])";
     let quantile_q = "histogram_quantile(0.5, sum by (le) (rate(perfabi_rpc_latency_bucket[5s])))";
@@ -433,4 +440,46 @@ fn a_real_prometheus_scrapes_rates_quantiles_and_labels() {
     assert_eq!(labels["handler"], "api", "{labels}");
     assert_eq!(labels["zone"], "a", "{labels}");
     assert_eq!(up, Some(1.0));
+}
+
+/// The README's quick start (`reader/prometheus/examples/quickstart.sh`,
+/// verbatim) with this build's programs, a private segment and a free
+/// loopback port: both pages, and both processes stopped by the script.
+#[test]
+fn the_readme_quickstart_serves_both_formats() {
+    let script = readme::example("reader/prometheus/examples/quickstart.sh");
+    let profile = workspace::profile_dir();
+    workspace::workspace_bin(&profile, "perfabi-exportd", "perfabi-exportd");
+    let dir = tempfile::tempdir().unwrap();
+    let seg = dir.path().join("perfabi.seg");
+    let listen = format!("127.0.0.1:{}", perfabi_test_harness::http::free_port());
+    let out = run_limited(
+        Command::new("sh")
+            .args(["-c", &script])
+            .env("BIN", &profile)
+            .env("SEGMENT", &seg)
+            .env("LISTEN", &listen),
+        Duration::from_secs(60),
+    );
+    println!("PROMETHEUS-QUICKSTART {}", out.stdout.replace('\n', " | "));
+    assert!(
+        out.status.is_some_and(|s| s.success()),
+        "{:?}: {}",
+        out.status,
+        out.stderr
+    );
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(
+        lines
+            .first()
+            .is_some_and(|l| l.starts_with("perfabi_kernel_all_pswitch_total ")),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(lines.last(), Some(&"# EOF"), "{}", out.stdout);
+    // The trap stopped both: nothing listens on the port any more.
+    assert!(
+        std::net::TcpStream::connect(&listen).is_err(),
+        "the endpoint outlived the script"
+    );
 }
