@@ -181,11 +181,18 @@ fn exportd(dir: &Path) -> (KillOnDrop, PathBuf) {
         .spawn()
         .unwrap();
     let guard = KillOnDrop(child);
+    // The segment appears before the exporter's first refresh has added
+    // its families: wait for the ones the tests read.
     let end = Instant::now() + Duration::from_secs(10);
-    while Segment::open(&path).is_err() {
+    let ready = |path: &Path| {
+        let mut seg = Segment::open(path)?;
+        seg.family("kernel.all.pswitch")?;
+        seg.family("exportd.refreshes")
+    };
+    while ready(&path).is_err() {
         assert!(
             Instant::now() < end,
-            "perfabi-exportd made no segment at {}",
+            "perfabi-exportd published no kernel.all.pswitch at {}",
             path.display()
         );
         std::thread::sleep(Duration::from_millis(20));
@@ -202,7 +209,7 @@ fn family_lines(snap: &perfabi_reader::Snapshot) -> Vec<String> {
             let mut l = format!(
                 "family {} kind={} unit={} instances={}",
                 f.name,
-                kind(f.kind),
+                f.kind.as_str(),
                 f.unit_text,
                 f.members.len()
             );
@@ -213,15 +220,6 @@ fn family_lines(snap: &perfabi_reader::Snapshot) -> Vec<String> {
             l
         })
         .collect()
-}
-
-fn kind(k: Kind) -> &'static str {
-    match k {
-        Kind::Counter => "counter",
-        Kind::Gauge => "gauge",
-        Kind::Peak => "peak",
-        Kind::Histogram => "histogram",
-    }
 }
 
 /// Runs the agent on `path` reading `counter`; checks its family list
