@@ -162,8 +162,9 @@ struct Made {
 
 /// The `perfabi.Family` objects a `Segment` made so far, by name: a family
 /// whose description did not change is not made again, nor its instances,
-/// so that a read makes only its values' objects. (They are immutable, so
-/// sharing them is safe.)
+/// so that a read makes only its values' objects. (They are immutable,
+/// their labels a read-only `perfabi._types.Labels`, so sharing them is
+/// safe.)
 ///
 /// The mutex is taken with the GIL held, and never held while Python code
 /// runs: that code may let another thread take the GIL, which may want the

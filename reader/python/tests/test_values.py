@@ -3,6 +3,7 @@ writer (support.EXPECTED, support.AGGREGATION), read through perfabi."""
 
 from __future__ import annotations
 
+import pickle
 import threading
 import time
 from pathlib import Path
@@ -155,3 +156,52 @@ def test_threads_share_a_segment(writer: Path) -> None:
         t.join()
     assert failures == []
     assert seg.stats() == perfabi.Stats(busy=0, stale=0, remaps=0, truncations=0)
+
+
+def test_values_are_immutable_hashable_and_pickle(writer: Path) -> None:
+    seg = perfabi.Segment(writer)
+    family = seg.family("app.requests")
+    put = family.instance("put")
+    # The Family and its Instances are shared by later reads: their labels
+    # cannot be changed under them.
+    with pytest.raises(TypeError):
+        put.labels["poisoned"] = "yes"  # type: ignore[index]
+    assert seg.family("app.requests") is family
+    for seen in (
+        seg.family("app.requests").instance("put"),
+        seg.read("app.requests").instance("put").instance,
+        seg.snapshot().family("app.requests").instance("put").instance,
+    ):
+        assert seen.labels == {"method": "PUT", "idempotent": "yes"}
+    # A mapping given to an Instance is copied.
+    mine = {"method": "PUT", "idempotent": "yes"}
+    made = perfabi.Instance(name="put", id=put.id, labels=mine)
+    mine["method"] = "POST"
+    assert made == put and made.labels["method"] == "PUT"
+    assert dict(put.labels) == {"method": "PUT", "idempotent": "yes"} and len(put.labels) == 2
+
+    snap = seg.snapshot()
+    latency = snap.family("app.latency")
+    histogram = latency.instance("get").total
+    damon = seg.damon()
+    values: list[object] = [
+        family,
+        put,
+        family.unit,
+        snap,
+        latency,
+        latency.instance("get"),
+        histogram,
+        seg.read("app.requests"),
+        seg.counter("app.ticks"),
+        damon,
+        damon.aggregations[0],
+        damon.aggregations[0].regions[0],
+        seg.info(),
+        seg.stats(),
+    ]
+    for v in values:
+        back = pickle.loads(pickle.dumps(v))
+        assert back == v and hash(back) == hash(v), type(v).__name__
+    assert hash(made) == hash(put) and len({family, seg.family("app.requests"), made, put}) == 2
+    assert pickle.loads(pickle.dumps(put)).labels["idempotent"] == "yes"
