@@ -10,6 +10,7 @@ from pathlib import Path
 
 import perfabi
 import pytest
+from support import ScriptedWriter
 
 
 def test_a_missing_file(tmp_path: Path) -> None:
@@ -108,6 +109,21 @@ def test_the_segment_default_path(writer: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("PERFABI_SEGMENT", str(writer))
     assert perfabi.default_path() == str(writer)
     assert perfabi.Segment().path == str(writer)
+
+
+def test_a_family_or_counter_deleted_between_reads_is_no_longer_there(scripted: ScriptedWriter) -> None:
+    scripted.do("add app.doomed")
+    scripted.do("add-counter app.flat")
+    seg = perfabi.Segment(scripted.path)
+    # The family's handle is kept for the next read, and found stale then.
+    assert seg.read("app.doomed").instance().instance.labels == {"pid": "1"}
+    assert seg.counter("app.flat").total == 0
+    scripted.do("del app.doomed")
+    scripted.do("del-counter app.flat")
+    with pytest.raises(perfabi.NoSuchFamilyError):
+        seg.read("app.doomed")
+    with pytest.raises(perfabi.NoSuchCounterError):
+        seg.counter("app.flat")
 
 
 ERRORS = [
