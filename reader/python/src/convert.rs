@@ -221,6 +221,11 @@ impl Families {
         drop(gone);
     }
 
+    /// How many families are kept.
+    pub(crate) fn len(&self) -> usize {
+        self.map().len()
+    }
+
     pub(crate) fn family<'py>(&self, py: Python<'py>, f: &Family) -> PyResult<Bound<'py, PyAny>> {
         self.get(py, f).map(|(family, _)| family)
     }

@@ -225,6 +225,16 @@ impl Segment {
         });
     }
 
+    /// For the tests: how many family handles and `perfabi.Family` objects
+    /// the Segment keeps (not in the stubs).
+    fn _cache_sizes(&self, py: Python<'_>) -> (usize, usize) {
+        let handles = py.detach(|| {
+            let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            state.handles.len()
+        });
+        (handles, self.families.len())
+    }
+
     /// `with Segment(...) as seg:` closes it at the end of the block.
     fn __enter__(slf: Py<Self>) -> Py<Self> {
         slf

@@ -64,6 +64,14 @@ def eventually_raises(what: str, cls: type[E], attempt: Callable[[], object], li
         time.sleep(0.02)
 
 
+def cache_sizes(seg: perfabi.Segment) -> tuple[int, int]:
+    """How many family handles and Family objects ``seg`` keeps (a hook of
+    the native module for the tests, not in the stubs)."""
+    handles, families = getattr(seg, "_cache_sizes")()
+    assert isinstance(handles, int) and isinstance(families, int)
+    return handles, families
+
+
 class Child:
     """A child process, killed and reaped when the test ends."""
 
