@@ -164,7 +164,9 @@ struct Made {
 /// whose description did not change is not made again, nor its instances,
 /// so that a read makes only its values' objects. (They are immutable,
 /// their labels a read-only `perfabi._types.Labels`, so sharing them is
-/// safe.)
+/// safe.) Only live families' are kept: `families()` and `snapshot()`
+/// prune them, and so does the `Segment` when it prunes its family handles
+/// (see `handles.rs`).
 ///
 /// The mutex is taken with the GIL held, and never held while Python code
 /// runs: that code may let another thread take the GIL, which may want the
@@ -206,7 +208,7 @@ impl Families {
 
     /// Forgets the families not named in `live`, the names of every live
     /// family of the segment.
-    fn keep_only<'a>(&self, live: impl IntoIterator<Item = &'a str>) {
+    pub(crate) fn keep_only<'a>(&self, live: impl IntoIterator<Item = &'a str>) {
         let live: HashSet<&str> = live.into_iter().collect();
         let gone: Vec<Made> = {
             let mut map = self.map();
@@ -224,6 +226,13 @@ impl Families {
     /// How many families are kept.
     pub(crate) fn len(&self) -> usize {
         self.map().len()
+    }
+
+    /// Forgets every family (the segment was closed).
+    pub(crate) fn clear(&self) {
+        let gone = std::mem::take(&mut *self.map());
+        // Released once the mutex is.
+        drop(gone);
     }
 
     pub(crate) fn family<'py>(&self, py: Python<'py>, f: &Family) -> PyResult<Bound<'py, PyAny>> {

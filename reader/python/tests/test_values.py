@@ -10,7 +10,7 @@ from pathlib import Path
 
 import perfabi
 import pytest
-from support import AGGREGATION, EXPECTED, check_totals, eventually
+from support import AGGREGATION, EXPECTED, ScriptedWriter, cache_sizes, check_totals, eventually
 
 
 def test_families_instances_and_units_are_as_registered(writer: Path) -> None:
@@ -205,3 +205,25 @@ def test_values_are_immutable_hashable_and_pickle(writer: Path) -> None:
         assert back == v and hash(back) == hash(v), type(v).__name__
     assert hash(made) == hash(put) and len({family, seg.family("app.requests"), made, put}) == 2
     assert pickle.loads(pickle.dumps(put)).labels["idempotent"] == "yes"
+
+
+def test_a_segment_keeps_only_what_it_needs_of_families_that_come_and_go(scripted: ScriptedWriter) -> None:
+    scripted.do("add app.kept")
+    seg = perfabi.Segment(scripted.path)
+    kept = seg.family("app.kept")
+    # A writer that names a family after each process it watches.
+    for n in range(100):
+        name = f"app.pid{n}"
+        scripted.do(f"add {name}")
+        if n % 2:
+            assert seg.read(name).family.name == name
+        else:
+            assert seg.family(name).name == name
+        scripted.do(f"del {name}")
+        # What is still there is still shared.
+        assert seg.read("app.kept").family is kept
+    handles, families = cache_sizes(seg)
+    assert handles <= 2 and families <= 2, f"{handles} handles, {families} families kept"
+    assert seg.family("app.kept") is kept
+    seg.close()
+    assert cache_sizes(seg) == (0, 0)

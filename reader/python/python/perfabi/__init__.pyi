@@ -145,7 +145,8 @@ class Segment:
         """What this Segment's reads ran into so far."""
 
     def close(self) -> None:
-        """Unmaps the segment; later calls raise ValueError."""
+        """Unmaps the segment and forgets its families; later calls raise
+        ValueError."""
 
     def __enter__(self) -> Segment: ...
     def __exit__(
