@@ -162,8 +162,11 @@ struct Made {
 
 /// The `perfabi.Family` objects a `Segment` made so far, by name: a family
 /// whose description did not change is not made again, nor its instances,
-/// so that a read makes only its values' objects. (They are immutable, so
-/// sharing them is safe.)
+/// so that a read makes only its values' objects. (They are immutable,
+/// their labels a read-only `perfabi._types.Labels`, so sharing them is
+/// safe.) Only live families' are kept: `families()` and `snapshot()`
+/// prune them, and so does the `Segment` when it prunes its family handles
+/// (see `handles.rs`).
 ///
 /// The mutex is taken with the GIL held, and never held while Python code
 /// runs: that code may let another thread take the GIL, which may want the
@@ -205,7 +208,7 @@ impl Families {
 
     /// Forgets the families not named in `live`, the names of every live
     /// family of the segment.
-    fn keep_only<'a>(&self, live: impl IntoIterator<Item = &'a str>) {
+    pub(crate) fn keep_only<'a>(&self, live: impl IntoIterator<Item = &'a str>) {
         let live: HashSet<&str> = live.into_iter().collect();
         let gone: Vec<Made> = {
             let mut map = self.map();
@@ -216,6 +219,18 @@ impl Families {
                 .collect();
             names.iter().filter_map(|n| map.remove(n)).collect()
         };
+        // Released once the mutex is.
+        drop(gone);
+    }
+
+    /// How many families are kept.
+    pub(crate) fn len(&self) -> usize {
+        self.map().len()
+    }
+
+    /// Forgets every family (the segment was closed).
+    pub(crate) fn clear(&self) {
+        let gone = std::mem::take(&mut *self.map());
         // Released once the mutex is.
         drop(gone);
     }

@@ -20,6 +20,11 @@ fn class_name(e: &Error) -> &'static str {
         Error::NotASegmentFile(..) | Error::Sparse { .. } | Error::TooLarge { .. } => {
             "NotASegmentError"
         }
+        // A handle refused by the read that followed its look-up in the
+        // same call (one kept from an earlier call is looked up again):
+        // what it named was deleted, or the segment created again, in
+        // between. Not a malformed segment.
+        Error::Abi(perfabi::Error::UnknownInstance) => "UnknownInstanceError",
         Error::Abi(_) => "AbiError",
         Error::Busy(_) => "BusyError",
         Error::Stale { .. } => "StaleError",
@@ -59,6 +64,17 @@ fn exception(py: Python<'_>, e: &Error) -> PyResult<PyErr> {
         Error::Io(_, io) => extra.set_item("errno", io.raw_os_error())?,
         _ => {}
     }
-    let value = class.call((e.to_string(), e.code(), e.is_transient()), Some(&extra))?;
+    let (message, transient) = match e {
+        // The reader's "bad segment: no live instance with this id" is about
+        // an id Python never sees; reading again looks the name up afresh.
+        Error::Abi(perfabi::Error::UnknownInstance) => (
+            "what was being read was deleted, or its segment created again, \
+             during the read: read it again"
+                .to_string(),
+            true,
+        ),
+        _ => (e.to_string(), e.is_transient()),
+    };
+    let value = class.call((message, e.code(), transient), Some(&extra))?;
     Ok(PyErr::from_value(value))
 }

@@ -14,6 +14,7 @@
 
 mod convert;
 mod errors;
+mod handles;
 mod segment;
 
 use pyo3::prelude::*;

@@ -7,7 +7,6 @@
 //! threads sharing one `Segment` take turns and none of them can hold the
 //! GIL while it waits for another's read.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
@@ -17,17 +16,15 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
-use crate::convert::{self, Families, FamilyReadings, SnapshotReadings};
+use crate::convert::{self, Families, SnapshotReadings};
 use crate::errors;
-
-/// The family handles looked up so far, by family name, each with the
-/// buffer its reads fill.
-type Handles = HashMap<String, (reader::FamilyHandle, reader::FamilyValues)>;
+use crate::handles::Handles;
 
 /// The segment as the mutex guards it.
 struct State {
     /// `None` once closed.
     seg: Option<reader::Segment>,
+    /// Its families' handles, kept for their next reads.
     handles: Handles,
 }
 
@@ -47,7 +44,8 @@ struct State {
 pub struct Segment {
     path: PathBuf,
     state: Mutex<State>,
-    /// The Python objects of its families, made once per description.
+    /// The Python objects of its families, made once per description
+    /// (pruned with the handles).
     families: Families,
 }
 
@@ -60,51 +58,28 @@ enum Uids {
 
 impl Segment {
     /// Runs `f` on the open segment with the GIL released; the reader's
-    /// error becomes its exception, a closed `Segment` a `ValueError`.
+    /// error becomes its exception, a closed `Segment` a `ValueError`. The
+    /// families' Python objects are then pruned as the handles were.
     fn with<T: Send>(
         &self,
         py: Python<'_>,
         f: impl FnOnce(&mut reader::Segment, &mut Handles) -> Result<T, reader::Error> + Send,
     ) -> PyResult<T> {
-        let r = py.detach(|| {
+        let (r, live) = py.detach(|| {
             let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             let State { seg, handles } = &mut *state;
-            seg.as_mut().map(|seg| f(seg, handles))
+            let r = seg.as_mut().map(|seg| f(seg, handles));
+            (r, handles.take_live())
         });
+        if let Some(live) = live {
+            self.families.keep_only(live.iter().map(String::as_str));
+        }
         match r {
             Some(r) => r.map_err(|e| errors::to_py(py, e)),
             None => Err(PyValueError::new_err(format!(
                 "the perfabi.Segment of {} is closed",
                 self.path.display()
             ))),
-        }
-    }
-}
-
-/// One family's values through its cached handle (looked up on first use).
-/// A handle the reader refuses — its family was deleted, or the segment
-/// created again by a new writer — is looked up again once.
-fn read_family(
-    seg: &mut reader::Segment,
-    handles: &mut Handles,
-    name: &str,
-) -> Result<FamilyReadings, reader::Error> {
-    // The hot path does not look at the path or the writer by itself.
-    seg.check()?;
-    let mut looked_up = false;
-    loop {
-        if !handles.contains_key(name) {
-            let h = seg.family_handle(name)?;
-            handles.insert(name.to_owned(), (h, reader::FamilyValues::default()));
-            looked_up = true;
-        }
-        let (h, v) = handles.get_mut(name).expect("inserted above");
-        match seg.read_family(h, v) {
-            Ok(_) => return Ok(FamilyReadings::of_handle(h, v)),
-            Err(reader::Error::Abi(perfabi::Error::UnknownInstance)) if !looked_up => {
-                handles.remove(name);
-            }
-            Err(e) => return Err(e),
         }
     }
 }
@@ -146,7 +121,7 @@ impl Segment {
             path,
             state: Mutex::new(State {
                 seg: Some(seg),
-                handles: HashMap::new(),
+                handles: Handles::default(),
             }),
             families: Families::default(),
         })
@@ -173,25 +148,33 @@ impl Segment {
 
     /// Every metric family with its live instances.
     fn families<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
-        let fs = self.with(py, |seg, _| seg.families())?;
+        let fs = self.with(py, |seg, handles| {
+            let fs = seg.families()?;
+            handles.keep_families(&fs);
+            Ok(fs)
+        })?;
         self.families.families(py, &fs)
     }
 
     /// The family called `name`, with its live instances.
     fn family<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-        let f = self.with(py, |seg, _| seg.family(name))?;
+        let f = self.with(py, |seg, handles| handles.family(seg, name))?;
         self.families.family(py, &f)
     }
 
     /// One family's values, every instance on every CPU, in one generation.
     fn read<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-        let r = self.with(py, |seg, handles| read_family(seg, handles, name))?;
+        let r = self.with(py, |seg, handles| handles.read(seg, name))?;
         self.families.values(py, &r)
     }
 
     /// Every family's values in one consistent generation.
     fn snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let s = self.with(py, |seg, _| seg.snapshot().map(SnapshotReadings::of))?;
+        let s = self.with(py, |seg, handles| {
+            let s = seg.snapshot()?;
+            handles.keep_families(&s.families);
+            Ok(SnapshotReadings::of(s))
+        })?;
         self.families.snapshot(py, &s)
     }
 
@@ -213,8 +196,8 @@ impl Segment {
         convert::stats(py, &s)
     }
 
-    /// Unmaps the segment; later calls raise ValueError. Closing twice is
-    /// allowed.
+    /// Unmaps the segment and forgets its families; later calls raise
+    /// ValueError. Closing twice is allowed.
     fn close(&self, py: Python<'_>) {
         py.detach(|| {
             let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -223,6 +206,17 @@ impl Segment {
             // Unmapped once the mutex is released.
             drop(closed);
         });
+        self.families.clear();
+    }
+
+    /// For the tests: how many family handles and `perfabi.Family` objects
+    /// the Segment keeps (not in the stubs).
+    fn _cache_sizes(&self, py: Python<'_>) -> (usize, usize) {
+        let handles = py.detach(|| {
+            let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            state.handles.len()
+        });
+        (handles, self.families.len())
     }
 
     /// `with Segment(...) as seg:` closes it at the end of the block.

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from support import Exportd, live_writer
+from support import Exportd, ScriptedWriter, live_writer
 
 
 @pytest.fixture
@@ -25,3 +25,11 @@ def writer(tmp_path: Path) -> Iterator[Path]:
     child = live_writer(path)
     yield path
     child.stop()
+
+
+@pytest.fixture
+def scripted(tmp_path: Path) -> Iterator[ScriptedWriter]:
+    """The test's own writer, doing what the test tells it."""
+    w = ScriptedWriter(tmp_path / "scripted.seg")
+    yield w
+    w.stop()

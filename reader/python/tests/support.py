@@ -64,6 +64,14 @@ def eventually_raises(what: str, cls: type[E], attempt: Callable[[], object], li
         time.sleep(0.02)
 
 
+def cache_sizes(seg: perfabi.Segment) -> tuple[int, int]:
+    """How many family handles and Family objects ``seg`` keeps (a hook of
+    the native module for the tests, not in the stubs)."""
+    handles, families = getattr(seg, "_cache_sizes")()
+    assert isinstance(handles, int) and isinstance(families, int)
+    return handles, families
+
+
 class Child:
     """A child process, killed and reaped when the test ends."""
 
@@ -153,6 +161,50 @@ def live_writer(path: Path) -> Child:
     eventually("its families are there", lambda: seg.family("app.size"))
     seg.close()
     return child
+
+
+class ScriptedWriter:
+    """The test writer doing what it is told, one line at a time (venv.rs,
+    ``scripted``): ``add NAME``/``del NAME`` a family of one instance,
+    ``add-counter NAME``/``del-counter NAME`` a flat counter, ``busy``/``idle``
+    CPU 0's block. Its values never move."""
+
+    ANSWER = "perfabi-writer> "
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.proc = subprocess.Popen(
+            writer_argv(),
+            env={**os.environ, **writer_env(path, "scripted")},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self._answer()
+
+    def do(self, command: str) -> None:
+        """Has the writer do ``command``; fails the test if it could not."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        self._answer(command)
+
+    def _answer(self, command: str = "start") -> None:
+        assert self.proc.stdout is not None
+        # libtest prints its own lines on the same output.
+        for line in self.proc.stdout:
+            _, found, answer = line.partition(self.ANSWER)
+            if found:
+                assert answer.strip() == "ok", f"{command}: {answer.strip()}"
+                return
+        raise AssertionError(f"{command}: the scripted writer ended ({self.proc.wait(timeout=10)})")
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                pipe.close()
 
 
 def stuck_writer(path: Path) -> None:

@@ -6,10 +6,14 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
+import threading
+import time
 from pathlib import Path
+from typing import Callable
 
 import perfabi
 import pytest
+from support import ScriptedWriter
 
 
 def test_a_missing_file(tmp_path: Path) -> None:
@@ -110,6 +114,66 @@ def test_the_segment_default_path(writer: Path, monkeypatch: pytest.MonkeyPatch)
     assert perfabi.Segment().path == str(writer)
 
 
+def test_a_family_or_counter_deleted_between_reads_is_no_longer_there(scripted: ScriptedWriter) -> None:
+    scripted.do("add app.doomed")
+    scripted.do("add-counter app.flat")
+    seg = perfabi.Segment(scripted.path)
+    # The family's handle is kept for the next read, and found stale then.
+    assert seg.read("app.doomed").instance().instance.labels == {"pid": "1"}
+    assert seg.counter("app.flat").total == 0
+    scripted.do("del app.doomed")
+    scripted.do("del-counter app.flat")
+    with pytest.raises(perfabi.NoSuchFamilyError):
+        seg.read("app.doomed")
+    with pytest.raises(perfabi.NoSuchCounterError):
+        seg.counter("app.flat")
+
+
+def read_while_deleted(scripted: ScriptedWriter, read: Callable[[], object], delete: str) -> BaseException:
+    """What ``read()`` raises when what it reads is deleted during the
+    read: after it was looked up, while it waits for CPU 0's block (made
+    busy meanwhile)."""
+    scripted.do("busy")
+    outcome: list[BaseException] = []
+
+    def reading() -> None:
+        try:
+            read()
+        except BaseException as e:  # noqa: BLE001 -- checked below
+            outcome.append(e)
+
+    t = time.monotonic()
+    reader = threading.Thread(target=reading)
+    reader.start()
+    time.sleep(0.5)  # it has looked the name up, and waits for CPU 0
+    scripted.do(delete)
+    scripted.do("idle")
+    reader.join()
+    assert time.monotonic() - t >= 0.5
+    assert len(outcome) == 1, "the read did not fail"
+    return outcome[0]
+
+
+def test_a_family_or_counter_deleted_during_a_read_is_not_a_bad_segment(scripted: ScriptedWriter) -> None:
+    scripted.do("add app.doomed")
+    scripted.do("add-counter app.flat")
+    seg = perfabi.Segment(scripted.path, busy_timeout=10.0)
+    for read, delete in [
+        (lambda: seg.read("app.doomed"), "del app.doomed"),
+        (lambda: seg.counter("app.flat"), "del-counter app.flat"),
+    ]:
+        error = read_while_deleted(scripted, read, delete)
+        # Not a malformed segment: what was read is gone; read it again.
+        assert not isinstance(error, perfabi.AbiError), repr(error)
+        assert isinstance(error, perfabi.UnknownInstanceError) and isinstance(error, KeyError), repr(error)
+        assert (error.code, error.transient) == ("unknown-instance", True)
+        assert "deleted" in str(error) and "again" in str(error)
+    with pytest.raises(perfabi.NoSuchFamilyError):
+        seg.read("app.doomed")
+    with pytest.raises(perfabi.NoSuchCounterError):
+        seg.counter("app.flat")
+
+
 ERRORS = [
     perfabi.NotFoundError,
     perfabi.IoError,
@@ -125,6 +189,7 @@ ERRORS = [
     perfabi.HeaderChangedError,
     perfabi.NoSuchFamilyError,
     perfabi.NoSuchCounterError,
+    perfabi.UnknownInstanceError,
 ]
 
 

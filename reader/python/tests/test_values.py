@@ -3,13 +3,14 @@ writer (support.EXPECTED, support.AGGREGATION), read through perfabi."""
 
 from __future__ import annotations
 
+import pickle
 import threading
 import time
 from pathlib import Path
 
 import perfabi
 import pytest
-from support import AGGREGATION, EXPECTED, check_totals, eventually
+from support import AGGREGATION, EXPECTED, ScriptedWriter, cache_sizes, check_totals, eventually
 
 
 def test_families_instances_and_units_are_as_registered(writer: Path) -> None:
@@ -155,3 +156,74 @@ def test_threads_share_a_segment(writer: Path) -> None:
         t.join()
     assert failures == []
     assert seg.stats() == perfabi.Stats(busy=0, stale=0, remaps=0, truncations=0)
+
+
+def test_values_are_immutable_hashable_and_pickle(writer: Path) -> None:
+    seg = perfabi.Segment(writer)
+    family = seg.family("app.requests")
+    put = family.instance("put")
+    # The Family and its Instances are shared by later reads: their labels
+    # cannot be changed under them.
+    with pytest.raises(TypeError):
+        put.labels["poisoned"] = "yes"  # type: ignore[index]
+    assert seg.family("app.requests") is family
+    for seen in (
+        seg.family("app.requests").instance("put"),
+        seg.read("app.requests").instance("put").instance,
+        seg.snapshot().family("app.requests").instance("put").instance,
+    ):
+        assert seen.labels == {"method": "PUT", "idempotent": "yes"}
+    # A mapping given to an Instance is copied.
+    mine = {"method": "PUT", "idempotent": "yes"}
+    made = perfabi.Instance(name="put", id=put.id, labels=mine)
+    mine["method"] = "POST"
+    assert made == put and made.labels["method"] == "PUT"
+    assert dict(put.labels) == {"method": "PUT", "idempotent": "yes"} and len(put.labels) == 2
+
+    snap = seg.snapshot()
+    latency = snap.family("app.latency")
+    histogram = latency.instance("get").total
+    damon = seg.damon()
+    values: list[object] = [
+        family,
+        put,
+        family.unit,
+        snap,
+        latency,
+        latency.instance("get"),
+        histogram,
+        seg.read("app.requests"),
+        seg.counter("app.ticks"),
+        damon,
+        damon.aggregations[0],
+        damon.aggregations[0].regions[0],
+        seg.info(),
+        seg.stats(),
+    ]
+    for v in values:
+        back = pickle.loads(pickle.dumps(v))
+        assert back == v and hash(back) == hash(v), type(v).__name__
+    assert hash(made) == hash(put) and len({family, seg.family("app.requests"), made, put}) == 2
+    assert pickle.loads(pickle.dumps(put)).labels["idempotent"] == "yes"
+
+
+def test_a_segment_keeps_only_what_it_needs_of_families_that_come_and_go(scripted: ScriptedWriter) -> None:
+    scripted.do("add app.kept")
+    seg = perfabi.Segment(scripted.path)
+    kept = seg.family("app.kept")
+    # A writer that names a family after each process it watches.
+    for n in range(100):
+        name = f"app.pid{n}"
+        scripted.do(f"add {name}")
+        if n % 2:
+            assert seg.read(name).family.name == name
+        else:
+            assert seg.family(name).name == name
+        scripted.do(f"del {name}")
+        # What is still there is still shared.
+        assert seg.read("app.kept").family is kept
+    handles, families = cache_sizes(seg)
+    assert handles <= 2 and families <= 2, f"{handles} handles, {families} families kept"
+    assert seg.family("app.kept") is kept
+    seg.close()
+    assert cache_sizes(seg) == (0, 0)

@@ -28,8 +28,9 @@ const EXAMPLE: &str = "reader/python/examples/top_counters.py";
 
 /// The segment path of a [`python_test_writer`] process.
 const WRITER_PATH: &str = "PERFABI_PY_WRITER";
-/// What it does: `live` (updates its families until killed) or `stuck`
-/// (dies mid-update: CPU 0's sequence word left odd).
+/// What it does: `live` (updates its families until killed), `stuck`
+/// (dies mid-update: CPU 0's sequence word left odd) or `scripted` (what
+/// the lines of its standard input say: see [`scripted`]).
 const WRITER_MODE: &str = "PERFABI_PY_WRITER_MODE";
 
 #[test]
@@ -228,7 +229,8 @@ fn python_test_writer() {
     match std::env::var(WRITER_MODE).as_deref() {
         Ok("live") => live(&path),
         Ok("stuck") => stuck(&path),
-        other => panic!("{WRITER_MODE}: {other:?} is neither live nor stuck"),
+        Ok("scripted") => scripted(&path),
+        other => panic!("{WRITER_MODE}: {other:?} is not live, stuck or scripted"),
     }
 }
 
@@ -380,4 +382,93 @@ fn stuck(path: &Path) {
     // drop.
     std::mem::forget(w);
     std::process::exit(0);
+}
+
+/// What a [`scripted`] writer puts before each of its answers (libtest
+/// prints its own lines on the same standard output).
+const ANSWER: &str = "perfabi-writer> ";
+
+/// A writer that does what each line of its standard input says, and
+/// answers each (and its start) with a line `ANSWER ok` or `ANSWER
+/// error: why` (`support.ScriptedWriter` drives it):
+///
+/// - `add NAME`, `del NAME`: registers a counter family of one instance
+///   (labelled `pid=1`), or deletes it;
+/// - `add-counter NAME`, `del-counter NAME`: the same for a flat (ABI
+///   1.0) counter;
+/// - `busy`, `idle`: makes CPU 0's block busy (its sequence word odd, as a
+///   writer that died mid-update leaves it), or quiet again.
+///
+/// Its values never move, and it refreshes no heartbeat (which would
+/// repair a busy block): the heartbeat interval is long enough for a test.
+/// It stops at the end of its input.
+fn scripted(path: &Path) {
+    use std::collections::HashMap;
+    use std::io::{BufRead, Write};
+
+    let w = Writer::create(
+        path,
+        &Config {
+            max_instances: 64,
+            max_families: 64,
+            max_members: 64,
+            damon_capacity: 0,
+            heartbeat_interval: Duration::from_secs(60),
+            auto_heartbeat: false,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    let mut families = HashMap::new();
+    let mut counters = HashMap::new();
+    let mut quiet = None;
+    let answer = |r: Result<(), String>| {
+        let line = match r {
+            Ok(()) => format!("{ANSWER}ok\n"),
+            Err(e) => format!("{ANSWER}error: {e}\n"),
+        };
+        let mut out = std::io::stdout().lock();
+        out.write_all(line.as_bytes()).unwrap();
+        out.flush().unwrap();
+    };
+    answer(Ok(()));
+    for line in std::io::stdin().lock().lines() {
+        let line = line.unwrap();
+        let r = match line.split_once(' ').unwrap_or((line.as_str(), "")) {
+            ("add", name) => {
+                let spec = FamilySpec::new(name, "", "", Kind::Counter, Unit::COUNT);
+                w.add_family(&spec).and_then(|f| {
+                    w.add_member(f, "", &[("pid", "1")])?;
+                    families.insert(name.to_string(), f);
+                    Ok(())
+                })
+            }
+            ("del", name) => match families.remove(name) {
+                Some(f) => w.del_family(f),
+                None => Err(perfabi::Error::UnknownInstance),
+            },
+            ("add-counter", name) => w.add(name, "count", Semantics::Counter).map(|c| {
+                counters.insert(name.to_string(), c);
+            }),
+            ("del-counter", name) => match counters.remove(name) {
+                Some(c) => w.del(c),
+                None => Err(perfabi::Error::UnknownInstance),
+            },
+            ("busy", "") => {
+                quiet = Some(perfabi_test_harness::forge::set_cpu_sequence(path, 0, None));
+                Ok(())
+            }
+            ("idle", "") => {
+                if let Some(seq) = quiet.take() {
+                    perfabi_test_harness::forge::set_cpu_sequence(path, 0, Some(seq));
+                }
+                Ok(())
+            }
+            _ => {
+                answer(Err(format!("what is {line:?}?")));
+                continue;
+            }
+        };
+        answer(r.map_err(|e| e.to_string()));
+    }
 }

@@ -33,6 +33,7 @@ from perfabi._errors import (
     StaleError,
     SymlinkError,
     TruncatedError,
+    UnknownInstanceError,
     UntrustedError,
 )
 from perfabi._perfabi import Segment, __version__, default_path
@@ -85,6 +86,7 @@ __all__ = [
     "SymlinkError",
     "TruncatedError",
     "Unit",
+    "UnknownInstanceError",
     "UntrustedError",
     "Value",
     "ValueType",

@@ -22,6 +22,7 @@ from perfabi._errors import RacedError as RacedError
 from perfabi._errors import StaleError as StaleError
 from perfabi._errors import SymlinkError as SymlinkError
 from perfabi._errors import TruncatedError as TruncatedError
+from perfabi._errors import UnknownInstanceError as UnknownInstanceError
 from perfabi._errors import UntrustedError as UntrustedError
 from perfabi._types import Aggregation as Aggregation
 from perfabi._types import Counter as Counter
@@ -71,6 +72,7 @@ __all__ = [
     "SymlinkError",
     "TruncatedError",
     "Unit",
+    "UnknownInstanceError",
     "UntrustedError",
     "Value",
     "ValueType",
@@ -125,13 +127,16 @@ class Segment:
 
     def read(self, name: str) -> FamilyValues:
         """One family's values, every instance on every CPU, in one
-        generation, through a handle kept for the next read."""
+        generation, through a handle kept for the next read
+        (NoSuchFamilyError if none; UnknownInstanceError, transient, if it
+        was deleted during the read)."""
 
     def snapshot(self) -> Snapshot:
         """Every family's values in one consistent generation."""
 
     def counter(self, name: str) -> Counter:
-        """One flat (ABI 1.0) counter (NoSuchCounterError if none)."""
+        """One flat (ABI 1.0) counter (NoSuchCounterError if none;
+        UnknownInstanceError, transient, if it was deleted during the read)."""
 
     def damon(self) -> Damon:
         """The latest complete DAMON aggregation of every (monitor, target)."""
@@ -140,7 +145,8 @@ class Segment:
         """What this Segment's reads ran into so far."""
 
     def close(self) -> None:
-        """Unmaps the segment; later calls raise ValueError."""
+        """Unmaps the segment and forgets its families; later calls raise
+        ValueError."""
 
     def __enter__(self) -> Segment: ...
     def __exit__(

@@ -2,7 +2,7 @@
 meaning.
 
 Every one is a :class:`Error`, whose ``str()`` is the reader's message
-(it says what to do), ``code`` the stable code of ``spec/PERFABI.md``
+(it says what to do; :class:`UnknownInstanceError`'s is the module's own), ``code`` the stable code of ``spec/PERFABI.md``
 §11.6 (or of §8 for a malformed segment: ``"bad-magic"``,
 ``"unsupported-major"``, …) and ``transient`` whether a later read may
 succeed by itself. Some are also the built-in exception that means the
@@ -22,7 +22,8 @@ same, so ``except FileNotFoundError`` or ``except KeyError`` work too::
     ├── TruncatedError                      truncated-while-mapped
     ├── HeaderChangedError                  header-changed
     ├── NoSuchFamilyError (KeyError)        no-such-family
-    └── NoSuchCounterError (KeyError)       no-such-counter
+    ├── NoSuchCounterError (KeyError)       no-such-counter
+    └── UnknownInstanceError (KeyError)     unknown-instance
 """
 
 from __future__ import annotations
@@ -157,3 +158,10 @@ class NoSuchFamilyError(Error, KeyError):
 
 class NoSuchCounterError(Error, KeyError):
     """No live flat (ABI 1.0) counter has this name."""
+
+
+class UnknownInstanceError(Error, KeyError):
+    """The family or counter being read was deleted, or the segment created
+    again by a new writer, during the read (after it was looked up). It is
+    transient: read it again, which looks it up afresh (NoSuchFamilyError or
+    NoSuchCounterError if it is gone for good)."""

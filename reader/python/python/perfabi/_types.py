@@ -1,14 +1,16 @@
 """The values a :class:`perfabi.Segment` returns: plain, frozen dataclasses.
 
 The native module builds them from what the Rust reader read; they hold no
-reference to the segment and stay valid after it is closed. Sequences are
-tuples (the objects are immutable); labels are a dict.
+reference to the segment and stay valid after it is closed. They are
+immutable, so a Segment shares a family's objects between its reads, and
+hashable: sequences are tuples, labels a read-only :class:`Labels`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Callable, Iterable, Literal, TypeVar, Union
+from typing import Any, Callable, Iterable, Iterator, Literal, NoReturn, TypeVar, Union
 
 
 Kind = Literal["counter", "gauge", "peak", "histogram"]
@@ -45,16 +47,62 @@ class Unit:
     factor: float
 
 
+class Labels(Mapping[str, str]):
+    """An instance's extra labels, key to value: a read-only mapping
+    (``dict(labels)`` is a copy to change), hashable, and equal to any
+    mapping with the same items, a dict included."""
+
+    __slots__ = ("_items",)
+    _items: dict[str, str]
+
+    def __init__(self, items: Mapping[str, str] | Iterable[tuple[str, str]] = ()) -> None:
+        # A copy: the caller's mapping may change later.
+        object.__setattr__(self, "_items", dict(items))
+
+    def __getitem__(self, key: str) -> str:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Labels):
+            return self._items == other._items
+        if isinstance(other, Mapping):
+            return self._items == dict(other.items())
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._items.items()))
+
+    def __repr__(self) -> str:
+        return f"Labels({self._items!r})"
+
+    def __setattr__(self, name: str, value: object) -> NoReturn:
+        raise AttributeError(f"Labels are read-only: cannot set {name}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Labels, (self._items,))
+
+
 @dataclass(frozen=True)
 class Instance:
     """One instance of a family: its value of the family's dimension
     (``"sda"``; ``""`` for the only instance of a family without one), its
     instance number (stable for that name within the family) and its extra
-    labels."""
+    labels (any mapping given is kept as a read-only :class:`Labels`
+    copy)."""
 
     name: str
     id: int
-    labels: dict[str, str]
+    labels: Mapping[str, str]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.labels, Labels):
+            object.__setattr__(self, "labels", Labels(self.labels))
 
 
 @dataclass(frozen=True)
