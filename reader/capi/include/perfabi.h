@@ -691,8 +691,12 @@ const char *perfabi_strerror(int code);
  * failed call.
  *
  * Context: per thread: each thread has its own last error, set by every
- * call that fails on it and left alone by calls that succeed.
- * Return: that code; `PERFABI_OK` if no call failed on this thread yet.
+ * call that fails on it and left alone by calls that succeed. While a
+ * thread ends — in a pthread key's destructor, or an atexit() handler,
+ * once the thread's thread-local storage was freed — it has none: calls
+ * that fail there still return their code, but keep no last error.
+ * Return: that code; `PERFABI_OK` if no call failed on this thread yet,
+ * or while the thread ends.
  */
 enum perfabi_error perfabi_last_error_code(void);
 
@@ -703,8 +707,8 @@ enum perfabi_error perfabi_last_error_code(void);
  *
  * Context: per thread (see perfabi_last_error_code()).
  * Return: a NUL-terminated string owned by the library, valid on this
- * thread until its next failing call; "" if no call failed on it yet.
- * Never NULL.
+ * thread until its next failing call or its end; "" if no call failed on
+ * it yet, or while the thread ends (a static string). Never NULL.
  */
 const char *perfabi_last_error_message(void);
 
@@ -717,7 +721,8 @@ const char *perfabi_last_error_message(void);
  *
  * Context: per thread (see perfabi_last_error_code()).
  * Return: a NUL-terminated string owned by the library, valid as the
- * message is; "" if no call failed on this thread yet. Never NULL.
+ * message is; "" if no call failed on this thread yet, or while the
+ * thread ends (a static string). Never NULL.
  */
 const char *perfabi_last_error_code_name(void);
 

@@ -258,11 +258,16 @@ impl Failure {
         }
     }
 
-    /// Keeps the failure as the thread's last error; its code.
+    /// Keeps the failure as the thread's last error; its code. While the
+    /// thread ends (a pthread key's destructor, an atexit() handler, after
+    /// the thread's thread-local storage was freed) it keeps nothing: the
+    /// code is returned all the same (`LocalKey::with` would panic there,
+    /// outside `catch_unwind`, and abort the program).
     #[cold]
     fn record(self) -> perfabi_error {
         let code = self.code;
-        LAST.with(|l| {
+        // An `Err` is a thread whose storage is gone: nothing to keep.
+        let _ = LAST.try_with(|l| {
             *l.borrow_mut() = Some(LastError {
                 code,
                 name: c_string(self.name),
@@ -297,6 +302,13 @@ struct LastError {
 
 thread_local! {
     static LAST: RefCell<Option<LastError>> = const { RefCell::new(None) };
+}
+
+/// `f` of the thread's last error; `None` if no call failed on the thread,
+/// or if its thread-local storage is gone (a call while the thread ends:
+/// see [`Failure::record`]).
+fn last<T>(f: impl FnOnce(&LastError) -> T) -> Option<T> {
+    LAST.try_with(|l| l.borrow().as_ref().map(f)).ok().flatten()
 }
 
 /// Runs the body of entry point `func`: its failure, or a panic inside
@@ -352,11 +364,15 @@ pub extern "C" fn perfabi_strerror(code: c_int) -> *const c_char {
 /// failed call.
 ///
 /// Context: per thread: each thread has its own last error, set by every
-/// call that fails on it and left alone by calls that succeed.
-/// Return: that code; `PERFABI_OK` if no call failed on this thread yet.
+/// call that fails on it and left alone by calls that succeed. While a
+/// thread ends — in a pthread key's destructor, or an atexit() handler,
+/// once the thread's thread-local storage was freed — it has none: calls
+/// that fail there still return their code, but keep no last error.
+/// Return: that code; `PERFABI_OK` if no call failed on this thread yet,
+/// or while the thread ends.
 #[no_mangle]
 pub extern "C" fn perfabi_last_error_code() -> perfabi_error {
-    LAST.with(|l| l.borrow().as_ref().map_or(PERFABI_OK, |e| e.code))
+    last(|e| e.code).unwrap_or(PERFABI_OK)
 }
 
 /// perfabi_last_error_message() - the message of the calling thread's last
@@ -365,15 +381,11 @@ pub extern "C" fn perfabi_last_error_code() -> perfabi_error {
 ///
 /// Context: per thread (see perfabi_last_error_code()).
 /// Return: a NUL-terminated string owned by the library, valid on this
-/// thread until its next failing call; "" if no call failed on it yet.
-/// Never NULL.
+/// thread until its next failing call or its end; "" if no call failed on
+/// it yet, or while the thread ends (a static string). Never NULL.
 #[no_mangle]
 pub extern "C" fn perfabi_last_error_message() -> *const c_char {
-    LAST.with(|l| {
-        l.borrow()
-            .as_ref()
-            .map_or(c"".as_ptr(), |e| e.message.as_ptr())
-    })
+    last(|e| e.message.as_ptr()).unwrap_or(c"".as_ptr())
 }
 
 /// perfabi_last_error_code_name() - the stable code string of the calling
@@ -384,14 +396,11 @@ pub extern "C" fn perfabi_last_error_message() -> *const c_char {
 ///
 /// Context: per thread (see perfabi_last_error_code()).
 /// Return: a NUL-terminated string owned by the library, valid as the
-/// message is; "" if no call failed on this thread yet. Never NULL.
+/// message is; "" if no call failed on this thread yet, or while the
+/// thread ends (a static string). Never NULL.
 #[no_mangle]
 pub extern "C" fn perfabi_last_error_code_name() -> *const c_char {
-    LAST.with(|l| {
-        l.borrow()
-            .as_ref()
-            .map_or(c"".as_ptr(), |e| e.name.as_ptr())
-    })
+    last(|e| e.name.as_ptr()).unwrap_or(c"".as_ptr())
 }
 
 #[cfg(test)]
@@ -442,6 +451,36 @@ mod tests {
         ] {
             assert_eq!(perfabi_error::of_code(c), e);
         }
+    }
+
+    /// A call failing in a thread-local destructor that runs after the
+    /// last error's (destructors run in the reverse order of their
+    /// registration) returns its code and keeps nothing; it aborted.
+    #[test]
+    fn a_failure_once_the_last_error_is_destroyed_returns_its_code() {
+        struct FailOnDrop(std::sync::mpsc::Sender<(perfabi_error, perfabi_error)>);
+        impl Drop for FailOnDrop {
+            fn drop(&mut self) {
+                let code = guard("perfabi_test", || {
+                    Err(Failure::invalid("perfabi_test", "late"))
+                });
+                let _ = self.0.send((code, perfabi_last_error_code()));
+            }
+        }
+        thread_local! {
+            static LATE: RefCell<Option<FailOnDrop>> = const { RefCell::new(None) };
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            LATE.with(|l| *l.borrow_mut() = Some(FailOnDrop(tx)));
+            let early = guard("perfabi_test", || {
+                Err(Failure::invalid("perfabi_test", "early"))
+            });
+            assert_eq!(early, perfabi_last_error_code(), "LAST is registered now");
+        })
+        .join()
+        .unwrap();
+        assert_eq!(rx.recv().unwrap(), (PERFABI_E_INVALID_ARGUMENT, PERFABI_OK));
     }
 
     #[test]

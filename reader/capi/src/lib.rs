@@ -18,7 +18,8 @@
 //!   writes its results through pointers; an accessor returns its value,
 //!   NULL or 0 when it fails. A failure sets the calling thread's last
 //!   error (perfabi_last_error_message(), perfabi_last_error_code_name());
-//!   a success leaves it.
+//!   a success leaves it. While a thread ends (a pthread key's
+//!   destructor, an atexit() handler) a failure returns its code only.
 //! * Every pointer is checked for NULL (`PERFABI_E_INVALID_ARGUMENT`), and
 //!   every string for UTF-8; nothing else of a pointer can be checked:
 //!   each function's `# Safety` says what it must point to.

@@ -109,10 +109,12 @@ fn compile(dir: &Path, name: &str, src: &str, link: Link) -> PathBuf {
     std::fs::write(&c, src).unwrap();
     let exe = dir.join(name);
     let mut cmd = Command::new("cc");
-    cmd.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-g", "-o"])
-        .arg(&exe)
-        .arg(&c)
-        .args(pkg_config(&["--cflags"]));
+    cmd.args([
+        "-std=c11", "-Wall", "-Wextra", "-Werror", "-g", "-pthread", "-o",
+    ])
+    .arg(&exe)
+    .arg(&c)
+    .args(pkg_config(&["--cflags"]));
     match link {
         Link::Shared => cmd.args(pkg_config(&["--libs"])),
         Link::Sanitized => cmd
@@ -850,6 +852,42 @@ fn opening_bad_paths_from_c_gives_the_readers_codes() {
         .contains(&c),
         "{c} {n}: {m}"
     );
+}
+
+/// A call that fails once its thread's thread-local storage is gone — in
+/// a pthread key's destructor, in an atexit() handler — returns its code
+/// and keeps no last error (the getters say `PERFABI_OK`, ""): it does not
+/// abort the program, as it did when the last error was reached with
+/// `LocalKey::with` (a panic outside `catch_unwind`, in an `extern "C"`
+/// function).
+#[test]
+fn a_call_failing_while_a_thread_or_the_program_ends_returns_its_code() {
+    if !have_tools("a_call_failing_while_a_thread_or_the_program_ends_returns_its_code") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = std::fs::read_to_string(Path::new(CRATE).join("tests/c/at_exit.c")).unwrap();
+    let exe = compile(dir.path(), "at_exit", &src, Link::Sanitized);
+    let missing = dir.path().join("missing.seg");
+    let f = run(&exe, &[missing.to_str().unwrap()]);
+    assert_eq!(f.code(), Some(0), "{}\n{}", f.stdout, f.stderr);
+    assert_sanitizers_quiet(&f);
+    let nf = code(PERFABI_E_NOT_FOUND);
+    let kept = format!(
+        "last={nf} name=\"not-found\" message=\"no segment at {}: is the exporter running?\"",
+        missing.display()
+    );
+    let gone = format!("last={} name=\"\" message=\"\"", code(PERFABI_OK));
+    let expected: String = [
+        ("main", &kept),
+        ("thread", &kept),
+        ("thread-key-destructor", &gone),
+        ("atexit", &gone),
+    ]
+    .iter()
+    .map(|(when, last)| format!("{when} open={nf} seg=NULL {last}\n"))
+    .collect();
+    assert_eq!(f.stdout, expected, "{}", f.stderr);
 }
 
 #[test]
