@@ -179,10 +179,15 @@ typedef enum perfabi_error {
    */
   PERFABI_E_PANIC = 24,
   /**
+   * `not-read`: a family handle holds no values: it was not read yet,
+   * or its last perfabi_family_read() failed (read it again).
+   */
+  PERFABI_E_NOT_READ = 25,
+  /**
    * Not a code: one more than the largest (non-ABI; codes may be added
    * before it).
    */
-  PERFABI_E_MAX = 25,
+  PERFABI_E_MAX = 26,
 } perfabi_error;
 
 /**
@@ -717,7 +722,7 @@ const char *perfabi_last_error_message(void);
  * thread's last failed call: the reader's (`spec/PERFABI.md` §8, §11.6:
  * `"truncated-while-mapped"`, `"bad-magic"`...), or the C boundary's
  * (`"invalid-argument"`, `"buffer-too-small"`, `"wrong-type"`,
- * `"panic"`).
+ * `"not-read"`, `"panic"`).
  *
  * Context: per thread (see perfabi_last_error_code()).
  * Return: a NUL-terminated string owned by the library, valid as the
@@ -1104,7 +1109,11 @@ void perfabi_family_handle_free(struct perfabi_family_handle *h);
  * call; no allocation once the handle has held as many members. When the
  * family's members changed, the handle follows them: its
  * perfabi_family_handle_info() is then a new family (the old one's
- * strings are freed).
+ * strings are freed). When the read fails, the handle holds no values
+ * until its next successful read: perfabi_family_handle_u64() and the
+ * like fail with `PERFABI_E_NOT_READ` (its info stays that of the last
+ * successful read). A NULL argument or a handle of another segment
+ * leaves it as it was.
  * @seg: the segment the handle was looked up on.
  * @h: the handle.
  * @generation_out: receives the generation read at; may be NULL.
@@ -1113,7 +1122,8 @@ void perfabi_family_handle_free(struct perfabi_family_handle *h);
  *
  * Context: the thread using the segment.
  * Return: `PERFABI_OK`; `PERFABI_E_UNKNOWN_INSTANCE` if the family was
- * deleted or the segment created again; `PERFABI_E_BUSY`...
+ * deleted or the segment created again (the handle will not read again:
+ * look it up again); `PERFABI_E_BUSY`...
  *
  * # Safety
  * `seg` is NULL or an open segment used by this thread only; `h` is NULL
@@ -1124,14 +1134,15 @@ enum perfabi_error perfabi_family_read(struct perfabi_segment *seg,
                                        uint64_t *generation_out);
 
 /**
- * perfabi_family_handle_info() - the handle's family as of its last read
- * (or its look-up): name, unit, members... Member `k` of it is member `k`
- * of the values perfabi_family_handle_u64() and the like return.
+ * perfabi_family_handle_info() - the handle's family as of its last
+ * successful read (or its look-up): name, unit, members... Member `k` of
+ * it is member `k` of the values perfabi_family_handle_u64() and the like
+ * return.
  * @h: the handle.
  *
  * Context: the thread using the handle's segment.
- * Return: the family, valid until the handle's next perfabi_family_read()
- * or its free; NULL if `h` is NULL.
+ * Return: the family, valid until the handle's next successful
+ * perfabi_family_read() or its free; NULL if `h` is NULL.
  *
  * # Safety
  * `h` is NULL or a live handle.
@@ -1141,13 +1152,14 @@ const struct perfabi_family_info *perfabi_family_handle_info(const struct perfab
 /**
  * perfabi_family_handle_u64() - an unsigned member's value as the
  * handle's last read found it.
- * @h: the handle, read at least once.
+ * @h: the handle, read successfully (else `PERFABI_E_NOT_READ`).
  * @k: the member (of perfabi_family_handle_info()).
  * @cpu: a CPU, or `PERFABI_TOTAL`.
  * @out: receives the value.
  *
  * Context: the thread using the handle's segment.
- * Return: as perfabi_snapshot_u64().
+ * Return: as perfabi_snapshot_u64(); `PERFABI_E_NOT_READ` if the handle
+ * holds no values (not read yet, or its last read failed).
  *
  * # Safety
  * `h` is NULL or a live handle; `out` is NULL or writable.
@@ -1160,13 +1172,14 @@ enum perfabi_error perfabi_family_handle_u64(const struct perfabi_family_handle 
 /**
  * perfabi_family_handle_i64() - a signed member's value as the handle's
  * last read found it.
- * @h: the handle, read at least once.
+ * @h: the handle, read successfully (else `PERFABI_E_NOT_READ`).
  * @k: the member.
  * @cpu: a CPU, or `PERFABI_TOTAL`.
  * @out: receives the value.
  *
  * Context: the thread using the handle's segment.
- * Return: as perfabi_snapshot_i64().
+ * Return: as perfabi_snapshot_i64(); `PERFABI_E_NOT_READ` if the handle
+ * holds no values (not read yet, or its last read failed).
  *
  * # Safety
  * `h` is NULL or a live handle; `out` is NULL or writable.
@@ -1179,7 +1192,7 @@ enum perfabi_error perfabi_family_handle_i64(const struct perfabi_family_handle 
 /**
  * perfabi_family_handle_histogram() - a histogram member's values as the
  * handle's last read found them.
- * @h: the handle, read at least once.
+ * @h: the handle, read successfully (else `PERFABI_E_NOT_READ`).
  * @k: the member.
  * @cpu: a CPU, or `PERFABI_TOTAL`.
  * @out: receives the count, the sum and the number of buckets.
@@ -1187,7 +1200,8 @@ enum perfabi_error perfabi_family_handle_i64(const struct perfabi_family_handle 
  * @n: the values `buckets` holds.
  *
  * Context: the thread using the handle's segment.
- * Return: as perfabi_snapshot_histogram().
+ * Return: as perfabi_snapshot_histogram(); `PERFABI_E_NOT_READ` if the
+ * handle holds no values (not read yet, or its last read failed).
  *
  * # Safety
  * `h` is NULL or a live handle; `out` is NULL or writable; `buckets` is

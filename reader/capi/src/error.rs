@@ -86,9 +86,12 @@ pub enum perfabi_error {
     /// `panic`: the library failed inside (a bug; please report the
     /// message). Close the segment the call was given.
     PERFABI_E_PANIC = 24,
+    /// `not-read`: a family handle holds no values: it was not read yet,
+    /// or its last perfabi_family_read() failed (read it again).
+    PERFABI_E_NOT_READ = 25,
     /// Not a code: one more than the largest (non-ABI; codes may be added
     /// before it).
-    PERFABI_E_MAX = 25,
+    PERFABI_E_MAX = 26,
 }
 
 use perfabi_error::*;
@@ -171,13 +174,16 @@ impl perfabi_error {
             PERFABI_E_BUFFER_TOO_SMALL => c"buffer too small",
             PERFABI_E_WRONG_TYPE => c"the value is not of the type asked for",
             PERFABI_E_PANIC => c"internal error in libperfabi (a bug)",
+            PERFABI_E_NOT_READ => {
+                c"the family handle holds no values: not read yet, or its last read failed (read it again)"
+            }
             PERFABI_E_MAX => c"unknown error code",
         }
     }
 }
 
 /// Every code, in order (`PERFABI_E_MAX` last).
-const ALL: [perfabi_error; 26] = [
+const ALL: [perfabi_error; 27] = [
     PERFABI_OK,
     PERFABI_E_NOT_FOUND,
     PERFABI_E_IO,
@@ -203,6 +209,7 @@ const ALL: [perfabi_error; 26] = [
     PERFABI_E_BUFFER_TOO_SMALL,
     PERFABI_E_WRONG_TYPE,
     PERFABI_E_PANIC,
+    PERFABI_E_NOT_READ,
     PERFABI_E_MAX,
 ];
 
@@ -240,6 +247,18 @@ impl Failure {
             code: PERFABI_E_WRONG_TYPE,
             name: "wrong-type",
             message: format!("{func}: {what}"),
+        }
+    }
+
+    /// A family handle's values asked for when it holds none.
+    pub(crate) fn not_read(func: &str) -> Self {
+        Self {
+            code: PERFABI_E_NOT_READ,
+            name: "not-read",
+            message: format!(
+                "{func}: the family handle holds no values: it was not read yet, \
+                 or its last perfabi_family_read() failed (read it again)"
+            ),
         }
     }
 
@@ -392,7 +411,7 @@ pub extern "C" fn perfabi_last_error_message() -> *const c_char {
 /// thread's last failed call: the reader's (`spec/PERFABI.md` §8, §11.6:
 /// `"truncated-while-mapped"`, `"bad-magic"`...), or the C boundary's
 /// (`"invalid-argument"`, `"buffer-too-small"`, `"wrong-type"`,
-/// `"panic"`).
+/// `"not-read"`, `"panic"`).
 ///
 /// Context: per thread (see perfabi_last_error_code()).
 /// Return: a NUL-terminated string owned by the library, valid as the

@@ -576,9 +576,6 @@ pub(crate) fn member_index(family: &Family, instance: &str) -> Result<usize, Fai
 pub(crate) trait Values {
     /// CPUs the values cover.
     fn cpus(&self) -> usize;
-    /// Whether the values belong to `family` as it is now (a handle's are
-    /// empty before its first read).
-    fn holds(&self, family: &Family) -> bool;
     /// The words of member `k` of `family` on `cpu`.
     fn words(&self, family: &Family, k: usize, cpu: usize) -> &[u64];
 }
@@ -586,9 +583,6 @@ pub(crate) trait Values {
 impl Values for Snapshot {
     fn cpus(&self) -> usize {
         self.nr_cpus
-    }
-    fn holds(&self, _: &Family) -> bool {
-        true
     }
     fn words(&self, family: &Family, k: usize, cpu: usize) -> &[u64] {
         Snapshot::words(self, cpu, &family.members[k])
@@ -598,9 +592,6 @@ impl Values for Snapshot {
 impl Values for FamilyValues {
     fn cpus(&self) -> usize {
         self.nr_cpus()
-    }
-    fn holds(&self, family: &Family) -> bool {
-        self.len() == family.members.len()
     }
     fn words(&self, _: &Family, k: usize, cpu: usize) -> &[u64] {
         FamilyValues::words(self, k, cpu)
@@ -616,12 +607,6 @@ fn reading(
     k: usize,
     cpu: u32,
 ) -> Result<Reading, Failure> {
-    if !v.holds(family) {
-        return Err(Failure::invalid(
-            func,
-            "the family handle was not read yet (perfabi_family_read)",
-        ));
-    }
     if k >= family.members.len() {
         return Err(Failure::invalid(
             func,

@@ -9,7 +9,8 @@
 //! one is missing a test prints `PERFABI-SKIP`, or fails under CI.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -138,16 +139,91 @@ fn compile(dir: &Path, name: &str, src: &str, link: Link) -> PathBuf {
     exe
 }
 
+/// A compiled C program to run with the installed library on its path.
+fn c_program(exe: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(exe);
+    cmd.args(args)
+        .env("LD_LIBRARY_PATH", prefix().join("lib"))
+        .env("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
+        .env("UBSAN_OPTIONS", "print_stacktrace=1");
+    cmd
+}
+
 /// Runs a compiled C program with the installed library on its path.
 fn run(exe: &Path, args: &[&str]) -> Finished {
-    run_limited(
-        Command::new(exe)
-            .args(args)
-            .env("LD_LIBRARY_PATH", prefix().join("lib"))
-            .env("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
-            .env("UBSAN_OPTIONS", "print_stacktrace=1"),
-        LIMIT,
-    )
+    run_limited(&mut c_program(exe, args), LIMIT)
+}
+
+/// A C program that prints `ready` and waits for a line on stdin at each
+/// step (`checks truncate`, `checks reread`), so that the test changes the
+/// segment in between.
+struct Stepped {
+    child: std::process::Child,
+    out: BufReader<std::process::ChildStdout>,
+    stdin: std::process::ChildStdin,
+}
+
+impl Stepped {
+    fn start(exe: &Path, args: &[&str]) -> Self {
+        let mut child = c_program(exe, args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Self {
+            out: BufReader::new(child.stdout.take().unwrap()),
+            stdin: child.stdin.take().unwrap(),
+            child,
+        }
+    }
+
+    /// What it printed up to its next `ready` (left out).
+    fn until_ready(&mut self) -> String {
+        let mut seen = String::new();
+        while !seen.ends_with("ready\n") {
+            assert!(
+                self.out.read_line(&mut seen).unwrap() > 0,
+                "it ended early: {seen}"
+            );
+        }
+        seen.truncate(seen.len() - "ready\n".len());
+        seen
+    }
+
+    /// Lets it go on from its `ready`.
+    fn go(&mut self) {
+        self.stdin.write_all(b"go\n").unwrap();
+    }
+
+    /// Ends its stdin and waits for its end: what it printed since its
+    /// last `ready`; fails unless it succeeded with the sanitizers quiet.
+    fn finish(self) -> String {
+        let Self {
+            mut child,
+            mut out,
+            stdin,
+        } = self;
+        drop(stdin);
+        let mut f = Finished {
+            status: None,
+            max_rss_kib: 0,
+            elapsed: Duration::ZERO,
+            stdout: String::new(),
+            stderr: String::new(),
+        };
+        out.read_to_string(&mut f.stdout).unwrap();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut f.stderr)
+            .unwrap();
+        f.status = Some(child.wait().unwrap());
+        assert_eq!(f.code(), Some(0), "{}\n{}", f.stdout, f.stderr);
+        assert_sanitizers_quiet(&f);
+        f.stdout
+    }
 }
 
 /// Fails if a sanitizer reported anything.
@@ -689,10 +765,6 @@ fn misuse_from_c_is_a_typed_error_never_a_crash() {
             "member 99",
         ),
         (
-            "perfabi_family_handle_u64(fh, 0, PERFABI_TOTAL, v)",
-            "not read yet",
-        ),
-        (
             "perfabi_read(other, h, v, 256, NULL)",
             "looked up on another segment",
         ),
@@ -751,6 +823,12 @@ fn misuse_from_c_is_a_typed_error_never_a_crash() {
         PERFABI_E_WRONG_TYPE,
         "wrong-type",
         "histogram",
+    );
+    expect(
+        "perfabi_family_handle_u64(fh, 0, PERFABI_TOTAL, v)",
+        PERFABI_E_NOT_READ,
+        "not-read",
+        "not read yet",
     );
     expect(
         "perfabi_read(seg, h, v, 0, NULL)",
@@ -901,39 +979,16 @@ fn truncating_the_segment_under_a_c_reader_is_an_error_not_a_crash() {
         return;
     };
     let (checks, path) = (&c.checks, &c.seg);
-    let mut child = Command::new(checks)
-        .args(["truncate", path.to_str().unwrap()])
-        .env("LD_LIBRARY_PATH", prefix().join("lib"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut seen = String::new();
-    while !seen.ends_with("ready\n") {
-        assert!(
-            out.read_line(&mut seen).unwrap() > 0,
-            "checks ended early: {seen}"
-        );
-    }
+    let mut child = Stepped::start(checks, &["truncate", path.to_str().unwrap()]);
+    let seen = child.until_ready();
     std::fs::OpenOptions::new()
         .write(true)
         .open(path)
         .unwrap()
         .set_len(4096)
         .unwrap();
-    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-    let status = child.wait().unwrap();
-    assert!(status.success(), "{status:?}: {seen}{rest}\n{stderr}");
-    assert!(
-        !stderr.contains("Sanitizer") && !stderr.contains("runtime error"),
-        "{stderr}"
-    );
+    child.go();
+    let rest = child.finish();
     let before = calls(&seen);
     assert_eq!(
         before.values().next().map(|v| v.0),
@@ -962,4 +1017,109 @@ fn truncating_the_segment_under_a_c_reader_is_an_error_not_a_crash() {
         PERFABI_E_MALFORMED,
     ];
     assert!(refused.iter().any(|&e| code(e) == *c), "{c} {n}: {m}");
+}
+
+/// A family handle whose read failed holds no values: its accessors fail
+/// with `PERFABI_E_NOT_READ` until its next successful read, and its info
+/// stays that of the last one. They answered `PERFABI_OK` with what the
+/// failed read left: once the family was deleted and another family's
+/// member took its value slot, member 0 of `capi.reread` read 999999, the
+/// other family's value.
+#[test]
+fn a_family_handle_whose_read_failed_gives_no_values() {
+    let Some(c) = Checks::new("a_family_handle_whose_read_failed_gives_no_values", false) else {
+        return;
+    };
+    let path = c.dir.path().join("reread.seg");
+    let w = Writer::create(
+        &path,
+        &Config {
+            nr_cpus: Some(2),
+            max_families: 4,
+            max_members: 8,
+            damon_capacity: 0,
+            heartbeat_interval: Duration::ZERO,
+            auto_heartbeat: false,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    let spec = |name| FamilySpec::new(name, "", "k", Kind::Counter, Unit::NONE);
+    let fam = w.add_family(&spec("capi.reread")).unwrap();
+    let x = w.add_member(fam, "x", &[]).unwrap();
+    w.member_add(&x, 111).unwrap();
+    let mut child = Stepped::start(&c.checks, &["reread", path.to_str().unwrap()]);
+    let mut steps = vec![child.until_ready()];
+    let mut step = |child: &mut Stepped| {
+        child.go();
+        steps.push(child.until_ready());
+    };
+    // Read.
+    step(&mut child);
+    // CPU 0's block left mid-update (an odd sequence): busy.
+    let seq = (w.layout().cpu_block_word(0) * 8) as u64;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    let mut idle = [0u8; 8];
+    file.read_exact_at(&mut idle, seq).unwrap();
+    let busy = u64::from_ne_bytes(idle) | 1;
+    file.write_all_at(&busy.to_ne_bytes(), seq).unwrap();
+    step(&mut child);
+    // Idle again: read.
+    file.write_all_at(&idle, seq).unwrap();
+    step(&mut child);
+    // The family deleted, and another's member in its value slot.
+    w.del_family(fam).unwrap();
+    let other = w.add_family(&spec("capi.other")).unwrap();
+    let y = w.add_member(other, "y", &[]).unwrap();
+    w.member_add(&y, 999_999).unwrap();
+    assert_eq!(y.value_slot(), x.value_slot(), "y took x's slot");
+    step(&mut child);
+    assert_eq!(child.finish(), "");
+
+    let read = "perfabi_family_read(seg, fh, NULL)";
+    let accessors = [
+        "perfabi_family_handle_u64(fh, 0, PERFABI_TOTAL, &u)",
+        "perfabi_family_handle_u64(fh, 0, 0, &u)",
+        "perfabi_family_handle_i64(fh, 0, PERFABI_TOTAL, &i)",
+        "perfabi_family_handle_histogram(fh, 0, PERFABI_TOTAL, &hist, b, 64)",
+    ];
+    let none = [PERFABI_E_NOT_READ; 4];
+    let values = [
+        PERFABI_OK,
+        PERFABI_OK,
+        PERFABI_E_WRONG_TYPE,
+        PERFABI_E_WRONG_TYPE,
+    ];
+    // Each step: its read's code, and its accessors'.
+    let expected = [
+        (None, none),
+        (Some(PERFABI_OK), values),
+        (Some(PERFABI_E_BUSY), none),
+        (Some(PERFABI_OK), values),
+        (Some(PERFABI_E_UNKNOWN_INSTANCE), none),
+    ];
+    assert_eq!(steps.len(), expected.len());
+    for (k, (out, (read_code, codes))) in steps.iter().zip(expected).enumerate() {
+        let got = calls(out);
+        assert_eq!(
+            got.get(read).map(|c| c.0),
+            read_code.map(code),
+            "step {k}:\n{out}"
+        );
+        let got_codes: Vec<i32> = accessors.iter().map(|a| got[*a].0).collect();
+        assert_eq!(got_codes, codes.map(code), "step {k}:\n{out}");
+        let total = out.lines().find_map(|l| l.strip_prefix("total "));
+        let want = (codes == values).then_some("111");
+        assert_eq!(total, want, "step {k}:\n{out}");
+        assert!(out.ends_with("info capi.reread x\n"), "step {k}:\n{out}");
+        if codes == none {
+            let (_, name, message) = &got[accessors[0]];
+            assert_eq!(name, "not-read", "step {k}");
+            assert!(message.contains("not read yet, or its last"), "{message}");
+        }
+    }
 }
