@@ -10,7 +10,7 @@
 //! The C header `include/perfabi.h` is generated from this crate by
 //! cbindgen (`reader/capi/regenerate-header`; a test fails while it is
 //! stale) and installed, with `libperfabi.so.0` and `libperfabi.a`, by
-//! `make -C reader/capi install PREFIX=...`.
+//! `make -C reader/capi` then `make -C reader/capi install PREFIX=...`.
 //!
 //! Conventions of every entry point:
 //!

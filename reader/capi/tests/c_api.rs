@@ -45,32 +45,63 @@ fn have_tools(test: &str) -> bool {
     true
 }
 
-/// The prefix `make install` installed libperfabi into, once per run.
+/// `make -C reader/capi ARGS`, Cargo's target folder `target`.
+fn make(args: &[String], target: &Path) -> Finished {
+    run_limited(
+        Command::new("make")
+            .args(["-C", CRATE])
+            .args(args)
+            .env("CARGO_TARGET_DIR", target),
+        Duration::from_secs(900),
+    )
+}
+
+/// [`make`], which must succeed.
+fn make_ok(args: &[String], target: &Path) {
+    let f = make(args, target);
+    assert_eq!(
+        f.code(),
+        Some(0),
+        "make {args:?}:\n{}\n{}",
+        f.stdout,
+        f.stderr
+    );
+}
+
+/// The prefix libperfabi was installed into, once per run, as its users
+/// do: `make`, then `make install PREFIX=...`. The prefix has a blank and
+/// an `&` in it: each C program is compiled through its perfabi.pc.
 fn prefix() -> &'static Path {
     static PREFIX: OnceLock<tempfile::TempDir> = OnceLock::new();
     PREFIX
         .get_or_init(|| {
             let dir = tempfile::Builder::new()
-                .prefix("perfabi-capi-prefix.")
+                .prefix("perfabi capi&prefix.")
                 .tempdir()
                 .unwrap();
-            let f = run_limited(
-                Command::new("make")
-                    .args(["-C", CRATE, "install"])
-                    .arg(format!("PREFIX={}", dir.path().display()))
-                    .env("CARGO_TARGET_DIR", workspace::target_dir()),
-                Duration::from_secs(900),
-            );
-            assert_eq!(
-                f.code(),
-                Some(0),
-                "make install:\n{}\n{}",
-                f.stdout,
-                f.stderr
-            );
+            let target = workspace::target_dir();
+            make_ok(&[], &target);
+            let install = ["install".into(), format!("PREFIX={}", dir.path().display())];
+            make_ok(&install, &target);
             dir
         })
         .path()
+}
+
+/// pkg-config's output as arguments: split at blanks, `\x` being `x`
+/// (pkg-config escapes so a blank or a shell character of a path).
+fn shell_words(s: &str) -> Vec<String> {
+    let (mut words, mut word) = (Vec::new(), None::<String>);
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => word.get_or_insert_with(String::new).extend(chars.next()),
+            c if c.is_whitespace() => words.extend(word.take()),
+            c => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    words.extend(word);
+    words
 }
 
 /// `pkg-config ARGS perfabi` against the installed library.
@@ -86,11 +117,7 @@ fn pkg_config(args: &[&str]) -> Vec<String> {
         "pkg-config {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .split_whitespace()
-        .map(str::to_string)
-        .collect()
+    shell_words(&String::from_utf8(out.stdout).unwrap())
 }
 
 /// How a C program is linked.
@@ -1122,4 +1149,86 @@ fn a_family_handle_whose_read_failed_gives_no_values() {
             assert!(message.contains("not read yet, or its last"), "{message}");
         }
     }
+}
+
+/// Every file and folder below `dir`, as paths relative to it, sorted.
+fn tree(dir: &Path) -> Vec<String> {
+    let mut all = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            all.push(p.strip_prefix(dir).unwrap().display().to_string());
+            if p.is_dir() && !p.is_symlink() {
+                todo.push(p);
+            }
+        }
+    }
+    all.sort();
+    all
+}
+
+/// `make install` builds nothing (`make && sudo make install` must not run
+/// Cargo as root): without a build it says to run `make` first and writes
+/// nothing. It quotes its paths: a DESTDIR and a PREFIX with blanks, `&`
+/// and `|` get the files, and only them (the shell took `&` and `|`, and
+/// the blanks split paths, leaving folders all about), and `make
+/// uninstall` removes them.
+#[test]
+fn make_install_builds_nothing_and_quotes_its_paths() {
+    if !have_tools("make_install_builds_nothing_and_quotes_its_paths") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("target");
+    std::fs::create_dir(&empty).unwrap();
+    let root = dir.path().join("stage dir&x|y");
+    let vars = [
+        format!("DESTDIR={}", root.display()),
+        "PREFIX=/opt/my prefix&co".to_string(),
+    ];
+    let args = |target: &str| [&[target.to_string()], &vars[..]].concat();
+    // Were it to build, Cargo would fail at once (not build for minutes).
+    let f = make(
+        &[args("install"), vec!["CARGO=false".into()]].concat(),
+        &empty,
+    );
+    assert_ne!(f.code(), Some(0), "{}", f.stdout);
+    let missing = format!("{}/release/libperfabi_c.so is missing", empty.display());
+    assert!(f.stderr.contains(&missing), "{}", f.stderr);
+    assert!(f.stderr.contains("run make first"), "{}", f.stderr);
+    assert_eq!(tree(dir.path()), ["target"], "nothing built or installed");
+
+    prefix(); // built
+    make_ok(&args("install"), &workspace::target_dir());
+    let at = "stage dir&x|y/opt/my prefix&co";
+    let files = [
+        "include/perfabi.h",
+        "lib/libperfabi.a",
+        "lib/libperfabi.so",
+        "lib/libperfabi.so.0",
+        "lib/pkgconfig/perfabi.pc",
+    ];
+    let folders = ["", "/include", "/lib", "/lib/pkgconfig"];
+    let mut expected: Vec<String> = ["target", "stage dir&x|y", "stage dir&x|y/opt"]
+        .iter()
+        .map(|d| d.to_string())
+        .chain(folders.iter().map(|d| format!("{at}{d}")))
+        .chain(files.iter().map(|f| format!("{at}/{f}")))
+        .collect();
+    expected.sort();
+    assert_eq!(tree(dir.path()), expected);
+    let pc = std::fs::read_to_string(dir.path().join(at).join("lib/pkgconfig/perfabi.pc")).unwrap();
+    assert!(pc.starts_with("prefix=/opt/my\\ prefix&co\n"), "{pc}");
+
+    make_ok(&args("uninstall"), &workspace::target_dir());
+    let folders_only: Vec<String> = expected
+        .into_iter()
+        .filter(|p| !files.iter().any(|f| p.ends_with(f)))
+        .collect();
+    assert_eq!(
+        tree(dir.path()),
+        folders_only,
+        "make uninstall removed the files"
+    );
 }
