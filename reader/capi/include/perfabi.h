@@ -321,7 +321,10 @@ typedef struct perfabi_family_handle perfabi_family_handle;
  *
  * It belongs to the snapshot or family handle it came from: its strings
  * and members live as long as that snapshot, or until the handle's next
- * read. Thread safety: immutable; any threads may read it at once.
+ * successful read. Thread safety: a snapshot's family is immutable, for
+ * any threads at once; a family handle's is replaced by the handle's
+ * next successful read, so it is read by the thread using the handle's
+ * segment.
  */
 typedef struct perfabi_family_info perfabi_family_info;
 
@@ -735,7 +738,8 @@ const char *perfabi_last_error_code_name(void);
  * perfabi_family_name() - the family's name (`disk.dev.read_bytes`).
  * @f: the family.
  *
- * Context: any thread (the family is immutable).
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: a NUL-terminated string that lives as long as the family; NULL
  * if `f` is NULL.
  *
@@ -749,7 +753,8 @@ const char *perfabi_family_name(const struct perfabi_family_info *f);
  * counter).
  * @f: the family.
  *
- * Context: any thread (the family is immutable).
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: a NUL-terminated string that lives as long as the family; NULL
  * if `f` is NULL.
  *
@@ -763,7 +768,8 @@ const char *perfabi_family_help(const struct perfabi_family_info *f);
  * (`device`); "" for a family of one instance.
  * @f: the family.
  *
- * Context: any thread (the family is immutable).
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: a NUL-terminated string that lives as long as the family; NULL
  * if `f` is NULL.
  *
@@ -777,7 +783,8 @@ const char *perfabi_family_dimension(const struct perfabi_family_info *f);
  * `KiB`, `ns`; a 1.0 counter's own unit string; "" for none).
  * @f: the family.
  *
- * Context: any thread (the family is immutable).
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: a NUL-terminated string that lives as long as the family; NULL
  * if `f` is NULL.
  *
@@ -790,7 +797,8 @@ const char *perfabi_family_unit_text(const struct perfabi_family_info *f);
  * perfabi_family_unit() - the family's unit as its 8-byte encoding.
  * @f: the family.
  *
- * Context: any thread.
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: the unit; all zero (no unit) if `f` is NULL.
  *
  * # Safety
@@ -802,7 +810,8 @@ struct perfabi_units perfabi_family_unit(const struct perfabi_family_info *f);
  * perfabi_family_kind() - the family's kind.
  * @f: the family.
  *
- * Context: any thread.
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: its kind; `PERFABI_METRIC_COUNTER` if `f` is NULL.
  *
  * # Safety
@@ -815,7 +824,8 @@ enum perfabi_metric_kind perfabi_family_kind(const struct perfabi_family_info *f
  * or signed.
  * @f: the family.
  *
- * Context: any thread.
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: its value type; `PERFABI_VALUE_U64` if `f` is NULL.
  *
  * # Safety
@@ -827,7 +837,8 @@ enum perfabi_value_type perfabi_family_value_type(const struct perfabi_family_in
  * perfabi_family_nr_buckets() - a histogram's buckets, `+Inf` included.
  * @f: the family.
  *
- * Context: any thread.
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: the number of buckets; 0 for a family that is not a histogram,
  * or if `f` is NULL.
  *
@@ -843,7 +854,8 @@ size_t perfabi_family_nr_buckets(const struct perfabi_family_info *f);
  * @k: the bucket, 0 to perfabi_family_nr_buckets() - 1.
  * @bound: receives the bound; `UINT64_MAX` for the last bucket, `+Inf`.
  *
- * Context: any thread.
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: `PERFABI_OK`; `PERFABI_E_INVALID_ARGUMENT` for a NULL pointer,
  * a family that is not a histogram or a bucket past the last.
  *
@@ -860,7 +872,8 @@ enum perfabi_error perfabi_family_bucket_bound(const struct perfabi_family_info 
  * deleted and registered again has a new one.
  * @f: the family.
  *
- * Context: any thread.
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: the id; 0 if `f` is NULL.
  *
  * # Safety
@@ -872,7 +885,8 @@ uint64_t perfabi_family_reg_id(const struct perfabi_family_info *f);
  * perfabi_family_nr_members() - the family's live members (instances).
  * @f: the family.
  *
- * Context: any thread.
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: their number; 0 if `f` is NULL.
  *
  * # Safety
@@ -886,7 +900,8 @@ size_t perfabi_family_nr_members(const struct perfabi_family_info *f);
  * @f: the family.
  * @k: the member, 0 to perfabi_family_nr_members() - 1.
  *
- * Context: any thread.
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: a NUL-terminated string that lives as long as the family; NULL
  * for a NULL family or a member past the last.
  *
@@ -904,7 +919,8 @@ const char *perfabi_family_member_instance(const struct perfabi_family_info *f,
  * @k: the member.
  * @id: receives the number.
  *
- * Context: any thread.
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: `PERFABI_OK`, or `PERFABI_E_INVALID_ARGUMENT`.
  *
  * # Safety
@@ -921,7 +937,8 @@ enum perfabi_error perfabi_family_member_instance_id(const struct perfabi_family
  * @f: the family.
  * @k: the member.
  *
- * Context: any thread.
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: their number; 0 for a NULL family or a member past the last.
  *
  * # Safety
@@ -938,7 +955,8 @@ size_t perfabi_family_member_nr_labels(const struct perfabi_family_info *f,
  * @key: receives the key (`model`), a string that lives as the family.
  * @value: receives the value (`virtio`), likewise.
  *
- * Context: any thread.
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: `PERFABI_OK`, or `PERFABI_E_INVALID_ARGUMENT`.
  *
  * # Safety
@@ -959,7 +977,8 @@ enum perfabi_error perfabi_family_member_label(const struct perfabi_family_info 
  *            of a family without dimension).
  * @k: receives the member's index.
  *
- * Context: any thread.
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: `PERFABI_OK`; `PERFABI_E_NO_SUCH_COUNTER` if no live member has
  * that instance; `PERFABI_E_INVALID_ARGUMENT`.
  *
@@ -1014,7 +1033,8 @@ void perfabi_counter_free(struct perfabi_counter *h);
  * maximum.
  * @h: the handle.
  *
- * Context: any thread.
+ * Context: the thread using the handle's segment (perfabi_read() changes
+ * the handle).
  * Return: the kind; `PERFABI_METRIC_COUNTER` if `h` is NULL.
  *
  * # Safety
@@ -1027,7 +1047,8 @@ enum perfabi_metric_kind perfabi_counter_kind(const struct perfabi_counter *h);
  * unsigned, or signed (`PERFABI_VALUE_I64`: cast each to `int64_t`).
  * @h: the handle.
  *
- * Context: any thread.
+ * Context: the thread using the handle's segment (perfabi_read() changes
+ * the handle).
  * Return: the value type; `PERFABI_VALUE_U64` if `h` is NULL.
  *
  * # Safety

@@ -136,7 +136,8 @@ pub unsafe extern "C" fn perfabi_counter_free(h: *mut perfabi_counter) {
 /// maximum.
 /// @h: the handle.
 ///
-/// Context: any thread.
+/// Context: the thread using the handle's segment (perfabi_read() changes
+/// the handle).
 /// Return: the kind; `PERFABI_METRIC_COUNTER` if `h` is NULL.
 ///
 /// # Safety
@@ -154,7 +155,8 @@ pub unsafe extern "C" fn perfabi_counter_kind(h: *const perfabi_counter) -> perf
 /// unsigned, or signed (`PERFABI_VALUE_I64`: cast each to `int64_t`).
 /// @h: the handle.
 ///
-/// Context: any thread.
+/// Context: the thread using the handle's segment (perfabi_read() changes
+/// the handle).
 /// Return: the value type; `PERFABI_VALUE_U64` if `h` is NULL.
 ///
 /// # Safety

@@ -25,10 +25,11 @@
 //!   each function's `# Safety` says what it must point to.
 //! * No panic crosses into C: each body runs under `catch_unwind`, and a
 //!   panic is `PERFABI_E_PANIC` with its message.
-//! * Threads: a segment and its handles are used by one thread at a time
-//!   (they may move between threads); snapshots and DAMON results are
-//!   immutable, for any threads at once; the last error is per thread.
-//!   Each function's `Context:` line says which applies.
+//! * Threads: a segment and its handles (with a family handle's family)
+//!   are used by one thread at a time, the thread using the segment (they
+//!   may move between threads); snapshots (with their families) and DAMON
+//!   results are immutable, for any threads at once; the last error is per
+//!   thread. Each function's `Context:` line says which applies.
 //!
 //! This crate is the FFI home of the reader (`tests/architecture`): its
 //! `unsafe` code turns C's pointers into Rust values, in `ptr` and at each
