@@ -176,6 +176,14 @@ fn c_program(exe: &Path, args: &[&str]) -> Command {
     cmd
 }
 
+/// Compiles the crate's C file `rel` (`examples/agent.c`) into `dir`, as
+/// [`compile`] does, the program named after the file.
+fn compile_file(dir: &Path, rel: &str, link: Link) -> PathBuf {
+    let src = std::fs::read_to_string(Path::new(CRATE).join(rel)).unwrap();
+    let name = Path::new(rel).file_stem().unwrap().to_str().unwrap();
+    compile(dir, name, &src, link)
+}
+
 /// Runs a compiled C program with the installed library on its path.
 fn run(exe: &Path, args: &[&str]) -> Finished {
     run_limited(&mut c_program(exe, args), LIMIT)
@@ -407,8 +415,7 @@ fn agent_linked_statically_needs_no_libperfabi_at_run_time() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let src = std::fs::read_to_string(Path::new(CRATE).join("examples/agent.c")).unwrap();
-    let agent = compile(dir.path(), "agent", &src, Link::Static);
+    let agent = compile_file(dir.path(), "examples/agent.c", Link::Static);
     let dynamic = Command::new("readelf")
         .arg("-d")
         .arg(&agent)
@@ -437,8 +444,7 @@ fn agent_under_address_and_undefined_sanitizers_runs_clean() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let src = std::fs::read_to_string(Path::new(CRATE).join("examples/agent.c")).unwrap();
-    let agent = compile(dir.path(), "agent", &src, Link::Sanitized);
+    let agent = compile_file(dir.path(), "examples/agent.c", Link::Sanitized);
     let (_daemon, path) = exportd(dir.path());
     let f = check_agent(&agent, &path, "kernel.all.pswitch");
     assert_sanitizers_quiet(&f);
@@ -646,8 +652,7 @@ impl Checks {
             return None;
         }
         let dir = tempfile::tempdir().unwrap();
-        let src = std::fs::read_to_string(Path::new(CRATE).join("tests/c/checks.c")).unwrap();
-        let checks = compile(dir.path(), "checks", &src, Link::Sanitized);
+        let checks = compile_file(dir.path(), "tests/c/checks.c", Link::Sanitized);
         let seg = dir.path().join("seg");
         let _writer = test_segment(&seg, heartbeat);
         Some(Self {
@@ -971,8 +976,7 @@ fn a_call_failing_while_a_thread_or_the_program_ends_returns_its_code() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let src = std::fs::read_to_string(Path::new(CRATE).join("tests/c/at_exit.c")).unwrap();
-    let exe = compile(dir.path(), "at_exit", &src, Link::Sanitized);
+    let exe = compile_file(dir.path(), "tests/c/at_exit.c", Link::Sanitized);
     let missing = dir.path().join("missing.seg");
     let f = run(&exe, &[missing.to_str().unwrap()]);
     assert_eq!(f.code(), Some(0), "{}\n{}", f.stdout, f.stderr);
