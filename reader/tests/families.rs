@@ -271,6 +271,50 @@ fn a_family_handle_follows_instances_and_refuses_a_deleted_family() {
     assert_eq!(out.reading(h.family(), 0), Reading::Unsigned(0));
 }
 
+/// A read that fails leaves no values behind: the attempt copied the
+/// slots of the handle's old runs before it found its family deleted, and
+/// a new family's member took those slots, so they held another family's
+/// value (999999) that `out` then gave as member 0 of `rv.a`.
+#[test]
+fn a_failed_read_leaves_no_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let w = Writer::create(
+        &path,
+        &Config {
+            nr_cpus: Some(2),
+            ..config()
+        },
+    )
+    .unwrap();
+    let spec = |name| FamilySpec::new(name, "", "k", Kind::Counter, Unit::NONE);
+    let a = w.add_family(&spec("rv.a")).unwrap();
+    let x = w.add_member(a, "x", &[]).unwrap();
+    w.member_add(&x, 111).unwrap();
+    let mut seg = Segment::open(&path).unwrap();
+    let mut h = seg.family_handle("rv.a").unwrap();
+    let mut out = FamilyValues::default();
+    seg.read_family(&mut h, &mut out).unwrap();
+    assert_eq!(out.reading(h.family(), 0), Reading::Unsigned(111));
+
+    w.del_family(a).unwrap();
+    let b = w.add_family(&spec("rv.b")).unwrap();
+    let y = w.add_member(b, "y", &[]).unwrap();
+    w.member_add(&y, 999_999).unwrap();
+    assert_eq!(
+        y.value_slot(),
+        h.family().members[0].value_slot,
+        "y took x's slot"
+    );
+    assert!(matches!(
+        seg.read_family(&mut h, &mut out),
+        Err(Error::Abi(perfabi::Error::UnknownInstance))
+    ));
+    assert_eq!(out, FamilyValues::default());
+    assert!(out.is_empty());
+    assert_eq!(out.nr_cpus(), 0);
+}
+
 #[test]
 fn a_handle_of_a_recreated_segment_is_refused() {
     let dir = tempfile::tempdir().unwrap();

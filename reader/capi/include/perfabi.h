@@ -179,10 +179,15 @@ typedef enum perfabi_error {
    */
   PERFABI_E_PANIC = 24,
   /**
+   * `not-read`: a family handle holds no values: it was not read yet,
+   * or its last perfabi_family_read() failed (read it again).
+   */
+  PERFABI_E_NOT_READ = 25,
+  /**
    * Not a code: one more than the largest (non-ABI; codes may be added
    * before it).
    */
-  PERFABI_E_MAX = 25,
+  PERFABI_E_MAX = 26,
 } perfabi_error;
 
 /**
@@ -316,7 +321,10 @@ typedef struct perfabi_family_handle perfabi_family_handle;
  *
  * It belongs to the snapshot or family handle it came from: its strings
  * and members live as long as that snapshot, or until the handle's next
- * read. Thread safety: immutable; any threads may read it at once.
+ * successful read. Thread safety: a snapshot's family is immutable, for
+ * any threads at once; a family handle's is replaced by the handle's
+ * next successful read, so it is read by the thread using the handle's
+ * segment.
  */
 typedef struct perfabi_family_info perfabi_family_info;
 
@@ -691,8 +699,12 @@ const char *perfabi_strerror(int code);
  * failed call.
  *
  * Context: per thread: each thread has its own last error, set by every
- * call that fails on it and left alone by calls that succeed.
- * Return: that code; `PERFABI_OK` if no call failed on this thread yet.
+ * call that fails on it and left alone by calls that succeed. While a
+ * thread ends — in a pthread key's destructor, or an atexit() handler,
+ * once the thread's thread-local storage was freed — it has none: calls
+ * that fail there still return their code, but keep no last error.
+ * Return: that code; `PERFABI_OK` if no call failed on this thread yet,
+ * or while the thread ends.
  */
 enum perfabi_error perfabi_last_error_code(void);
 
@@ -703,8 +715,8 @@ enum perfabi_error perfabi_last_error_code(void);
  *
  * Context: per thread (see perfabi_last_error_code()).
  * Return: a NUL-terminated string owned by the library, valid on this
- * thread until its next failing call; "" if no call failed on it yet.
- * Never NULL.
+ * thread until its next failing call or its end; "" if no call failed on
+ * it yet, or while the thread ends (a static string). Never NULL.
  */
 const char *perfabi_last_error_message(void);
 
@@ -713,11 +725,12 @@ const char *perfabi_last_error_message(void);
  * thread's last failed call: the reader's (`spec/PERFABI.md` §8, §11.6:
  * `"truncated-while-mapped"`, `"bad-magic"`...), or the C boundary's
  * (`"invalid-argument"`, `"buffer-too-small"`, `"wrong-type"`,
- * `"panic"`).
+ * `"not-read"`, `"panic"`).
  *
  * Context: per thread (see perfabi_last_error_code()).
  * Return: a NUL-terminated string owned by the library, valid as the
- * message is; "" if no call failed on this thread yet. Never NULL.
+ * message is; "" if no call failed on this thread yet, or while the
+ * thread ends (a static string). Never NULL.
  */
 const char *perfabi_last_error_code_name(void);
 
@@ -725,7 +738,8 @@ const char *perfabi_last_error_code_name(void);
  * perfabi_family_name() - the family's name (`disk.dev.read_bytes`).
  * @f: the family.
  *
- * Context: any thread (the family is immutable).
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: a NUL-terminated string that lives as long as the family; NULL
  * if `f` is NULL.
  *
@@ -739,7 +753,8 @@ const char *perfabi_family_name(const struct perfabi_family_info *f);
  * counter).
  * @f: the family.
  *
- * Context: any thread (the family is immutable).
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: a NUL-terminated string that lives as long as the family; NULL
  * if `f` is NULL.
  *
@@ -753,7 +768,8 @@ const char *perfabi_family_help(const struct perfabi_family_info *f);
  * (`device`); "" for a family of one instance.
  * @f: the family.
  *
- * Context: any thread (the family is immutable).
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: a NUL-terminated string that lives as long as the family; NULL
  * if `f` is NULL.
  *
@@ -767,7 +783,8 @@ const char *perfabi_family_dimension(const struct perfabi_family_info *f);
  * `KiB`, `ns`; a 1.0 counter's own unit string; "" for none).
  * @f: the family.
  *
- * Context: any thread (the family is immutable).
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: a NUL-terminated string that lives as long as the family; NULL
  * if `f` is NULL.
  *
@@ -780,7 +797,8 @@ const char *perfabi_family_unit_text(const struct perfabi_family_info *f);
  * perfabi_family_unit() - the family's unit as its 8-byte encoding.
  * @f: the family.
  *
- * Context: any thread.
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: the unit; all zero (no unit) if `f` is NULL.
  *
  * # Safety
@@ -792,7 +810,8 @@ struct perfabi_units perfabi_family_unit(const struct perfabi_family_info *f);
  * perfabi_family_kind() - the family's kind.
  * @f: the family.
  *
- * Context: any thread.
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: its kind; `PERFABI_METRIC_COUNTER` if `f` is NULL.
  *
  * # Safety
@@ -805,7 +824,8 @@ enum perfabi_metric_kind perfabi_family_kind(const struct perfabi_family_info *f
  * or signed.
  * @f: the family.
  *
- * Context: any thread.
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: its value type; `PERFABI_VALUE_U64` if `f` is NULL.
  *
  * # Safety
@@ -817,7 +837,8 @@ enum perfabi_value_type perfabi_family_value_type(const struct perfabi_family_in
  * perfabi_family_nr_buckets() - a histogram's buckets, `+Inf` included.
  * @f: the family.
  *
- * Context: any thread.
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: the number of buckets; 0 for a family that is not a histogram,
  * or if `f` is NULL.
  *
@@ -833,7 +854,8 @@ size_t perfabi_family_nr_buckets(const struct perfabi_family_info *f);
  * @k: the bucket, 0 to perfabi_family_nr_buckets() - 1.
  * @bound: receives the bound; `UINT64_MAX` for the last bucket, `+Inf`.
  *
- * Context: any thread.
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: `PERFABI_OK`; `PERFABI_E_INVALID_ARGUMENT` for a NULL pointer,
  * a family that is not a histogram or a bucket past the last.
  *
@@ -850,7 +872,8 @@ enum perfabi_error perfabi_family_bucket_bound(const struct perfabi_family_info 
  * deleted and registered again has a new one.
  * @f: the family.
  *
- * Context: any thread.
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: the id; 0 if `f` is NULL.
  *
  * # Safety
@@ -862,7 +885,8 @@ uint64_t perfabi_family_reg_id(const struct perfabi_family_info *f);
  * perfabi_family_nr_members() - the family's live members (instances).
  * @f: the family.
  *
- * Context: any thread.
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: their number; 0 if `f` is NULL.
  *
  * # Safety
@@ -876,7 +900,8 @@ size_t perfabi_family_nr_members(const struct perfabi_family_info *f);
  * @f: the family.
  * @k: the member, 0 to perfabi_family_nr_members() - 1.
  *
- * Context: any thread.
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: a NUL-terminated string that lives as long as the family; NULL
  * for a NULL family or a member past the last.
  *
@@ -894,7 +919,8 @@ const char *perfabi_family_member_instance(const struct perfabi_family_info *f,
  * @k: the member.
  * @id: receives the number.
  *
- * Context: any thread.
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: `PERFABI_OK`, or `PERFABI_E_INVALID_ARGUMENT`.
  *
  * # Safety
@@ -911,7 +937,8 @@ enum perfabi_error perfabi_family_member_instance_id(const struct perfabi_family
  * @f: the family.
  * @k: the member.
  *
- * Context: any thread.
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: their number; 0 for a NULL family or a member past the last.
  *
  * # Safety
@@ -928,7 +955,8 @@ size_t perfabi_family_member_nr_labels(const struct perfabi_family_info *f,
  * @key: receives the key (`model`), a string that lives as the family.
  * @value: receives the value (`virtio`), likewise.
  *
- * Context: any thread.
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: `PERFABI_OK`, or `PERFABI_E_INVALID_ARGUMENT`.
  *
  * # Safety
@@ -949,7 +977,8 @@ enum perfabi_error perfabi_family_member_label(const struct perfabi_family_info 
  *            of a family without dimension).
  * @k: receives the member's index.
  *
- * Context: any thread.
+ * Context: any thread for a snapshot's family; the thread using the
+ * segment for a family handle's (perfabi_family_handle_info()).
  * Return: `PERFABI_OK`; `PERFABI_E_NO_SUCH_COUNTER` if no live member has
  * that instance; `PERFABI_E_INVALID_ARGUMENT`.
  *
@@ -1004,7 +1033,8 @@ void perfabi_counter_free(struct perfabi_counter *h);
  * maximum.
  * @h: the handle.
  *
- * Context: any thread.
+ * Context: the thread using the handle's segment (perfabi_read() changes
+ * the handle).
  * Return: the kind; `PERFABI_METRIC_COUNTER` if `h` is NULL.
  *
  * # Safety
@@ -1017,7 +1047,8 @@ enum perfabi_metric_kind perfabi_counter_kind(const struct perfabi_counter *h);
  * unsigned, or signed (`PERFABI_VALUE_I64`: cast each to `int64_t`).
  * @h: the handle.
  *
- * Context: any thread.
+ * Context: the thread using the handle's segment (perfabi_read() changes
+ * the handle).
  * Return: the value type; `PERFABI_VALUE_U64` if `h` is NULL.
  *
  * # Safety
@@ -1099,7 +1130,11 @@ void perfabi_family_handle_free(struct perfabi_family_handle *h);
  * call; no allocation once the handle has held as many members. When the
  * family's members changed, the handle follows them: its
  * perfabi_family_handle_info() is then a new family (the old one's
- * strings are freed).
+ * strings are freed). When the read fails, the handle holds no values
+ * until its next successful read: perfabi_family_handle_u64() and the
+ * like fail with `PERFABI_E_NOT_READ` (its info stays that of the last
+ * successful read). A NULL argument or a handle of another segment
+ * leaves it as it was.
  * @seg: the segment the handle was looked up on.
  * @h: the handle.
  * @generation_out: receives the generation read at; may be NULL.
@@ -1108,7 +1143,8 @@ void perfabi_family_handle_free(struct perfabi_family_handle *h);
  *
  * Context: the thread using the segment.
  * Return: `PERFABI_OK`; `PERFABI_E_UNKNOWN_INSTANCE` if the family was
- * deleted or the segment created again; `PERFABI_E_BUSY`...
+ * deleted or the segment created again (the handle will not read again:
+ * look it up again); `PERFABI_E_BUSY`...
  *
  * # Safety
  * `seg` is NULL or an open segment used by this thread only; `h` is NULL
@@ -1119,14 +1155,15 @@ enum perfabi_error perfabi_family_read(struct perfabi_segment *seg,
                                        uint64_t *generation_out);
 
 /**
- * perfabi_family_handle_info() - the handle's family as of its last read
- * (or its look-up): name, unit, members... Member `k` of it is member `k`
- * of the values perfabi_family_handle_u64() and the like return.
+ * perfabi_family_handle_info() - the handle's family as of its last
+ * successful read (or its look-up): name, unit, members... Member `k` of
+ * it is member `k` of the values perfabi_family_handle_u64() and the like
+ * return.
  * @h: the handle.
  *
  * Context: the thread using the handle's segment.
- * Return: the family, valid until the handle's next perfabi_family_read()
- * or its free; NULL if `h` is NULL.
+ * Return: the family, valid until the handle's next successful
+ * perfabi_family_read() or its free; NULL if `h` is NULL.
  *
  * # Safety
  * `h` is NULL or a live handle.
@@ -1136,13 +1173,14 @@ const struct perfabi_family_info *perfabi_family_handle_info(const struct perfab
 /**
  * perfabi_family_handle_u64() - an unsigned member's value as the
  * handle's last read found it.
- * @h: the handle, read at least once.
+ * @h: the handle, read successfully (else `PERFABI_E_NOT_READ`).
  * @k: the member (of perfabi_family_handle_info()).
  * @cpu: a CPU, or `PERFABI_TOTAL`.
  * @out: receives the value.
  *
  * Context: the thread using the handle's segment.
- * Return: as perfabi_snapshot_u64().
+ * Return: as perfabi_snapshot_u64(); `PERFABI_E_NOT_READ` if the handle
+ * holds no values (not read yet, or its last read failed).
  *
  * # Safety
  * `h` is NULL or a live handle; `out` is NULL or writable.
@@ -1155,13 +1193,14 @@ enum perfabi_error perfabi_family_handle_u64(const struct perfabi_family_handle 
 /**
  * perfabi_family_handle_i64() - a signed member's value as the handle's
  * last read found it.
- * @h: the handle, read at least once.
+ * @h: the handle, read successfully (else `PERFABI_E_NOT_READ`).
  * @k: the member.
  * @cpu: a CPU, or `PERFABI_TOTAL`.
  * @out: receives the value.
  *
  * Context: the thread using the handle's segment.
- * Return: as perfabi_snapshot_i64().
+ * Return: as perfabi_snapshot_i64(); `PERFABI_E_NOT_READ` if the handle
+ * holds no values (not read yet, or its last read failed).
  *
  * # Safety
  * `h` is NULL or a live handle; `out` is NULL or writable.
@@ -1174,7 +1213,7 @@ enum perfabi_error perfabi_family_handle_i64(const struct perfabi_family_handle 
 /**
  * perfabi_family_handle_histogram() - a histogram member's values as the
  * handle's last read found them.
- * @h: the handle, read at least once.
+ * @h: the handle, read successfully (else `PERFABI_E_NOT_READ`).
  * @k: the member.
  * @cpu: a CPU, or `PERFABI_TOTAL`.
  * @out: receives the count, the sum and the number of buckets.
@@ -1182,7 +1221,8 @@ enum perfabi_error perfabi_family_handle_i64(const struct perfabi_family_handle 
  * @n: the values `buckets` holds.
  *
  * Context: the thread using the handle's segment.
- * Return: as perfabi_snapshot_histogram().
+ * Return: as perfabi_snapshot_histogram(); `PERFABI_E_NOT_READ` if the
+ * handle holds no values (not read yet, or its last read failed).
  *
  * # Safety
  * `h` is NULL or a live handle; `out` is NULL or writable; `buckets` is

@@ -86,9 +86,12 @@ pub enum perfabi_error {
     /// `panic`: the library failed inside (a bug; please report the
     /// message). Close the segment the call was given.
     PERFABI_E_PANIC = 24,
+    /// `not-read`: a family handle holds no values: it was not read yet,
+    /// or its last perfabi_family_read() failed (read it again).
+    PERFABI_E_NOT_READ = 25,
     /// Not a code: one more than the largest (non-ABI; codes may be added
     /// before it).
-    PERFABI_E_MAX = 25,
+    PERFABI_E_MAX = 26,
 }
 
 use perfabi_error::*;
@@ -171,13 +174,16 @@ impl perfabi_error {
             PERFABI_E_BUFFER_TOO_SMALL => c"buffer too small",
             PERFABI_E_WRONG_TYPE => c"the value is not of the type asked for",
             PERFABI_E_PANIC => c"internal error in libperfabi (a bug)",
+            PERFABI_E_NOT_READ => {
+                c"the family handle holds no values: not read yet, or its last read failed (read it again)"
+            }
             PERFABI_E_MAX => c"unknown error code",
         }
     }
 }
 
 /// Every code, in order (`PERFABI_E_MAX` last).
-const ALL: [perfabi_error; 26] = [
+const ALL: [perfabi_error; 27] = [
     PERFABI_OK,
     PERFABI_E_NOT_FOUND,
     PERFABI_E_IO,
@@ -203,6 +209,7 @@ const ALL: [perfabi_error; 26] = [
     PERFABI_E_BUFFER_TOO_SMALL,
     PERFABI_E_WRONG_TYPE,
     PERFABI_E_PANIC,
+    PERFABI_E_NOT_READ,
     PERFABI_E_MAX,
 ];
 
@@ -243,6 +250,18 @@ impl Failure {
         }
     }
 
+    /// A family handle's values asked for when it holds none.
+    pub(crate) fn not_read(func: &str) -> Self {
+        Self {
+            code: PERFABI_E_NOT_READ,
+            name: "not-read",
+            message: format!(
+                "{func}: the family handle holds no values: it was not read yet, \
+                 or its last perfabi_family_read() failed (read it again)"
+            ),
+        }
+    }
+
     fn panic(func: &str, payload: &(dyn std::any::Any + Send)) -> Self {
         let what = payload
             .downcast_ref::<&str>()
@@ -258,11 +277,16 @@ impl Failure {
         }
     }
 
-    /// Keeps the failure as the thread's last error; its code.
+    /// Keeps the failure as the thread's last error; its code. While the
+    /// thread ends (a pthread key's destructor, an atexit() handler, after
+    /// the thread's thread-local storage was freed) it keeps nothing: the
+    /// code is returned all the same (`LocalKey::with` would panic there,
+    /// outside `catch_unwind`, and abort the program).
     #[cold]
     fn record(self) -> perfabi_error {
         let code = self.code;
-        LAST.with(|l| {
+        // An `Err` is a thread whose storage is gone: nothing to keep.
+        let _ = LAST.try_with(|l| {
             *l.borrow_mut() = Some(LastError {
                 code,
                 name: c_string(self.name),
@@ -297,6 +321,13 @@ struct LastError {
 
 thread_local! {
     static LAST: RefCell<Option<LastError>> = const { RefCell::new(None) };
+}
+
+/// `f` of the thread's last error; `None` if no call failed on the thread,
+/// or if its thread-local storage is gone (a call while the thread ends:
+/// see [`Failure::record`]).
+fn last<T>(f: impl FnOnce(&LastError) -> T) -> Option<T> {
+    LAST.try_with(|l| l.borrow().as_ref().map(f)).ok().flatten()
 }
 
 /// Runs the body of entry point `func`: its failure, or a panic inside
@@ -352,11 +383,15 @@ pub extern "C" fn perfabi_strerror(code: c_int) -> *const c_char {
 /// failed call.
 ///
 /// Context: per thread: each thread has its own last error, set by every
-/// call that fails on it and left alone by calls that succeed.
-/// Return: that code; `PERFABI_OK` if no call failed on this thread yet.
+/// call that fails on it and left alone by calls that succeed. While a
+/// thread ends — in a pthread key's destructor, or an atexit() handler,
+/// once the thread's thread-local storage was freed — it has none: calls
+/// that fail there still return their code, but keep no last error.
+/// Return: that code; `PERFABI_OK` if no call failed on this thread yet,
+/// or while the thread ends.
 #[no_mangle]
 pub extern "C" fn perfabi_last_error_code() -> perfabi_error {
-    LAST.with(|l| l.borrow().as_ref().map_or(PERFABI_OK, |e| e.code))
+    last(|e| e.code).unwrap_or(PERFABI_OK)
 }
 
 /// perfabi_last_error_message() - the message of the calling thread's last
@@ -365,33 +400,26 @@ pub extern "C" fn perfabi_last_error_code() -> perfabi_error {
 ///
 /// Context: per thread (see perfabi_last_error_code()).
 /// Return: a NUL-terminated string owned by the library, valid on this
-/// thread until its next failing call; "" if no call failed on it yet.
-/// Never NULL.
+/// thread until its next failing call or its end; "" if no call failed on
+/// it yet, or while the thread ends (a static string). Never NULL.
 #[no_mangle]
 pub extern "C" fn perfabi_last_error_message() -> *const c_char {
-    LAST.with(|l| {
-        l.borrow()
-            .as_ref()
-            .map_or(c"".as_ptr(), |e| e.message.as_ptr())
-    })
+    last(|e| e.message.as_ptr()).unwrap_or(c"".as_ptr())
 }
 
 /// perfabi_last_error_code_name() - the stable code string of the calling
 /// thread's last failed call: the reader's (`spec/PERFABI.md` §8, §11.6:
 /// `"truncated-while-mapped"`, `"bad-magic"`...), or the C boundary's
 /// (`"invalid-argument"`, `"buffer-too-small"`, `"wrong-type"`,
-/// `"panic"`).
+/// `"not-read"`, `"panic"`).
 ///
 /// Context: per thread (see perfabi_last_error_code()).
 /// Return: a NUL-terminated string owned by the library, valid as the
-/// message is; "" if no call failed on this thread yet. Never NULL.
+/// message is; "" if no call failed on this thread yet, or while the
+/// thread ends (a static string). Never NULL.
 #[no_mangle]
 pub extern "C" fn perfabi_last_error_code_name() -> *const c_char {
-    LAST.with(|l| {
-        l.borrow()
-            .as_ref()
-            .map_or(c"".as_ptr(), |e| e.name.as_ptr())
-    })
+    last(|e| e.name.as_ptr()).unwrap_or(c"".as_ptr())
 }
 
 #[cfg(test)]
@@ -442,6 +470,36 @@ mod tests {
         ] {
             assert_eq!(perfabi_error::of_code(c), e);
         }
+    }
+
+    /// A call failing in a thread-local destructor that runs after the
+    /// last error's (destructors run in the reverse order of their
+    /// registration) returns its code and keeps nothing; it aborted.
+    #[test]
+    fn a_failure_once_the_last_error_is_destroyed_returns_its_code() {
+        struct FailOnDrop(std::sync::mpsc::Sender<(perfabi_error, perfabi_error)>);
+        impl Drop for FailOnDrop {
+            fn drop(&mut self) {
+                let code = guard("perfabi_test", || {
+                    Err(Failure::invalid("perfabi_test", "late"))
+                });
+                let _ = self.0.send((code, perfabi_last_error_code()));
+            }
+        }
+        thread_local! {
+            static LATE: RefCell<Option<FailOnDrop>> = const { RefCell::new(None) };
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            LATE.with(|l| *l.borrow_mut() = Some(FailOnDrop(tx)));
+            let early = guard("perfabi_test", || {
+                Err(Failure::invalid("perfabi_test", "early"))
+            });
+            assert_eq!(early, perfabi_last_error_code(), "LAST is registered now");
+        })
+        .join()
+        .unwrap();
+        assert_eq!(rx.recv().unwrap(), (PERFABI_E_INVALID_ARGUMENT, PERFABI_OK));
     }
 
     #[test]

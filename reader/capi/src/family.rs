@@ -99,7 +99,10 @@ pub struct perfabi_histogram {
 ///
 /// It belongs to the snapshot or family handle it came from: its strings
 /// and members live as long as that snapshot, or until the handle's next
-/// read. Thread safety: immutable; any threads may read it at once.
+/// successful read. Thread safety: a snapshot's family is immutable, for
+/// any threads at once; a family handle's is replaced by the handle's
+/// next successful read, so it is read by the thread using the handle's
+/// segment.
 pub struct perfabi_family_info {
     pub(crate) family: Family,
     name: CString,
@@ -167,7 +170,8 @@ unsafe fn fam<'a>(
 /// perfabi_family_name() - the family's name (`disk.dev.read_bytes`).
 /// @f: the family.
 ///
-/// Context: any thread (the family is immutable).
+/// Context: any thread for a snapshot's family; the thread using the
+/// segment for a family handle's (perfabi_family_handle_info()).
 /// Return: a NUL-terminated string that lives as long as the family; NULL
 /// if `f` is NULL.
 ///
@@ -186,7 +190,8 @@ pub unsafe extern "C" fn perfabi_family_name(f: *const perfabi_family_info) -> *
 /// counter).
 /// @f: the family.
 ///
-/// Context: any thread (the family is immutable).
+/// Context: any thread for a snapshot's family; the thread using the
+/// segment for a family handle's (perfabi_family_handle_info()).
 /// Return: a NUL-terminated string that lives as long as the family; NULL
 /// if `f` is NULL.
 ///
@@ -205,7 +210,8 @@ pub unsafe extern "C" fn perfabi_family_help(f: *const perfabi_family_info) -> *
 /// (`device`); "" for a family of one instance.
 /// @f: the family.
 ///
-/// Context: any thread (the family is immutable).
+/// Context: any thread for a snapshot's family; the thread using the
+/// segment for a family handle's (perfabi_family_handle_info()).
 /// Return: a NUL-terminated string that lives as long as the family; NULL
 /// if `f` is NULL.
 ///
@@ -224,7 +230,8 @@ pub unsafe extern "C" fn perfabi_family_dimension(f: *const perfabi_family_info)
 /// `KiB`, `ns`; a 1.0 counter's own unit string; "" for none).
 /// @f: the family.
 ///
-/// Context: any thread (the family is immutable).
+/// Context: any thread for a snapshot's family; the thread using the
+/// segment for a family handle's (perfabi_family_handle_info()).
 /// Return: a NUL-terminated string that lives as long as the family; NULL
 /// if `f` is NULL.
 ///
@@ -242,7 +249,8 @@ pub unsafe extern "C" fn perfabi_family_unit_text(f: *const perfabi_family_info)
 /// perfabi_family_unit() - the family's unit as its 8-byte encoding.
 /// @f: the family.
 ///
-/// Context: any thread.
+/// Context: any thread for a snapshot's family; the thread using the
+/// segment for a family handle's (perfabi_family_handle_info()).
 /// Return: the unit; all zero (no unit) if `f` is NULL.
 ///
 /// # Safety
@@ -259,7 +267,8 @@ pub unsafe extern "C" fn perfabi_family_unit(f: *const perfabi_family_info) -> p
 /// perfabi_family_kind() - the family's kind.
 /// @f: the family.
 ///
-/// Context: any thread.
+/// Context: any thread for a snapshot's family; the thread using the
+/// segment for a family handle's (perfabi_family_handle_info()).
 /// Return: its kind; `PERFABI_METRIC_COUNTER` if `f` is NULL.
 ///
 /// # Safety
@@ -293,7 +302,8 @@ pub(crate) fn value_type(t: ValueType) -> perfabi_value_type {
 /// or signed.
 /// @f: the family.
 ///
-/// Context: any thread.
+/// Context: any thread for a snapshot's family; the thread using the
+/// segment for a family handle's (perfabi_family_handle_info()).
 /// Return: its value type; `PERFABI_VALUE_U64` if `f` is NULL.
 ///
 /// # Safety
@@ -312,7 +322,8 @@ pub unsafe extern "C" fn perfabi_family_value_type(
 /// perfabi_family_nr_buckets() - a histogram's buckets, `+Inf` included.
 /// @f: the family.
 ///
-/// Context: any thread.
+/// Context: any thread for a snapshot's family; the thread using the
+/// segment for a family handle's (perfabi_family_handle_info()).
 /// Return: the number of buckets; 0 for a family that is not a histogram,
 /// or if `f` is NULL.
 ///
@@ -337,7 +348,8 @@ pub unsafe extern "C" fn perfabi_family_nr_buckets(f: *const perfabi_family_info
 /// @k: the bucket, 0 to perfabi_family_nr_buckets() - 1.
 /// @bound: receives the bound; `UINT64_MAX` for the last bucket, `+Inf`.
 ///
-/// Context: any thread.
+/// Context: any thread for a snapshot's family; the thread using the
+/// segment for a family handle's (perfabi_family_handle_info()).
 /// Return: `PERFABI_OK`; `PERFABI_E_INVALID_ARGUMENT` for a NULL pointer,
 /// a family that is not a histogram or a bucket past the last.
 ///
@@ -376,7 +388,8 @@ pub unsafe extern "C" fn perfabi_family_bucket_bound(
 /// deleted and registered again has a new one.
 /// @f: the family.
 ///
-/// Context: any thread.
+/// Context: any thread for a snapshot's family; the thread using the
+/// segment for a family handle's (perfabi_family_handle_info()).
 /// Return: the id; 0 if `f` is NULL.
 ///
 /// # Safety
@@ -393,7 +406,8 @@ pub unsafe extern "C" fn perfabi_family_reg_id(f: *const perfabi_family_info) ->
 /// perfabi_family_nr_members() - the family's live members (instances).
 /// @f: the family.
 ///
-/// Context: any thread.
+/// Context: any thread for a snapshot's family; the thread using the
+/// segment for a family handle's (perfabi_family_handle_info()).
 /// Return: their number; 0 if `f` is NULL.
 ///
 /// # Safety
@@ -412,7 +426,8 @@ pub unsafe extern "C" fn perfabi_family_nr_members(f: *const perfabi_family_info
 /// @f: the family.
 /// @k: the member, 0 to perfabi_family_nr_members() - 1.
 ///
-/// Context: any thread.
+/// Context: any thread for a snapshot's family; the thread using the
+/// segment for a family handle's (perfabi_family_handle_info()).
 /// Return: a NUL-terminated string that lives as long as the family; NULL
 /// for a NULL family or a member past the last.
 ///
@@ -437,7 +452,8 @@ pub unsafe extern "C" fn perfabi_family_member_instance(
 /// @k: the member.
 /// @id: receives the number.
 ///
-/// Context: any thread.
+/// Context: any thread for a snapshot's family; the thread using the
+/// segment for a family handle's (perfabi_family_handle_info()).
 /// Return: `PERFABI_OK`, or `PERFABI_E_INVALID_ARGUMENT`.
 ///
 /// # Safety
@@ -466,7 +482,8 @@ pub unsafe extern "C" fn perfabi_family_member_instance_id(
 /// @f: the family.
 /// @k: the member.
 ///
-/// Context: any thread.
+/// Context: any thread for a snapshot's family; the thread using the
+/// segment for a family handle's (perfabi_family_handle_info()).
 /// Return: their number; 0 for a NULL family or a member past the last.
 ///
 /// # Safety
@@ -490,7 +507,8 @@ pub unsafe extern "C" fn perfabi_family_member_nr_labels(
 /// @key: receives the key (`model`), a string that lives as the family.
 /// @value: receives the value (`virtio`), likewise.
 ///
-/// Context: any thread.
+/// Context: any thread for a snapshot's family; the thread using the
+/// segment for a family handle's (perfabi_family_handle_info()).
 /// Return: `PERFABI_OK`, or `PERFABI_E_INVALID_ARGUMENT`.
 ///
 /// # Safety
@@ -531,7 +549,8 @@ pub unsafe extern "C" fn perfabi_family_member_label(
 ///            of a family without dimension).
 /// @k: receives the member's index.
 ///
-/// Context: any thread.
+/// Context: any thread for a snapshot's family; the thread using the
+/// segment for a family handle's (perfabi_family_handle_info()).
 /// Return: `PERFABI_OK`; `PERFABI_E_NO_SUCH_COUNTER` if no live member has
 /// that instance; `PERFABI_E_INVALID_ARGUMENT`.
 ///
@@ -576,9 +595,6 @@ pub(crate) fn member_index(family: &Family, instance: &str) -> Result<usize, Fai
 pub(crate) trait Values {
     /// CPUs the values cover.
     fn cpus(&self) -> usize;
-    /// Whether the values belong to `family` as it is now (a handle's are
-    /// empty before its first read).
-    fn holds(&self, family: &Family) -> bool;
     /// The words of member `k` of `family` on `cpu`.
     fn words(&self, family: &Family, k: usize, cpu: usize) -> &[u64];
 }
@@ -586,9 +602,6 @@ pub(crate) trait Values {
 impl Values for Snapshot {
     fn cpus(&self) -> usize {
         self.nr_cpus
-    }
-    fn holds(&self, _: &Family) -> bool {
-        true
     }
     fn words(&self, family: &Family, k: usize, cpu: usize) -> &[u64] {
         Snapshot::words(self, cpu, &family.members[k])
@@ -598,9 +611,6 @@ impl Values for Snapshot {
 impl Values for FamilyValues {
     fn cpus(&self) -> usize {
         self.nr_cpus()
-    }
-    fn holds(&self, family: &Family) -> bool {
-        self.len() == family.members.len()
     }
     fn words(&self, _: &Family, k: usize, cpu: usize) -> &[u64] {
         FamilyValues::words(self, k, cpu)
@@ -616,12 +626,6 @@ fn reading(
     k: usize,
     cpu: u32,
 ) -> Result<Reading, Failure> {
-    if !v.holds(family) {
-        return Err(Failure::invalid(
-            func,
-            "the family handle was not read yet (perfabi_family_read)",
-        ));
-    }
     if k >= family.members.len() {
         return Err(Failure::invalid(
             func,

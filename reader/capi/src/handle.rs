@@ -5,7 +5,7 @@
 use std::ffi::c_char;
 
 use perfabi::family::Origin;
-use perfabi_reader::{Error, FamilyHandle, FamilyValues, Handle, Kind, Segment};
+use perfabi_reader::{Error, Family, FamilyHandle, FamilyValues, Handle, Kind, Segment};
 
 use crate::error::{guard, guard_value, perfabi_error, Failure};
 use crate::family::{
@@ -136,7 +136,8 @@ pub unsafe extern "C" fn perfabi_counter_free(h: *mut perfabi_counter) {
 /// maximum.
 /// @h: the handle.
 ///
-/// Context: any thread.
+/// Context: the thread using the handle's segment (perfabi_read() changes
+/// the handle).
 /// Return: the kind; `PERFABI_METRIC_COUNTER` if `h` is NULL.
 ///
 /// # Safety
@@ -154,7 +155,8 @@ pub unsafe extern "C" fn perfabi_counter_kind(h: *const perfabi_counter) -> perf
 /// unsigned, or signed (`PERFABI_VALUE_I64`: cast each to `int64_t`).
 /// @h: the handle.
 ///
-/// Context: any thread.
+/// Context: the thread using the handle's segment (perfabi_read() changes
+/// the handle).
 /// Return: the value type; `PERFABI_VALUE_U64` if `h` is NULL.
 ///
 /// # Safety
@@ -257,10 +259,25 @@ pub struct perfabi_family_handle {
     seg: u64,
     handle: FamilyHandle,
     values: FamilyValues,
-    /// The family as of the last read, for C; rebuilt when its generation
-    /// moved.
+    /// Whether `values` are those of a successful read: false before the
+    /// first read and after a failed one, when the accessors refuse
+    /// (`PERFABI_E_NOT_READ`) rather than give values of no family.
+    valid: bool,
+    /// The family as of the last successful read, for C; rebuilt when its
+    /// generation moved.
     info: perfabi_family_info,
     generation: Option<u64>,
+}
+
+impl perfabi_family_handle {
+    /// The values of the last read and their family, for accessor `func`;
+    /// `PERFABI_E_NOT_READ` if that read failed or none was made.
+    fn last_read(&self, func: &str) -> Result<(&FamilyValues, &Family), Failure> {
+        if !self.valid {
+            return Err(Failure::not_read(func));
+        }
+        Ok((&self.values, self.handle.family()))
+    }
 }
 
 /// perfabi_family_handle_lookup() - look a family up, for
@@ -294,6 +311,7 @@ pub unsafe extern "C" fn perfabi_family_handle_lookup(
                 generation: handle.generation(),
                 handle,
                 values: FamilyValues::default(),
+                valid: false,
             })
         };
         // SAFETY: `out` is NULL or writable (the caller's promise).
@@ -321,7 +339,11 @@ pub unsafe extern "C" fn perfabi_family_handle_free(h: *mut perfabi_family_handl
 /// call; no allocation once the handle has held as many members. When the
 /// family's members changed, the handle follows them: its
 /// perfabi_family_handle_info() is then a new family (the old one's
-/// strings are freed).
+/// strings are freed). When the read fails, the handle holds no values
+/// until its next successful read: perfabi_family_handle_u64() and the
+/// like fail with `PERFABI_E_NOT_READ` (its info stays that of the last
+/// successful read). A NULL argument or a handle of another segment
+/// leaves it as it was.
 /// @seg: the segment the handle was looked up on.
 /// @h: the handle.
 /// @generation_out: receives the generation read at; may be NULL.
@@ -330,7 +352,8 @@ pub unsafe extern "C" fn perfabi_family_handle_free(h: *mut perfabi_family_handl
 ///
 /// Context: the thread using the segment.
 /// Return: `PERFABI_OK`; `PERFABI_E_UNKNOWN_INSTANCE` if the family was
-/// deleted or the segment created again; `PERFABI_E_BUSY`...
+/// deleted or the segment created again (the handle will not read again:
+/// look it up again); `PERFABI_E_BUSY`...
 ///
 /// # Safety
 /// `seg` is NULL or an open segment used by this thread only; `h` is NULL
@@ -352,25 +375,31 @@ pub unsafe extern "C" fn perfabi_family_read(
                 "the handle was looked up on another segment",
             ));
         }
+        // Valid again only once this read succeeded: the reader leaves the
+        // values of a failed one empty, and the family they were for may
+        // be another by then.
+        h.valid = false;
         let g = s.seg.read_family(&mut h.handle, &mut h.values)?;
         if h.generation != h.handle.generation() {
             h.info = perfabi_family_info::new(h.handle.family());
             h.generation = h.handle.generation();
         }
+        h.valid = true;
         // SAFETY: `generation_out` is NULL or writable.
         unsafe { ptr::put_opt(generation_out, g) };
         Ok(())
     })
 }
 
-/// perfabi_family_handle_info() - the handle's family as of its last read
-/// (or its look-up): name, unit, members... Member `k` of it is member `k`
-/// of the values perfabi_family_handle_u64() and the like return.
+/// perfabi_family_handle_info() - the handle's family as of its last
+/// successful read (or its look-up): name, unit, members... Member `k` of
+/// it is member `k` of the values perfabi_family_handle_u64() and the like
+/// return.
 /// @h: the handle.
 ///
 /// Context: the thread using the handle's segment.
-/// Return: the family, valid until the handle's next perfabi_family_read()
-/// or its free; NULL if `h` is NULL.
+/// Return: the family, valid until the handle's next successful
+/// perfabi_family_read() or its free; NULL if `h` is NULL.
 ///
 /// # Safety
 /// `h` is NULL or a live handle.
@@ -387,13 +416,14 @@ pub unsafe extern "C" fn perfabi_family_handle_info(
 
 /// perfabi_family_handle_u64() - an unsigned member's value as the
 /// handle's last read found it.
-/// @h: the handle, read at least once.
+/// @h: the handle, read successfully (else `PERFABI_E_NOT_READ`).
 /// @k: the member (of perfabi_family_handle_info()).
 /// @cpu: a CPU, or `PERFABI_TOTAL`.
 /// @out: receives the value.
 ///
 /// Context: the thread using the handle's segment.
-/// Return: as perfabi_snapshot_u64().
+/// Return: as perfabi_snapshot_u64(); `PERFABI_E_NOT_READ` if the handle
+/// holds no values (not read yet, or its last read failed).
 ///
 /// # Safety
 /// `h` is NULL or a live handle; `out` is NULL or writable.
@@ -407,25 +437,22 @@ pub unsafe extern "C" fn perfabi_family_handle_u64(
     const F: &str = "perfabi_family_handle_u64";
     guard(F, || {
         // SAFETY: the caller promises a live handle.
-        let h = unsafe { ptr::obj(F, "h", h) }?;
+        let (values, fam) = unsafe { ptr::obj(F, "h", h) }?.last_read(F)?;
         // SAFETY: `out` is NULL or writable (the caller's promise).
-        unsafe {
-            ptr::deliver(F, "out", out, || {
-                family::get_u64(F, &h.values, h.handle.family(), k, cpu)
-            })
-        }
+        unsafe { ptr::deliver(F, "out", out, || family::get_u64(F, values, fam, k, cpu)) }
     })
 }
 
 /// perfabi_family_handle_i64() - a signed member's value as the handle's
 /// last read found it.
-/// @h: the handle, read at least once.
+/// @h: the handle, read successfully (else `PERFABI_E_NOT_READ`).
 /// @k: the member.
 /// @cpu: a CPU, or `PERFABI_TOTAL`.
 /// @out: receives the value.
 ///
 /// Context: the thread using the handle's segment.
-/// Return: as perfabi_snapshot_i64().
+/// Return: as perfabi_snapshot_i64(); `PERFABI_E_NOT_READ` if the handle
+/// holds no values (not read yet, or its last read failed).
 ///
 /// # Safety
 /// `h` is NULL or a live handle; `out` is NULL or writable.
@@ -439,19 +466,15 @@ pub unsafe extern "C" fn perfabi_family_handle_i64(
     const F: &str = "perfabi_family_handle_i64";
     guard(F, || {
         // SAFETY: the caller promises a live handle.
-        let h = unsafe { ptr::obj(F, "h", h) }?;
+        let (values, fam) = unsafe { ptr::obj(F, "h", h) }?.last_read(F)?;
         // SAFETY: `out` is NULL or writable (the caller's promise).
-        unsafe {
-            ptr::deliver(F, "out", out, || {
-                family::get_i64(F, &h.values, h.handle.family(), k, cpu)
-            })
-        }
+        unsafe { ptr::deliver(F, "out", out, || family::get_i64(F, values, fam, k, cpu)) }
     })
 }
 
 /// perfabi_family_handle_histogram() - a histogram member's values as the
 /// handle's last read found them.
-/// @h: the handle, read at least once.
+/// @h: the handle, read successfully (else `PERFABI_E_NOT_READ`).
 /// @k: the member.
 /// @cpu: a CPU, or `PERFABI_TOTAL`.
 /// @out: receives the count, the sum and the number of buckets.
@@ -459,7 +482,8 @@ pub unsafe extern "C" fn perfabi_family_handle_i64(
 /// @n: the values `buckets` holds.
 ///
 /// Context: the thread using the handle's segment.
-/// Return: as perfabi_snapshot_histogram().
+/// Return: as perfabi_snapshot_histogram(); `PERFABI_E_NOT_READ` if the
+/// handle holds no values (not read yet, or its last read failed).
 ///
 /// # Safety
 /// `h` is NULL or a live handle; `out` is NULL or writable; `buckets` is
@@ -476,19 +500,10 @@ pub unsafe extern "C" fn perfabi_family_handle_histogram(
     const F: &str = "perfabi_family_handle_histogram";
     guard(F, || {
         // SAFETY: the caller promises a live handle.
-        let h = unsafe { ptr::obj(F, "h", h) }?;
+        let (values, fam) = unsafe { ptr::obj(F, "h", h) }?.last_read(F)?;
         let out = ptr::out(F, "out", out)?;
         // SAFETY: `out` and `buckets` are writable (the caller's promise).
-        unsafe {
-            family::get_histogram(
-                F,
-                &h.values,
-                h.handle.family(),
-                k,
-                cpu,
-                HistogramOut { out, buckets, n },
-            )
-        }
+        unsafe { family::get_histogram(F, values, fam, k, cpu, HistogramOut { out, buckets, n }) }
     })
 }
 

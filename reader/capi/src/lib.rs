@@ -10,7 +10,7 @@
 //! The C header `include/perfabi.h` is generated from this crate by
 //! cbindgen (`reader/capi/regenerate-header`; a test fails while it is
 //! stale) and installed, with `libperfabi.so.0` and `libperfabi.a`, by
-//! `make -C reader/capi install PREFIX=...`.
+//! `make -C reader/capi` then `make -C reader/capi install PREFIX=...`.
 //!
 //! Conventions of every entry point:
 //!
@@ -18,16 +18,18 @@
 //!   writes its results through pointers; an accessor returns its value,
 //!   NULL or 0 when it fails. A failure sets the calling thread's last
 //!   error (perfabi_last_error_message(), perfabi_last_error_code_name());
-//!   a success leaves it.
+//!   a success leaves it. While a thread ends (a pthread key's
+//!   destructor, an atexit() handler) a failure returns its code only.
 //! * Every pointer is checked for NULL (`PERFABI_E_INVALID_ARGUMENT`), and
 //!   every string for UTF-8; nothing else of a pointer can be checked:
 //!   each function's `# Safety` says what it must point to.
 //! * No panic crosses into C: each body runs under `catch_unwind`, and a
 //!   panic is `PERFABI_E_PANIC` with its message.
-//! * Threads: a segment and its handles are used by one thread at a time
-//!   (they may move between threads); snapshots and DAMON results are
-//!   immutable, for any threads at once; the last error is per thread.
-//!   Each function's `Context:` line says which applies.
+//! * Threads: a segment and its handles (with a family handle's family)
+//!   are used by one thread at a time, the thread using the segment (they
+//!   may move between threads); snapshots (with their families) and DAMON
+//!   results are immutable, for any threads at once; the last error is per
+//!   thread. Each function's `Context:` line says which applies.
 //!
 //! This crate is the FFI home of the reader (`tests/architecture`): its
 //! `unsafe` code turns C's pointers into Rust values, in `ptr` and at each

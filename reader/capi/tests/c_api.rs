@@ -9,7 +9,8 @@
 //! one is missing a test prints `PERFABI-SKIP`, or fails under CI.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -44,32 +45,63 @@ fn have_tools(test: &str) -> bool {
     true
 }
 
-/// The prefix `make install` installed libperfabi into, once per run.
+/// `make -C reader/capi ARGS`, Cargo's target folder `target`.
+fn make(args: &[String], target: &Path) -> Finished {
+    run_limited(
+        Command::new("make")
+            .args(["-C", CRATE])
+            .args(args)
+            .env("CARGO_TARGET_DIR", target),
+        Duration::from_secs(900),
+    )
+}
+
+/// [`make`], which must succeed.
+fn make_ok(args: &[String], target: &Path) {
+    let f = make(args, target);
+    assert_eq!(
+        f.code(),
+        Some(0),
+        "make {args:?}:\n{}\n{}",
+        f.stdout,
+        f.stderr
+    );
+}
+
+/// The prefix libperfabi was installed into, once per run, as its users
+/// do: `make`, then `make install PREFIX=...`. The prefix has a blank and
+/// an `&` in it: each C program is compiled through its perfabi.pc.
 fn prefix() -> &'static Path {
     static PREFIX: OnceLock<tempfile::TempDir> = OnceLock::new();
     PREFIX
         .get_or_init(|| {
             let dir = tempfile::Builder::new()
-                .prefix("perfabi-capi-prefix.")
+                .prefix("perfabi capi&prefix.")
                 .tempdir()
                 .unwrap();
-            let f = run_limited(
-                Command::new("make")
-                    .args(["-C", CRATE, "install"])
-                    .arg(format!("PREFIX={}", dir.path().display()))
-                    .env("CARGO_TARGET_DIR", workspace::target_dir()),
-                Duration::from_secs(900),
-            );
-            assert_eq!(
-                f.code(),
-                Some(0),
-                "make install:\n{}\n{}",
-                f.stdout,
-                f.stderr
-            );
+            let target = workspace::target_dir();
+            make_ok(&[], &target);
+            let install = ["install".into(), format!("PREFIX={}", dir.path().display())];
+            make_ok(&install, &target);
             dir
         })
         .path()
+}
+
+/// pkg-config's output as arguments: split at blanks, `\x` being `x`
+/// (pkg-config escapes so a blank or a shell character of a path).
+fn shell_words(s: &str) -> Vec<String> {
+    let (mut words, mut word) = (Vec::new(), None::<String>);
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => word.get_or_insert_with(String::new).extend(chars.next()),
+            c if c.is_whitespace() => words.extend(word.take()),
+            c => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    words.extend(word);
+    words
 }
 
 /// `pkg-config ARGS perfabi` against the installed library.
@@ -85,11 +117,7 @@ fn pkg_config(args: &[&str]) -> Vec<String> {
         "pkg-config {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .split_whitespace()
-        .map(str::to_string)
-        .collect()
+    shell_words(&String::from_utf8(out.stdout).unwrap())
 }
 
 /// How a C program is linked.
@@ -109,10 +137,12 @@ fn compile(dir: &Path, name: &str, src: &str, link: Link) -> PathBuf {
     std::fs::write(&c, src).unwrap();
     let exe = dir.join(name);
     let mut cmd = Command::new("cc");
-    cmd.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-g", "-o"])
-        .arg(&exe)
-        .arg(&c)
-        .args(pkg_config(&["--cflags"]));
+    cmd.args([
+        "-std=c11", "-Wall", "-Wextra", "-Werror", "-g", "-pthread", "-o",
+    ])
+    .arg(&exe)
+    .arg(&c)
+    .args(pkg_config(&["--cflags"]));
     match link {
         Link::Shared => cmd.args(pkg_config(&["--libs"])),
         Link::Sanitized => cmd
@@ -136,16 +166,99 @@ fn compile(dir: &Path, name: &str, src: &str, link: Link) -> PathBuf {
     exe
 }
 
+/// A compiled C program to run with the installed library on its path.
+fn c_program(exe: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(exe);
+    cmd.args(args)
+        .env("LD_LIBRARY_PATH", prefix().join("lib"))
+        .env("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
+        .env("UBSAN_OPTIONS", "print_stacktrace=1");
+    cmd
+}
+
+/// Compiles the crate's C file `rel` (`examples/agent.c`) into `dir`, as
+/// [`compile`] does, the program named after the file.
+fn compile_file(dir: &Path, rel: &str, link: Link) -> PathBuf {
+    let src = std::fs::read_to_string(Path::new(CRATE).join(rel)).unwrap();
+    let name = Path::new(rel).file_stem().unwrap().to_str().unwrap();
+    compile(dir, name, &src, link)
+}
+
 /// Runs a compiled C program with the installed library on its path.
 fn run(exe: &Path, args: &[&str]) -> Finished {
-    run_limited(
-        Command::new(exe)
-            .args(args)
-            .env("LD_LIBRARY_PATH", prefix().join("lib"))
-            .env("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
-            .env("UBSAN_OPTIONS", "print_stacktrace=1"),
-        LIMIT,
-    )
+    run_limited(&mut c_program(exe, args), LIMIT)
+}
+
+/// A C program that prints `ready` and waits for a line on stdin at each
+/// step (`checks truncate`, `checks reread`), so that the test changes the
+/// segment in between.
+struct Stepped {
+    child: std::process::Child,
+    out: BufReader<std::process::ChildStdout>,
+    stdin: std::process::ChildStdin,
+}
+
+impl Stepped {
+    fn start(exe: &Path, args: &[&str]) -> Self {
+        let mut child = c_program(exe, args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Self {
+            out: BufReader::new(child.stdout.take().unwrap()),
+            stdin: child.stdin.take().unwrap(),
+            child,
+        }
+    }
+
+    /// What it printed up to its next `ready` (left out).
+    fn until_ready(&mut self) -> String {
+        let mut seen = String::new();
+        while !seen.ends_with("ready\n") {
+            assert!(
+                self.out.read_line(&mut seen).unwrap() > 0,
+                "it ended early: {seen}"
+            );
+        }
+        seen.truncate(seen.len() - "ready\n".len());
+        seen
+    }
+
+    /// Lets it go on from its `ready`.
+    fn go(&mut self) {
+        self.stdin.write_all(b"go\n").unwrap();
+    }
+
+    /// Ends its stdin and waits for its end: what it printed since its
+    /// last `ready`; fails unless it succeeded with the sanitizers quiet.
+    fn finish(self) -> String {
+        let Self {
+            mut child,
+            mut out,
+            stdin,
+        } = self;
+        drop(stdin);
+        let mut f = Finished {
+            status: None,
+            max_rss_kib: 0,
+            elapsed: Duration::ZERO,
+            stdout: String::new(),
+            stderr: String::new(),
+        };
+        out.read_to_string(&mut f.stdout).unwrap();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut f.stderr)
+            .unwrap();
+        f.status = Some(child.wait().unwrap());
+        assert_eq!(f.code(), Some(0), "{}\n{}", f.stdout, f.stderr);
+        assert_sanitizers_quiet(&f);
+        f.stdout
+    }
 }
 
 /// Fails if a sanitizer reported anything.
@@ -302,8 +415,7 @@ fn agent_linked_statically_needs_no_libperfabi_at_run_time() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let src = std::fs::read_to_string(Path::new(CRATE).join("examples/agent.c")).unwrap();
-    let agent = compile(dir.path(), "agent", &src, Link::Static);
+    let agent = compile_file(dir.path(), "examples/agent.c", Link::Static);
     let dynamic = Command::new("readelf")
         .arg("-d")
         .arg(&agent)
@@ -332,8 +444,7 @@ fn agent_under_address_and_undefined_sanitizers_runs_clean() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let src = std::fs::read_to_string(Path::new(CRATE).join("examples/agent.c")).unwrap();
-    let agent = compile(dir.path(), "agent", &src, Link::Sanitized);
+    let agent = compile_file(dir.path(), "examples/agent.c", Link::Sanitized);
     let (_daemon, path) = exportd(dir.path());
     let f = check_agent(&agent, &path, "kernel.all.pswitch");
     assert_sanitizers_quiet(&f);
@@ -541,8 +652,7 @@ impl Checks {
             return None;
         }
         let dir = tempfile::tempdir().unwrap();
-        let src = std::fs::read_to_string(Path::new(CRATE).join("tests/c/checks.c")).unwrap();
-        let checks = compile(dir.path(), "checks", &src, Link::Sanitized);
+        let checks = compile_file(dir.path(), "tests/c/checks.c", Link::Sanitized);
         let seg = dir.path().join("seg");
         let _writer = test_segment(&seg, heartbeat);
         Some(Self {
@@ -687,10 +797,6 @@ fn misuse_from_c_is_a_typed_error_never_a_crash() {
             "member 99",
         ),
         (
-            "perfabi_family_handle_u64(fh, 0, PERFABI_TOTAL, v)",
-            "not read yet",
-        ),
-        (
             "perfabi_read(other, h, v, 256, NULL)",
             "looked up on another segment",
         ),
@@ -749,6 +855,12 @@ fn misuse_from_c_is_a_typed_error_never_a_crash() {
         PERFABI_E_WRONG_TYPE,
         "wrong-type",
         "histogram",
+    );
+    expect(
+        "perfabi_family_handle_u64(fh, 0, PERFABI_TOTAL, v)",
+        PERFABI_E_NOT_READ,
+        "not-read",
+        "not read yet",
     );
     expect(
         "perfabi_read(seg, h, v, 0, NULL)",
@@ -852,6 +964,41 @@ fn opening_bad_paths_from_c_gives_the_readers_codes() {
     );
 }
 
+/// A call that fails once its thread's thread-local storage is gone — in
+/// a pthread key's destructor, in an atexit() handler — returns its code
+/// and keeps no last error (the getters say `PERFABI_OK`, ""): it does not
+/// abort the program, as it did when the last error was reached with
+/// `LocalKey::with` (a panic outside `catch_unwind`, in an `extern "C"`
+/// function).
+#[test]
+fn a_call_failing_while_a_thread_or_the_program_ends_returns_its_code() {
+    if !have_tools("a_call_failing_while_a_thread_or_the_program_ends_returns_its_code") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile_file(dir.path(), "tests/c/at_exit.c", Link::Sanitized);
+    let missing = dir.path().join("missing.seg");
+    let f = run(&exe, &[missing.to_str().unwrap()]);
+    assert_eq!(f.code(), Some(0), "{}\n{}", f.stdout, f.stderr);
+    assert_sanitizers_quiet(&f);
+    let nf = code(PERFABI_E_NOT_FOUND);
+    let kept = format!(
+        "last={nf} name=\"not-found\" message=\"no segment at {}: is the exporter running?\"",
+        missing.display()
+    );
+    let gone = format!("last={} name=\"\" message=\"\"", code(PERFABI_OK));
+    let expected: String = [
+        ("main", &kept),
+        ("thread", &kept),
+        ("thread-key-destructor", &gone),
+        ("atexit", &gone),
+    ]
+    .iter()
+    .map(|(when, last)| format!("{when} open={nf} seg=NULL {last}\n"))
+    .collect();
+    assert_eq!(f.stdout, expected, "{}", f.stderr);
+}
+
 #[test]
 fn truncating_the_segment_under_a_c_reader_is_an_error_not_a_crash() {
     // No heartbeat thread: nothing repairs the segment while the test
@@ -863,39 +1010,16 @@ fn truncating_the_segment_under_a_c_reader_is_an_error_not_a_crash() {
         return;
     };
     let (checks, path) = (&c.checks, &c.seg);
-    let mut child = Command::new(checks)
-        .args(["truncate", path.to_str().unwrap()])
-        .env("LD_LIBRARY_PATH", prefix().join("lib"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut seen = String::new();
-    while !seen.ends_with("ready\n") {
-        assert!(
-            out.read_line(&mut seen).unwrap() > 0,
-            "checks ended early: {seen}"
-        );
-    }
+    let mut child = Stepped::start(checks, &["truncate", path.to_str().unwrap()]);
+    let seen = child.until_ready();
     std::fs::OpenOptions::new()
         .write(true)
         .open(path)
         .unwrap()
         .set_len(4096)
         .unwrap();
-    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-    let status = child.wait().unwrap();
-    assert!(status.success(), "{status:?}: {seen}{rest}\n{stderr}");
-    assert!(
-        !stderr.contains("Sanitizer") && !stderr.contains("runtime error"),
-        "{stderr}"
-    );
+    child.go();
+    let rest = child.finish();
     let before = calls(&seen);
     assert_eq!(
         before.values().next().map(|v| v.0),
@@ -924,4 +1048,191 @@ fn truncating_the_segment_under_a_c_reader_is_an_error_not_a_crash() {
         PERFABI_E_MALFORMED,
     ];
     assert!(refused.iter().any(|&e| code(e) == *c), "{c} {n}: {m}");
+}
+
+/// A family handle whose read failed holds no values: its accessors fail
+/// with `PERFABI_E_NOT_READ` until its next successful read, and its info
+/// stays that of the last one. They answered `PERFABI_OK` with what the
+/// failed read left: once the family was deleted and another family's
+/// member took its value slot, member 0 of `capi.reread` read 999999, the
+/// other family's value.
+#[test]
+fn a_family_handle_whose_read_failed_gives_no_values() {
+    let Some(c) = Checks::new("a_family_handle_whose_read_failed_gives_no_values", false) else {
+        return;
+    };
+    let path = c.dir.path().join("reread.seg");
+    let w = Writer::create(
+        &path,
+        &Config {
+            nr_cpus: Some(2),
+            max_families: 4,
+            max_members: 8,
+            damon_capacity: 0,
+            heartbeat_interval: Duration::ZERO,
+            auto_heartbeat: false,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    let spec = |name| FamilySpec::new(name, "", "k", Kind::Counter, Unit::NONE);
+    let fam = w.add_family(&spec("capi.reread")).unwrap();
+    let x = w.add_member(fam, "x", &[]).unwrap();
+    w.member_add(&x, 111).unwrap();
+    let mut child = Stepped::start(&c.checks, &["reread", path.to_str().unwrap()]);
+    let mut steps = vec![child.until_ready()];
+    let mut step = |child: &mut Stepped| {
+        child.go();
+        steps.push(child.until_ready());
+    };
+    // Read.
+    step(&mut child);
+    // CPU 0's block left mid-update (an odd sequence): busy.
+    let seq = (w.layout().cpu_block_word(0) * 8) as u64;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    let mut idle = [0u8; 8];
+    file.read_exact_at(&mut idle, seq).unwrap();
+    let busy = u64::from_ne_bytes(idle) | 1;
+    file.write_all_at(&busy.to_ne_bytes(), seq).unwrap();
+    step(&mut child);
+    // Idle again: read.
+    file.write_all_at(&idle, seq).unwrap();
+    step(&mut child);
+    // The family deleted, and another's member in its value slot.
+    w.del_family(fam).unwrap();
+    let other = w.add_family(&spec("capi.other")).unwrap();
+    let y = w.add_member(other, "y", &[]).unwrap();
+    w.member_add(&y, 999_999).unwrap();
+    assert_eq!(y.value_slot(), x.value_slot(), "y took x's slot");
+    step(&mut child);
+    assert_eq!(child.finish(), "");
+
+    let read = "perfabi_family_read(seg, fh, NULL)";
+    let accessors = [
+        "perfabi_family_handle_u64(fh, 0, PERFABI_TOTAL, &u)",
+        "perfabi_family_handle_u64(fh, 0, 0, &u)",
+        "perfabi_family_handle_i64(fh, 0, PERFABI_TOTAL, &i)",
+        "perfabi_family_handle_histogram(fh, 0, PERFABI_TOTAL, &hist, b, 64)",
+    ];
+    let none = [PERFABI_E_NOT_READ; 4];
+    let values = [
+        PERFABI_OK,
+        PERFABI_OK,
+        PERFABI_E_WRONG_TYPE,
+        PERFABI_E_WRONG_TYPE,
+    ];
+    // Each step: its read's code, and its accessors'.
+    let expected = [
+        (None, none),
+        (Some(PERFABI_OK), values),
+        (Some(PERFABI_E_BUSY), none),
+        (Some(PERFABI_OK), values),
+        (Some(PERFABI_E_UNKNOWN_INSTANCE), none),
+    ];
+    assert_eq!(steps.len(), expected.len());
+    for (k, (out, (read_code, codes))) in steps.iter().zip(expected).enumerate() {
+        let got = calls(out);
+        assert_eq!(
+            got.get(read).map(|c| c.0),
+            read_code.map(code),
+            "step {k}:\n{out}"
+        );
+        let got_codes: Vec<i32> = accessors.iter().map(|a| got[*a].0).collect();
+        assert_eq!(got_codes, codes.map(code), "step {k}:\n{out}");
+        let total = out.lines().find_map(|l| l.strip_prefix("total "));
+        let want = (codes == values).then_some("111");
+        assert_eq!(total, want, "step {k}:\n{out}");
+        assert!(out.ends_with("info capi.reread x\n"), "step {k}:\n{out}");
+        if codes == none {
+            let (_, name, message) = &got[accessors[0]];
+            assert_eq!(name, "not-read", "step {k}");
+            assert!(message.contains("not read yet, or its last"), "{message}");
+        }
+    }
+}
+
+/// Every file and folder below `dir`, as paths relative to it, sorted.
+fn tree(dir: &Path) -> Vec<String> {
+    let mut all = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            all.push(p.strip_prefix(dir).unwrap().display().to_string());
+            if p.is_dir() && !p.is_symlink() {
+                todo.push(p);
+            }
+        }
+    }
+    all.sort();
+    all
+}
+
+/// `make install` builds nothing (`make && sudo make install` must not run
+/// Cargo as root): without a build it says to run `make` first and writes
+/// nothing. It quotes its paths: a DESTDIR and a PREFIX with blanks, `&`
+/// and `|` get the files, and only them (the shell took `&` and `|`, and
+/// the blanks split paths, leaving folders all about), and `make
+/// uninstall` removes them.
+#[test]
+fn make_install_builds_nothing_and_quotes_its_paths() {
+    if !have_tools("make_install_builds_nothing_and_quotes_its_paths") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("target");
+    std::fs::create_dir(&empty).unwrap();
+    let root = dir.path().join("stage dir&x|y");
+    let vars = [
+        format!("DESTDIR={}", root.display()),
+        "PREFIX=/opt/my prefix&co".to_string(),
+    ];
+    let args = |target: &str| [&[target.to_string()], &vars[..]].concat();
+    // Were it to build, Cargo would fail at once (not build for minutes).
+    let f = make(
+        &[args("install"), vec!["CARGO=false".into()]].concat(),
+        &empty,
+    );
+    assert_ne!(f.code(), Some(0), "{}", f.stdout);
+    let missing = format!("{}/release/libperfabi_c.so is missing", empty.display());
+    assert!(f.stderr.contains(&missing), "{}", f.stderr);
+    assert!(f.stderr.contains("run make first"), "{}", f.stderr);
+    assert_eq!(tree(dir.path()), ["target"], "nothing built or installed");
+
+    prefix(); // built
+    make_ok(&args("install"), &workspace::target_dir());
+    let at = "stage dir&x|y/opt/my prefix&co";
+    let files = [
+        "include/perfabi.h",
+        "lib/libperfabi.a",
+        "lib/libperfabi.so",
+        "lib/libperfabi.so.0",
+        "lib/pkgconfig/perfabi.pc",
+    ];
+    let folders = ["", "/include", "/lib", "/lib/pkgconfig"];
+    let mut expected: Vec<String> = ["target", "stage dir&x|y", "stage dir&x|y/opt"]
+        .iter()
+        .map(|d| d.to_string())
+        .chain(folders.iter().map(|d| format!("{at}{d}")))
+        .chain(files.iter().map(|f| format!("{at}/{f}")))
+        .collect();
+    expected.sort();
+    assert_eq!(tree(dir.path()), expected);
+    let pc = std::fs::read_to_string(dir.path().join(at).join("lib/pkgconfig/perfabi.pc")).unwrap();
+    assert!(pc.starts_with("prefix=/opt/my\\ prefix&co\n"), "{pc}");
+
+    make_ok(&args("uninstall"), &workspace::target_dir());
+    let folders_only: Vec<String> = expected
+        .into_iter()
+        .filter(|p| !files.iter().any(|f| p.ends_with(f)))
+        .collect();
+    assert_eq!(
+        tree(dir.path()),
+        folders_only,
+        "make uninstall removed the files"
+    );
 }

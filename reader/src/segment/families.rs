@@ -136,6 +136,11 @@ impl FamilyHandle {
 /// [`Segment::read_family`] read them: consistent (one metadata generation;
 /// each CPU's values one consistent copy). Member `k` is
 /// `handle.family().members[k]`.
+///
+/// A read that fails leaves it empty (no instance, no CPU, as
+/// [`Default`]): neither what the failed read copied (which may be another
+/// family's values, from the slots of a deleted one) nor the values of an
+/// earlier read are kept.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FamilyValues {
     generation: u64,
@@ -147,6 +152,15 @@ pub struct FamilyValues {
 }
 
 impl FamilyValues {
+    /// Forgets the values, keeping the memory: what a failed read leaves.
+    fn clear(&mut self) {
+        self.generation = 0;
+        self.nr_cpus = 0;
+        self.stride = 0;
+        self.places.clear();
+        self.words.clear();
+    }
+
     /// The metadata generation the values were read at.
     pub fn generation(&self) -> u64 {
         self.generation
@@ -234,7 +248,8 @@ impl Segment {
     /// slot. No system call; no allocation once `out` and `h` have held as
     /// many instances. If the generation moved since the last read, `h` is
     /// first resolved again (its instances may have changed: see
-    /// [`FamilyHandle::family`]). Returns the generation.
+    /// [`FamilyHandle::family`]). Returns the generation. If it fails,
+    /// `out` is left empty (see [`FamilyValues`]): read again.
     ///
     /// Like [`read`](Self::read), it does not re-check the path or the
     /// writer: call [`refresh`](Self::refresh) (or any other method) from
@@ -252,6 +267,9 @@ impl Segment {
             // What was decoded from a truncated or replaced mapping is void.
             self.names.clear();
             h.generation = None;
+            // So is what the attempts copied: words read with runs of a
+            // family that is gone (another's values now), or half a read.
+            out.clear();
         }
         r
     }

@@ -12,6 +12,10 @@
  *   checks truncate PATH  reads counter capi.test, prints "ready", waits
  *                         for a line on stdin (the test truncates the file
  *                         meanwhile), reads again
+ *   checks reread PATH    looks family capi.reread up, then until stdin
+ *                         ends: what the handle's accessors give, "ready",
+ *                         a line on stdin (the test changes the segment
+ *                         meanwhile), a perfabi_family_read()
  */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
@@ -304,10 +308,51 @@ static int truncate_under(const char *path)
 	return 0;
 }
 
+/* What the accessors of family handle fh give for its member 0. */
+static void handle_accessors(const perfabi_family_handle *fh)
+{
+	uint64_t u = 0, b[64];
+	int64_t i = 0;
+	perfabi_histogram hist;
+	perfabi_error e = perfabi_family_handle_u64(fh, 0, PERFABI_TOTAL, &u);
+	report("perfabi_family_handle_u64(fh, 0, PERFABI_TOTAL, &u)", e);
+	if (e == PERFABI_OK)
+		printf("total %" PRIu64 "\n", u);
+	CHECK(perfabi_family_handle_u64(fh, 0, 0, &u));
+	CHECK(perfabi_family_handle_i64(fh, 0, PERFABI_TOTAL, &i));
+	CHECK(perfabi_family_handle_histogram(fh, 0, PERFABI_TOTAL, &hist, b, 64));
+	const perfabi_family_info *f = perfabi_family_handle_info(fh);
+	printf("info %s %s\n", perfabi_family_name(f), perfabi_family_member_instance(f, 0));
+}
+
+static int reread(const char *path)
+{
+	perfabi_options o = perfabi_options_default();
+	o.busy_timeout_ms = 20;
+	perfabi_segment *seg;
+	perfabi_family_handle *fh;
+	char line[16];
+	if (perfabi_open(path, &o, &seg) != PERFABI_OK)
+		return die("open");
+	if (perfabi_family_handle_lookup(seg, "capi.reread", &fh) != PERFABI_OK)
+		return die("lookup");
+	for (;;) {
+		handle_accessors(fh);
+		printf("ready\n");
+		fflush(stdout);
+		if (fgets(line, sizeof line, stdin) == NULL)
+			break;
+		CHECK(perfabi_family_read(seg, fh, NULL));
+	}
+	perfabi_family_handle_free(fh);
+	perfabi_close(seg);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
-		fprintf(stderr, "usage: checks dump|open|misuse|truncate PATH\n");
+		fprintf(stderr, "usage: checks dump|open|misuse|truncate|reread PATH\n");
 		return 2;
 	}
 	if (strcmp(argv[1], "dump") == 0)
@@ -318,6 +363,8 @@ int main(int argc, char **argv)
 		return misuse(argv[2]);
 	if (strcmp(argv[1], "truncate") == 0)
 		return truncate_under(argv[2]);
+	if (strcmp(argv[1], "reread") == 0)
+		return reread(argv[2]);
 	fprintf(stderr, "checks: unknown command %s\n", argv[1]);
 	return 2;
 }
