@@ -3,10 +3,11 @@
 
 mod damon;
 mod human;
+mod live;
 mod rates;
 mod render;
 
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -82,8 +83,10 @@ struct Args {
     /// Print OpenMetrics (Prometheus) text exposition.
     #[arg(long)]
     openmetrics: bool,
-    /// Print per-second rates every SECS seconds (0.01 to 86400) until
-    /// interrupted.
+    /// Show per-second rates every SECS seconds (0.01 to 86400) until
+    /// interrupted: on a terminal, a screen redrawn in place (keys: q quit,
+    /// s sort, / filter, c per-CPU, p pause); otherwise one block of lines
+    /// per interval.
     #[arg(long, value_name = "SECS", value_parser = parse_secs)]
     watch: Option<f64>,
     /// With --watch or --record: stop after this many intervals (1 or more).
@@ -241,6 +244,17 @@ fn run(args: &Args) -> Result<(), Failure> {
         return record(&mut seg, file, args);
     }
     if let Some(secs) = args.watch {
+        // On a terminal, a screen redrawn in place; to a pipe or a file,
+        // lines (scripts keep working).
+        if !args.json && io::stdout().is_terminal() {
+            drop(out);
+            let cfg = live::Config {
+                period: Duration::from_secs_f64(secs),
+                count: args.count,
+                per_cpu: args.cpu,
+            };
+            return live::run(&mut seg, &cfg);
+        }
         return watch(&mut seg, &mut out, args, secs);
     }
     let snap = seg.snapshot()?;
