@@ -262,7 +262,13 @@ fn key(view: &mut View, k: KeyEvent) -> bool {
 }
 
 /// The rows of one interval, as text (and the status line's facts).
-fn make_sample(prev: &Snapshot, cur: &Snapshot, dt: f64, read_us: f64, seg: &mut Segment) -> Sample {
+fn make_sample(
+    prev: &Snapshot,
+    cur: &Snapshot,
+    dt: f64,
+    read_us: f64,
+    seg: &mut Segment,
+) -> Sample {
     let rows = rates::rows(prev, cur, dt);
     let items = rows
         .iter()
@@ -298,7 +304,9 @@ fn liveness(l: &Liveness) -> String {
         Liveness::Alive => "alive".into(),
         Liveness::Kernel => "kernel".into(),
         Liveness::Closed => "closed".into(),
-        Liveness::Silent { silent_for } => format!("stale (silent {:.1} s)", silent_for.as_secs_f64()),
+        Liveness::Silent { silent_for } => {
+            format!("stale (silent {:.1} s)", silent_for.as_secs_f64())
+        }
         Liveness::Dead { silent_for } => {
             format!("stale (writer gone, {:.1} s)", silent_for.as_secs_f64())
         }
@@ -390,7 +398,9 @@ fn draw(f: &mut ratatui::Frame, path: &str, period: Duration, s: &Sample, v: &Vi
                 right(i.kind.to_string(), 1),
                 right(i.value.clone(), 2),
             ];
-            cells.extend((0..cpus).map(|c| right(i.cpus.get(c).cloned().unwrap_or_default(), 3 + c)));
+            cells.extend(
+                (0..cpus).map(|c| right(i.cpus.get(c).cloned().unwrap_or_default(), 3 + c)),
+            );
             Row::new(cells)
         })
         .collect();

@@ -77,12 +77,10 @@ pub fn rows<'a>(prev: &'a Snapshot, cur: &'a Snapshot, dt: f64) -> Vec<Row<'a>> 
 /// new) to `now`, `dt` seconds later.
 fn change(kind: Kind, now: &Reading, then: Option<Reading>, dt: f64) -> Change {
     match (kind, now) {
-        (Kind::Histogram, Reading::Histogram(h)) => {
-            Change::Observed(then.and_then(|t| match t {
-                Reading::Histogram(p) => Some(delta(h, &p)),
-                _ => None,
-            }))
-        }
+        (Kind::Histogram, Reading::Histogram(h)) => Change::Observed(then.and_then(|t| match t {
+            Reading::Histogram(p) => Some(delta(h, &p)),
+            _ => None,
+        })),
         (Kind::Counter, now) => Change::Rate(then.map(|t| match (now, t) {
             (Reading::Signed(a), Reading::Signed(b)) => a.wrapping_sub(b) as f64 / dt,
             (Reading::Unsigned(a), Reading::Unsigned(b)) => a.wrapping_sub(b) as i64 as f64 / dt,
