@@ -316,6 +316,52 @@ fn watch_on_a_terminal_redraws_in_place_and_restores_it() {
     let value_at = long_row.find("% CPU").unwrap();
     assert!(value_at > LONG.len(), "{long_row}");
 
+    // Keys: per-CPU columns, a filter by name, sorting by rate.
+    let screen_with = |what: &str, ok: &dyn Fn(&[String]) -> bool| {
+        wait_for(Duration::from_secs(10), || {
+            let s = tmux.capture();
+            ok(&s).then_some(s)
+        })
+        .unwrap_or_else(|| panic!("{what}:\n{}", tmux.capture().join("\n")))
+    };
+    tmux.run(&["send-keys", "-t", "live", "c"]);
+    screen_with("c shows no cpu0 column", &|s| {
+        s.iter()
+            .any(|l| l.starts_with("NAME") && l.contains("cpu0"))
+    });
+    tmux.run(&["send-keys", "-t", "live", "c"]);
+    screen_with("c again keeps the cpu0 column", &|s| {
+        s.iter()
+            .any(|l| l.starts_with("NAME") && !l.contains("cpu0"))
+    });
+    tmux.run(&["send-keys", "-t", "live", "/"]);
+    tmux.run(&["send-keys", "-t", "live", "-l", "MAIN"]);
+    tmux.run(&["send-keys", "-t", "live", "Enter"]);
+    screen_with("the filter MAIN shows other rows", &|s| {
+        let rows = task_rows(s);
+        rows.len() == 1
+            && rows[0].1.starts_with("task.cpu_time{task=main}")
+            && !s.iter().any(|l| l.starts_with("net.rx"))
+            && s.iter().any(|l| l.contains("filter (MAIN)"))
+    });
+    tmux.run(&["send-keys", "-t", "live", "Escape"]);
+    screen_with("Esc leaves the filter on", &|s| task_rows(s).len() == 2);
+    tmux.run(&["send-keys", "-t", "live", "s"]);
+    screen_with("s does not sort by rate", &|s| {
+        let pct: Vec<f64> = task_rows(s)
+            .iter()
+            .filter_map(|(_, r)| {
+                r.split_whitespace()
+                    .rev()
+                    .nth(1)?
+                    .trim_end_matches('%')
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        s.iter().any(|l| l.contains("sort (rate)")) && pct.len() == 2 && pct[0] >= pct[1]
+    });
+
     // `q`: the shell gets its terminal back.
     tmux.run(&["send-keys", "-t", "live", "q"]);
     wait_for(Duration::from_secs(10), || {
