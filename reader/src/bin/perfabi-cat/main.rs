@@ -462,8 +462,12 @@ fn watch(seg: &mut Segment, out: &mut impl Write, args: &Args, secs: f64) -> Res
                 .max()
                 .unwrap_or(0)
                 .max(32);
-            for r in &rows {
-                writeln!(out, "{:<width$} {:>16}", r.name(), r.text(dt))?;
+            // The same text as the live view's, each column as wide as its
+            // widest cell in this sample.
+            let texts: Vec<String> = rows.iter().map(|r| r.text(dt)).collect();
+            let vwidth = texts.iter().map(|t| t.chars().count()).max().unwrap_or(0);
+            for (r, t) in rows.iter().zip(&texts) {
+                writeln!(out, "{:<width$}  {t:>vwidth$}", r.name())?;
             }
         }
         out.flush()?;
