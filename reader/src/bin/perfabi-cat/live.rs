@@ -20,7 +20,7 @@ use crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifier
 use crossterm::{cursor, execute, terminal};
 use perfabi_reader::{Liveness, Segment, Snapshot};
 use ratatui::backend::CrosstermBackend;
-use ratatui::layout::{Alignment, Constraint, Layout};
+use ratatui::layout::{Alignment, Constraint, Flex, Layout};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Cell, Paragraph, Row, Table};
@@ -406,7 +406,9 @@ fn draw(f: &mut ratatui::Frame, path: &str, period: Duration, s: &Sample, v: &Vi
         .collect();
     let table = Table::new(rows, widths.into_iter().map(Constraint::Length))
         .header(header)
-        .column_spacing(2);
+        .column_spacing(2)
+        // Columns as wide as their cells, the spare room on the right.
+        .flex(Flex::Start);
     if s.items.is_empty() {
         f.render_widget(Paragraph::new("(no counters registered)"), body);
     } else {
