@@ -133,6 +133,9 @@ pub fn run(seg: &mut Segment, cfg: &Config) -> Result<(), Failure> {
         signal_hook::consts::SIGINT,
         signal_hook::consts::SIGHUP,
     ] {
+        // A second signal, if the first one went unheeded, ends the
+        // process at once (exit status 1).
+        signal_hook::flag::register_conditional_shutdown(sig, 1, stop.clone())?;
         signal_hook::flag::register(sig, stop.clone())?;
     }
     let path = seg
@@ -319,6 +322,25 @@ fn width(s: &str) -> u16 {
     u16::try_from(s.chars().count()).unwrap_or(u16::MAX)
 }
 
+/// The items `v` shows, in its order: those whose name contains the
+/// filter (any case), by name as the segment lists them or by value,
+/// largest first (rows without a value yet last).
+fn shown<'a>(items: &'a [Item], v: &View) -> Vec<&'a Item> {
+    let needle = v.filter.to_lowercase();
+    let mut shown: Vec<&Item> = items
+        .iter()
+        .filter(|i| needle.is_empty() || i.name.to_lowercase().contains(&needle))
+        .collect();
+    if v.sort == Sort::Rate {
+        shown.sort_by(|a, b| {
+            b.magnitude
+                .unwrap_or(f64::NEG_INFINITY)
+                .total_cmp(&a.magnitude.unwrap_or(f64::NEG_INFINITY))
+        });
+    }
+    shown
+}
+
 /// Draws the status line, the table and the footer.
 fn draw(f: &mut ratatui::Frame, path: &str, period: Duration, s: &Sample, v: &View) {
     let [status, body, footer] = Layout::vertical([
@@ -351,19 +373,7 @@ fn draw(f: &mut ratatui::Frame, path: &str, period: Duration, s: &Sample, v: &Vi
         status,
     );
 
-    let needle = v.filter.to_lowercase();
-    let mut shown: Vec<&Item> = s
-        .items
-        .iter()
-        .filter(|i| needle.is_empty() || i.name.to_lowercase().contains(&needle))
-        .collect();
-    if v.sort == Sort::Rate {
-        shown.sort_by(|a, b| {
-            b.magnitude
-                .unwrap_or(f64::NEG_INFINITY)
-                .total_cmp(&a.magnitude.unwrap_or(f64::NEG_INFINITY))
-        });
-    }
+    let shown = shown(&s.items, v);
     let cpus = if v.per_cpu { s.nr_cpus } else { 0 };
     let mut head = vec!["NAME".to_string(), "KIND".into(), "VALUE".into()];
     head.extend((0..cpus).map(|c| format!("cpu{c}")));
@@ -438,4 +448,85 @@ fn draw(f: &mut ratatui::Frame, path: &str, period: Duration, s: &Sample, v: &Vi
         Paragraph::new(footer_text).style(Style::new().add_modifier(Modifier::REVERSED)),
         footer,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view() -> View {
+        View {
+            sort: Sort::Name,
+            filter: String::new(),
+            editing: false,
+            per_cpu: false,
+            paused: false,
+            scroll: 0,
+        }
+    }
+
+    fn press(v: &mut View, code: KeyCode) -> bool {
+        key(v, KeyEvent::new(code, KeyModifiers::NONE))
+    }
+
+    fn item(name: &str, magnitude: Option<f64>) -> Item {
+        Item {
+            name: name.into(),
+            kind: "counter",
+            value: String::new(),
+            magnitude,
+            cpus: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn keys_sort_filter_toggle_and_quit() {
+        let mut v = view();
+        assert!(press(&mut v, KeyCode::Char('s')));
+        assert_eq!(v.sort, Sort::Rate);
+        assert!(press(&mut v, KeyCode::Char('s')));
+        assert_eq!(v.sort, Sort::Name);
+        assert!(press(&mut v, KeyCode::Char('c')));
+        assert!(v.per_cpu);
+        assert!(press(&mut v, KeyCode::Char('p')));
+        assert!(v.paused);
+        // While typing a filter, q and s are letters of it.
+        assert!(press(&mut v, KeyCode::Char('/')));
+        for c in "qs".chars() {
+            assert!(press(&mut v, KeyCode::Char(c)));
+        }
+        assert!(press(&mut v, KeyCode::Backspace));
+        assert!(press(&mut v, KeyCode::Enter));
+        assert_eq!((v.filter.as_str(), v.editing), ("q", false));
+        assert!(press(&mut v, KeyCode::Esc));
+        assert_eq!(v.filter, "");
+        assert!(!press(&mut v, KeyCode::Char('q')));
+        assert!(!key(
+            &mut view(),
+            KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)
+        ));
+    }
+
+    #[test]
+    fn rows_filtered_by_name_and_sorted_by_value() {
+        let items = [
+            item("net.rx", Some(10.0)),
+            item("task.cpu{task=main}", None),
+            item("task.cpu{task=Worker}", Some(99.0)),
+        ];
+        let names =
+            |v: &View| -> Vec<String> { shown(&items, v).iter().map(|i| i.name.clone()).collect() };
+        let mut v = view();
+        assert_eq!(
+            names(&v),
+            ["net.rx", "task.cpu{task=main}", "task.cpu{task=Worker}"]
+        );
+        v.sort = Sort::Rate;
+        assert_eq!(
+            names(&v),
+            ["task.cpu{task=Worker}", "net.rx", "task.cpu{task=main}"]
+        );
+        v.filter = "WORKER".into();
+        assert_eq!(names(&v), ["task.cpu{task=Worker}"]);
+    }
 }
