@@ -25,6 +25,35 @@ struct Tmux {
 }
 
 impl Tmux {
+    /// A private tmux server at `socket` with one 160×40 session, `live`,
+    /// running `sh` with the prompt `live$ `; waits for the prompt.
+    fn start(socket: &Path) -> Tmux {
+        let tmux = Tmux {
+            socket: socket.to_path_buf(),
+        };
+        tmux.run(&[
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "live",
+            "-x",
+            "160",
+            "-y",
+            "40",
+            "env PS1='live$ ' sh",
+        ]);
+        wait_for(Duration::from_secs(10), || {
+            tmux.capture()
+                .iter()
+                .any(|l| l.starts_with("live$"))
+                .then_some(())
+        })
+        .expect("the shell's prompt");
+        tmux
+    }
+
     /// `tmux -S socket args…`; its stdout, or a panic with its stderr.
     fn run(&self, args: &[&str]) -> String {
         let out = Command::new("tmux")
@@ -76,6 +105,83 @@ impl Drop for Tmux {
             .arg(&self.socket)
             .arg("kill-server")
             .output();
+    }
+}
+
+/// A writer of `task.cpu_time` (instances `main` and [`LONG`]) and `net.rx`,
+/// fed every 10 ms by a thread until dropped.
+struct LiveWriter {
+    stop: Arc<AtomicBool>,
+    feeder: Option<std::thread::JoinHandle<()>>,
+}
+
+impl LiveWriter {
+    fn start(seg: &Path) -> LiveWriter {
+        let w = Arc::new(
+            Writer::create(
+                seg,
+                &Config {
+                    max_instances: 64,
+                    max_families: 8,
+                    max_members: 16,
+                    damon_capacity: 0,
+                    ..Config::default()
+                },
+            )
+            .unwrap(),
+        );
+        let cpu = w
+            .add_family(&FamilySpec::new(
+                "task.cpu_time",
+                "CPU time",
+                "task",
+                Kind::Counter,
+                Unit::NS,
+            ))
+            .unwrap();
+        let main = w.add_member(cpu, "main", &[]).unwrap();
+        let long = w.add_member(cpu, LONG, &[]).unwrap();
+        let bytes = w
+            .add_family(&FamilySpec::new(
+                "net.rx",
+                "Bytes received",
+                "",
+                Kind::Counter,
+                Unit::BYTES,
+            ))
+            .unwrap();
+        let rx = w.add_member(bytes, "", &[]).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let feeder = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                // Every 10 ms: 1 to 5 ms of CPU time for `main` (varying, so
+                // that its share of a CPU changes from one sample to the
+                // next), 2 ms for the long one, and a growing number of bytes.
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    w.member_add(&main, 1_000_000 + (i % 97) as i64 * 40_000)
+                        .unwrap();
+                    w.member_add(&long, 2_000_000).unwrap();
+                    w.member_add(&rx, (i * 1000) as i64).unwrap();
+                    i += 1;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            })
+        };
+        LiveWriter {
+            stop,
+            feeder: Some(feeder),
+        }
+    }
+}
+
+impl Drop for LiveWriter {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(f) = self.feeder.take() {
+            let _ = f.join();
+        }
     }
 }
 
@@ -153,8 +259,14 @@ fn shell_child(tmux: &Tmux) -> Option<i32> {
 /// Starts perfabi-cat in the pane and waits until its live view shows
 /// rates (not only new rows); returns the screen.
 fn start_view(tmux: &Tmux, cat: &Path, seg: &Path) -> Vec<String> {
+    start_view_by(tmux, "", "0.5", cat, seg)
+}
+
+/// [`start_view`], the command line starting with `launcher`, a sample
+/// every `period` seconds.
+fn start_view_by(tmux: &Tmux, launcher: &str, period: &str, cat: &Path, seg: &Path) -> Vec<String> {
     tmux.type_line(&format!(
-        "'{}' --watch 0.5 '{}'",
+        "{launcher}'{}' --watch {period} '{}'",
         cat.display(),
         seg.display()
     ));
@@ -177,83 +289,9 @@ fn watch_on_a_terminal_redraws_in_place_and_restores_it() {
     assert_eq!(LONG.chars().count(), 60);
     let dir = tempfile::tempdir().unwrap();
     let seg = dir.path().join("seg");
-    let w = Arc::new(
-        Writer::create(
-            &seg,
-            &Config {
-                max_instances: 64,
-                max_families: 8,
-                max_members: 16,
-                damon_capacity: 0,
-                ..Config::default()
-            },
-        )
-        .unwrap(),
-    );
-    let cpu = w
-        .add_family(&FamilySpec::new(
-            "task.cpu_time",
-            "CPU time",
-            "task",
-            Kind::Counter,
-            Unit::NS,
-        ))
-        .unwrap();
-    let main = w.add_member(cpu, "main", &[]).unwrap();
-    let long = w.add_member(cpu, LONG, &[]).unwrap();
-    let bytes = w
-        .add_family(&FamilySpec::new(
-            "net.rx",
-            "Bytes received",
-            "",
-            Kind::Counter,
-            Unit::BYTES,
-        ))
-        .unwrap();
-    let rx = w.add_member(bytes, "", &[]).unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let feeder = {
-        let (w, stop) = (w.clone(), stop.clone());
-        std::thread::spawn(move || {
-            // Every 10 ms: 1 to 5 ms of CPU time for `main` (varying, so
-            // that its share of a CPU changes from one sample to the
-            // next), 2 ms for the long one, and a growing number of bytes.
-            let mut i = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                w.member_add(&main, 1_000_000 + (i % 97) as i64 * 40_000)
-                    .unwrap();
-                w.member_add(&long, 2_000_000).unwrap();
-                w.member_add(&rx, (i * 1000) as i64).unwrap();
-                i += 1;
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        })
-    };
-
-    let tmux = Tmux {
-        socket: dir.path().join("tmux.sock"),
-    };
-    tmux.run(&[
-        "-f",
-        "/dev/null",
-        "new-session",
-        "-d",
-        "-s",
-        "live",
-        "-x",
-        "160",
-        "-y",
-        "40",
-        "env PS1='live$ ' sh",
-    ]);
+    let _writer = LiveWriter::start(&seg);
+    let tmux = Tmux::start(&dir.path().join("tmux.sock"));
     let cat = PathBuf::from(env!("CARGO_BIN_EXE_perfabi-cat"));
-    wait_for(Duration::from_secs(10), || {
-        tmux.capture()
-            .iter()
-            .any(|l| l.starts_with("live$"))
-            .then_some(())
-    })
-    .expect("the shell's prompt");
 
     // Redrawn in place: the same rows at the same places, new values.
     let first = start_view(&tmux, &cat, &seg);
@@ -397,7 +435,57 @@ fn watch_on_a_terminal_redraws_in_place_and_restores_it() {
     .expect("SIGTERM left the alternate screen");
     assert_eq!(tmux.var("cursor_flag"), "1", "cursor left hidden");
     shell_is_cooked(&tmux, "AFTER-TERM");
+}
 
-    stop.store(true, Ordering::Relaxed);
-    feeder.join().unwrap();
+/// The state letter of process `pid` in /proc (`None` once reaped).
+fn state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.chars().next()
+}
+
+/// A view whose terminal goes away (its tmux server killed) ends within
+/// a second or two, instead of spinning on a hung-up terminal: once with
+/// SIGHUP delivered, once with SIGHUP blocked and a sample every 4 s (so
+/// that neither the signal nor a failed redraw, only its own check of the
+/// terminal, can notice in time).
+#[test]
+fn a_view_whose_terminal_goes_away_exits() {
+    if !have_tmux() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let seg = dir.path().join("seg");
+    let _writer = LiveWriter::start(&seg);
+    let cat = PathBuf::from(env!("CARGO_BIN_EXE_perfabi-cat"));
+    let block_hup = "python3 -c 'import os, signal, sys; \
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGHUP]); \
+        os.execv(sys.argv[1], sys.argv[1:])' ";
+    for (n, launcher, period) in [("delivered", "", "0.5"), ("blocked", block_hup, "4")] {
+        let tmux = Tmux::start(&dir.path().join(format!("tmux-{n}.sock")));
+        start_view_by(&tmux, launcher, period, &cat, &seg);
+        let pid =
+            wait_for(Duration::from_secs(5), || shell_child(&tmux)).expect("perfabi-cat's pid");
+        if n == "blocked" {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+            let blocked = status
+                .lines()
+                .find_map(|l| l.strip_prefix("SigBlk:"))
+                .map(|m| u64::from_str_radix(m.trim(), 16).unwrap())
+                .unwrap();
+            assert_ne!(blocked & 1, 0, "SIGHUP is not blocked in perfabi-cat");
+        }
+        drop(tmux);
+        let gone = wait_for(Duration::from_secs(3), || {
+            matches!(state(pid), None | Some('Z') | Some('X')).then_some(())
+        });
+        if gone.is_none() {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            panic!(
+                "SIGHUP {n}: perfabi-cat outlived its terminal by 3 s (state {:?})",
+                state(pid)
+            );
+        }
+    }
 }

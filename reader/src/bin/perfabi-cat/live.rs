@@ -10,6 +10,12 @@
 //! cursor shown) when `q` is pressed, when the watch ends with an error,
 //! on a panic (a hook that restores, then runs the previous hook), and on
 //! SIGTERM, SIGINT or SIGHUP (a flag the event loop checks).
+//!
+//! A terminal that goes away (its window closed, the tmux server killed,
+//! the ssh connection dropped) ends the view at once, with an error: the
+//! event loop asks poll(2) whether the terminal hung up before it waits
+//! for a key, so a view never outlives its screen (even with SIGHUP
+//! ignored, as under `nohup`).
 
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,6 +31,7 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Cell, Paragraph, Row, Table};
 use ratatui::Terminal;
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
 
 use crate::{passing, rates, Failure};
 
@@ -194,6 +201,9 @@ pub fn run(seg: &mut Segment, cfg: &Config) -> Result<(), Failure> {
             if stop.load(Ordering::Relaxed) {
                 return Ok(());
             }
+            if hung_up() {
+                return Err(Failure::Output(io::Error::other("the terminal went away")));
+            }
             let wait = if view.paused {
                 TICK
             } else {
@@ -214,6 +224,20 @@ pub fn run(seg: &mut Segment, cfg: &Config) -> Result<(), Failure> {
                 break;
             }
         }
+    }
+}
+
+/// Whether the terminal has hung up (or is no terminal any more): poll(2)
+/// on standard output, without waiting, says `POLLHUP`, `POLLERR` or
+/// `POLLNVAL`.
+fn hung_up() -> bool {
+    let out = rustix::stdio::stdout();
+    let mut fds = [PollFd::new(&out, PollFlags::OUT)];
+    match poll(&mut fds, Some(&Timespec::default())) {
+        Ok(_) => fds[0]
+            .revents()
+            .intersects(PollFlags::HUP | PollFlags::ERR | PollFlags::NVAL),
+        Err(e) => e != rustix::io::Errno::INTR,
     }
 }
 
