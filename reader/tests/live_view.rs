@@ -291,7 +291,7 @@ fn watch_on_a_terminal_redraws_in_place_and_restores_it() {
     let seg = dir.path().join("seg");
     let _writer = LiveWriter::start(&seg);
     let tmux = Tmux::start(&dir.path().join("tmux.sock"));
-    let cat = PathBuf::from(env!("CARGO_BIN_EXE_perfabi-cat"));
+    let cat = perfabi_test_harness::workspace::perfabi_cat();
 
     // Redrawn in place: the same rows at the same places, new values.
     let first = start_view(&tmux, &cat, &seg);
@@ -456,7 +456,7 @@ fn a_view_whose_terminal_goes_away_exits() {
     let dir = tempfile::tempdir().unwrap();
     let seg = dir.path().join("seg");
     let _writer = LiveWriter::start(&seg);
-    let cat = PathBuf::from(env!("CARGO_BIN_EXE_perfabi-cat"));
+    let cat = perfabi_test_harness::workspace::perfabi_cat();
     let block_hup = "python3 -c 'import os, signal, sys; \
         signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGHUP]); \
         os.execv(sys.argv[1], sys.argv[1:])' ";
