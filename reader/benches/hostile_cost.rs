@@ -10,18 +10,16 @@
 #[path = "../tests/support/giant.rs"]
 mod giant;
 
-use std::path::Path;
 use std::time::Duration;
 
 use perfabi_test_harness::{self as harness, Tmpfs};
-
-const CAT: &str = env!("CARGO_BIN_EXE_perfabi-cat");
 
 fn main() {
     // cargo bench passes --bench; nothing else is an option here.
     if !harness::need_root("hostile_cost") {
         return;
     }
+    let cat = harness::workspace::perfabi_cat();
     let fs = Tmpfs::mount("64m");
     let path = fs.join("giant");
     let size = giant::sparse_giant(&path);
@@ -60,7 +58,7 @@ fn main() {
                 limit.into(),
             ];
             args.extend(m.iter().map(|s| s.to_string()));
-            let f = harness::run_measured(Path::new(CAT), &args, Duration::from_secs(30));
+            let f = harness::run_measured(&cat, &args, Duration::from_secs(30));
             let grown = fs.used_bytes().saturating_sub(before);
             println!(
                 "{:<8} {:<40} {:>4} {:>10.2} {:>10.1} {:>12}",

@@ -13,7 +13,7 @@ use perfabi_shm::writer::{Config, Writer};
 use support::*;
 
 fn cat(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_perfabi-cat"))
+    Command::new(perfabi_test_harness::workspace::perfabi_cat())
         .args(args)
         .output()
         .expect("run perfabi-cat")
@@ -349,7 +349,7 @@ fn errors_are_one_line_with_documented_exit_codes() {
 fn a_normally_busy_writer_fails_no_read_and_never_stops_a_watch() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("seg");
-    let cat_bin = perfabi_test_harness::bin("perfabi-cat", env!("CARGO_BIN_EXE_perfabi-cat"));
+    let cat_bin = perfabi_test_harness::workspace::perfabi_cat();
     let _writer = perfabi_test_harness::KillOnDrop(spawn_writer_with(
         &path,
         1000,

@@ -19,7 +19,7 @@ use serde_json::Value;
 use support::*;
 
 fn cat(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_perfabi-cat"))
+    Command::new(perfabi_test_harness::workspace::perfabi_cat())
         .args(args)
         .output()
         .expect("run perfabi-cat")

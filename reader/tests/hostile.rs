@@ -23,7 +23,7 @@ use perfabi_test_harness::{self as harness, Tmpfs, OTHER_UID};
 use support::*;
 
 fn cat_bin() -> std::path::PathBuf {
-    harness::bin("perfabi-cat", env!("CARGO_BIN_EXE_perfabi-cat"))
+    harness::workspace::perfabi_cat()
 }
 
 /// Run by other tests as a child writer process (see `support`).

@@ -78,7 +78,7 @@ fn watch_never_takes_one_instance_for_another_with_equal_reg_ids() {
     let s = w.snapshot().unwrap();
     assert_eq!(s.families.len(), 2);
 
-    let out = Command::new(env!("CARGO_BIN_EXE_perfabi-cat"))
+    let out = Command::new(perfabi_test_harness::workspace::perfabi_cat())
         .arg(&path)
         .args(["--watch", "0.2", "--count", "1", "--json", "--allow-stale"])
         .output()
@@ -138,7 +138,7 @@ fn openmetrics_help_lines_are_escaped_strings() {
         ))
         .unwrap();
     w.add_member(f, "", &[]).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_perfabi-cat"))
+    let out = Command::new(perfabi_test_harness::workspace::perfabi_cat())
         .arg(&path)
         .args(["--openmetrics", "--allow-stale"])
         .output()

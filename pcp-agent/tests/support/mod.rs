@@ -312,7 +312,7 @@ pub fn eventually(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
 /// perfabi-cat, built beside the agent by `cargo test --workspace` (built
 /// here, in the agent's profile, if it is not).
 pub fn perfabi_cat() -> PathBuf {
-    perfabi_test_harness::workspace::workspace_bin(agent_profile(), "perfabi-reader", "perfabi-cat")
+    perfabi_test_harness::workspace::workspace_bin(agent_profile(), "perfabi-cat", "perfabi-cat")
 }
 
 /// The profile folder the agent was built in (`target/debug`...).

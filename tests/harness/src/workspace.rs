@@ -53,3 +53,9 @@ pub fn workspace_bin(profile_dir: &Path, package: &str, bin: &str) -> PathBuf {
     assert!(p.exists(), "{} missing", p.display());
     p
 }
+
+/// `perfabi-cat` (package `perfabi-cat`), built in the running test's
+/// profile by [`workspace_bin`] (or taken from `$PERFABI_TEST_BIN_DIR`).
+pub fn perfabi_cat() -> PathBuf {
+    workspace_bin(&profile_dir(), "perfabi-cat", "perfabi-cat")
+}

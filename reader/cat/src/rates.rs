@@ -30,6 +30,8 @@ pub struct Row<'a> {
     pub family: &'a Family,
     /// The instance.
     pub member: &'a Member,
+    /// The same instance in the previous snapshot, if it was there.
+    before: Option<(&'a Family, &'a Member)>,
     /// What it did.
     pub change: Change,
 }
@@ -38,7 +40,7 @@ pub struct Row<'a> {
 /// instance of every family of `cur`. An instance is matched with its own
 /// registration in `prev` (same family and member registration ids, same
 /// segment), never with another instance of the same name.
-pub fn rows<'a>(prev: &Snapshot, cur: &'a Snapshot, dt: f64) -> Vec<Row<'a>> {
+pub fn rows<'a>(prev: &'a Snapshot, cur: &'a Snapshot, dt: f64) -> Vec<Row<'a>> {
     // Registration ids are distinct within each table, not across them (a
     // 1.0 entry and a family may share one): the key says which table.
     let key = |f: &Family, m: &Member| (matches!(f.origin, Origin::Entry(_)), f.reg_id, m.reg_id);
@@ -53,32 +55,39 @@ pub fn rows<'a>(prev: &Snapshot, cur: &'a Snapshot, dt: f64) -> Vec<Row<'a>> {
     let mut rows = Vec::new();
     for f in &cur.families {
         for m in &f.members {
-            let now = cur.reading(f, m);
-            let then = before.get(&key(f, m)).map(|(pf, pm)| prev.reading(pf, pm));
-            let change = match (f.kind, &now, then) {
-                (Kind::Histogram, Reading::Histogram(h), then) => {
-                    Change::Observed(then.and_then(|t| match t {
-                        Reading::Histogram(p) => Some(delta(h, &p)),
-                        _ => None,
-                    }))
-                }
-                (Kind::Counter, now, then) => Change::Rate(then.map(|t| match (now, t) {
-                    (Reading::Signed(a), Reading::Signed(b)) => a.wrapping_sub(b) as f64 / dt,
-                    (Reading::Unsigned(a), Reading::Unsigned(b)) => {
-                        a.wrapping_sub(b) as i64 as f64 / dt
-                    }
-                    _ => f64::NAN,
-                })),
-                (_, now, _) => Change::Level(human::scalar(now)),
-            };
+            let then = before.get(&key(f, m)).copied();
+            let change = change(
+                f.kind,
+                &cur.reading(f, m),
+                then.map(|(pf, pm)| prev.reading(pf, pm)),
+                dt,
+            );
             rows.push(Row {
                 family: f,
                 member: m,
+                before: then,
                 change,
             });
         }
     }
     rows
+}
+
+/// What a family of kind `kind` did from `then` (none: the instance is
+/// new) to `now`, `dt` seconds later.
+fn change(kind: Kind, now: &Reading, then: Option<Reading>, dt: f64) -> Change {
+    match (kind, now) {
+        (Kind::Histogram, Reading::Histogram(h)) => Change::Observed(then.and_then(|t| match t {
+            Reading::Histogram(p) => Some(delta(h, &p)),
+            _ => None,
+        })),
+        (Kind::Counter, now) => Change::Rate(then.map(|t| match (now, t) {
+            (Reading::Signed(a), Reading::Signed(b)) => a.wrapping_sub(b) as f64 / dt,
+            (Reading::Unsigned(a), Reading::Unsigned(b)) => a.wrapping_sub(b) as i64 as f64 / dt,
+            _ => f64::NAN,
+        })),
+        (_, now) => Change::Level(human::scalar(now)),
+    }
 }
 
 /// The observations between two readings of one histogram.
@@ -111,8 +120,39 @@ impl Row<'_> {
 
     /// The change for people.
     pub fn text(&self, dt: f64) -> String {
-        let shape = Shape::of(self.family);
+        self.describe(&self.change, dt)
+    }
+
+    /// What the instance did on CPU `cpu` alone, for people (`prev` and
+    /// `cur` are the snapshots the row was made from).
+    pub fn text_on(&self, prev: &Snapshot, cur: &Snapshot, cpu: usize, dt: f64) -> String {
+        let then = self.before.map(|(pf, pm)| prev.reading_on(cpu, pf, pm));
+        let now = cur.reading_on(cpu, self.family, self.member);
+        self.describe(&change(self.family.kind, &now, then, dt), dt)
+    }
+
+    /// The row's value as one number in base units, to sort rows by (a
+    /// histogram: its observations per second; a new instance: none).
+    pub fn magnitude(&self, dt: f64) -> Option<f64> {
+        let factor = match Shape::of(self.family) {
+            Shape::Plain { factor }
+            | Shape::Bytes { factor }
+            | Shape::Time { factor }
+            | Shape::BytesPerSecond { factor } => factor,
+            _ => 1.0,
+        };
         match &self.change {
+            Change::Rate(r) => r.map(|r| r * factor),
+            Change::Level(v) => Some(v * factor),
+            Change::Observed(h) => h.as_ref().map(|h| h.count as f64 / dt),
+        }
+        .filter(|v| !v.is_nan())
+    }
+
+    /// `change` of this row's family, for people.
+    fn describe(&self, change: &Change, dt: f64) -> String {
+        let shape = Shape::of(self.family);
+        match change {
             Change::Rate(Some(r)) => shape.rate(*r),
             Change::Rate(None) | Change::Observed(None) => "(new)".to_string(),
             Change::Level(v) => shape.show(*v),

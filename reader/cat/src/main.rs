@@ -3,10 +3,11 @@
 
 mod damon;
 mod human;
+mod live;
 mod rates;
 mod render;
 
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -82,8 +83,10 @@ struct Args {
     /// Print OpenMetrics (Prometheus) text exposition.
     #[arg(long)]
     openmetrics: bool,
-    /// Print per-second rates every SECS seconds (0.01 to 86400) until
-    /// interrupted.
+    /// Show per-second rates every SECS seconds (0.01 to 86400) until
+    /// interrupted: on a terminal, a screen redrawn in place (keys: q quit,
+    /// s sort, / filter, c per-CPU, p pause); otherwise one block of lines
+    /// per interval.
     #[arg(long, value_name = "SECS", value_parser = parse_secs)]
     watch: Option<f64>,
     /// With --watch or --record: stop after this many intervals (1 or more).
@@ -241,6 +244,17 @@ fn run(args: &Args) -> Result<(), Failure> {
         return record(&mut seg, file, args);
     }
     if let Some(secs) = args.watch {
+        // On a terminal, a screen redrawn in place; to a pipe or a file,
+        // lines (scripts keep working).
+        if !args.json && io::stdout().is_terminal() {
+            drop(out);
+            let cfg = live::Config {
+                period: Duration::from_secs_f64(secs),
+                count: args.count,
+                per_cpu: args.cpu,
+            };
+            return live::run(&mut seg, &cfg);
+        }
         return watch(&mut seg, &mut out, args, secs);
     }
     let snap = seg.snapshot()?;
@@ -448,8 +462,12 @@ fn watch(seg: &mut Segment, out: &mut impl Write, args: &Args, secs: f64) -> Res
                 .max()
                 .unwrap_or(0)
                 .max(32);
-            for r in &rows {
-                writeln!(out, "{:<width$} {:>16}", r.name(), r.text(dt))?;
+            // The same text as the live view's, each column as wide as its
+            // widest cell in this sample.
+            let texts: Vec<String> = rows.iter().map(|r| r.text(dt)).collect();
+            let vwidth = texts.iter().map(|t| t.chars().count()).max().unwrap_or(0);
+            for (r, t) in rows.iter().zip(&texts) {
+                writeln!(out, "{:<width$}  {t:>vwidth$}", r.name())?;
             }
         }
         out.flush()?;

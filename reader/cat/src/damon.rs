@@ -5,23 +5,14 @@ use std::fmt::Write as _;
 
 use perfabi_reader::Aggregation;
 
+use crate::human;
+
 /// Characters from idle to hottest.
 const RAMP: &[u8] = b" .:-=+*#%@";
 
-/// `n` bytes as a short human size.
+/// `n` bytes as a short human size (the formatter of every view).
 fn size(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
+    human::bytes(n as f64)
 }
 
 /// The heatmap of one aggregation: `width` cells over the monitored bytes,
@@ -66,14 +57,14 @@ pub fn report(aggs: &[Aggregation], width: usize) -> String {
         let total: u64 = a.regions.iter().map(|r| r.len()).sum();
         let _ = writeln!(
             out,
-            "monitor {} target {} aggregation {}: {} regions, {} monitored, sample {} us, aggregation {} us",
+            "monitor {} target {} aggregation {}: {} regions, {} monitored, sample {}, aggregation {}",
             a.monitor_id,
             a.target_id,
             a.aggregation,
             a.regions.len(),
             size(total),
-            a.intervals.sample_us,
-            a.intervals.aggr_us
+            human::time_ns(a.intervals.sample_us as f64 * 1e3),
+            human::time_ns(a.intervals.aggr_us as f64 * 1e3)
         );
         let _ = writeln!(
             out,

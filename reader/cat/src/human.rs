@@ -99,8 +99,21 @@ fn number(v: f64) -> String {
     }
 }
 
-fn rate_number(v: f64) -> String {
-    format!("{v:.1}")
+/// A count per second (or any plain rate): one decimal, with an SI prefix
+/// from a thousand on (`12.5`, `9.9 k`, `1.2 M`), so that a column of
+/// rates stays narrow and readable.
+pub fn rate_number(v: f64) -> String {
+    const PREFIX: [&str; 6] = ["k", "M", "G", "T", "P", "E"];
+    if !v.is_finite() || v.abs() < 999.95 {
+        return format!("{v:.1}");
+    }
+    let mut x = v / 1000.0;
+    let mut k = 0;
+    while x.abs() >= 999.95 && k + 1 < PREFIX.len() {
+        x /= 1000.0;
+        k += 1;
+    }
+    format!("{x:.1} {}", PREFIX[k])
 }
 
 /// Bytes with IEC prefixes: `512 B`, `4.0 KiB`, `1.5 GiB`.
@@ -218,6 +231,30 @@ mod tests {
         assert_eq!(ns.rate(5e8), "50.0% CPU");
         assert_eq!(Shape::Plain { factor: 1.0 }.show(42.0), "42");
         assert_eq!(Shape::Ratio.show(1.0), "100.0%");
+    }
+
+    /// The rates of --watch and the live view: CPU time (whatever its
+    /// stored unit) as a share of one CPU, bytes with IEC prefixes, counts
+    /// with SI prefixes, all per second.
+    #[test]
+    fn rates_for_people() {
+        // 9994.9 µs of CPU time a second: about 1% of one CPU, not "9994.9/s".
+        let us = Shape::Time { factor: 1e3 };
+        assert_eq!(us.rate(9994.9), "1.0% CPU");
+        assert_eq!(us.rate(2e6), "200.0% CPU");
+        let ns = Shape::Time { factor: 1.0 };
+        assert_eq!(ns.rate(0.0), "0.0% CPU");
+        let b = Shape::Bytes { factor: 1.0 };
+        assert_eq!(b.rate(100.0), "100 B/s");
+        assert_eq!(b.rate(3.0 * 1024.0 * 1024.0), "3.0 MiB/s");
+        let count = Shape::Plain { factor: 1.0 };
+        assert_eq!(count.rate(35.0), "35.0/s");
+        assert_eq!(count.rate(999.9), "999.9/s");
+        assert_eq!(count.rate(5_000.0), "5.0 k/s");
+        assert_eq!(count.rate(12_345_678.0), "12.3 M/s");
+        assert_eq!(count.rate(-2_000.0), "-2.0 k/s");
+        assert_eq!(Shape::Pages.rate(2_500.0), "2.5 k pages/s");
+        assert_eq!(rate_number(f64::NAN), "NaN");
     }
 
     #[test]
