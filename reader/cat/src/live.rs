@@ -6,24 +6,13 @@
 //! a filter by name, a status line (path, the writer's liveness, epoch,
 //! generation, the cost of the last read) and the keys in a footer.
 //!
-//! The terminal is put back as it was (raw mode off, the main screen, the
-//! cursor shown) when `q` is pressed, when the watch ends with an error,
-//! on a panic (a hook that restores, then runs the previous hook), and on
-//! SIGTERM, SIGINT or SIGHUP (a flag the event loop checks).
-//!
-//! A terminal that goes away (its window closed, the tmux server killed,
-//! the ssh connection dropped) ends the view at once, with an error: the
-//! event loop asks poll(2) whether the terminal hung up before it waits
-//! for a key, so a view never outlives its screen (even with SIGHUP
-//! ignored, as under `nohup`).
+//! The terminal's handling (raw mode, the alternate screen, restoring it,
+//! signals, a terminal that hangs up) is [`crate::screen`]'s.
 
-use std::io::{self, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::io;
 use std::time::{Duration, Instant};
 
-use crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
-use crossterm::{cursor, execute, terminal};
+use crossterm::event::{KeyCode, KeyEvent};
 use perfabi_reader::{Liveness, Segment, Snapshot};
 use ratatui::backend::CrosstermBackend;
 use ratatui::layout::{Alignment, Constraint, Flex, Layout};
@@ -31,13 +20,9 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Cell, Paragraph, Row, Table};
 use ratatui::Terminal;
-use rustix::event::{poll, PollFd, PollFlags, Timespec};
 
+use crate::screen::{self, Screen, Wake};
 use crate::{passing, rates, Failure};
-
-/// How long the event loop waits for a key before it looks at the signal
-/// flag again.
-const TICK: Duration = Duration::from_millis(100);
 
 /// What the live view is asked to do.
 pub struct Config {
@@ -90,61 +75,10 @@ struct View {
     scroll: usize,
 }
 
-/// Whether the terminal is in the live view's state (raw mode, alternate
-/// screen), so that it is restored exactly once.
-static ACTIVE: AtomicBool = AtomicBool::new(false);
-
-/// Puts the terminal back: raw mode off, the main screen, the cursor
-/// shown. Does nothing if it is not (or no longer) in the live view.
-fn restore() {
-    if ACTIVE.swap(false, Ordering::SeqCst) {
-        let _ = terminal::disable_raw_mode();
-        let mut out = io::stdout();
-        let _ = execute!(out, terminal::LeaveAlternateScreen, cursor::Show);
-        let _ = out.flush();
-    }
-}
-
-/// The terminal in the live view's state; restored on drop.
-struct Screen;
-
-impl Screen {
-    /// Raw mode, the alternate screen, no cursor; a panic restores the
-    /// terminal before the previous hook prints the message.
-    fn enter() -> io::Result<Screen> {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            restore();
-            previous(info);
-        }));
-        terminal::enable_raw_mode()?;
-        ACTIVE.store(true, Ordering::SeqCst);
-        let screen = Screen;
-        execute!(io::stdout(), terminal::EnterAlternateScreen, cursor::Hide)?;
-        Ok(screen)
-    }
-}
-
-impl Drop for Screen {
-    fn drop(&mut self) {
-        restore();
-    }
-}
-
 /// Runs the live view on `seg` until `q`, a signal, `--count` samples, or
 /// an error that is not passing (the terminal is restored first).
 pub fn run(seg: &mut Segment, cfg: &Config) -> Result<(), Failure> {
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGHUP,
-    ] {
-        // A second signal, if the first one went unheeded, ends the
-        // process at once (exit status 1).
-        signal_hook::flag::register_conditional_shutdown(sig, 1, stop.clone())?;
-        signal_hook::flag::register(sig, stop.clone())?;
-    }
+    let stop = screen::stop_on_signals()?;
     let path = seg
         .path()
         .map_or_else(|| "(segment)".to_string(), |p| p.display().to_string());
@@ -197,53 +131,17 @@ pub fn run(seg: &mut Segment, cfg: &Config) -> Result<(), Failure> {
             return Ok(());
         }
         // Keys until the next sample is due.
-        loop {
-            if stop.load(Ordering::Relaxed) {
-                return Ok(());
-            }
-            if hung_up() {
-                return Err(Failure::Output(io::Error::other("the terminal went away")));
-            }
-            let wait = if view.paused {
-                TICK
-            } else {
-                due.saturating_duration_since(Instant::now()).min(TICK)
-            };
-            if event::poll(wait)? {
-                match event::read()? {
-                    Event::Key(k) if k.kind != KeyEventKind::Release => {
-                        if !key(&mut view, k) {
-                            return Ok(());
-                        }
-                        break;
-                    }
-                    Event::Resize(..) => break,
-                    _ => {}
-                }
-            } else if !view.paused && Instant::now() >= due {
-                break;
-            }
+        match screen::wait(&stop, (!view.paused).then_some(due))? {
+            Wake::Stop => return Ok(()),
+            Wake::Key(k) if !key(&mut view, k) => return Ok(()),
+            Wake::Key(_) | Wake::Resize | Wake::Due => {}
         }
-    }
-}
-
-/// Whether the terminal has hung up (or is no terminal any more): poll(2)
-/// on standard output, without waiting, says `POLLHUP`, `POLLERR` or
-/// `POLLNVAL`.
-fn hung_up() -> bool {
-    let out = rustix::stdio::stdout();
-    let mut fds = [PollFd::new(&out, PollFlags::OUT)];
-    match poll(&mut fds, Some(&Timespec::default())) {
-        Ok(_) => fds[0]
-            .revents()
-            .intersects(PollFlags::HUP | PollFlags::ERR | PollFlags::NVAL),
-        Err(e) => e != rustix::io::Errno::INTR,
     }
 }
 
 /// Applies key `k` to `view`; false to quit.
 fn key(view: &mut View, k: KeyEvent) -> bool {
-    if k.modifiers.contains(KeyModifiers::CONTROL) && k.code == KeyCode::Char('c') {
+    if screen::is_interrupt(&k) {
         return false;
     }
     if view.editing {
@@ -477,6 +375,7 @@ fn draw(f: &mut ratatui::Frame, path: &str, period: Duration, s: &Sample, v: &Vi
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crossterm::event::KeyModifiers;
 
     fn view() -> View {
         View {

@@ -6,6 +6,7 @@ mod human;
 mod live;
 mod rates;
 mod render;
+mod screen;
 
 use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
