@@ -7,8 +7,11 @@
 //!   [`wss`] into the working set size over time and its percentiles, and
 //!   [`range`] reads the `--address-range` and `--time-range` a person
 //!   types.
+//! * [`palette`]: the character ramp and colour map of access frequency
+//!   that every view draws with.
 
 pub mod grid;
+pub mod palette;
 pub mod range;
 pub mod regions;
 pub mod timeline;
