@@ -10,10 +10,12 @@
 //! * [`palette`]: the character ramp and colour map of access frequency
 //!   that every view draws with.
 
+pub mod axis;
 pub mod grid;
 pub mod palette;
 pub mod range;
 pub mod regions;
+pub mod term;
 pub mod timeline;
 pub mod wss;
 
