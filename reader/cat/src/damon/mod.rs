@@ -18,5 +18,6 @@ pub mod regions;
 pub mod term;
 pub mod timeline;
 pub mod wss;
+pub mod wss_text;
 
 pub use regions::report;
