@@ -273,15 +273,18 @@ fn draw(f: &mut ratatui::Frame, path: &str, period: Duration, s: &Sample, v: &Vi
     .areas(f.area());
 
     let mut line = format!(
-        "{path}  writer {}  epoch {:#018x}  generation {}  read {:.1} µs  every {:.2} s",
+        "{path}  writer {}  epoch {:#018x}  gen {}  read {:.1} µs  every {:.2} s",
         s.liveness,
         s.epoch,
         s.generation,
         s.read_us,
         period.as_secs_f64()
     );
-    if s.interval_s > 0.0 {
-        line.push_str(&format!(" ({:.2} s)", s.interval_s));
+    // The measured interval, only when it is off by more than 5 % (a
+    // slow read, a stopped terminal): the rates are per measured second.
+    let want = period.as_secs_f64();
+    if s.interval_s > 0.0 && (s.interval_s - want).abs() > want * 0.05 {
+        line.push_str(&format!(" (took {:.2} s)", s.interval_s));
     }
     if v.paused {
         line.push_str("  PAUSED");
