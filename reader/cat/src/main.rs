@@ -123,6 +123,9 @@ struct Args {
     /// Refuse segments larger than SIZE (bytes, or with K, M, G, T).
     #[arg(long, value_name = "SIZE", default_value = "4G", value_parser = parse_size)]
     max_size: u64,
+    /// DAMON over time.
+    #[command(flatten)]
+    over_time: damon::options::OverTime,
 }
 
 fn exit_code(e: &Error) -> u8 {
@@ -146,12 +149,13 @@ fn exit_code(e: &Error) -> u8 {
     }
 }
 
-/// An error of perfabi-cat itself: a reader error, stdout closed early, or
-/// a --record file refused.
+/// An error of perfabi-cat itself: a reader error, stdout closed early, a
+/// --record file refused, or DAMON views over time that cannot be drawn.
 enum Failure {
     Read(Error),
     Output(io::Error),
     Record(perfabi_shm::safe_open::PathError),
+    Damon(damon::view::Problem),
 }
 
 impl From<Error> for Failure {
@@ -183,6 +187,10 @@ fn main() -> ExitCode {
             eprintln!("perfabi-cat: --record {e}");
             ExitCode::from(if e.io().is_some() { 1 } else { 2 })
         }
+        Err(Failure::Damon(p)) => {
+            eprintln!("perfabi-cat: {p}");
+            ExitCode::from(p.exit_code())
+        }
     }
 }
 
@@ -199,6 +207,13 @@ fn run(args: &Args) -> Result<(), Failure> {
         max_segment_bytes: args.max_size,
         ..Options::default()
     };
+    if args.over_time.asked() {
+        let cfg = args
+            .over_time
+            .config(args.json, args.watch, args.count)
+            .map_err(damon::view::Problem::Usage)?;
+        return damon::view::run(&cfg, &path, opts);
+    }
     let mut seg = Segment::open_with(&path, opts)?;
     let mut out = io::stdout().lock();
     if args.info {

@@ -141,7 +141,8 @@ fn span_of(edges: &[u64], lo: u64, hi: u64) -> Option<(usize, usize)> {
 }
 
 /// The mean frequency of `a` over `lo..hi` (byte-weighted), `None` if no
-/// region covers any of it; for tests and summaries.
+/// region covers any of it; for tests.
+#[cfg(test)]
 pub fn mean_frequency(a: &Aggregation, lo: u64, hi: u64) -> Option<f64> {
     let (mut h, mut w) = (0f64, 0f64);
     for r in &a.regions {
