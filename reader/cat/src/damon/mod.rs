@@ -7,8 +7,10 @@
 //!   [`wss`] into the working set size over time and its percentiles, and
 //!   [`range`] reads the `--address-range` and `--time-range` a person
 //!   types.
+//! * [`plot`] draws the heatmap and the working set size as SVG or PNG.
 
 pub mod grid;
+pub mod plot;
 pub mod range;
 pub mod regions;
 pub mod timeline;
