@@ -730,6 +730,8 @@ impl Plot for Wss<'_> {
             .y_label_formatter(&label)
             .label_style(text(13))
             .axis_desc_style(text(15))
+            // Grid lines at the ticks only, faint.
+            .light_line_style(WHITE)
             .bold_line_style(RGBColor(225, 225, 225))
             .draw()
             .map_err(drawing)?;
