@@ -1,5 +1,6 @@
-//! DAMON regions: a table and a terminal heatmap of access frequency over the
-//! address range (in the spirit of damo's `report heats`).
+//! DAMON regions of the latest aggregations: a table and a one-line heatmap
+//! of access frequency over the monitored bytes (`perfabi-cat --damon`, in
+//! the spirit of damo's `report heats`).
 
 use std::fmt::Write as _;
 

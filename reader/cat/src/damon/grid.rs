@@ -1,0 +1,190 @@
+//! The heatmap's numbers: access frequency over a time × address grid.
+//!
+//! Row `r` covers addresses `addrs[r]..addrs[r + 1]` (row 0 the lowest),
+//! column `c` times `times[c]..times[c + 1]` (ns since the window's
+//! first aggregation). An aggregation covers the time from when it was
+//! seen for one aggregation interval; a cell holds the mean access
+//! frequency (0..=1) of what covers it, weighted by bytes × time, or
+//! `None` where nothing monitored covers it (unmonitored addresses, or a
+//! time without an aggregation). The renderers (terminal, SVG, PNG) draw
+//! this grid and nothing else, so that what a test checks in the grid is
+//! what a person sees.
+
+use perfabi_reader::Aggregation;
+
+use super::timeline::{aggr_ns, Timeline};
+
+/// Access frequency over time and address.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Grid {
+    /// Column edges, ns since the window's start: `cols + 1` ascending
+    /// values.
+    pub times: Vec<u64>,
+    /// Row edges, addresses: `rows + 1` ascending values.
+    pub addrs: Vec<u64>,
+    /// `rows × cols` cells, row-major, row 0 the lowest addresses: access
+    /// frequency 0..=1, `None` where nothing covers the cell.
+    pub cells: Vec<Option<f64>>,
+}
+
+impl Grid {
+    /// Number of address rows.
+    pub fn rows(&self) -> usize {
+        self.addrs.len().saturating_sub(1)
+    }
+
+    /// Number of time columns.
+    pub fn cols(&self) -> usize {
+        self.times.len().saturating_sub(1)
+    }
+
+    /// The cell of address row `r` and time column `c`.
+    pub fn get(&self, r: usize, c: usize) -> Option<f64> {
+        self.cells[r * self.cols() + c]
+    }
+}
+
+/// `n + 1` edges from `lo` to `hi`, as even as integers allow.
+fn edges(lo: u64, hi: u64, n: usize) -> Vec<u64> {
+    let span = u128::from(hi - lo);
+    (0..=n as u128)
+        .map(|k| lo + (span * k / n as u128) as u64)
+        .collect()
+}
+
+/// The length of the overlap of `a0..a1` and `b0..b1`.
+fn overlap(a0: u64, a1: u64, b0: u64, b1: u64) -> u64 {
+    a1.min(b1).saturating_sub(a0.max(b0))
+}
+
+/// The grid of `tl` over addresses `addr` and times `time` (ns since the
+/// window's start; both half-open, non-empty), `rows × cols` cells
+/// (each at least 1). Rows narrower than a byte or columns shorter than a
+/// nanosecond are not made: their number shrinks to the span.
+pub fn build(tl: &Timeline, addr: (u64, u64), time: (u64, u64), rows: usize, cols: usize) -> Grid {
+    let rows = rows.clamp(
+        1,
+        usize::try_from(addr.1 - addr.0)
+            .unwrap_or(usize::MAX)
+            .max(1),
+    );
+    let cols = cols.clamp(
+        1,
+        usize::try_from(time.1 - time.0)
+            .unwrap_or(usize::MAX)
+            .max(1),
+    );
+    let addrs = edges(addr.0, addr.1.max(addr.0 + 1), rows);
+    let times = edges(time.0, time.1.max(time.0 + 1), cols);
+    // Sums of weight × frequency and of weight, per cell.
+    let mut heat = vec![0f64; rows * cols];
+    let mut weight = vec![0f64; rows * cols];
+    for (t, a) in &tl.points {
+        let (t0, t1) = (*t, t + aggr_ns(a).max(1));
+        let Some((c0, c1)) = span_of(&times, t0, t1) else {
+            continue;
+        };
+        for reg in &a.regions {
+            let Some((r0, r1)) = span_of(&addrs, reg.start, reg.end) else {
+                continue;
+            };
+            let f = a.frequency(reg);
+            for r in r0..r1 {
+                let bytes = overlap(reg.start, reg.end, addrs[r], addrs[r + 1]) as f64;
+                for c in c0..c1 {
+                    let w = bytes * overlap(t0, t1, times[c], times[c + 1]) as f64;
+                    heat[r * cols + c] += w * f;
+                    weight[r * cols + c] += w;
+                }
+            }
+        }
+    }
+    let cells = heat
+        .iter()
+        .zip(&weight)
+        .map(|(&h, &w)| (w > 0.0).then(|| (h / w).clamp(0.0, 1.0)))
+        .collect();
+    Grid {
+        times,
+        addrs,
+        cells,
+    }
+}
+
+/// The cells `first..last` of `edges` that `lo..hi` overlaps, `None` if
+/// none.
+fn span_of(edges: &[u64], lo: u64, hi: u64) -> Option<(usize, usize)> {
+    let n = edges.len() - 1;
+    if hi <= edges[0] || lo >= edges[n] {
+        return None;
+    }
+    // The last edge at or below lo, and the first edge at or above hi.
+    let first = edges.partition_point(|&e| e <= lo).saturating_sub(1);
+    let last = edges.partition_point(|&e| e < hi).min(n);
+    (first < last).then_some((first, last))
+}
+
+/// The mean frequency of `a` over `lo..hi` (byte-weighted), `None` if no
+/// region covers any of it; for tests and summaries.
+pub fn mean_frequency(a: &Aggregation, lo: u64, hi: u64) -> Option<f64> {
+    let (mut h, mut w) = (0f64, 0f64);
+    for r in &a.regions {
+        let b = overlap(r.start, r.end, lo, hi) as f64;
+        h += b * a.frequency(r);
+        w += b;
+    }
+    (w > 0.0).then(|| h / w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::timeline::{from_record, tests::agg};
+    use super::*;
+
+    #[test]
+    fn a_hot_band_fills_its_rows_over_the_whole_time() {
+        // 64 units, the first 4 hot (20 of 20 samples), ten aggregations
+        // 100 ms apart.
+        let aggs: Vec<(u64, Aggregation)> = (0..10)
+            .map(|i| {
+                (
+                    i * 100_000_000,
+                    agg(i + 1, &[(0, 4 << 20, 20), (4 << 20, 64 << 20, 0)]),
+                )
+            })
+            .collect();
+        let tl = &from_record(&aggs)[0];
+        let g = build(tl, (0, 64 << 20), tl.span().unwrap(), 16, 10);
+        assert_eq!((g.rows(), g.cols()), (16, 10));
+        for c in 0..10 {
+            assert_eq!(g.get(0, c), Some(1.0), "column {c}");
+            for r in 1..16 {
+                assert_eq!(g.get(r, c), Some(0.0), "row {r} column {c}");
+            }
+        }
+        assert_eq!(mean_frequency(&aggs[0].1, 0, 8 << 20), Some(0.5));
+    }
+
+    #[test]
+    fn cells_nothing_covers_are_empty_and_partial_rows_are_weighted() {
+        // One region, hot, over a quarter of the range plus half a row.
+        let tl = &from_record(&[(0, agg(1, &[(0, 6, 20)]))])[0];
+        let g = build(tl, (0, 16), (0, 100_000_000), 4, 2);
+        assert_eq!(g.get(0, 0), Some(1.0));
+        // Row 1 (4..8) is half covered: the covered half is all hot.
+        assert_eq!(g.get(1, 1), Some(1.0));
+        assert_eq!(g.get(2, 0), None);
+        assert_eq!(g.get(3, 1), None);
+        // A time range after the aggregation: nothing.
+        let later = build(tl, (0, 16), (200_000_000, 300_000_000), 4, 2);
+        assert!(later.cells.iter().all(Option::is_none));
+    }
+
+    #[test]
+    fn more_rows_than_bytes_shrink_to_the_span() {
+        let tl = &from_record(&[(0, agg(1, &[(0, 3, 10)]))])[0];
+        let g = build(tl, (0, 3), (0, 100), 50, 500);
+        assert_eq!((g.rows(), g.cols()), (3, 100));
+        assert!(g.cells.iter().all(|c| *c == Some(0.5)));
+    }
+}
