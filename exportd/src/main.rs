@@ -102,7 +102,7 @@ struct Args {
     #[arg(long, default_value_t = 64, value_name = "PAGES")]
     perf_pages: u32,
     /// Largest --replay record to read, and to decompress, in MiB.
-    #[arg(long, default_value_t = damon::replay::DEFAULT_MAX_RECORD_BYTES >> 20, value_name = "MIB",
+    #[arg(long, default_value_t = perfabi_record::damon::DEFAULT_MAX_RECORD_BYTES >> 20, value_name = "MIB",
           value_parser = clap::value_parser!(u64).range(1..=65536))]
     replay_max_mib: u64,
 }
@@ -157,7 +157,7 @@ struct Plan {
     interval: Duration,
     vmstat: Vec<String>,
     paths: sources::Paths,
-    record: Option<damon::replay::Record>,
+    record: Option<perfabi_record::damon::Record>,
     default_iv: perfabi::damon::Intervals,
     choice: damon::Choice,
     sysfs_opts: damon::sysfs::Options,
@@ -325,7 +325,7 @@ fn read_record(
     f: &Path,
     limit: u64,
     default_iv: perfabi::damon::Intervals,
-) -> Result<damon::replay::Record, String> {
+) -> Result<perfabi_record::damon::Record, String> {
     let mut bytes = Vec::new();
     // The file may grow after it was measured: read at most the limit.
     perfabi_shm::safe_open::open_input(f, limit)
@@ -344,7 +344,7 @@ fn read_record(
             f.display()
         ));
     }
-    let r = damon::replay::parse(&bytes, limit, default_iv)
+    let r = perfabi_record::damon::parse(&bytes, limit, default_iv)
         .map_err(|e| format!("--replay {}: {e}", f.display()))?;
     if r.aggregations.is_empty() {
         return Err(format!(

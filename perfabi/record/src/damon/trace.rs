@@ -107,7 +107,8 @@ pub fn parse(text: &str, default: Intervals) -> Vec<(u64, Aggregation)> {
 mod tests {
     use super::*;
 
-    const SHIPPED: &str = include_str!("../../records/guest-6.12-vaddr-hot4of64.trace");
+    const SHIPPED: &str =
+        include_str!("../../../../exportd/records/guest-6.12-vaddr-hot4of64.trace");
 
     #[test]
     fn decodes_ftrace_and_perf_script_lines_exactly() {

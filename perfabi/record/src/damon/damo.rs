@@ -271,10 +271,11 @@ fn time_us(v: Option<&Value>) -> Result<u64, String> {
 mod tests {
     use super::*;
 
-    /// Made by damo 3.4.3 itself from the shipped trace: see records/README.md.
-    const LIMIT: u64 = super::super::replay::DEFAULT_MAX_RECORD_BYTES;
-    const SHIPPED: &[u8] = include_bytes!("../../records/guest-6.12-vaddr-hot4of64.damo.json.zlib");
-    const TRACE: &str = include_str!("../../records/guest-6.12-vaddr-hot4of64.trace");
+    /// Made by damo 3.4.3 itself from the shipped trace: see exportd/records/README.md.
+    const LIMIT: u64 = super::super::DEFAULT_MAX_RECORD_BYTES;
+    const SHIPPED: &[u8] =
+        include_bytes!("../../../../exportd/records/guest-6.12-vaddr-hot4of64.damo.json.zlib");
+    const TRACE: &str = include_str!("../../../../exportd/records/guest-6.12-vaddr-hot4of64.trace");
     /// The intervals given to what a record does not say (recognisable).
     const UNSAID: Intervals = Intervals {
         sample_us: 7,
@@ -302,7 +303,7 @@ mod tests {
     #[test]
     fn damo_s_own_conversion_of_the_shipped_trace_gives_the_same_aggregations() {
         let damo = parse(SHIPPED, LIMIT, UNSAID).unwrap();
-        let trace = super::super::text::parse(TRACE, UNSAID);
+        let trace = super::super::trace::parse(TRACE, UNSAID);
         assert!(
             damo.iter().all(|(_, a)| a.intervals == UNSAID),
             "damo did not know them"
