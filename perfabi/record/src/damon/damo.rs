@@ -303,7 +303,7 @@ mod tests {
     #[test]
     fn damo_s_own_conversion_of_the_shipped_trace_gives_the_same_aggregations() {
         let damo = parse(SHIPPED, LIMIT, UNSAID).unwrap();
-        let trace = super::super::trace::parse(TRACE, UNSAID);
+        let trace = super::super::trace::parse(TRACE, UNSAID).aggregations;
         assert!(
             damo.iter().all(|(_, a)| a.intervals == UNSAID),
             "damo did not know them"

@@ -26,6 +26,25 @@ pub struct Record {
     /// recorded segment gave (a perfabi-cat recording) or 0; a writer that
     /// replays them numbers them anew.
     pub aggregations: Vec<(u64, Aggregation)>,
+    /// What the recorded workload did, if the record says (the
+    /// `PERFABI-TRACE-BEGIN` line of trace text); `None` otherwise (damo
+    /// records and recordings never say).
+    pub workload: Option<Workload>,
+}
+
+/// The workload a trace was recorded under, from its `PERFABI-TRACE-BEGIN
+/// … workload=START END HOT_END PID` line: a process that mapped
+/// `start..end`, touched it all, then kept rewriting `start..hot_end`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Workload {
+    /// First address of its mapping.
+    pub start: u64,
+    /// End of its mapping (exclusive).
+    pub end: u64,
+    /// End of the hot range (exclusive), which starts at `start`.
+    pub hot_end: u64,
+    /// Its process id.
+    pub pid: u64,
 }
 
 /// The default bound on a record, read or decompressed: 64 MiB.
@@ -37,17 +56,21 @@ pub const DEFAULT_MAX_RECORD_BYTES: u64 = 64 << 20;
 pub fn parse(bytes: &[u8], limit: u64, default: Intervals) -> Result<Record, String> {
     if damo::is_damo(bytes) {
         let aggregations = damo::parse(bytes, limit, default)?;
-        return Ok(Record { aggregations });
+        return Ok(Record {
+            aggregations,
+            workload: None,
+        });
     }
     let text = std::str::from_utf8(bytes)
         .map_err(|_| "neither text nor a damo record (json or json_compressed)".to_string())?;
     if text.trim_start().starts_with('{') {
         let aggregations = crate::aggregations(text)?;
-        return Ok(Record { aggregations });
+        return Ok(Record {
+            aggregations,
+            workload: None,
+        });
     }
-    Ok(Record {
-        aggregations: trace::parse(text, default),
-    })
+    Ok(trace::parse(text, default))
 }
 
 #[cfg(test)]
@@ -103,6 +126,7 @@ mod tests {
             (90, 9)
         );
         assert_eq!(r.aggregations[0].1.regions[0].nr_accesses, 50);
+        assert_eq!(r.workload, None);
         assert!(parse(b"{not json", DEFAULT_MAX_RECORD_BYTES, unsaid).is_err());
     }
 }
