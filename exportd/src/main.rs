@@ -9,7 +9,6 @@
 //! SIGINT/SIGTERM mark the segment closed; a restart creates it again at the
 //! same path with a new epoch, and readers follow.
 
-use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -326,33 +325,15 @@ fn read_record(
     limit: u64,
     default_iv: perfabi::damon::Intervals,
 ) -> Result<perfabi_record::damon::Record, String> {
-    let mut bytes = Vec::new();
-    // The file may grow after it was measured: read at most the limit.
-    perfabi_shm::safe_open::open_input(f, limit)
-        .map_err(|e| match e.problem {
-            perfabi_shm::safe_open::Problem::TooLarge { .. } => {
-                format!("--replay: {e} (raise --replay-max-mib to read it)")
-            }
-            _ => format!("--replay: {e}"),
-        })?
-        .take(limit + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("--replay {}: {e}", f.display()))?;
-    if bytes.len() as u64 > limit {
-        return Err(format!(
-            "--replay {}: it grew past the limit of {limit} bytes while being read",
-            f.display()
-        ));
-    }
-    let r = perfabi_record::damon::parse(&bytes, limit, default_iv)
-        .map_err(|e| format!("--replay {}: {e}", f.display()))?;
-    if r.aggregations.is_empty() {
-        return Err(format!(
-            "--replay {}: no complete damon_aggregated aggregation in it",
-            f.display()
-        ));
-    }
-    Ok(r)
+    use perfabi_record::damon::ReadError;
+    perfabi_record::damon::read_file(f, limit, default_iv).map_err(|e| {
+        let said = e.advising("raise --replay-max-mib");
+        match e {
+            // A refused path says "refusing PATH: …"; the others start with it.
+            ReadError::Open(_) | ReadError::TooLarge { .. } => format!("--replay: {said}"),
+            _ => format!("--replay {said}"),
+        }
+    })
 }
 
 /// `--path` must name a file (not a folder) in a folder that exists, is

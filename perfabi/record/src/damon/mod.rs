@@ -6,15 +6,20 @@
 //! * recordings made with `perfabi-cat --record` (JSON lines, see
 //!   [`crate::recording`]).
 //!
-//! [`Assembler`] rebuilds complete aggregations from `damon_aggregated`
-//! events, whatever carried them: trace text here, the perf ring buffer in
-//! the exporter's live tracepoint source.
+//! [`parse`] reads a record from memory, [`read_file`] from a file (bounded,
+//! links not followed). [`Assembler`] rebuilds complete aggregations from
+//! `damon_aggregated` events, whatever carried them: trace text here, the
+//! perf ring buffer in the exporter's live tracepoint source.
 
 mod assemble;
 mod damo;
+#[cfg(target_os = "linux")]
+mod read;
 mod trace;
 
 pub use assemble::{Assembler, Event};
+#[cfg(target_os = "linux")]
+pub use read::{read_file, ReadError};
 
 use perfabi::damon::{Aggregation, Intervals};
 
@@ -53,7 +58,50 @@ pub const DEFAULT_MAX_RECORD_BYTES: u64 = 64 << 20;
 /// Parses a whole record in any of the formats of the module documentation;
 /// a compressed one must not decompress to more than `limit` bytes.
 /// Aggregations whose intervals the record does not give get `default`.
+/// The error is one line saying what is wrong and where.
 pub fn parse(bytes: &[u8], limit: u64, default: Intervals) -> Result<Record, String> {
+    parse_bytes(bytes, limit, default).map_err(|e| e.to_string())
+}
+
+/// Why bytes are not a record: [`parse`] says it as text, [`read_file`] as
+/// a [`ReadError`].
+#[derive(Debug)]
+enum ParseError {
+    /// A compressed record decompresses to more than the limit.
+    Inflates {
+        /// The limit, in bytes.
+        limit: u64,
+    },
+    /// Not a record in any format read here (what is wrong, and where).
+    Malformed(String),
+}
+
+impl From<String> for ParseError {
+    fn from(why: String) -> Self {
+        ParseError::Malformed(why)
+    }
+}
+
+impl std::fmt::Display for ParseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ParseError::Inflates { limit } => inflates(f, *limit, "raise the limit"),
+            ParseError::Malformed(why) => f.write_str(why),
+        }
+    }
+}
+
+/// The message of a compressed record over `limit`, with `raise` (such as
+/// "raise --replay-max-mib") as the advice.
+fn inflates(f: &mut std::fmt::Formatter<'_>, limit: u64, raise: &str) -> std::fmt::Result {
+    write!(
+        f,
+        "damo json_compressed record decompresses to more than {limit} bytes ({raise} to read it)"
+    )
+}
+
+/// [`parse`], with its error typed.
+fn parse_bytes(bytes: &[u8], limit: u64, default: Intervals) -> Result<Record, ParseError> {
     if damo::is_damo(bytes) {
         let aggregations = damo::parse(bytes, limit, default)?;
         return Ok(Record {
