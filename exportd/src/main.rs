@@ -9,7 +9,6 @@
 //! SIGINT/SIGTERM mark the segment closed; a restart creates it again at the
 //! same path with a new epoch, and readers follow.
 
-use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -102,7 +101,7 @@ struct Args {
     #[arg(long, default_value_t = 64, value_name = "PAGES")]
     perf_pages: u32,
     /// Largest --replay record to read, and to decompress, in MiB.
-    #[arg(long, default_value_t = damon::replay::DEFAULT_MAX_RECORD_BYTES >> 20, value_name = "MIB",
+    #[arg(long, default_value_t = perfabi_record::damon::DEFAULT_MAX_RECORD_BYTES >> 20, value_name = "MIB",
           value_parser = clap::value_parser!(u64).range(1..=65536))]
     replay_max_mib: u64,
 }
@@ -157,7 +156,7 @@ struct Plan {
     interval: Duration,
     vmstat: Vec<String>,
     paths: sources::Paths,
-    record: Option<damon::replay::Record>,
+    record: Option<perfabi_record::damon::Record>,
     default_iv: perfabi::damon::Intervals,
     choice: damon::Choice,
     sysfs_opts: damon::sysfs::Options,
@@ -325,34 +324,16 @@ fn read_record(
     f: &Path,
     limit: u64,
     default_iv: perfabi::damon::Intervals,
-) -> Result<damon::replay::Record, String> {
-    let mut bytes = Vec::new();
-    // The file may grow after it was measured: read at most the limit.
-    perfabi_shm::safe_open::open_input(f, limit)
-        .map_err(|e| match e.problem {
-            perfabi_shm::safe_open::Problem::TooLarge { .. } => {
-                format!("--replay: {e} (raise --replay-max-mib to read it)")
-            }
-            _ => format!("--replay: {e}"),
-        })?
-        .take(limit + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("--replay {}: {e}", f.display()))?;
-    if bytes.len() as u64 > limit {
-        return Err(format!(
-            "--replay {}: it grew past the limit of {limit} bytes while being read",
-            f.display()
-        ));
-    }
-    let r = damon::replay::parse(&bytes, limit, default_iv)
-        .map_err(|e| format!("--replay {}: {e}", f.display()))?;
-    if r.aggregations.is_empty() {
-        return Err(format!(
-            "--replay {}: no complete damon_aggregated aggregation in it",
-            f.display()
-        ));
-    }
-    Ok(r)
+) -> Result<perfabi_record::damon::Record, String> {
+    use perfabi_record::damon::ReadError;
+    perfabi_record::damon::read_file(f, limit, default_iv).map_err(|e| {
+        let said = e.advising("raise --replay-max-mib");
+        match e {
+            // A refused path says "refusing PATH: …"; the others start with it.
+            ReadError::Open(_) | ReadError::TooLarge { .. } => format!("--replay: {said}"),
+            _ => format!("--replay {said}"),
+        }
+    })
 }
 
 /// `--path` must name a file (not a folder) in a folder that exists, is

@@ -12,12 +12,8 @@
 //! competing with it), else its own kdamond through sysfs, else the replay
 //! record if one was given, else none; it logs which and why.
 
-pub mod assemble;
-pub mod damo;
-
 pub mod replay;
 pub mod sysfs;
-pub mod text;
 pub mod tracefs;
 pub mod tracepoint;
 
@@ -165,7 +161,7 @@ pub enum Source {
     /// The daemon's own kdamond.
     Sysfs(sysfs::OwnKdamond),
     /// A record.
-    Replay(replay::Record),
+    Replay(perfabi_record::damon::Record),
 }
 
 /// How `auto` decides: each candidate, in order, with why it was not taken.
@@ -181,7 +177,7 @@ pub struct Decision {
 pub fn open(
     choice: Choice,
     sysfs_opts: &sysfs::Options,
-    record: Option<replay::Record>,
+    record: Option<perfabi_record::damon::Record>,
     perf_pages_log2: u32,
 ) -> Result<Decision, String> {
     let admin = Path::new(sysfs::ADMIN);

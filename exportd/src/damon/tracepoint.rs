@@ -13,9 +13,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use perfabi::damon::{Aggregation, Intervals, Region};
+use perfabi_record::damon::{Assembler, Event};
 use perfabi_shm::writer::Writer;
 
-use super::assemble::{Assembler, Event};
 use super::tracefs::{self, Field};
 use super::{intervals_of, DamonCounters};
 use perfabi_shm::perf_ring::{self as perf, Record, Ring};

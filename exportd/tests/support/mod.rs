@@ -40,9 +40,19 @@ impl Drop for Running {
 }
 
 /// Starts the daemon on `path` (with a 0.1 s interval and `extra`); returns
-/// once the segment exists.
+/// once it has refreshed once (`exportd.refreshes` ≥ 1): the segment exists
+/// from the daemon's first steps, its families and counters only once the
+/// first refresh registered them.
 pub fn start(path: &Path, extra: &[&str]) -> Running {
-    spawn_until(path, extra, || path.exists())
+    spawn_until(path, extra, || refreshed(path))
+}
+
+/// Whether the daemon writing `path` has finished a refresh.
+pub fn refreshed(path: &Path) -> bool {
+    perfabi_reader::Segment::open(path)
+        .ok()
+        .and_then(|mut seg| seg.counter("exportd.refreshes").ok())
+        .is_some_and(|c| c.total >= 1)
 }
 
 /// Starts the daemon on `path`; returns once `ready()` holds.

@@ -9,6 +9,7 @@
 //!   types.
 //! * [`palette`]: the character ramp and colour map of access frequency
 //!   that every view draws with.
+//! * [`plot`] draws the heatmap and the working set size as SVG or PNG.
 //! * The views over time (`--heatmap`, `--wss`): [`options`] checks the
 //!   command line, [`collect`] fills a window from a live segment,
 //!   [`section`] resolves what each (monitor, target) shows, [`term`]
@@ -21,6 +22,7 @@ pub mod collect;
 pub mod grid;
 pub mod options;
 pub mod palette;
+pub mod plot;
 pub mod range;
 pub mod regions;
 pub mod report;

@@ -17,6 +17,8 @@ use perfabi::damon::{Aggregation, Intervals, Region};
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::ParseError;
+
 /// Whether `bytes` start with a zlib header (RFC 1950): deflate with a
 /// window of at most 32 KiB, and the check bits right. Python's
 /// `zlib.compress` writes 78 9c by default, but other levels write 78 01,
@@ -38,13 +40,14 @@ pub fn is_damo(bytes: &[u8]) -> bool {
 
 /// Parses a damo record (`json` or `json_compressed`) into its snapshots as
 /// aggregations in time order, each with the nanoseconds since the first
-/// one; a compressed record must not decompress to more than `limit` bytes.
-/// Snapshots whose intervals the record does not give get `default`.
+/// one; a compressed record must not decompress to more than `limit` bytes
+/// ([`ParseError::Inflates`]). Snapshots whose intervals the record does not
+/// give get `default`.
 pub fn parse(
     bytes: &[u8],
     limit: u64,
     default: Intervals,
-) -> Result<Vec<(u64, Aggregation)>, String> {
+) -> Result<Vec<(u64, Aggregation)>, ParseError> {
     let mut text = Vec::new();
     let bytes = if is_zlib(bytes) {
         flate2::read::ZlibDecoder::new(bytes)
@@ -52,10 +55,7 @@ pub fn parse(
             .read_to_end(&mut text)
             .map_err(|e| format!("damo json_compressed record: {e}"))?;
         if text.len() as u64 > limit {
-            return Err(format!(
-                "damo json_compressed record decompresses to more than {limit} bytes \
-                 (raise --replay-max-mib to read it)"
-            ));
+            return Err(ParseError::Inflates { limit });
         }
         &text[..]
     } else {
@@ -271,10 +271,11 @@ fn time_us(v: Option<&Value>) -> Result<u64, String> {
 mod tests {
     use super::*;
 
-    /// Made by damo 3.4.3 itself from the shipped trace: see records/README.md.
-    const LIMIT: u64 = super::super::replay::DEFAULT_MAX_RECORD_BYTES;
-    const SHIPPED: &[u8] = include_bytes!("../../records/guest-6.12-vaddr-hot4of64.damo.json.zlib");
-    const TRACE: &str = include_str!("../../records/guest-6.12-vaddr-hot4of64.trace");
+    /// Made by damo 3.4.3 itself from the shipped trace: see exportd/records/README.md.
+    const LIMIT: u64 = super::super::DEFAULT_MAX_RECORD_BYTES;
+    const SHIPPED: &[u8] =
+        include_bytes!("../../../../exportd/records/guest-6.12-vaddr-hot4of64.damo.json.zlib");
+    const TRACE: &str = include_str!("../../../../exportd/records/guest-6.12-vaddr-hot4of64.trace");
     /// The intervals given to what a record does not say (recognisable).
     const UNSAID: Intervals = Intervals {
         sample_us: 7,
@@ -302,7 +303,7 @@ mod tests {
     #[test]
     fn damo_s_own_conversion_of_the_shipped_trace_gives_the_same_aggregations() {
         let damo = parse(SHIPPED, LIMIT, UNSAID).unwrap();
-        let trace = super::super::text::parse(TRACE, UNSAID);
+        let trace = super::super::trace::parse(TRACE, UNSAID).aggregations;
         assert!(
             damo.iter().all(|(_, a)| a.intervals == UNSAID),
             "damo did not know them"

@@ -7,11 +7,13 @@
 //! ```
 //!
 //! The tracepoint does not carry the intervals: a `PERFABI-TRACE-BEGIN …
-//! sample_us=N aggr_us=M` line gives them.
+//! sample_us=N aggr_us=M` line gives them, and may say what the workload
+//! was (`workload=START END HOT_END PID`, see [`Workload`]).
 
-use perfabi::damon::{Aggregation, Intervals, Region};
+use perfabi::damon::{Intervals, Region};
 
 use super::assemble::{Assembler, Event};
+use super::{Record, Workload};
 
 /// Parses one trace line; `None` for lines of other events or of no event.
 pub fn parse_event(line: &str) -> Option<Event> {
@@ -76,9 +78,11 @@ fn parse_seconds_ns(t: &str) -> Option<u64> {
 /// aggregations in time order, each with the nanoseconds since the text's
 /// first event. Aggregations cut by the start or end of the text are left
 /// out. Their intervals are those of the text's `PERFABI-TRACE-BEGIN` line,
-/// or `default` without one.
-pub fn parse(text: &str, default: Intervals) -> Vec<(u64, Aggregation)> {
+/// or `default` without one; its workload, if it gives one, is the
+/// record's.
+pub fn parse(text: &str, default: Intervals) -> Record {
     let mut intervals = default;
+    let mut workload = None;
     let mut asm = Assembler::default();
     let mut out = Vec::new();
     let mut first_ts = None;
@@ -91,6 +95,7 @@ pub fn parse(text: &str, default: Intervals) -> Vec<(u64, Aggregation)> {
             if let (Some(sample_us), Some(aggr_us)) = (field("sample_us="), field("aggr_us=")) {
                 intervals = Intervals { sample_us, aggr_us };
             }
+            workload = workload_of(line).or(workload);
             continue;
         }
         let Some(e) = parse_event(line) else { continue };
@@ -100,14 +105,35 @@ pub fn parse(text: &str, default: Intervals) -> Vec<(u64, Aggregation)> {
         }
     }
     out.sort_by_key(|(at_ns, _)| *at_ns);
-    out
+    Record {
+        aggregations: out,
+        workload,
+    }
+}
+
+/// The `workload=START END HOT_END PID` of a `PERFABI-TRACE-BEGIN` line:
+/// four numbers, or none.
+fn workload_of(line: &str) -> Option<Workload> {
+    let mut toks = line.split_ascii_whitespace();
+    let first = toks.find_map(|t| t.strip_prefix("workload="))?;
+    let mut n = std::iter::once(first)
+        .chain(toks)
+        .map(|t| t.parse::<u64>().ok());
+    let mut next = || n.next().flatten();
+    Some(Workload {
+        start: next()?,
+        end: next()?,
+        hot_end: next()?,
+        pid: next()?,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const SHIPPED: &str = include_str!("../../records/guest-6.12-vaddr-hot4of64.trace");
+    const SHIPPED: &str =
+        include_str!("../../../../exportd/records/guest-6.12-vaddr-hot4of64.trace");
 
     #[test]
     fn decodes_ftrace_and_perf_script_lines_exactly() {
@@ -135,12 +161,53 @@ mod tests {
     }
 
     #[test]
+    fn a_workload_is_said_whole_or_not_at_all() {
+        let iv = Intervals {
+            sample_us: 5000,
+            aggr_us: 100_000,
+        };
+        let event = "kdamond.0-160 [000] ..... 16.032047: damon_aggregated: target_id=0 nr_regions=1 4096-8192: 20 96";
+        let with = |begin: &str| parse(&format!("{begin}\n{event}\n"), iv).workload;
+        assert_eq!(with(""), None);
+        assert_eq!(
+            with("PERFABI-TRACE-BEGIN intervals sample_us=5000 aggr_us=100000"),
+            None
+        );
+        assert_eq!(with("PERFABI-TRACE-BEGIN workload=1 2 3"), None);
+        assert_eq!(with("PERFABI-TRACE-BEGIN workload=1 2 x 4"), None);
+        assert_eq!(
+            with("PERFABI-TRACE-BEGIN workload=4096 65536 8192 42 sample_us=5000"),
+            Some(Workload {
+                start: 4096,
+                end: 65536,
+                hot_end: 8192,
+                pid: 42
+            })
+        );
+        assert_eq!(parse(event, iv).aggregations.len(), 1);
+    }
+
+    #[test]
     fn the_shipped_record_holds_complete_aggregations_with_the_hot_range() {
         let unsaid = Intervals {
             sample_us: 7,
             aggr_us: 700,
         };
-        let r = parse(SHIPPED, unsaid);
+        let Record {
+            aggregations: r,
+            workload,
+        } = parse(SHIPPED, unsaid);
+        // 64 MiB mapped, its first 4 MiB kept hot, by process 156.
+        let w = workload.expect("the shipped trace says its workload");
+        assert_eq!(
+            w,
+            Workload {
+                start: 140_374_689_447_936,
+                end: 140_374_689_447_936 + (64 << 20),
+                hot_end: 140_374_689_447_936 + (4 << 20),
+                pid: 156,
+            }
+        );
         assert!(r.iter().all(|(_, a)| a.intervals
             == Intervals {
                 sample_us: 5000,
@@ -159,13 +226,12 @@ mod tests {
             )
             .is_ok());
         }
-        // The workload kept 4 MiB at 140374689447936 hot: in every
-        // aggregation a region starting there saw at least 18 of 20 samples.
-        let hot = 140_374_689_447_936u64;
+        // The workload kept its first 4 MiB hot: in every aggregation a
+        // region starting there saw at least 18 of 20 samples.
         assert!(r.iter().all(|(_, a)| a
             .regions
             .iter()
-            .any(|g| g.start == hot && g.nr_accesses >= 18)));
+            .any(|g| g.start == w.start && g.nr_accesses >= 18)));
         let gaps: Vec<u64> = r.windows(2).map(|w| w[1].0 - w[0].0).collect();
         assert!(
             gaps.iter().all(|&g| (50_000_000..200_000_000).contains(&g)),
