@@ -14,10 +14,6 @@
 //! nothing monitored in the neutral [`NONE_COLOR`], which no step of the
 //! palette is.
 
-// Until main.rs calls it (`--heatmap`, `--wss` with `--output`, on another
-// branch): remove then.
-#![cfg_attr(not(test), allow(dead_code))]
-
 use std::ffi::{OsStr, OsString};
 use std::fmt::Display;
 use std::io::{self, Write};

@@ -236,6 +236,7 @@ mod tests {
             colour: Colour::Off,
             percentiles: vec![0, 50, 100],
             threshold: Threshold::default(),
+            output: None,
             json: false,
             watch: None,
             count: None,

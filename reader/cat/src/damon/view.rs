@@ -1,7 +1,8 @@
 //! Running the views over time: where the aggregations come from (a
-//! segment collected for `--duration`, or sampled without end with
-//! `--watch`), how large to draw them, and where the report goes (stdout
-//! as text or JSON, one report per period, or a screen redrawn in place).
+//! record read with `--from`, a segment collected for `--duration`, or
+//! sampled without end with `--watch`), how large to draw them, and where
+//! the report goes (stdout as text or JSON, one report per period, a
+//! screen redrawn in place, or an image file).
 
 use std::fmt;
 use std::io::{self, IsTerminal, Write};
@@ -14,12 +15,14 @@ use crossterm::queue;
 use crossterm::style::{Attribute, Print, SetAttribute};
 use crossterm::terminal::{self, Clear, ClearType};
 use perfabi_reader::{Options, Segment};
+use perfabi_record::damon::{read_file, ReadError, Workload};
 
 use super::collect::Collector;
 use super::options::{Config, Source};
+use super::plot;
 use super::report;
 use super::section::{self, Section};
-use super::timeline::Timeline;
+use super::timeline::{self, Timeline};
 use crate::screen::{self, Screen, Wake};
 use crate::Failure;
 
@@ -31,6 +34,11 @@ pub enum Problem {
     Usage(String),
     /// No aggregation came from the segment (exit 5: retry later).
     Silent(String),
+    /// The `--from` record could not be read (exit 3 if it is missing, 1
+    /// for an I/O error, else 4: refused or malformed).
+    Record(ReadError),
+    /// The image could not be drawn or written (exit 1).
+    Image(String),
 }
 
 impl Problem {
@@ -39,6 +47,10 @@ impl Problem {
         match self {
             Problem::Usage(_) => 2,
             Problem::Silent(_) => 5,
+            Problem::Record(ReadError::Open(e)) if e.not_found() => 3,
+            Problem::Record(ReadError::Open(e)) if e.io().is_some() => 1,
+            Problem::Record(ReadError::Io { .. }) | Problem::Image(_) => 1,
+            Problem::Record(_) => 4,
         }
     }
 }
@@ -46,7 +58,8 @@ impl Problem {
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Problem::Usage(why) | Problem::Silent(why) => f.write_str(why),
+            Problem::Usage(why) | Problem::Silent(why) | Problem::Image(why) => f.write_str(why),
+            Problem::Record(e) => write!(f, "--from {}", e.advising("raise --max-record-size")),
         }
     }
 }
@@ -130,22 +143,115 @@ fn sections(timelines: &[Timeline], cfg: &Config, dims: Dims) -> Result<Vec<Sect
         .collect()
 }
 
+/// What a report says besides its sections: lines of text before them,
+/// and fields of its JSON.
+#[derive(Default)]
+struct Preface {
+    lines: Vec<String>,
+    json: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Preface {
+    /// What a record says of its workload, if it does.
+    fn of_workload(w: Option<&Workload>) -> Preface {
+        let mut p = Preface::default();
+        if let Some(w) = w {
+            let size = |a: u64, b: u64| crate::human::bytes(b.saturating_sub(a) as f64);
+            p.lines.push(format!(
+                "the record's workload: pid {} mapped {:#x} to {:#x} ({}) and kept rewriting {:#x} to {:#x} ({})",
+                w.pid,
+                w.start,
+                w.end,
+                size(w.start, w.end),
+                w.start,
+                w.hot_end,
+                size(w.start, w.hot_end)
+            ));
+            p.json.insert(
+                "workload".into(),
+                serde_json::json!({ "start": w.start, "end": w.end, "hot_end": w.hot_end, "pid": w.pid }),
+            );
+        }
+        p
+    }
+}
+
 /// The report of `timelines`, as `cfg` asks (text or one JSON line),
 /// sized for `screen`.
 fn render(
     timelines: &[Timeline],
     cfg: &Config,
     screen: Option<(u16, u16)>,
-    extra: serde_json::Map<String, serde_json::Value>,
+    preface: Preface,
 ) -> Result<String, String> {
     let n = section::select(timelines, cfg.monitor, cfg.target)?.len();
     let dims = dims(cfg, screen, n);
     let sections = sections(timelines, cfg, dims)?;
     Ok(if cfg.json {
-        format!("{}\n", report::json(&sections, extra))
+        format!("{}\n", report::json(&sections, preface.json))
     } else {
-        report::text(&sections, &[], cfg.colour, (dims.wss_rows, dims.cols))
+        report::text(
+            &sections,
+            &preface.lines,
+            cfg.colour,
+            (dims.wss_rows, dims.cols),
+        )
     })
+}
+
+/// Heatmap rows and columns of an image without `--rows` and `--cols`.
+const IMAGE: (usize, usize) = (128, 256);
+
+/// The image of the one section of `timelines` that `cfg` asks for,
+/// written to `--output`.
+fn image(
+    timelines: &[Timeline],
+    cfg: &Config,
+    path: &Path,
+    format: plot::Format,
+) -> Result<(), Problem> {
+    let chosen = section::select(timelines, cfg.monitor, cfg.target).map_err(Problem::Usage)?;
+    let [tl] = chosen[..] else {
+        let names: Vec<String> = chosen
+            .iter()
+            .map(|t| format!("--monitor {} --target {}", t.monitor_id, t.target_id))
+            .collect();
+        return Err(Problem::Usage(format!(
+            "--output draws one monitor and target, and there are {}: choose one ({})",
+            chosen.len(),
+            names.join(", ")
+        )));
+    };
+    let (rows, cols) = (cfg.rows.unwrap_or(IMAGE.0), cfg.cols.unwrap_or(IMAGE.1));
+    let s = section::build(tl, cfg, rows, cols).map_err(Problem::Usage)?;
+    let who = format!("monitor {} target {}", s.monitor_id, s.target_id);
+    let bytes = if let Some(h) = &s.heat {
+        let title = format!(
+            "{who}: access frequency, {:#x} to {:#x}",
+            h.addr.0, h.addr.1
+        );
+        plot::heatmap(&h.grid, &plot::Labels { title }, format)
+    } else if let Some(w) = &s.wss {
+        let title = format!("{who}: working set size");
+        plot::wss(&w.series, &w.percentiles, &plot::Labels { title }, format)
+    } else {
+        Err("--output draws --heatmap or --wss: give one".into())
+    }
+    .map_err(Problem::Usage)?;
+    plot::write(path, &bytes).map_err(Problem::Image)?;
+    eprintln!("perfabi-cat: wrote {}", path.display());
+    Ok(())
+}
+
+/// The one report of `timelines` (from a record, or a collection): an
+/// image with `--output`, else text or JSON on stdout.
+fn once(timelines: &[Timeline], cfg: &Config, preface: Preface) -> Result<(), Failure> {
+    if let Some((path, format)) = &cfg.output {
+        return Ok(image(timelines, cfg, path, *format)?);
+    }
+    let text = render(timelines, cfg, terminal_size(), preface).map_err(Problem::Usage)?;
+    io::stdout().lock().write_all(text.as_bytes())?;
+    Ok(())
 }
 
 /// The terminal's size, if standard output is one.
@@ -156,9 +262,25 @@ fn terminal_size() -> Option<(u16, u16)> {
         .flatten()
 }
 
-/// Runs the views `cfg` asks for on the segment at `path`.
+/// Runs the views `cfg` asks for, on the record it names or the segment
+/// at `path`.
 pub fn run(cfg: &Config, path: &Path, opts: Options) -> Result<(), Failure> {
-    let Source::Segment { duration } = &cfg.source;
+    let duration = match &cfg.source {
+        Source::Record {
+            path,
+            limit,
+            intervals,
+        } => {
+            let record = read_file(path, *limit, *intervals).map_err(Problem::Record)?;
+            let timelines = timeline::from_record(&record.aggregations);
+            return once(
+                &timelines,
+                cfg,
+                Preface::of_workload(record.workload.as_ref()),
+            );
+        }
+        Source::Segment { duration } => duration,
+    };
     let mut seg = Segment::open_with(path, opts)?;
     match cfg.watch {
         Some(period) if !cfg.json && io::stdout().is_terminal() => {
@@ -182,11 +304,7 @@ pub fn run(cfg: &Config, path: &Path, opts: Options) -> Result<(), Failure> {
                 ))
                 .into());
             }
-            let text = render(&timelines, cfg, terminal_size(), Default::default())
-                .map_err(Problem::Usage)?;
-            let mut out = io::stdout().lock();
-            out.write_all(text.as_bytes())?;
-            Ok(())
+            once(&timelines, cfg, Preface::default())
         }
     }
 }
@@ -202,9 +320,11 @@ fn live_report(
     if timelines.is_empty() {
         return Err("no DAMON aggregation in the segment yet".into());
     }
-    let mut extra = serde_json::Map::new();
-    extra.insert("elapsed_s".into(), elapsed.as_secs_f64().into());
-    render(&timelines, cfg, screen, extra)
+    let mut preface = Preface::default();
+    preface
+        .json
+        .insert("elapsed_s".into(), elapsed.as_secs_f64().into());
+    render(&timelines, cfg, screen, preface)
 }
 
 /// `--watch` to a pipe or a file: a report every `period`, from a rolling
@@ -351,6 +471,7 @@ mod tests {
             colour: Colour::Off,
             percentiles: vec![0, 25, 50, 75, 100],
             threshold: Threshold::default(),
+            output: None,
             json: false,
             watch: None,
             count: None,
@@ -363,7 +484,7 @@ mod tests {
             ] {
                 cfg.heatmap = heatmap;
                 cfg.wss = wss;
-                let text = render(timelines, &cfg, Some(screen), Default::default()).unwrap();
+                let text = render(timelines, &cfg, Some(screen), Preface::default()).unwrap();
                 let lines: Vec<&str> = text.lines().collect();
                 // A status line below.
                 assert!(
@@ -388,7 +509,7 @@ mod tests {
         // Without a screen: 24 × 72 cells.
         cfg.heatmap = true;
         cfg.wss = false;
-        let text = render(&one[..1], &cfg, None, Default::default()).unwrap();
+        let text = render(&one[..1], &cfg, None, Preface::default()).unwrap();
         let rows: Vec<&str> = text
             .lines()
             .filter(|l| l.contains('┤') || l.contains('│'))
