@@ -2,11 +2,13 @@
 //! (`spec/PERFABI.md` §11): a private tmpfs mounted for the test (sticky and
 //! world-writable, like `/dev/shm`), a throw-away uid that belongs to no
 //! account, child processes measured (peak memory, time) and killed if they
-//! hang, and skips that are reported as skips, never as passes.
+//! hang, and skips that are reported as skips, never as passes; and the
+//! images perfabi-cat draws, read back ([`image`]).
 
 pub mod forge;
 pub mod hammer;
 pub mod http;
+pub mod image;
 pub mod probe;
 pub mod prometheus;
 pub mod python;
