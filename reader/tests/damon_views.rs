@@ -1,30 +1,31 @@
 //! perfabi-cat's DAMON views over time (`--heatmap`, `--wss`) as a user
-//! runs them: on a live segment whose writer publishes a hot band, checked
-//! from the text grid a person sees (rows parsed back into address ranges)
-//! and from `--json`; and every bad value refused in one line.
+//! runs them: on the shipped record of a 4 MiB hot range in 64 MiB (trace
+//! text and damo's record of it) and on a live segment whose writer
+//! publishes a hot band, checked from what a person sees (the text grid's
+//! rows parsed back into address ranges, the images' pixels and
+//! rectangles), from `--json`, and the working set's percentiles against
+//! the test's own computation from the trace; and every bad value or
+//! hostile record refused in one line.
 
-use std::path::Path;
-use std::process::{Command, Output};
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use perfabi::damon::{Aggregation, Intervals, Region};
 use perfabi_shm::writer::{Config, Writer};
+use perfabi_test_harness::image::{self, Area, Image, Rgb};
+use perfabi_test_harness::{run_limited, Finished};
 
 /// Where the hot band of the live tests lies: 2 MiB hot of 16 MiB.
 const BASE: u64 = 0x7f00_0000_0000;
 const HOT_END: u64 = BASE + (2 << 20);
 const END: u64 = BASE + (16 << 20);
 
-fn cat(args: &[&str]) -> Output {
-    Command::new(perfabi_test_harness::workspace::perfabi_cat())
-        .args(args)
-        .output()
-        .expect("run perfabi-cat")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8(b.to_vec()).unwrap()
+/// perfabi-cat `args`, killed if it runs a minute (a hang fails the test).
+fn cat(args: &[&str]) -> Finished {
+    let bin = perfabi_test_harness::workspace::perfabi_cat();
+    run_limited(Command::new(bin).args(args), Duration::from_secs(60))
 }
 
 /// One row of a text heatmap: its address range and its cells.
@@ -158,8 +159,8 @@ fn a_live_segment_shows_its_hot_band_over_the_whole_collection() {
     with_live_segment(|p| {
         let args = [p, "--heatmap", "--duration", "1.5", "--color", "never"];
         let out = cat(&[&args[..], &["--rows", "16", "--cols", "30"]].concat());
-        let (so, se) = (text(&out.stdout), text(&out.stderr));
-        assert_eq!(out.status.code(), Some(0), "{se}");
+        let (so, se) = (&out.stdout, &out.stderr);
+        assert_eq!(out.code(), Some(0), "{se}");
         assert!(
             se.contains("collecting DAMON aggregations") && se.lines().count() == 1,
             "{se}"
@@ -177,7 +178,7 @@ fn a_live_segment_shows_its_hot_band_over_the_whole_collection() {
 
         // --json: the same band in the numbers, over about 1.5 s.
         let out = cat(&[&args[..], &["--json", "--rows", "8", "--cols", "10"]].concat());
-        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
         let s = &doc["sections"][0];
         assert_eq!(
             (s["monitor_id"].as_u64(), s["target_id"].as_u64()),
@@ -219,13 +220,13 @@ fn wss_of_a_live_segment_is_the_hot_band() {
             "--percentiles",
             "0,50,100",
         ]);
-        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
         let w = &doc["sections"][0]["wss"];
         let want = serde_json::json!([
             { "p": 0, "bytes": 2 << 20 }, { "p": 50, "bytes": 2 << 20 }, { "p": 100, "bytes": 2 << 20 }
         ]);
         assert_eq!(w["percentiles"], want, "{doc}");
-        let out = text(&cat(&[p, "--wss", "--duration", "1", "--cols", "40"]).stdout);
+        let out = cat(&[p, "--wss", "--duration", "1", "--cols", "40"]).stdout;
         assert!(
             out.contains("       100      2.0 MiB\n      mean      2.0 MiB\n"),
             "{out}"
@@ -240,8 +241,8 @@ fn wss_of_a_live_segment_is_the_hot_band() {
 /// the note that it collects) containing `want`.
 fn refused(args: &[&str], code: i32, want: &str) {
     let out = cat(args);
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+    let err = &out.stderr;
+    assert_eq!(out.code(), Some(code), "{args:?}: {err}");
     assert!(err.contains(want), "{args:?}: {err}");
     if !err.starts_with("error:") {
         // Ours, not clap's usage text.
@@ -307,5 +308,574 @@ fn bad_values_are_refused_in_one_line() {
         &[path.to_str().unwrap(), "--wss", "--duration", "0.2"],
         5,
         "no DAMON aggregation in ",
+    );
+}
+
+/// A file of the shipped record (`exportd/records/README.md`):
+/// `guest-6.12-vaddr-hot4of64.EXT`.
+fn record(ext: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../exportd/records")
+        .join(format!("guest-6.12-vaddr-hot4of64.{ext}"))
+}
+
+/// The record's workload, from the trace's first line
+/// (`PERFABI-TRACE-BEGIN … workload=START END HOT_END PID`): it mapped
+/// `start..end` and kept rewriting `start..hot_end`.
+struct Workload {
+    start: u64,
+    end: u64,
+    hot_end: u64,
+}
+
+fn workload() -> Workload {
+    let text = std::fs::read_to_string(record("trace")).unwrap();
+    let first = text.lines().next().unwrap();
+    let w: Vec<u64> = first
+        .split("workload=")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
+    Workload {
+        start: w[0],
+        end: w[1],
+        hot_end: w[2],
+    }
+}
+
+/// `n` as perfabi-cat's options take an address.
+fn hex(n: u64) -> String {
+    format!("{n:#x}")
+}
+
+/// The cell character of a frequency, as the legend documents the scale:
+/// ' .:-=+*#%@' in even steps from 0 % to 100 %, '░' where nothing was
+/// monitored.
+fn documented_char(v: &serde_json::Value) -> char {
+    match v.as_f64() {
+        None => '░',
+        Some(f) => " .:-=+*#%@".as_bytes()[(f * 9.0).round() as usize] as char,
+    }
+}
+
+#[test]
+fn the_shipped_record_draws_its_hot_range_at_its_addresses_over_the_whole_time() {
+    let w = workload();
+    for ext in ["trace", "damo.json.zlib"] {
+        let from = record(ext);
+        let args = [
+            "--heatmap",
+            "--from",
+            from.to_str().unwrap(),
+            "--rows",
+            "32",
+            "--cols",
+            "60",
+        ];
+        let out = cat(&[&args[..], &["--color", "never"]].concat());
+        assert_eq!(out.code(), Some(0), "{ext}: {}", out.stderr);
+        let so = &out.stdout;
+        assert!(
+            so.contains(": 17 aggregations (sampling 5.0 ms, aggregation 100.0 ms)"),
+            "{so}"
+        );
+        let rows = heatmap_rows(so);
+        assert_eq!(rows.len(), 32);
+        assert!(rows.iter().all(|r| r.cells.len() == 60), "{so}");
+        // The busiest run of regions starts at the mapping.
+        assert_eq!(rows[0].lo, w.start, "{so}");
+        let (hot, cold) = assert_band(&rows, (w.start, w.hot_end), (w.hot_end, w.end), so);
+        assert!(hot >= 1 && cold >= 25, "{hot} {cold}");
+        // The time axis runs over the whole record (1.98 s).
+        let axis = so
+            .lines()
+            .find(|l| l.trim_start().starts_with("0.0 s"))
+            .unwrap();
+        assert!(axis.ends_with("2.0 s"), "{so}");
+        if ext == "trace" {
+            assert!(
+                so.starts_with("the record's workload: pid 156 mapped "),
+                "{so}"
+            );
+        }
+
+        // --json: the same grid in numbers.
+        let out = cat(&[&args[..], &["--json"]].concat());
+        let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+        let s = &doc["sections"][0];
+        assert_eq!(s["aggregations"], 17);
+        let window = s["window_ns"].as_u64().unwrap();
+        assert!((1_900_000_000..2_100_000_000).contains(&window), "{window}");
+        let h = &s["heatmap"];
+        assert_eq!(h["address_range"]["chosen"], "busiest");
+        let times = h["times_ns"].as_array().unwrap();
+        assert_eq!(
+            (times[0].as_u64(), times[60].as_u64()),
+            (Some(0), Some(window))
+        );
+        let addrs: Vec<u64> = h["addrs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_u64().unwrap())
+            .collect();
+        let cells = h["cells"].as_array().unwrap();
+        for (k, r) in rows.iter().enumerate() {
+            assert_eq!((addrs[k], addrs[k + 1]), (r.lo, r.hi));
+            let json_row: String = cells[k]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(documented_char)
+                .collect();
+            assert_eq!(json_row, r.cells.iter().collect::<String>(), "row {k}");
+        }
+
+        // In colour: the same lines, as wide.
+        let plain = cat(&[&args[..], &["--color", "never"]].concat()).stdout;
+        let coloured = cat(&[&args[..], &["--color", "always"]].concat()).stdout;
+        assert!(coloured.contains("\x1b[48;"), "no background colour");
+        let widths = |t: &str| -> Vec<usize> {
+            t.lines()
+                .map(|l| strip_escapes(l).chars().count())
+                .collect()
+        };
+        assert_eq!(widths(&plain), widths(&coloured));
+    }
+}
+
+/// `line` without its escape sequences.
+fn strip_escapes(line: &str) -> String {
+    let mut out = String::new();
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            chars.by_ref().find(|e| e.is_ascii_alphabetic());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[test]
+fn address_and_time_ranges_narrow_the_heatmap() {
+    let w = workload();
+    let from = record("trace");
+    let from = from.to_str().unwrap();
+    let (lo, hi) = (hex(w.start), hex(w.hot_end));
+    let out = cat(&[
+        "--heatmap",
+        "--from",
+        from,
+        "--color",
+        "never",
+        "--rows",
+        "16",
+        "--cols",
+        "40",
+        "--address-range",
+        &lo,
+        &hi,
+    ]);
+    let rows = heatmap_rows(&out.stdout);
+    assert_eq!((rows[0].lo, rows[15].hi), (w.start, w.hot_end));
+    for r in &rows {
+        assert!(r.cells.iter().all(|&c| c == '@'), "{r:?}\n{}", out.stdout);
+    }
+    assert!(
+        out.stdout.contains("(4.0 MiB, --address-range)"),
+        "{}",
+        out.stdout
+    );
+
+    let args = [
+        "--heatmap",
+        "--from",
+        from,
+        "--rows",
+        "8",
+        "--cols",
+        "20",
+        "--time-range",
+        "0.5",
+        "1.5",
+    ];
+    let out = cat(&[&args[..], &["--json"]].concat());
+    let s: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let s = &s["sections"][0];
+    let times = s["heatmap"]["times_ns"].as_array().unwrap();
+    assert_eq!(
+        (times[0].as_u64(), times[20].as_u64()),
+        (Some(500_000_000), Some(1_500_000_000))
+    );
+    assert_eq!(s["time_range_ns"]["chosen"], "given");
+    // 116 ms apart: 8 or 9 aggregations start in a second.
+    let n = s["aggregations"].as_u64().unwrap();
+    assert!((8..=9).contains(&n), "{n}");
+    let text = cat(&[&args[..], &["--color", "never"]].concat()).stdout;
+    let axis = text
+        .lines()
+        .find(|l| l.trim_end().ends_with("1.5 s"))
+        .unwrap();
+    let first: f64 = axis.split_whitespace().next().unwrap().parse().unwrap();
+    assert!((0.5..1.5).contains(&first), "{axis}");
+}
+
+/// The working set size of every complete aggregation of the shipped
+/// trace, computed here from its `damon_aggregated` lines and nothing
+/// else: an aggregation is a run of `nr_regions` lines of ascending
+/// addresses (a run cut short, at the trace's start or end, is not one),
+/// its working set the bytes of its regions accessed in at least
+/// `min_accesses` samples.
+fn trace_wss(min_accesses: u32) -> Vec<u64> {
+    let text = std::fs::read_to_string(record("trace")).unwrap();
+    let mut sizes = Vec::new();
+    let mut run: Vec<(u64, u64, u32)> = Vec::new();
+    for line in text.lines() {
+        let Some(event) = line.split("damon_aggregated:").nth(1) else {
+            continue;
+        };
+        // target_id=0 nr_regions=13 START-END: NR_ACCESSES AGE
+        let f: Vec<&str> = event.split_whitespace().collect();
+        let nr: usize = f[1].strip_prefix("nr_regions=").unwrap().parse().unwrap();
+        let (a, b) = f[2].trim_end_matches(':').split_once('-').unwrap();
+        let (a, b): (u64, u64) = (a.parse().unwrap(), b.parse().unwrap());
+        if run.last().is_some_and(|&(last, _, _)| a <= last) {
+            run.clear();
+        }
+        run.push((a, b, f[3].parse().unwrap()));
+        if run.len() == nr {
+            sizes.push(
+                run.iter()
+                    .filter(|r| r.2 >= min_accesses)
+                    .map(|r| r.1 - r.0)
+                    .sum(),
+            );
+            run.clear();
+        }
+    }
+    sizes
+}
+
+#[test]
+fn wss_percentiles_match_the_tests_own_computation_from_the_trace() {
+    let ps = [0usize, 25, 50, 75, 90, 99, 100];
+    for min in [1u32, 20] {
+        let mut sizes = trace_wss(min);
+        assert_eq!(sizes.len(), 17);
+        let mean = sizes.iter().sum::<u64>() as f64 / sizes.len() as f64;
+        sizes.sort_unstable();
+        // damo's rule: the value at index ⌊len × p / 100⌋, the last for 100.
+        let want: Vec<(usize, u64)> = ps
+            .iter()
+            .map(|&p| (p, sizes[(sizes.len() * p / 100).min(sizes.len() - 1)]))
+            .collect();
+        for ext in ["trace", "damo.json.zlib"] {
+            let from = record(ext);
+            let out = cat(&[
+                "--wss",
+                "--json",
+                "--from",
+                from.to_str().unwrap(),
+                "--percentiles",
+                "0,25,50,75,90,99,100",
+                "--wss-min-accesses",
+                &min.to_string(),
+            ]);
+            assert_eq!(out.code(), Some(0), "{}", out.stderr);
+            let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+            let w = &doc["sections"][0]["wss"];
+            let got: Vec<(usize, u64)> = w["percentiles"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| {
+                    (
+                        p["p"].as_u64().unwrap() as usize,
+                        p["bytes"].as_u64().unwrap(),
+                    )
+                })
+                .collect();
+            assert_eq!(got, want, "{ext}, at least {min} accesses");
+            assert!((w["mean"].as_f64().unwrap() - mean).abs() < 1e-6, "{w}");
+            assert_eq!(w["series"].as_array().unwrap().len(), 17);
+        }
+    }
+    // A threshold of every sample leaves out the aggregations that found
+    // the hot range accessed in 19 of 20: the lowest percentile is 0.
+    assert_eq!(trace_wss(20).iter().min(), Some(&0));
+}
+
+/// The address range of the heatmap perfabi-cat draws of the trace by
+/// default (the busiest run of regions), from `--json`.
+fn default_range(from: &str) -> (u64, u64) {
+    let out = cat(&[
+        "--heatmap",
+        "--json",
+        "--from",
+        from,
+        "--rows",
+        "4",
+        "--cols",
+        "4",
+    ]);
+    let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let r = &doc["sections"][0]["heatmap"]["address_range"];
+    (r["start"].as_u64().unwrap(), r["end"].as_u64().unwrap())
+}
+
+/// viridis at 0 %: the colour of idle cells.
+const IDLE: Rgb = (68, 1, 84);
+
+/// Whether `c` is the hot end of viridis (85 % and above: yellow-green to
+/// yellow), which neither white, grey, black nor the idle colour is.
+fn is_hot(c: Rgb) -> bool {
+    c.0 >= 150 && c.1 >= 200 && c.2 <= 70
+}
+
+/// Rows of the heatmap images drawn here (`--rows`).
+const IMAGE_ROWS: u64 = 64;
+
+/// The addresses of the heatmap row a stripe `y0..y1` of a plot area
+/// `area` of addresses `range` draws (low addresses at the bottom, in
+/// [`IMAGE_ROWS`] rows of even size): of the row where the stripe's middle
+/// falls.
+fn addresses(area: &Area, range: (u64, u64), y0: f64, y1: f64) -> (u64, u64) {
+    let span = u128::from(range.1 - range.0);
+    let up = (area.y1 - (y0 + y1) / 2.0) / (area.y1 - area.y0);
+    let k = (up * IMAGE_ROWS as f64).floor() as u128;
+    let edge = |k: u128| range.0 + (span * k / u128::from(IMAGE_ROWS)) as u64;
+    (edge(k), edge(k + 1))
+}
+
+#[test]
+fn the_images_put_the_hot_range_at_its_addresses_over_the_whole_time() {
+    let w = workload();
+    let dir = tempfile::tempdir().unwrap();
+    let from = record("trace");
+    let from = from.to_str().unwrap();
+    let range = default_range(from);
+    let inside = |(a, b): (u64, u64), (lo, hi): (u64, u64)| lo <= a && b <= hi;
+    let (hot, cold) = ((w.start, w.hot_end), (w.hot_end, w.end));
+
+    let png = dir.path().join("heat.png");
+    let out = cat(&[
+        "--heatmap",
+        "--from",
+        from,
+        "--output",
+        png.to_str().unwrap(),
+    ]);
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert_eq!(
+        out.stderr.trim(),
+        format!("perfabi-cat: wrote {}", png.display())
+    );
+    assert!(out.stdout.is_empty());
+    let img = Image::decode(&std::fs::read(&png).unwrap());
+    let area = image::plot_area(&img, |c| c == IDLE || is_hot(c));
+    let (mut hot_rows, mut cold_rows) = (0, 0);
+    for y in area.y0 as usize..area.y1 as usize {
+        let stripe = addresses(&area, range, y as f64, y as f64 + 1.0);
+        let row: Vec<Rgb> = (area.x0 as usize..area.x1 as usize)
+            .map(|x| img.at(x, y))
+            .collect();
+        if inside(stripe, hot) {
+            assert!(
+                row.iter().all(|&c| is_hot(c)),
+                "pixel row {y} ({stripe:x?}) not hot across"
+            );
+            hot_rows += 1;
+        }
+        if inside(stripe, cold) {
+            assert!(
+                row.iter().all(|&c| c == IDLE),
+                "pixel row {y} ({stripe:x?}) not idle across"
+            );
+            cold_rows += 1;
+        }
+    }
+    // 4 MiB of 66.7 MiB: 6 % of the plot's height.
+    let height = area.y1 - area.y0;
+    assert!(
+        hot_rows as f64 >= height * 0.04 && cold_rows as f64 >= height * 0.8,
+        "{hot_rows} {cold_rows} of {height}"
+    );
+
+    let svg = dir.path().join("heat.svg");
+    let out = cat(&[
+        "--heatmap",
+        "--from",
+        from,
+        "--output",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    let (area, cells) = svg_cells(&svg);
+    let mut hot_width: std::collections::BTreeMap<String, f64> = Default::default();
+    for (a, fill) in &cells {
+        let stripe = addresses(&area, range, a.y0, a.y1);
+        if inside(stripe, hot) {
+            assert!(is_hot(*fill), "{a:?} {fill:?} in the hot range");
+            *hot_width.entry(format!("{}", a.y0)).or_default() += a.x1 - a.x0;
+        }
+        if inside(stripe, cold) {
+            assert_eq!(*fill, IDLE, "{a:?} in the idle range");
+        }
+    }
+    assert!(hot_width.len() >= 2, "hot rows {hot_width:?} in {area:?}");
+    for (y, width) in &hot_width {
+        let all = area.x1 - area.x0;
+        assert!(
+            (width - all).abs() < 0.5,
+            "hot row at y {y}: {width} of {all}"
+        );
+    }
+}
+
+/// The plot area of an SVG heatmap and its cells (rectangles with their
+/// colour): the area as wide as its widest idle rectangle (a row idle all
+/// along), as high as the idle and hot cells within that width; the cells
+/// every rectangle within it but the background (of cells that nothing
+/// monitored) drawn under them all.
+fn svg_cells(svg: &str) -> (Area, Vec<(Area, Rgb)>) {
+    // Fills that are colours (`#rrggbb`; not `none`).
+    let rgb = |fill: &str| {
+        let c = u32::from_str_radix(fill.strip_prefix('#')?, 16).ok()?;
+        Some(((c >> 16) as u8, (c >> 8) as u8, c as u8))
+    };
+    let rects: Vec<(Area, Rgb)> = image::rects(svg)
+        .into_iter()
+        .filter_map(|(a, f)| Some((a, rgb(&f)?)))
+        .collect();
+    let widest = rects
+        .iter()
+        .filter(|(_, c)| *c == IDLE)
+        .map(|(a, _)| *a)
+        .max_by(|a, b| (a.x1 - a.x0).total_cmp(&(b.x1 - b.x0)))
+        .expect("no idle row");
+    let across = |a: &Area| a.x0 >= widest.x0 && a.x1 <= widest.x1;
+    let coloured: Vec<Area> = rects
+        .iter()
+        .filter(|(a, c)| across(a) && (*c == IDLE || is_hot(*c)))
+        .map(|(a, _)| *a)
+        .collect();
+    let area = Area {
+        x0: widest.x0,
+        x1: widest.x1,
+        y0: coloured.iter().map(|a| a.y0).fold(f64::MAX, f64::min),
+        y1: coloured.iter().map(|a| a.y1).fold(0.0, f64::max),
+    };
+    let cells = rects
+        .into_iter()
+        .filter(|(a, _)| across(a) && a.y0 >= area.y0 && a.y1 <= area.y1)
+        .filter(|(a, _)| a.y1 - a.y0 < (area.y1 - area.y0) / 2.0)
+        .collect();
+    (area, cells)
+}
+
+/// A perfabi-cat recording (`--record`'s format) of two targets of one
+/// monitor, each 1 MiB, one aggregation each.
+fn two_targets(dir: &Path) -> PathBuf {
+    let agg = |target: u64| {
+        serde_json::json!({
+            "monitor_id": 1, "target_id": target, "aggregation": 1,
+            "sample_us": 5000, "aggr_us": 100000,
+            "regions": [{ "start": 1 << 20, "end": 2 << 20, "nr_accesses": 20, "age": 1 }],
+        })
+    };
+    let line = serde_json::json!({
+        "t_ns": 0, "epoch": "0x1", "generation": 1, "counters": {},
+        "damon": [agg(0), agg(1)],
+    });
+    let path = dir.join("two.jsonl");
+    std::fs::write(&path, format!("{line}\n")).unwrap();
+    path
+}
+
+#[test]
+fn hostile_or_unfit_records_are_refused_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let trace = record("trace");
+    let run = |from: &Path, more: &[&str], code, want| {
+        refused(
+            &[&["--heatmap", "--from", from.to_str().unwrap()][..], more].concat(),
+            code,
+            want,
+        )
+    };
+    // Not a regular file: refused at once, not read forever.
+    let fifo = d.join("fifo");
+    rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, rustix::fs::Mode::from(0o644)).unwrap();
+    run(&fifo, &[], 4, "fifo");
+    let link = d.join("link.trace");
+    std::os::unix::fs::symlink(&trace, &link).unwrap();
+    run(&link, &[], 4, "link");
+    let empty = d.join("empty.trace");
+    std::fs::write(&empty, "").unwrap();
+    run(&empty, &[], 4, "no complete damon_aggregated aggregation");
+    let junk = d.join("junk");
+    std::fs::write(&junk, [0xffu8, 0xfe, 0, 1, 2]).unwrap();
+    run(&junk, &[], 4, "junk");
+    run(&d.join("missing"), &[], 3, "missing");
+    run(&trace, &["--max-record-size", "4K"], 4, "--max-record-size");
+    // Values that do not fit the record.
+    run(
+        &trace,
+        &["--time-range", "5", "end"],
+        2,
+        "after the end of the window",
+    );
+    run(
+        &trace,
+        &["--target", "7"],
+        2,
+        "no aggregation of target 7 (there are: monitor 160 target 0)",
+    );
+    run(
+        &trace,
+        &["--address-range", "0", "4K"],
+        2,
+        "holds no region",
+    );
+    run(
+        &trace,
+        &["--output", d.join("heat.jpg").to_str().unwrap()],
+        2,
+        ".svg or .png",
+    );
+    // --output draws one (monitor, target).
+    let two = two_targets(d);
+    let png = d.join("two.png");
+    run(&two, &["--output", png.to_str().unwrap()], 2, "--output draws one monitor and target, and there are 2: choose one (--monitor 1 --target 0, --monitor 1 --target 1)");
+    assert!(!png.exists());
+    let out = cat(&[
+        "--heatmap",
+        "--from",
+        two.to_str().unwrap(),
+        "--target",
+        "1",
+        "--output",
+        png.to_str().unwrap(),
+    ]);
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert!(png.exists());
+    // Without --output, a section each.
+    let out = cat(&[
+        "--heatmap",
+        "--from",
+        two.to_str().unwrap(),
+        "--color",
+        "never",
+    ]);
+    assert!(
+        out.stdout.contains("monitor 1 target 0:") && out.stdout.contains("monitor 1 target 1:"),
+        "{}",
+        out.stdout
     );
 }
