@@ -237,6 +237,55 @@ fn wss_of_a_live_segment_is_the_hot_band() {
     });
 }
 
+#[test]
+fn watch_without_a_terminal_prints_a_report_per_period_of_a_rolling_window() {
+    with_live_segment(|p| {
+        let args = [
+            p,
+            "--heatmap",
+            "--watch",
+            "0.5",
+            "--count",
+            "2",
+            "--color",
+            "never",
+        ];
+        let out = cat(&[&args[..], &["--rows", "8", "--cols", "20", "--window", "3"]].concat());
+        assert_eq!(out.code(), Some(0), "{}", out.stderr);
+        let reports: Vec<&str> = out.stdout.split("--- ").skip(1).collect();
+        assert_eq!(reports.len(), 2, "{}", out.stdout);
+        for r in &reports {
+            assert!(r.contains("monitor 42 target 3: "), "{r}");
+            let rows = heatmap_rows(r);
+            assert_band(&rows, (BASE, HOT_END), (HOT_END, END), r);
+        }
+        // The second report: a rolling window of the latest 3.
+        assert!(reports[1].contains(": 3 aggregations"), "{}", reports[1]);
+
+        let args = [p, "--wss", "--json", "--watch", "0.4", "--count", "3"];
+        let out = cat(&args);
+        let lines: Vec<serde_json::Value> = out
+            .stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 3, "{}", out.stdout);
+        let elapsed: Vec<f64> = lines
+            .iter()
+            .map(|l| l["elapsed_s"].as_f64().unwrap())
+            .collect();
+        assert!(elapsed.windows(2).all(|w| w[1] > w[0]), "{elapsed:?}");
+        for l in &lines {
+            let p = &l["sections"][0]["wss"]["percentiles"];
+            assert_eq!(
+                p[4],
+                serde_json::json!({ "p": 100, "bytes": 2 << 20 }),
+                "{l}"
+            );
+        }
+    });
+}
+
 /// perfabi-cat `args`: exit status `code`, and on stderr one line (after
 /// the note that it collects) containing `want`.
 fn refused(args: &[&str], code: i32, want: &str) {

@@ -82,11 +82,11 @@ pub struct OverTime {
     pub target: Option<u64>,
     /// Heatmap rows (address bins; the WSS chart is a third as high, 3 to
     /// 8 lines, or all of them with --wss alone); default: what fits the
-    /// terminal, else 24.
+    /// terminal, else 24 (an --output image: 128).
     #[arg(long, requires = "views", value_name = "N", value_parser = clap::value_parser!(u16).range(2..=4096))]
     pub rows: Option<u16>,
     /// Columns (time bins) of the heatmap and the WSS chart; default: what
-    /// fits the terminal, else 72.
+    /// fits the terminal, else 72 (an --output image: 256).
     #[arg(long, requires = "views", value_name = "N", value_parser = clap::value_parser!(u16).range(2..=4096))]
     pub cols: Option<u16>,
     /// Colour the heatmap: auto (on a terminal, unless NO_COLOR is set),
