@@ -166,13 +166,13 @@ fn a_live_segment_shows_its_hot_band_over_the_whole_collection() {
             "{se}"
         );
         assert!(so.starts_with("monitor 42 target 3: "), "{so}");
-        let rows = heatmap_rows(&so);
+        let rows = heatmap_rows(so);
         assert_eq!(rows.len(), 16);
         assert!(rows.iter().all(|r| r.cells.len() == 30), "{so}");
         // The whole 16 MiB is the busiest run: a row per MiB.
         assert_eq!((rows[0].lo, rows[15].hi), (BASE, END));
         assert_eq!(
-            assert_band(&rows, (BASE, HOT_END), (HOT_END, END), &so),
+            assert_band(&rows, (BASE, HOT_END), (HOT_END, END), so),
             (2, 14)
         );
 
