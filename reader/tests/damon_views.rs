@@ -305,47 +305,39 @@ fn refused(args: &[&str], code: i32, want: &str) {
 #[test]
 fn bad_values_are_refused_in_one_line() {
     with_live_segment(|p| {
-        let d = ["--duration", "0.3"];
-        let run = |more: &[&str], code, want| {
-            refused(&[&[p, "--heatmap"][..], &d, more].concat(), code, want)
-        };
-        run(
-            &["--address-range", "0x2000", "0x1000"],
-            2,
-            "the end must be above the start",
-        );
-        run(
-            &["--address-range", "0x1000", "lots"],
-            2,
-            "is not an address",
-        );
-        run(
-            &["--address-range", "0x1000", "+4K"],
-            2,
-            "holds no region of monitor 42 target 3",
-        );
-        run(
-            &["--time-range", "100", "end"],
-            2,
-            "after the end of the window",
-        );
-        run(
-            &["--time-range", "2", "1"],
-            2,
-            "the end must be after the start",
-        );
-        run(
-            &["--target", "9"],
-            2,
-            "no aggregation of target 9 (there are: monitor 42 target 3)",
-        );
-        run(
-            &["--monitor", "1", "--target", "3"],
-            2,
-            "no aggregation of monitor 1 target 3",
-        );
-        run(&["--percentiles", "50,101"], 2, "101");
-        run(&["--count", "2"], 2, "--count counts --watch reports");
+        let d = [p, "--heatmap", "--duration", "0.3"];
+        let cases: [(&[&str], &str); 9] = [
+            (
+                &["--address-range", "0x2000", "0x1000"],
+                "the end must be above the start",
+            ),
+            (&["--address-range", "0x1000", "lots"], "is not an address"),
+            (
+                &["--address-range", "0x1000", "+4K"],
+                "holds no region of monitor 42 target 3",
+            ),
+            (
+                &["--time-range", "100", "end"],
+                "after the end of the window",
+            ),
+            (
+                &["--time-range", "2", "1"],
+                "the end must be after the start",
+            ),
+            (
+                &["--target", "9"],
+                "no aggregation of target 9 (there are: monitor 42 target 3)",
+            ),
+            (
+                &["--monitor", "1", "--target", "3"],
+                "no aggregation of monitor 1 target 3",
+            ),
+            (&["--percentiles", "50,101"], "101"),
+            (&["--count", "2"], "--count counts --watch reports"),
+        ];
+        for (more, want) in cases {
+            refused(&[&d[..], more].concat(), 2, want);
+        }
         // Options of the views need a view.
         refused(&[p, "--rows", "8"], 2, "--heatmap");
     });

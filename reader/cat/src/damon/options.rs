@@ -287,8 +287,34 @@ fn colour(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// Both views of a segment, every other choice the default, drawn
+    /// without colour: for the tests of the modules that take a config.
+    pub fn config() -> Config {
+        Config {
+            heatmap: true,
+            wss: true,
+            source: Source::Segment {
+                duration: Duration::from_secs(1),
+            },
+            window: 100,
+            address: None,
+            time: None,
+            monitor: None,
+            target: None,
+            rows: None,
+            cols: None,
+            colour: Colour::Off,
+            percentiles: vec![0, 25, 50, 75, 100],
+            threshold: Threshold::default(),
+            output: None,
+            json: false,
+            watch: None,
+            count: None,
+        }
+    }
 
     #[test]
     fn colour_on_a_terminal_only_unless_asked_and_never_against_no_color() {

@@ -436,9 +436,8 @@ fn paint(c: &Collector, cfg: &Config, period: Duration, elapsed: Duration) -> io
 
 #[cfg(test)]
 mod tests {
-    use super::super::term::Colour;
+    use super::super::options::tests::config;
     use super::super::timeline::{from_record, tests::agg};
-    use super::super::wss::Threshold;
     use super::*;
 
     #[test]
@@ -455,27 +454,7 @@ mod tests {
         let mut two = aggs.clone();
         two.iter_mut().for_each(|(_, a)| a.target_id = 1);
         one.extend(from_record(&two));
-        let mut cfg = Config {
-            heatmap: true,
-            wss: false,
-            source: Source::Segment {
-                duration: Duration::from_secs(1),
-            },
-            window: 100,
-            address: None,
-            time: None,
-            monitor: None,
-            target: None,
-            rows: None,
-            cols: None,
-            colour: Colour::Off,
-            percentiles: vec![0, 25, 50, 75, 100],
-            threshold: Threshold::default(),
-            output: None,
-            json: false,
-            watch: None,
-            count: None,
-        };
+        let mut cfg = config();
         for (heatmap, wss) in [(true, false), (false, true), (true, true)] {
             for (timelines, screen) in [
                 (&one[..1], (100, 40)),
