@@ -155,21 +155,15 @@ pub fn mean_frequency(a: &Aggregation, lo: u64, hi: u64) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::timeline::{from_record, tests::agg};
+    use super::super::timeline::{
+        from_record,
+        tests::{agg, hot_band},
+    };
     use super::*;
 
     #[test]
     fn a_hot_band_fills_its_rows_over_the_whole_time() {
-        // 64 units, the first 4 hot (20 of 20 samples), ten aggregations
-        // 100 ms apart.
-        let aggs: Vec<(u64, Aggregation)> = (0..10)
-            .map(|i| {
-                (
-                    i * 100_000_000,
-                    agg(i + 1, &[(0, 4 << 20, 20), (4 << 20, 64 << 20, 0)]),
-                )
-            })
-            .collect();
+        let aggs = hot_band();
         let tl = &from_record(&aggs)[0];
         let g = build(tl, (0, 64 << 20), tl.span().unwrap(), 16, 10);
         assert_eq!((g.rows(), g.cols()), (16, 10));

@@ -813,9 +813,8 @@ fn byte_ticks(top: u64) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::super::grid::build;
-    use super::super::timeline::{from_record, tests::agg};
+    use super::super::timeline::{from_record, tests};
     use super::*;
-    use perfabi_reader::Aggregation;
     use perfabi_test_harness::image::{
         attr, elements, hex, plot_area, rects, texts, Area, Image, Rgb,
     };
@@ -823,15 +822,7 @@ mod tests {
     /// A grid of a hot 4 MiB band at the bottom of 64 MiB, ten
     /// aggregations 100 ms apart, over `addr`.
     fn hot_band(addr: (u64, u64), rows: usize) -> Grid {
-        let aggs: Vec<(u64, Aggregation)> = (0..10)
-            .map(|i| {
-                (
-                    i * 100_000_000,
-                    agg(i + 1, &[(0, 4 << 20, 20), (4 << 20, 64 << 20, 0)]),
-                )
-            })
-            .collect();
-        let tl = &from_record(&aggs)[0];
+        let tl = &from_record(&tests::hot_band())[0];
         build(tl, addr, tl.span().unwrap(), rows, 10)
     }
 

@@ -178,6 +178,19 @@ pub(crate) mod tests {
         }
     }
 
+    /// Ten aggregations 100 ms apart of 64 MiB from address 0, the first
+    /// 4 MiB accessed in every sample (20 of 20), the rest never.
+    pub fn hot_band() -> Vec<(u64, Aggregation)> {
+        (0..10)
+            .map(|i| {
+                (
+                    i * 100_000_000,
+                    agg(i + 1, &[(0, 4 << 20, 20), (4 << 20, 64 << 20, 0)]),
+                )
+            })
+            .collect()
+    }
+
     #[test]
     fn the_busiest_range_skips_the_address_space_gaps() {
         let a = agg(
