@@ -7,6 +7,7 @@
 //! the test's own computation from the trace; and every bad value or
 //! hostile record refused in one line.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -680,16 +681,19 @@ fn is_hot(c: Rgb) -> bool {
 /// Rows of the heatmap images drawn here (`--rows`).
 const IMAGE_ROWS: u64 = 64;
 
-/// The addresses of the heatmap row a stripe `y0..y1` of a plot area
-/// `area` of addresses `range` draws (low addresses at the bottom, in
-/// [`IMAGE_ROWS`] rows of even size): of the row where the stripe's middle
-/// falls.
-fn addresses(area: &Area, range: (u64, u64), y0: f64, y1: f64) -> (u64, u64) {
-    let span = u128::from(range.1 - range.0);
-    let up = (area.y1 - (y0 + y1) / 2.0) / (area.y1 - area.y0);
-    let k = (up * IMAGE_ROWS as f64).floor() as u128;
-    let edge = |k: u128| range.0 + (span * k / u128::from(IMAGE_ROWS)) as u64;
-    (edge(k), edge(k + 1))
+/// The addresses of the heatmap row that holds all of a stripe `y0..y1`
+/// of a plot area `area` of addresses `range` (low addresses at the
+/// bottom, in [`IMAGE_ROWS`] rows of even size); `None` if the stripe
+/// crosses from one row into another.
+fn grid_row(area: &Area, range: (u64, u64), y0: f64, y1: f64) -> Option<(u64, u64)> {
+    let row = |y: f64| ((area.y1 - y) / (area.y1 - area.y0) * IMAGE_ROWS as f64).floor() as i64;
+    // The bottom edge is the row's; the top edge the start of the next.
+    let k = row(y1);
+    (k >= 0 && row(y0 + 1e-6) == k).then(|| {
+        let span = u128::from(range.1 - range.0);
+        let edge = |k: u128| range.0 + (span * k / u128::from(IMAGE_ROWS)) as u64;
+        (edge(k as u128), edge(k as u128 + 1))
+    })
 }
 
 #[test]
@@ -702,25 +706,45 @@ fn the_images_put_the_hot_range_at_its_addresses_over_the_whole_time() {
     let inside = |(a, b): (u64, u64), (lo, hi): (u64, u64)| lo <= a && b <= hi;
     let (hot, cold) = ((w.start, w.hot_end), (w.hot_end, w.end));
 
-    let png = dir.path().join("heat.png");
-    let out = cat(&[
-        "--heatmap",
-        "--from",
-        from,
-        "--output",
-        png.to_str().unwrap(),
-    ]);
-    assert_eq!(out.code(), Some(0), "{}", out.stderr);
-    assert_eq!(
-        out.stderr.trim(),
-        format!("perfabi-cat: wrote {}", png.display())
-    );
-    assert!(out.stdout.is_empty());
+    // The image of the record's heatmap in file `name`, of IMAGE_ROWS.
+    let rows = IMAGE_ROWS.to_string();
+    let image_of = |name: &str| -> PathBuf {
+        let path = dir.path().join(name);
+        let file = path.to_str().unwrap();
+        let out = cat(&[
+            "--heatmap",
+            "--from",
+            from,
+            "--rows",
+            &rows,
+            "--output",
+            file,
+        ]);
+        assert_eq!(out.code(), Some(0), "{}", out.stderr);
+        let wrote = format!("perfabi-cat: wrote {file}");
+        assert_eq!(out.stderr.trim(), wrote);
+        assert!(out.stdout.is_empty());
+        path
+    };
+    let png = image_of("heat.png");
     let img = Image::decode(&std::fs::read(&png).unwrap());
     let area = image::plot_area(&img, |c| c == IDLE || is_hot(c));
-    let (mut hot_rows, mut cold_rows) = (0, 0);
+    // The heatmap rows wholly in the hot range and wholly in the idle one.
+    let span = u128::from(range.1 - range.0);
+    let edge = |k: u64| range.0 + (span * u128::from(k) / u128::from(IMAGE_ROWS)) as u64;
+    let rows_in = |r| {
+        (0..IMAGE_ROWS)
+            .filter(|&k| inside((edge(k), edge(k + 1)), r))
+            .count()
+    };
+    let (hot_want, cold_want) = (rows_in(hot), rows_in(cold));
+    assert!(hot_want >= 3 && cold_want >= 50, "{hot_want} {cold_want}");
+    let (mut hot_rows, mut cold_rows) = (BTreeSet::new(), BTreeSet::new());
     for y in area.y0 as usize..area.y1 as usize {
-        let stripe = addresses(&area, range, y as f64, y as f64 + 1.0);
+        // Row edges round to a pixel: a pixel row and its neighbours.
+        let Some(stripe) = grid_row(&area, range, y as f64 - 1.0, y as f64 + 2.0) else {
+            continue;
+        };
         let row: Vec<Rgb> = (area.x0 as usize..area.x1 as usize)
             .map(|x| img.at(x, y))
             .collect();
@@ -729,37 +753,29 @@ fn the_images_put_the_hot_range_at_its_addresses_over_the_whole_time() {
                 row.iter().all(|&c| is_hot(c)),
                 "pixel row {y} ({stripe:x?}) not hot across"
             );
-            hot_rows += 1;
+            hot_rows.insert(stripe);
         }
         if inside(stripe, cold) {
             assert!(
                 row.iter().all(|&c| c == IDLE),
                 "pixel row {y} ({stripe:x?}) not idle across"
             );
-            cold_rows += 1;
+            cold_rows.insert(stripe);
         }
     }
-    // 4 MiB of 66.7 MiB: 6 % of the plot's height.
-    let height = area.y1 - area.y0;
-    assert!(
-        hot_rows as f64 >= height * 0.04 && cold_rows as f64 >= height * 0.8,
-        "{hot_rows} {cold_rows} of {height}"
-    );
+    // Every one of those rows was seen (in the pixels between its edges).
+    assert_eq!((hot_rows.len(), cold_rows.len()), (hot_want, cold_want));
 
-    let svg = dir.path().join("heat.svg");
-    let out = cat(&[
-        "--heatmap",
-        "--from",
-        from,
-        "--output",
-        svg.to_str().unwrap(),
-    ]);
-    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    let svg = image_of("heat.svg");
     let svg = std::fs::read_to_string(&svg).unwrap();
     let (area, cells) = svg_cells(&svg);
-    let mut hot_width: std::collections::BTreeMap<String, f64> = Default::default();
+    let mut hot_width: BTreeMap<String, f64> = Default::default();
     for (a, fill) in &cells {
-        let stripe = addresses(&area, range, a.y0, a.y1);
+        // Its edges are rounded to whole units: its middle says its row.
+        let mid = (a.y0 + a.y1) / 2.0;
+        let Some(stripe) = grid_row(&area, range, mid - 0.5, mid + 0.5) else {
+            panic!("{a:?} is not one row of {area:?}");
+        };
         if inside(stripe, hot) {
             assert!(is_hot(*fill), "{a:?} {fill:?} in the hot range");
             *hot_width.entry(format!("{}", a.y0)).or_default() += a.x1 - a.x0;
@@ -768,7 +784,11 @@ fn the_images_put_the_hot_range_at_its_addresses_over_the_whole_time() {
             assert_eq!(*fill, IDLE, "{a:?} in the idle range");
         }
     }
-    assert!(hot_width.len() >= 2, "hot rows {hot_width:?} in {area:?}");
+    assert_eq!(
+        hot_width.len(),
+        hot_want,
+        "hot rows {hot_width:?} in {area:?}"
+    );
     for (y, width) in &hot_width {
         let all = area.x1 - area.x0;
         assert!(
