@@ -16,6 +16,7 @@ use std::time::Duration;
 use perfabi::damon::{Aggregation, Intervals, Region};
 use perfabi_shm::writer::{Config, Writer};
 use perfabi_test_harness::image::{self, Area, Image, Rgb};
+use perfabi_test_harness::tmux::{have_tmux, shell_is_cooked, wait_for, Tmux};
 use perfabi_test_harness::{run_limited, Finished};
 
 /// Where the hot band of the live tests lies: 2 MiB hot of 16 MiB.
@@ -284,6 +285,47 @@ fn watch_without_a_terminal_prints_a_report_per_period_of_a_rolling_window() {
                 "{l}"
             );
         }
+    });
+}
+
+#[test]
+fn watch_on_a_terminal_redraws_the_views_in_place_and_q_gives_the_terminal_back() {
+    if !have_tmux("damon_views") {
+        return;
+    }
+    with_live_segment(|p| {
+        let dir = tempfile::tempdir().unwrap();
+        let tmux = Tmux::start(&dir.path().join("tmux.sock"));
+        let cat = perfabi_test_harness::workspace::perfabi_cat();
+        tmux.type_line(&format!(
+            "'{}' '{p}' --heatmap --wss --watch 0.5 --color never",
+            cat.display()
+        ));
+        let status = |s: &[String]| s.iter().find(|l| l.starts_with("q quit")).cloned();
+        let first = wait_for(Duration::from_secs(15), || {
+            let s = tmux.capture();
+            let drawn = s.iter().any(|l| l.starts_with("heatmap of addresses"));
+            (tmux.var("alternate_on") == "1" && drawn && status(&s).is_some()).then_some(s)
+        })
+        .unwrap_or_else(|| panic!("no view:\n{}", tmux.capture().join("\n")));
+        // Redrawn in place: the status line says more was collected.
+        let screen = wait_for(Duration::from_secs(10), || {
+            let s = tmux.capture();
+            (status(&s).is_some() && status(&s) != status(&first)).then_some(s)
+        })
+        .unwrap_or_else(|| panic!("never redrawn:\n{}", first.join("\n")));
+        let text = screen.join("\n");
+        assert!(text.starts_with("monitor 42 target 3: "), "{text}");
+        assert_band(&heatmap_rows(&text), (BASE, HOT_END), (HOT_END, END), &text);
+        assert!(text.contains("       100      2.0 MiB"), "{text}");
+        assert!(!screen.iter().any(|l| l.starts_with("live$")), "{text}");
+        tmux.run(&["send-keys", "-t", "live", "q"]);
+        wait_for(Duration::from_secs(10), || {
+            (tmux.var("alternate_on") == "0").then_some(())
+        })
+        .expect("q left the alternate screen");
+        assert_eq!(tmux.var("cursor_flag"), "1", "cursor left hidden");
+        shell_is_cooked(&tmux, "AFTER-Q");
     });
 }
 
