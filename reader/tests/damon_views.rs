@@ -881,21 +881,30 @@ fn svg_cells(svg: &str) -> (Area, Vec<(Area, Rgb)>) {
     (area, cells)
 }
 
-/// A perfabi-cat recording (`--record`'s format) of two targets of one
-/// monitor, each 1 MiB, one aggregation each.
-fn two_targets(dir: &Path) -> PathBuf {
+/// One line of a perfabi-cat recording (`--record`'s format): one
+/// aggregation of each of two targets of monitor 1, of `regions` (start,
+/// end), accessed in every sample.
+fn two_targets_line(regions: &[(u64, u64)]) -> serde_json::Value {
+    let regions: Vec<serde_json::Value> = regions
+        .iter()
+        .map(|&(start, end)| serde_json::json!({ "start": start, "end": end, "nr_accesses": 20, "age": 1 }))
+        .collect();
     let agg = |target: u64| {
         serde_json::json!({
             "monitor_id": 1, "target_id": target, "aggregation": 1,
-            "sample_us": 5000, "aggr_us": 100000,
-            "regions": [{ "start": 1 << 20, "end": 2 << 20, "nr_accesses": 20, "age": 1 }],
+            "sample_us": 5000, "aggr_us": 100000, "regions": regions,
         })
     };
-    let line = serde_json::json!({
+    serde_json::json!({
         "t_ns": 0, "epoch": "0x1", "generation": 1, "counters": {},
         "damon": [agg(0), agg(1)],
-    });
+    })
+}
+
+/// A recording of two targets, each 1 MiB (see [`two_targets_line`]).
+fn two_targets(dir: &Path) -> PathBuf {
     let path = dir.join("two.jsonl");
+    let line = two_targets_line(&[(1 << 20, 2 << 20)]);
     std::fs::write(&path, format!("{line}\n")).unwrap();
     path
 }
@@ -926,6 +935,11 @@ fn hostile_or_unfit_records_are_refused_in_one_line() {
     std::fs::write(&junk, [0xffu8, 0xfe, 0, 1, 2]).unwrap();
     run(&junk, &[], 4, "junk");
     run(&d.join("missing"), &[], 3, "missing");
+    // A recording of regions DAMON never makes (ending before they start).
+    let backwards = d.join("backwards.jsonl");
+    let line = two_targets_line(&[(8 << 20, 4 << 20)]);
+    std::fs::write(&backwards, format!("{line}\n")).unwrap();
+    run(&backwards, &[], 4, "has regions that are not DAMON's");
     run(&trace, &["--max-record-size", "4K"], 4, "--max-record-size");
     // Values that do not fit the record.
     run(

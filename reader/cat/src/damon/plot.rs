@@ -822,7 +822,7 @@ mod tests {
     /// A grid of a hot 4 MiB band at the bottom of 64 MiB, ten
     /// aggregations 100 ms apart, over `addr`.
     fn hot_band(addr: (u64, u64), rows: usize) -> Grid {
-        let tl = &from_record(&tests::hot_band())[0];
+        let tl = &from_record(&tests::hot_band()).unwrap()[0];
         build(tl, addr, tl.span().unwrap(), rows, 10)
     }
 

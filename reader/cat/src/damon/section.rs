@@ -213,7 +213,7 @@ mod tests {
                 (i * 100_000_000, a)
             })
             .collect();
-        from_record(&aggs)
+        from_record(&aggs).unwrap()
     }
 
     #[test]

@@ -37,6 +37,9 @@ pub enum Problem {
     /// The `--from` record could not be read (exit 3 if it is missing, 1
     /// for an I/O error, else 4: refused or malformed).
     Record(ReadError),
+    /// The `--from` record was read but holds what DAMON never records
+    /// (exit 4, as a malformed record).
+    Malformed(String),
     /// The image could not be drawn or written (exit 1).
     Image(String),
 }
@@ -50,7 +53,7 @@ impl Problem {
             Problem::Record(ReadError::Open(e)) if e.not_found() => 3,
             Problem::Record(ReadError::Open(e)) if e.io().is_some() => 1,
             Problem::Record(ReadError::Io { .. }) | Problem::Image(_) => 1,
-            Problem::Record(_) => 4,
+            Problem::Record(_) | Problem::Malformed(_) => 4,
         }
     }
 }
@@ -58,7 +61,10 @@ impl Problem {
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Problem::Usage(why) | Problem::Silent(why) | Problem::Image(why) => f.write_str(why),
+            Problem::Usage(why)
+            | Problem::Silent(why)
+            | Problem::Malformed(why)
+            | Problem::Image(why) => f.write_str(why),
             Problem::Record(e) => write!(f, "--from {}", e.advising("raise --max-record-size")),
         }
     }
@@ -272,7 +278,8 @@ pub fn run(cfg: &Config, path: &Path, opts: Options) -> Result<(), Failure> {
             intervals,
         } => {
             let record = read_file(path, *limit, *intervals).map_err(Problem::Record)?;
-            let timelines = timeline::from_record(&record.aggregations);
+            let timelines = timeline::from_record(&record.aggregations)
+                .map_err(|why| Problem::Malformed(format!("--from {}: {why}", path.display())))?;
             return once(
                 &timelines,
                 cfg,
@@ -450,10 +457,10 @@ mod tests {
                 )
             })
             .collect();
-        let mut one = from_record(&aggs);
+        let mut one = from_record(&aggs).unwrap();
         let mut two = aggs.clone();
         two.iter_mut().for_each(|(_, a)| a.target_id = 1);
-        one.extend(from_record(&two));
+        one.extend(from_record(&two).unwrap());
         let mut cfg = config();
         for (heatmap, wss) in [(true, false), (false, true), (true, true)] {
             for (timelines, screen) in [
