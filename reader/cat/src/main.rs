@@ -161,7 +161,7 @@ enum Failure {
     Read(Error),
     Output(io::Error),
     Record(perfabi_shm::safe_open::PathError),
-    Damon(damon::view::Problem),
+    Damon(damon::problem::Problem),
 }
 
 impl From<Error> for Failure {
@@ -217,7 +217,7 @@ fn run(args: &Args) -> Result<(), Failure> {
         let cfg = args
             .over_time
             .config(args.json, args.watch, args.count)
-            .map_err(damon::view::Problem::Usage)?;
+            .map_err(damon::problem::Problem::Usage)?;
         return damon::view::run(&cfg, &path, opts);
     }
     let mut seg = Segment::open_with(&path, opts)?;

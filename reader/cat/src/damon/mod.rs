@@ -14,15 +14,20 @@
 //!   command line, [`collect`] fills a window from a live segment,
 //!   [`section`] resolves what each (monitor, target) shows, [`term`]
 //!   draws a heatmap and [`wss_text`] a working set as text (on the axes
-//!   of [`axis`]), [`report`] puts the sections together as text or JSON
-//!   and [`view`] runs it all.
+//!   of [`axis`]), [`report`](mod@report) puts the sections together as text or JSON,
+//!   [`layout`] sizes them and [`draw`] draws a window's report (or its
+//!   image); [`view`] runs it all, [`watch`] with `--watch`, and
+//!   [`problem`] says why it could not.
 
 pub mod axis;
 pub mod collect;
+pub mod draw;
 pub mod grid;
+pub mod layout;
 pub mod options;
 pub mod palette;
 pub mod plot;
+pub mod problem;
 pub mod range;
 pub mod regions;
 pub mod report;
@@ -30,6 +35,7 @@ pub mod section;
 pub mod term;
 pub mod timeline;
 pub mod view;
+pub mod watch;
 pub mod wss;
 pub mod wss_text;
 

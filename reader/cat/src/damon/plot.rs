@@ -2,7 +2,7 @@
 //! plotters, and the safe write of an image file.
 //!
 //! Both are drawn in memory at a fixed size ([`SIZE`]) and returned as the
-//! file's bytes; [`write`] puts them at a path that may lie in a folder
+//! file's bytes; [`write`](fn@write) puts them at a path that may lie in a folder
 //! other users can write. Text is laid out with the DejaVu Sans subset
 //! compiled into perfabi-cat (`fonts/README.md`): a PNG needs no font
 //! installed, and an SVG names `sans-serif` and leaves the glyphs to its
