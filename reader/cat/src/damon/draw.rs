@@ -16,7 +16,7 @@ use super::section::{self, Section};
 use super::timeline::Timeline;
 
 /// The sections of `timelines` that `cfg` asks for, drawn `dims` large.
-fn sections(timelines: &[Timeline], cfg: &Config, dims: Dims) -> Result<Vec<Section>, String> {
+fn sections(timelines: &[&Timeline], cfg: &Config, dims: Dims) -> Result<Vec<Section>, String> {
     section::select(timelines, cfg.monitor, cfg.target)?
         .into_iter()
         .map(|tl| section::build(tl, cfg, dims.heat_rows, dims.cols))
@@ -61,7 +61,7 @@ impl Preface {
 /// The report of `timelines`, as `cfg` asks (text or one JSON line),
 /// sized for `screen`.
 pub fn render(
-    timelines: &[Timeline],
+    timelines: &[&Timeline],
     cfg: &Config,
     screen: Option<(u16, u16)>,
     preface: Preface,
@@ -84,7 +84,7 @@ pub fn render(
 /// The image of the one section of `timelines` that `cfg` asks for,
 /// written to `--output`.
 pub fn image(
-    timelines: &[Timeline],
+    timelines: &[&Timeline],
     cfg: &Config,
     path: &Path,
     format: plot::Format,
@@ -142,6 +142,7 @@ mod tests {
         let mut two = aggs.clone();
         two.iter_mut().for_each(|(_, a)| a.target_id = 1);
         one.extend(from_record(&two).unwrap());
+        let one: Vec<&Timeline> = one.iter().collect();
         let mut cfg = config();
         for (heatmap, wss) in [(true, false), (false, true), (true, true)] {
             for (timelines, screen) in [

@@ -60,8 +60,9 @@ pub struct OverTime {
     #[arg(long, requires = "views", value_name = "SECS", value_parser = crate::parse_secs, conflicts_with = "watch")]
     pub duration: Option<f64>,
     /// Keep the latest N aggregations of each monitor and target (with
-    /// --watch, a rolling window).
-    #[arg(long, requires = "views", value_name = "N", default_value_t = 6000,
+    /// --watch, a rolling window; 3000 are 5 minutes of DAMON's default
+    /// 100 ms aggregations).
+    #[arg(long, requires = "views", value_name = "N", default_value_t = 3000,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub window: u32,
     /// Draw addresses START to END (hexadecimal 0x… or decimal, with K, M,

@@ -67,13 +67,14 @@ pub struct Section {
 
 /// The timelines `--monitor` and `--target` choose (every one without
 /// them), or why none.
-pub fn select(
-    timelines: &[Timeline],
+pub fn select<'a>(
+    timelines: &[&'a Timeline],
     monitor: Option<u64>,
     target: Option<u64>,
-) -> Result<Vec<&Timeline>, String> {
+) -> Result<Vec<&'a Timeline>, String> {
     let chosen: Vec<&Timeline> = timelines
         .iter()
+        .copied()
         .filter(|t| monitor.is_none_or(|m| m == t.monitor_id))
         .filter(|t| target.is_none_or(|g| g == t.target_id))
         .collect();
@@ -268,12 +269,13 @@ mod tests {
         cfg.address = Some((0, 4096));
         let e = build(&tls[0], &cfg, 16, 10).unwrap_err();
         assert!(e.contains("holds no region of monitor 7 target 0"), "{e}");
-        let e = select(&tls, Some(7), Some(3)).unwrap_err();
+        let all: Vec<&Timeline> = tls.iter().collect();
+        let e = select(&all, Some(7), Some(3)).unwrap_err();
         assert_eq!(
             e,
             "no aggregation of monitor 7 target 3 (there are: monitor 7 target 0)"
         );
-        assert_eq!(select(&tls, Some(7), None).unwrap().len(), 1);
+        assert_eq!(select(&all, Some(7), None).unwrap().len(), 1);
         for e in [&e, &build(&tls[0], &cfg, 16, 10).unwrap_err()] {
             assert!(!e.contains('\n'));
         }

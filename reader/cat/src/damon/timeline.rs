@@ -108,7 +108,7 @@ pub fn from_record(aggs: &[(u64, Aggregation)]) -> Result<Vec<Timeline>, String>
     for (t, a) in sorted {
         w.push_at(t - t0, a.clone());
     }
-    Ok(w.timelines())
+    Ok(w.into_timelines())
 }
 
 /// A window of aggregations from a live segment: the latest `max` of each
@@ -152,9 +152,15 @@ impl Window {
         true
     }
 
-    /// The timelines, by (monitor, target).
-    pub fn timelines(&self) -> Vec<Timeline> {
-        self.by_target.values().cloned().collect()
+    /// The timelines, by (monitor, target) (borrowed: a window of a live
+    /// segment is read again for every report).
+    pub fn timelines(&self) -> Vec<&Timeline> {
+        self.by_target.values().collect()
+    }
+
+    /// The timelines, by (monitor, target), the window given up for them.
+    pub fn into_timelines(self) -> Vec<Timeline> {
+        self.by_target.into_values().collect()
     }
 
     /// The timeline of one (monitor, target), if it has any aggregation.

@@ -20,7 +20,7 @@ use crate::Failure;
 
 /// The one report of `timelines` (from a record, or a collection): an
 /// image with `--output`, else text or JSON on stdout.
-fn once(timelines: &[Timeline], cfg: &Config, preface: Preface) -> Result<(), Failure> {
+fn once(timelines: &[&Timeline], cfg: &Config, preface: Preface) -> Result<(), Failure> {
     if let Some((path, format)) = &cfg.output {
         return Ok(image(timelines, cfg, path, *format)?);
     }
@@ -49,6 +49,7 @@ pub fn run(cfg: &Config, path: &Path, opts: Options) -> Result<(), Failure> {
             let record = read_file(path, *limit, *intervals).map_err(Problem::Record)?;
             let timelines = timeline::from_record(&record.aggregations)
                 .map_err(|why| Problem::Malformed(format!("--from {}: {why}", path.display())))?;
+            let timelines: Vec<&Timeline> = timelines.iter().collect();
             return once(
                 &timelines,
                 cfg,
