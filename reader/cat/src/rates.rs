@@ -137,7 +137,7 @@ impl Row<'_> {
         let factor = match Shape::of(self.family) {
             Shape::Plain { factor }
             | Shape::Bytes { factor }
-            | Shape::Time { factor }
+            | Shape::Time { factor, .. }
             | Shape::BytesPerSecond { factor } => factor,
             _ => 1.0,
         };
