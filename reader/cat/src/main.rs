@@ -414,23 +414,26 @@ fn damon_json(read: &perfabi_reader::DamonRead, dropped: u64) -> serde_json::Val
 fn watch(seg: &mut Segment, out: &mut impl Write, args: &Args, secs: f64) -> Result<(), Failure> {
     let period = Duration::from_secs_f64(secs);
     let mut prev = Snapshot::default();
-    let mut prev_t = Instant::now();
     let mut cur = Snapshot::default();
     let mut n = 0u64;
     // A busy writer costs a sample, never the watch: the sample is skipped,
-    // said so, and the next one taken on time.
-    let mut started = false;
-    while !started {
+    // said so (and counted for --count), and the next one taken a period
+    // later.
+    loop {
         match seg.snapshot_into(&mut prev) {
-            Ok(()) => started = true,
-            Err(e) if passing(&e) => skipped(out, args, &e)?,
+            Ok(()) => break,
+            Err(e) if passing(&e) => {
+                skipped(out, args, &e)?;
+                n += 1;
+                if args.count.is_some_and(|c| n >= c) {
+                    return Ok(());
+                }
+                std::thread::sleep(period);
+            }
             Err(e) => return Err(e.into()),
         }
-        prev_t = Instant::now();
-        if !started {
-            std::thread::sleep(period);
-        }
     }
+    let mut prev_t = Instant::now();
     loop {
         std::thread::sleep(period.saturating_sub(prev_t.elapsed()));
         match seg.snapshot_into(&mut cur) {
