@@ -172,7 +172,8 @@ impl From<io::Error> for Failure {
 fn main() -> ExitCode {
     let args = Args::parse();
     match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
+        // A view a signal ended: 128 + the signal, as in line mode.
+        Ok(()) => screen::exit_status().map_or(ExitCode::SUCCESS, ExitCode::from),
         // `perfabi-cat | head`: the reader of our output is done; so are we.
         Err(Failure::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(Failure::Output(e)) => {
