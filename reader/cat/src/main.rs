@@ -8,7 +8,7 @@ mod rates;
 mod render;
 mod screen;
 
-use std::io::{self, IsTerminal, Write};
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -86,9 +86,9 @@ struct Args {
     openmetrics: bool,
     /// Show per-second rates every SECS seconds (0.01 to 86400) until
     /// interrupted: on a terminal, a screen redrawn in place (keys: q quit,
-    /// s sort, / filter, c per-CPU, p pause); otherwise one block of lines
-    /// per interval.
-    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    /// s sort, / filter, c per-CPU, p pause); otherwise, and with --count,
+    /// one block of lines per interval.
+    #[arg(long, value_name = "SECS", value_parser = parse_secs, conflicts_with = "openmetrics")]
     watch: Option<f64>,
     /// With --watch or --record: stop after this many intervals (1 or more).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
@@ -200,10 +200,14 @@ fn run(args: &Args) -> Result<(), Failure> {
         .path
         .clone()
         .unwrap_or_else(perfabi_reader::default_path);
+    // The live view, like `top`, outlives its writer (shown stale, a
+    // restart followed).
+    let live = args.watch.is_some() && args.record.is_none() && live::wanted(args.json, args.count);
     let opts = Options {
         // Values of a writer that is gone are refused, in every mode, unless
-        // --allow-stale (--info describes any segment, gone or not).
-        require_live: !args.allow_stale && !args.info,
+        // --allow-stale (--info describes any segment, gone or not) or in
+        // the live view.
+        require_live: !args.allow_stale && !args.info && !live,
         trust: Trust::from_flags(args.trust_anyone, &args.trust_uid),
         max_segment_bytes: args.max_size,
         ..Options::default()
@@ -262,12 +266,11 @@ fn run(args: &Args) -> Result<(), Failure> {
     }
     if let Some(secs) = args.watch {
         // On a terminal, a screen redrawn in place; to a pipe or a file,
-        // lines (scripts keep working).
-        if !args.json && io::stdout().is_terminal() {
+        // a dumb terminal, or with --count (for scripts), lines.
+        if live {
             drop(out);
             let cfg = live::Config {
                 period: Duration::from_secs_f64(secs),
-                count: args.count,
                 per_cpu: args.cpu,
             };
             return live::run(&mut seg, &cfg);
