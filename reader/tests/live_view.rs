@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 use perfabi::{FamilySpec, Kind, Unit};
 use perfabi_shm::writer::{Config, Writer};
 
+mod support;
+
 const TEST: &str = "live_view";
 
 /// The 60-character instance name.
@@ -189,6 +191,32 @@ impl Drop for LiveWriter {
     }
 }
 
+/// A live writer's segment in a temporary directory, a tmux pane and
+/// perfabi-cat: what a test of the live view starts from (the pane's server
+/// and the writer stop before the directory goes).
+struct Bench {
+    tmux: Tmux,
+    writer: Option<LiveWriter>,
+    seg: PathBuf,
+    cat: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl Bench {
+    /// A writer of `seg` (see [`LiveWriter`]) and a pane at its prompt.
+    fn start() -> Bench {
+        let dir = tempfile::tempdir().unwrap();
+        let seg = dir.path().join("seg");
+        Bench {
+            writer: Some(LiveWriter::start(&seg)),
+            tmux: Tmux::start(&dir.path().join("tmux.sock")),
+            cat: perfabi_test_harness::workspace::perfabi_cat(),
+            seg,
+            dir,
+        }
+    }
+}
+
 /// Polls `f` every 50 ms until it returns `Some`, for at most `limit`.
 fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     let start = Instant::now();
@@ -299,14 +327,10 @@ fn watch_on_a_terminal_redraws_in_place_and_restores_it() {
         return;
     }
     assert_eq!(LONG.chars().count(), 60);
-    let dir = tempfile::tempdir().unwrap();
-    let seg = dir.path().join("seg");
-    let _writer = LiveWriter::start(&seg);
-    let tmux = Tmux::start(&dir.path().join("tmux.sock"));
-    let cat = perfabi_test_harness::workspace::perfabi_cat();
+    let Bench { tmux, seg, cat, .. } = &Bench::start();
 
     // Redrawn in place: the same rows at the same places, new values.
-    let first = start_view(&tmux, &cat, &seg);
+    let first = start_view(tmux, cat, seg);
     let second = wait_for(Duration::from_secs(10), || {
         let s = tmux.capture();
         let changed = task_rows(&s) != task_rows(&first);
@@ -433,11 +457,11 @@ fn watch_on_a_terminal_redraws_in_place_and_restores_it() {
         after.join("\n")
     );
     assert_eq!(tmux.var("cursor_flag"), "1", "cursor left hidden");
-    shell_is_cooked(&tmux, "AFTER-Q");
+    shell_is_cooked(tmux, "AFTER-Q");
 
     // SIGTERM: the same.
-    start_view(&tmux, &cat, &seg);
-    let pid = wait_for(Duration::from_secs(5), || shell_child(&tmux)).expect("perfabi-cat's pid");
+    start_view(tmux, cat, seg);
+    let pid = wait_for(Duration::from_secs(5), || shell_child(tmux)).expect("perfabi-cat's pid");
     let st = Command::new("kill")
         .args(["-TERM", &pid.to_string()])
         .status()
@@ -448,7 +472,7 @@ fn watch_on_a_terminal_redraws_in_place_and_restores_it() {
     })
     .expect("SIGTERM left the alternate screen");
     assert_eq!(tmux.var("cursor_flag"), "1", "cursor left hidden");
-    shell_is_cooked(&tmux, "AFTER-TERM");
+    shell_is_cooked(tmux, "AFTER-TERM");
 }
 
 /// The state letter of process `pid` in /proc (`None` once reaped).
@@ -546,51 +570,47 @@ fn signals_and_stops_give_the_terminal_back() {
     if !have_tmux() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let seg = dir.path().join("seg");
-    let _writer = LiveWriter::start(&seg);
-    let tmux = Tmux::start(&dir.path().join("tmux.sock"));
-    let cat = perfabi_test_harness::workspace::perfabi_cat();
+    let Bench { tmux, seg, cat, .. } = &Bench::start();
     let line = format!(
         "'{}' --watch 0.5 '{}'; echo rc=$?/",
         cat.display(),
         seg.display()
     );
 
-    start_view_line(&tmux, &format!("{line}int"));
-    let pid = wait_for(Duration::from_secs(5), || shell_child(&tmux)).expect("perfabi-cat's pid");
+    start_view_line(tmux, &format!("{line}int"));
+    let pid = wait_for(Duration::from_secs(5), || shell_child(tmux)).expect("perfabi-cat's pid");
     kill(pid, &["INT"]);
-    main_screen(&tmux, "SIGINT");
-    assert_eq!(exit_status(&tmux, "int"), "130");
+    main_screen(tmux, "SIGINT");
+    assert_eq!(exit_status(tmux, "int"), "130");
     tmux.type_line("clear");
 
-    start_view_line(&tmux, &format!("{line}two"));
-    let pid = wait_for(Duration::from_secs(5), || shell_child(&tmux)).expect("perfabi-cat's pid");
+    start_view_line(tmux, &format!("{line}two"));
+    let pid = wait_for(Duration::from_secs(5), || shell_child(tmux)).expect("perfabi-cat's pid");
     kill(pid, &["TERM", "INT"]);
-    main_screen(&tmux, "two signals");
-    let rc = exit_status(&tmux, "two");
+    main_screen(tmux, "two signals");
+    let rc = exit_status(tmux, "two");
     assert!(rc == "130" || rc == "143", "exit status {rc}");
     assert_eq!(tmux.var("cursor_flag"), "1", "cursor left hidden");
-    shell_is_cooked(&tmux, "AFTER-TWO");
+    shell_is_cooked(tmux, "AFTER-TWO");
     tmux.type_line("clear");
 
     for (how, stop) in [("Ctrl-Z", None), ("SIGTSTP", Some("TSTP"))] {
-        start_view_line(&tmux, &format!("{line}{how}"));
+        start_view_line(tmux, &format!("{line}{how}"));
         let pid =
-            wait_for(Duration::from_secs(5), || shell_child(&tmux)).expect("perfabi-cat's pid");
+            wait_for(Duration::from_secs(5), || shell_child(tmux)).expect("perfabi-cat's pid");
         match stop {
             None => {
                 tmux.run(&["send-keys", "-t", "live", "C-z"]);
             }
             Some(sig) => kill(pid, &[sig]),
         }
-        main_screen(&tmux, how);
+        main_screen(tmux, how);
         wait_for(Duration::from_secs(10), || {
             (state(pid) == Some('T')).then_some(())
         })
         .unwrap_or_else(|| panic!("{how}: not stopped ({:?})", state(pid)));
         assert_eq!(tmux.var("cursor_flag"), "1", "{how}: cursor left hidden");
-        shell_is_cooked(&tmux, &format!("AFTER-{how}"));
+        shell_is_cooked(tmux, &format!("AFTER-{how}"));
         tmux.type_line("clear; fg");
         wait_for(Duration::from_secs(10), || {
             let s = tmux.capture();
@@ -601,10 +621,10 @@ fn signals_and_stops_give_the_terminal_back() {
         })
         .unwrap_or_else(|| panic!("{how}, fg: no view:\n{}", tmux.capture().join("\n")));
         tmux.run(&["send-keys", "-t", "live", "q"]);
-        main_screen(&tmux, "q");
+        main_screen(tmux, "q");
         // The rest of the stopped command line was dropped: `fg`'s status.
         tmux.type_line(&format!("echo rc=$?/fg-{how}"));
-        assert_eq!(exit_status(&tmux, &format!("fg-{how}")), "0");
+        assert_eq!(exit_status(tmux, &format!("fg-{how}")), "0");
         tmux.type_line("clear");
     }
 }
@@ -617,13 +637,11 @@ fn the_view_outlives_its_writer() {
     if !have_tmux() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let seg = dir.path().join("seg");
-    let writer = LiveWriter::start(&seg);
-    let tmux = Tmux::start(&dir.path().join("tmux.sock"));
-    let cat = perfabi_test_harness::workspace::perfabi_cat();
-    start_view_by(&tmux, "", "0.2", &cat, &seg);
-    let pid = wait_for(Duration::from_secs(5), || shell_child(&tmux)).expect("perfabi-cat's pid");
+    let mut bench = Bench::start();
+    let writer = bench.writer.take();
+    let Bench { tmux, seg, cat, .. } = &bench;
+    start_view_by(tmux, "", "0.2", cat, seg);
+    let pid = wait_for(Duration::from_secs(5), || shell_child(tmux)).expect("perfabi-cat's pid");
     let epoch = |s: &[String]| {
         s[0].split_whitespace()
             .skip_while(|w| *w != "epoch")
@@ -640,7 +658,7 @@ fn the_view_outlives_its_writer() {
     })
     .unwrap_or_else(|| panic!("no stale writer:\n{}", tmux.capture().join("\n")));
     assert!(matches!(state(pid), Some('S' | 'R')), "the view ended");
-    let _again = LiveWriter::start(&seg);
+    let _again = LiveWriter::start(seg);
     wait_for(Duration::from_secs(15), || {
         let s = tmux.capture();
         (s[0].contains("writer alive") && epoch(&s).is_some_and(|e| e != before)).then_some(())
@@ -652,7 +670,7 @@ fn the_view_outlives_its_writer() {
         )
     });
     tmux.run(&["send-keys", "-t", "live", "q"]);
-    main_screen(&tmux, "q");
+    main_screen(tmux, "q");
 }
 
 /// A segment busy for good (a writer dead mid-change): the view says so,
@@ -662,17 +680,11 @@ fn a_segment_busy_for_good_costs_little() {
     if !have_tmux() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let (seg, busy) = (dir.path().join("seg"), dir.path().join("busy"));
-    let writer = LiveWriter::start(&seg);
-    std::thread::sleep(Duration::from_millis(100));
-    let mut bytes = std::fs::read(&seg).unwrap();
-    let gen2 = u64::from_le_bytes(bytes[136..144].try_into().unwrap());
-    bytes[128..136].copy_from_slice(&(gen2 + 1).to_le_bytes());
-    std::fs::write(&busy, &bytes).unwrap();
-    drop(writer);
-    let tmux = Tmux::start(&dir.path().join("tmux.sock"));
-    let cat = perfabi_test_harness::workspace::perfabi_cat();
+    let mut bench = Bench::start();
+    let busy = bench.dir.path().join("busy");
+    support::busy_copy(&bench.seg, &busy);
+    drop(bench.writer.take());
+    let Bench { tmux, cat, .. } = &bench;
     tmux.type_line(&format!(
         "'{}' --watch 0.1 '{}'",
         cat.display(),
@@ -682,7 +694,7 @@ fn a_segment_busy_for_good_costs_little() {
         tmux.capture()[0].contains("sample skipped").then_some(())
     })
     .unwrap_or_else(|| panic!("no skipped sample:\n{}", tmux.capture().join("\n")));
-    let pid = wait_for(Duration::from_secs(5), || shell_child(&tmux)).expect("perfabi-cat's pid");
+    let pid = wait_for(Duration::from_secs(5), || shell_child(tmux)).expect("perfabi-cat's pid");
     let ticks = || -> u64 {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
         let f: Vec<&str> = stat
@@ -700,7 +712,7 @@ fn a_segment_busy_for_good_costs_little() {
     assert!(used < 100, "{used} ticks of CPU in 4 s on a busy segment");
     let asked = Instant::now();
     tmux.run(&["send-keys", "-t", "live", "q"]);
-    main_screen(&tmux, "q");
+    main_screen(tmux, "q");
     assert!(
         asked.elapsed() < Duration::from_secs(2),
         "q took {:?}",
@@ -716,11 +728,7 @@ fn watch_prints_lines_where_no_screen_fits() {
     if !have_tmux() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let seg = dir.path().join("seg");
-    let _writer = LiveWriter::start(&seg);
-    let tmux = Tmux::start(&dir.path().join("tmux.sock"));
-    let cat = perfabi_test_harness::workspace::perfabi_cat();
+    let Bench { tmux, seg, cat, .. } = &Bench::start();
     let cmd = format!(
         "'{}' --watch 0.2 --count 2 '{}'",
         cat.display(),
@@ -733,7 +741,7 @@ fn watch_prints_lines_where_no_screen_fits() {
         tmux.type_line(&format!(
             "clear; {launcher}{cmd} </dev/null; echo rc=$?/{k}"
         ));
-        let rc = exit_status(&tmux, &k.to_string());
+        let rc = exit_status(tmux, &k.to_string());
         let s = tmux.capture();
         assert_eq!(rc, "0", "{launcher}:\n{}", s.join("\n"));
         assert_eq!(
@@ -749,7 +757,7 @@ fn watch_prints_lines_where_no_screen_fits() {
         tmux.type_line(&format!(
             "clear; {launcher}timeout -s INT 1 {cmd} </dev/null; echo rc=$?/t{k}"
         ));
-        let rc = exit_status(&tmux, &format!("t{k}"));
+        let rc = exit_status(tmux, &format!("t{k}"));
         let s = tmux.capture();
         assert!(
             s.iter().any(|l| l.starts_with("--- ")) && !s.iter().any(|l| l.contains("q quit")),

@@ -420,38 +420,14 @@ fn watch(seg: &mut Segment, out: &mut impl Write, args: &Args, secs: f64) -> Res
     let mut prev = Snapshot::default();
     let mut cur = Snapshot::default();
     let mut n = 0u64;
-    // A busy writer costs a sample, never the watch: the sample is skipped,
-    // said so (and counted for --count), and the next one taken a period
-    // later.
-    loop {
-        match seg.snapshot_into(&mut prev) {
-            Ok(()) => break,
-            Err(e) if passing(&e) => {
-                skipped(out, args, &e)?;
-                n += 1;
-                if args.count.is_some_and(|c| n >= c) {
-                    return Ok(());
-                }
-                std::thread::sleep(period);
-            }
-            Err(e) => return Err(e.into()),
-        }
+    if !read_or_skip(seg, &mut prev, out, args, period, &mut n)? {
+        return Ok(());
     }
     let mut prev_t = Instant::now();
     loop {
         std::thread::sleep(period.saturating_sub(prev_t.elapsed()));
-        match seg.snapshot_into(&mut cur) {
-            Ok(()) => {}
-            Err(e) if passing(&e) => {
-                skipped(out, args, &e)?;
-                n += 1;
-                if args.count.is_some_and(|c| n >= c) {
-                    return Ok(());
-                }
-                std::thread::sleep(period);
-                continue;
-            }
-            Err(e) => return Err(e.into()),
+        if !read_or_skip(seg, &mut cur, out, args, period, &mut n)? {
+            return Ok(());
         }
         let now = Instant::now();
         let dt = now.duration_since(prev_t).as_secs_f64();
@@ -499,6 +475,34 @@ fn watch(seg: &mut Segment, out: &mut impl Write, args: &Args, secs: f64) -> Res
         n += 1;
         if args.count.is_some_and(|c| n >= c) {
             return Ok(());
+        }
+    }
+}
+
+/// Reads `snap` for a --watch sample. A busy writer costs a sample, never
+/// the watch: the sample is skipped, said so and counted in `n` (toward
+/// --count), and the read tried again a period later; false once --count
+/// samples are done.
+fn read_or_skip(
+    seg: &mut Segment,
+    snap: &mut Snapshot,
+    out: &mut impl Write,
+    args: &Args,
+    period: Duration,
+    n: &mut u64,
+) -> Result<bool, Failure> {
+    loop {
+        match seg.snapshot_into(snap) {
+            Ok(()) => return Ok(true),
+            Err(e) if passing(&e) => {
+                skipped(out, args, &e)?;
+                *n += 1;
+                if args.count.is_some_and(|c| *n >= c) {
+                    return Ok(false);
+                }
+                std::thread::sleep(period);
+            }
+            Err(e) => return Err(e.into()),
         }
     }
 }
