@@ -3,7 +3,12 @@
 //! Row `r` covers addresses `addrs[r]..addrs[r + 1]` (row 0 the lowest),
 //! column `c` times `times[c]..times[c + 1]` (ns since the window's
 //! first aggregation). An aggregation covers the time from when it was
-//! seen for one aggregation interval; a cell holds the mean access
+//! seen until the next one of its timeline, if that comes within two
+//! aggregation intervals (kdamond's real cadence is slower than the
+//! nominal interval: 116 ms for 100 ms in the shipped record, which would
+//! otherwise leave a gap after every aggregation and stripes of empty
+//! columns in a wide heatmap), else for one aggregation interval (a
+//! missed aggregation stays a visible gap); a cell holds the mean access
 //! frequency (0..=1) of what covers it, weighted by bytes × time, or
 //! `None` where nothing monitored covers it (unmonitored addresses, or a
 //! time without an aggregation). The renderers (terminal, SVG, PNG) draw
@@ -79,8 +84,8 @@ pub fn build(tl: &Timeline, addr: (u64, u64), time: (u64, u64), rows: usize, col
     // Sums of weight × frequency and of weight, per cell.
     let mut heat = vec![0f64; rows * cols];
     let mut weight = vec![0f64; rows * cols];
-    for (t, a) in &tl.points {
-        let (t0, t1) = (*t, t + aggr_ns(a).max(1));
+    for (k, (t, a)) in tl.points.iter().enumerate() {
+        let (t0, t1) = (*t, t + covered_ns(tl, k, *t, a));
         let Some((c0, c1)) = span_of(&times, t0, t1) else {
             continue;
         };
@@ -111,6 +116,17 @@ pub fn build(tl: &Timeline, addr: (u64, u64), time: (u64, u64), rows: usize, col
     }
 }
 
+/// How long the aggregation `a`, point `k` of `tl` seen at `t`, covers:
+/// until the next point if it comes within two aggregation intervals,
+/// else one interval (at least 1 ns).
+fn covered_ns(tl: &Timeline, k: usize, t: u64, a: &Aggregation) -> u64 {
+    let aggr = aggr_ns(a).max(1);
+    match tl.points.get(k + 1) {
+        Some((next, _)) if *next > t && next - t < 2 * aggr => next - t,
+        _ => aggr,
+    }
+}
+
 /// The cells `first..last` of `edges` that `lo..hi` overlaps, `None` if
 /// none.
 fn span_of(edges: &[u64], lo: u64, hi: u64) -> Option<(usize, usize)> {
@@ -125,7 +141,8 @@ fn span_of(edges: &[u64], lo: u64, hi: u64) -> Option<(usize, usize)> {
 }
 
 /// The mean frequency of `a` over `lo..hi` (byte-weighted), `None` if no
-/// region covers any of it; for tests and summaries.
+/// region covers any of it; for tests.
+#[cfg(test)]
 pub fn mean_frequency(a: &Aggregation, lo: u64, hi: u64) -> Option<f64> {
     let (mut h, mut w) = (0f64, 0f64);
     for r in &a.regions {
@@ -178,6 +195,24 @@ mod tests {
         // A time range after the aggregation: nothing.
         let later = build(tl, (0, 16), (200_000_000, 300_000_000), 4, 2);
         assert!(later.cells.iter().all(Option::is_none));
+    }
+
+    #[test]
+    fn a_slower_cadence_leaves_no_gaps_and_a_missed_aggregation_does() {
+        // kdamond's cadence in the shipped record: every 116 ms for a
+        // 100 ms interval; then one aggregation missing (348 ms).
+        let aggs: Vec<(u64, Aggregation)> = [0u64, 116, 232, 580]
+            .iter()
+            .enumerate()
+            .map(|(i, &ms)| (ms * 1_000_000, agg(i as u64 + 1, &[(0, 64, 20)])))
+            .collect();
+        let tl = &from_record(&aggs)[0];
+        // 10 ms columns over the first three: every one covered.
+        let g = build(tl, (0, 64), (0, 340_000_000), 1, 34);
+        assert!(g.cells.iter().all(|c| *c == Some(1.0)), "{g:?}");
+        // The missed one: 332..580 ms is a gap.
+        let g = build(tl, (0, 64), (340_000_000, 580_000_000), 1, 24);
+        assert!(g.cells.iter().all(Option::is_none), "{g:?}");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `--address-range START END` and `--time-range START END`, as a person
-//! types them.
+//! types them (and sizes, such as `--wss-min-size`, written as addresses
+//! are).
 //!
 //! Addresses are hexadecimal with `0x` or decimal, optionally with a
 //! binary size suffix (`K`, `M`, `G`, `T`, also `KiB`…: powers of 1024),
@@ -37,6 +38,12 @@ pub fn address(text: &str) -> Result<u64, String> {
     })?;
     n.checked_mul(scale)
         .ok_or_else(|| format!("{text:?} is beyond the 64-bit address space"))
+}
+
+/// A size in bytes, as an address is written (`4096`, `4K`, `0x1000`,
+/// `2MiB`).
+pub fn size(text: &str) -> Result<u64, String> {
+    address(text).map_err(|_| format!("{text:?} is not a size (bytes, with K/M/G/T if you like)"))
 }
 
 /// The address range `[start, end)` from the two words of
@@ -139,6 +146,8 @@ mod tests {
         assert_eq!(address("0x10k"), Ok(16 << 10));
         assert!(address("0xzz").is_err());
         assert!(address("16777216T").is_err());
+        assert_eq!(size("2MiB"), Ok(2 << 20));
+        assert!(size("lots").unwrap_err().contains("not a size"));
         assert_eq!(address_range(&words("0x1000", "+4K")), Ok((0x1000, 0x2000)));
         assert_eq!(address_range(&words("0", "64M")), Ok((0, 64 << 20)));
         assert!(address_range(&words("0x2000", "0x1000"))

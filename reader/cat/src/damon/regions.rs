@@ -6,10 +6,8 @@ use std::fmt::Write as _;
 
 use perfabi_reader::Aggregation;
 
+use super::palette::{self, RAMP};
 use crate::human;
-
-/// Characters from idle to hottest.
-const RAMP: &[u8] = b" .:-=+*#%@";
 
 /// `n` bytes as a short human size (the formatter of every view).
 fn size(n: u64) -> String {
@@ -40,12 +38,7 @@ pub fn heatmap(a: &Aggregation, width: usize) -> String {
             *h += f * overlap;
         }
     }
-    heat.iter()
-        .map(|&h| {
-            let f = (h / cell).clamp(0.0, 1.0);
-            RAMP[((f * (RAMP.len() - 1) as f64).round() as usize).min(RAMP.len() - 1)] as char
-        })
-        .collect()
+    heat.iter().map(|&h| palette::char_of(h / cell)).collect()
 }
 
 /// Table and heatmap of every aggregation.
@@ -99,11 +92,7 @@ pub fn report(aggs: &[Aggregation], width: usize) -> String {
                 "     (monitored bytes end to end; gaps between regions left out)"
             );
         }
-        let _ = writeln!(
-            out,
-            "     scale: '{}' = 0% .. 100% access frequency",
-            String::from_utf8_lossy(RAMP)
-        );
+        let _ = writeln!(out, "     scale: '{RAMP}' = 0% .. 100% access frequency");
         out.push('\n');
     }
     out

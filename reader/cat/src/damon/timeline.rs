@@ -144,6 +144,7 @@ impl Window {
     }
 
     /// The timeline of one (monitor, target), if it has any aggregation.
+    #[cfg(test)]
     pub fn get(&self, monitor_id: u64, target_id: u64) -> Option<&Timeline> {
         self.by_target.get(&(monitor_id, target_id))
     }
