@@ -6,6 +6,7 @@ mod support;
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 use perfabi::damon::{Aggregation, Intervals, Region};
 use perfabi::{Semantics, ValueType};
@@ -449,4 +450,32 @@ fn a_gone_writer_fails_every_mode_unless_allow_stale() {
     let out = cat(&[p, "--info"]);
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stdout).contains("Closed"));
+}
+
+/// A segment busy for good (a writer dead mid-change): `--watch --count N`
+/// ends after N samples, skipped ones included (the first ones too), each
+/// said so.
+#[test]
+fn a_segment_busy_for_good_ends_a_counted_watch() {
+    let dir = tempfile::tempdir().unwrap();
+    let (live, busy) = (dir.path().join("live"), dir.path().join("busy"));
+    let w = sample_writer(&live);
+    busy_copy(&live, &busy);
+    drop(w);
+    let mut child = Command::new(perfabi_test_harness::workspace::perfabi_cat())
+        .args(["--watch", "0.05", "--count", "3", "--allow-stale"])
+        .arg(&busy)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ended = wait_for(Duration::from_secs(10), || child.try_wait().unwrap());
+    if ended.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("--count 3 on a segment busy for good never ended");
+    }
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{:?}: {text}", out.status);
+    assert_eq!(text.matches("sample skipped").count(), 3, "{text}");
 }

@@ -3,17 +3,23 @@
 //! screen is redrawn in place (same rows, new values), a 60-character
 //! instance name leaves the value column aligned, and `q` (or SIGTERM)
 //! gives the shell back its terminal: the main screen, the cursor shown,
-//! canonical mode and echo on.
+//! canonical mode and echo on. Signals (two in a row, Ctrl-Z and `fg`)
+//! give it back too, with the shell's exit statuses; a writer that goes
+//! and comes back, or a segment busy for good, do not end the view; where
+//! no screen can be drawn (`TERM=dumb`, no controlling terminal, `--count`)
+//! `--watch` prints lines.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use perfabi::{FamilySpec, Kind, Unit};
 use perfabi_shm::writer::{Config, Writer};
 use perfabi_test_harness::tmux::{have_tmux, shell_child, shell_is_cooked, wait_for, Tmux};
+
+mod support;
 
 const TEST: &str = "live_view";
 
@@ -97,6 +103,32 @@ impl Drop for LiveWriter {
     }
 }
 
+/// A live writer's segment in a temporary directory, a tmux pane and
+/// perfabi-cat: what a test of the live view starts from (the pane's server
+/// and the writer stop before the directory goes).
+struct Bench {
+    tmux: Tmux,
+    writer: Option<LiveWriter>,
+    seg: PathBuf,
+    cat: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl Bench {
+    /// A writer of `seg` (see [`LiveWriter`]) and a pane at its prompt.
+    fn start() -> Bench {
+        let dir = tempfile::tempdir().unwrap();
+        let seg = dir.path().join("seg");
+        Bench {
+            writer: Some(LiveWriter::start(&seg)),
+            tmux: Tmux::start(&dir.path().join("tmux.sock")),
+            cat: perfabi_test_harness::workspace::perfabi_cat(),
+            seg,
+            dir,
+        }
+    }
+}
+
 /// The rows of the table that show instances of `task.cpu_time`, with
 /// their row numbers.
 fn task_rows(screen: &[String]) -> Vec<(usize, String)> {
@@ -122,11 +154,19 @@ fn start_view(tmux: &Tmux, cat: &Path, seg: &Path) -> Vec<String> {
 /// [`start_view`], the command line starting with `launcher`, a sample
 /// every `period` seconds.
 fn start_view_by(tmux: &Tmux, launcher: &str, period: &str, cat: &Path, seg: &Path) -> Vec<String> {
-    tmux.type_line(&format!(
-        "{launcher}'{}' --watch {period} '{}'",
-        cat.display(),
-        seg.display()
-    ));
+    start_view_line(
+        tmux,
+        &format!(
+            "{launcher}'{}' --watch {period} '{}'",
+            cat.display(),
+            seg.display()
+        ),
+    )
+}
+
+/// [`start_view`] by the shell command line `line`.
+fn start_view_line(tmux: &Tmux, line: &str) -> Vec<String> {
+    tmux.type_line(line);
     wait_for(Duration::from_secs(15), || {
         let s = tmux.capture();
         let rows = task_rows(&s);
@@ -144,14 +184,10 @@ fn watch_on_a_terminal_redraws_in_place_and_restores_it() {
         return;
     }
     assert_eq!(LONG.chars().count(), 60);
-    let dir = tempfile::tempdir().unwrap();
-    let seg = dir.path().join("seg");
-    let _writer = LiveWriter::start(&seg);
-    let tmux = Tmux::start(&dir.path().join("tmux.sock"));
-    let cat = perfabi_test_harness::workspace::perfabi_cat();
+    let Bench { tmux, seg, cat, .. } = &Bench::start();
 
     // Redrawn in place: the same rows at the same places, new values.
-    let first = start_view(&tmux, &cat, &seg);
+    let first = start_view(tmux, cat, seg);
     let second = wait_for(Duration::from_secs(10), || {
         let s = tmux.capture();
         let changed = task_rows(&s) != task_rows(&first);
@@ -242,7 +278,7 @@ fn watch_on_a_terminal_redraws_in_place_and_restores_it() {
     tmux.run(&["send-keys", "-t", "live", "Escape"]);
     screen_with("Esc leaves the filter on", &|s| task_rows(s).len() == 2);
     tmux.run(&["send-keys", "-t", "live", "s"]);
-    screen_with("s does not sort by rate", &|s| {
+    screen_with("s does not sort by value", &|s| {
         let pct: Vec<f64> = task_rows(s)
             .iter()
             .filter_map(|(_, r)| {
@@ -254,7 +290,9 @@ fn watch_on_a_terminal_redraws_in_place_and_restores_it() {
                     .ok()
             })
             .collect();
-        s.iter().any(|l| l.contains("sort (rate)")) && pct.len() == 2 && pct[0] >= pct[1]
+        s.iter().any(|l| l.contains("sort (value within family)"))
+            && pct.len() == 2
+            && pct[0] >= pct[1]
     });
 
     // `q`: the shell gets its terminal back.
@@ -276,11 +314,11 @@ fn watch_on_a_terminal_redraws_in_place_and_restores_it() {
         after.join("\n")
     );
     assert_eq!(tmux.var("cursor_flag"), "1", "cursor left hidden");
-    shell_is_cooked(&tmux, "AFTER-Q");
+    shell_is_cooked(tmux, "AFTER-Q");
 
     // SIGTERM: the same.
-    start_view(&tmux, &cat, &seg);
-    let pid = wait_for(Duration::from_secs(5), || shell_child(&tmux)).expect("perfabi-cat's pid");
+    start_view(tmux, cat, seg);
+    let pid = wait_for(Duration::from_secs(5), || shell_child(tmux)).expect("perfabi-cat's pid");
     let st = Command::new("kill")
         .args(["-TERM", &pid.to_string()])
         .status()
@@ -291,7 +329,7 @@ fn watch_on_a_terminal_redraws_in_place_and_restores_it() {
     })
     .expect("SIGTERM left the alternate screen");
     assert_eq!(tmux.var("cursor_flag"), "1", "cursor left hidden");
-    shell_is_cooked(&tmux, "AFTER-TERM");
+    shell_is_cooked(tmux, "AFTER-TERM");
 }
 
 /// The state letter of process `pid` in /proc (`None` once reaped).
@@ -344,5 +382,249 @@ fn a_view_whose_terminal_goes_away_exits() {
                 state(pid)
             );
         }
+    }
+}
+
+/// The `N` of the pane's last `rc=N/tag` line, once the shell printed one
+/// (a command line that ends with `; echo rc=$?/tag`).
+fn exit_status(tmux: &Tmux, tag: &str) -> String {
+    let end = format!("/{tag}");
+    wait_for(Duration::from_secs(10), || {
+        tmux.capture().iter().rev().find_map(|l| {
+            l.trim()
+                .strip_prefix("rc=")?
+                .strip_suffix(&end)
+                .map(str::to_string)
+        })
+    })
+    .unwrap_or_else(|| panic!("no exit status:\n{}", tmux.capture().join("\n")))
+}
+
+/// Waits for the main screen back in the pane.
+fn main_screen(tmux: &Tmux, after: &str) {
+    wait_for(Duration::from_secs(10), || {
+        (tmux.var("alternate_on") == "0").then_some(())
+    })
+    .unwrap_or_else(|| panic!("{after}: still the alternate screen"));
+}
+
+/// Sends `signals` (names for kill(1)) to `pid`, one right after the other.
+fn kill(pid: i32, signals: &[&str]) {
+    let script: Vec<String> = signals.iter().map(|s| format!("kill -{s} {pid}")).collect();
+    let st = Command::new("sh")
+        .args(["-c", &script.join("; ")])
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+/// SIGINT ends the view with 130, as in line mode; two signals in a row
+/// (the second before the first is heeded) restore the terminal before
+/// the process exits with 128 + a signal; Ctrl-Z and SIGTSTP give the
+/// shell its terminal, and `fg` the view back, drawn whole.
+#[test]
+fn signals_and_stops_give_the_terminal_back() {
+    if !have_tmux(TEST) {
+        return;
+    }
+    let Bench { tmux, seg, cat, .. } = &Bench::start();
+    let line = format!(
+        "'{}' --watch 0.5 '{}'; echo rc=$?/",
+        cat.display(),
+        seg.display()
+    );
+
+    start_view_line(tmux, &format!("{line}int"));
+    let pid = wait_for(Duration::from_secs(5), || shell_child(tmux)).expect("perfabi-cat's pid");
+    kill(pid, &["INT"]);
+    main_screen(tmux, "SIGINT");
+    assert_eq!(exit_status(tmux, "int"), "130");
+    tmux.type_line("clear");
+
+    start_view_line(tmux, &format!("{line}two"));
+    let pid = wait_for(Duration::from_secs(5), || shell_child(tmux)).expect("perfabi-cat's pid");
+    kill(pid, &["TERM", "INT"]);
+    main_screen(tmux, "two signals");
+    let rc = exit_status(tmux, "two");
+    assert!(rc == "130" || rc == "143", "exit status {rc}");
+    assert_eq!(tmux.var("cursor_flag"), "1", "cursor left hidden");
+    shell_is_cooked(tmux, "AFTER-TWO");
+    tmux.type_line("clear");
+
+    for (how, stop) in [("Ctrl-Z", None), ("SIGTSTP", Some("TSTP"))] {
+        start_view_line(tmux, &format!("{line}{how}"));
+        let pid =
+            wait_for(Duration::from_secs(5), || shell_child(tmux)).expect("perfabi-cat's pid");
+        match stop {
+            None => {
+                tmux.run(&["send-keys", "-t", "live", "C-z"]);
+            }
+            Some(sig) => kill(pid, &[sig]),
+        }
+        main_screen(tmux, how);
+        wait_for(Duration::from_secs(10), || {
+            (state(pid) == Some('T')).then_some(())
+        })
+        .unwrap_or_else(|| panic!("{how}: not stopped ({:?})", state(pid)));
+        assert_eq!(tmux.var("cursor_flag"), "1", "{how}: cursor left hidden");
+        shell_is_cooked(tmux, &format!("AFTER-{how}"));
+        tmux.type_line("clear; fg");
+        wait_for(Duration::from_secs(10), || {
+            let s = tmux.capture();
+            (tmux.var("alternate_on") == "1"
+                && task_rows(&s).len() == 2
+                && s.iter().any(|l| l.contains("q quit")))
+            .then_some(())
+        })
+        .unwrap_or_else(|| panic!("{how}, fg: no view:\n{}", tmux.capture().join("\n")));
+        tmux.run(&["send-keys", "-t", "live", "q"]);
+        main_screen(tmux, "q");
+        // The rest of the stopped command line was dropped: `fg`'s status.
+        tmux.type_line(&format!("echo rc=$?/fg-{how}"));
+        assert_eq!(exit_status(tmux, &format!("fg-{how}")), "0");
+        tmux.type_line("clear");
+    }
+}
+
+/// A writer that goes leaves its last values on screen, marked stale at
+/// the left of the status line, and one that comes back (a new epoch) is
+/// followed: the view goes on, as `top` would.
+#[test]
+fn the_view_outlives_its_writer() {
+    if !have_tmux(TEST) {
+        return;
+    }
+    let mut bench = Bench::start();
+    let writer = bench.writer.take();
+    let Bench { tmux, seg, cat, .. } = &bench;
+    start_view_by(tmux, "", "0.2", cat, seg);
+    let pid = wait_for(Duration::from_secs(5), || shell_child(tmux)).expect("perfabi-cat's pid");
+    let epoch = |s: &[String]| {
+        s[0].split_whitespace()
+            .skip_while(|w| *w != "epoch")
+            .nth(1)
+            .map(str::to_string)
+    };
+    let before = epoch(&tmux.capture()).expect("an epoch");
+    drop(writer);
+    wait_for(Duration::from_secs(10), || {
+        let s = tmux.capture();
+        (s[0].trim_start().starts_with("writer closed")
+            || s[0].trim_start().starts_with("writer stale"))
+        .then_some(())
+    })
+    .unwrap_or_else(|| panic!("no stale writer:\n{}", tmux.capture().join("\n")));
+    assert!(matches!(state(pid), Some('S' | 'R')), "the view ended");
+    let _again = LiveWriter::start(seg);
+    wait_for(Duration::from_secs(15), || {
+        let s = tmux.capture();
+        (s[0].contains("writer alive") && epoch(&s).is_some_and(|e| e != before)).then_some(())
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "the new writer not followed:\n{}",
+            tmux.capture().join("\n")
+        )
+    });
+    tmux.run(&["send-keys", "-t", "live", "q"]);
+    main_screen(tmux, "q");
+}
+
+/// A segment busy for good (a writer dead mid-change): the view says so,
+/// costs little CPU (no tight retry) and still quits at once on `q`.
+#[test]
+fn a_segment_busy_for_good_costs_little() {
+    if !have_tmux(TEST) {
+        return;
+    }
+    let mut bench = Bench::start();
+    let busy = bench.dir.path().join("busy");
+    support::busy_copy(&bench.seg, &busy);
+    drop(bench.writer.take());
+    let Bench { tmux, cat, .. } = &bench;
+    tmux.type_line(&format!(
+        "'{}' --watch 0.1 '{}'",
+        cat.display(),
+        busy.display()
+    ));
+    wait_for(Duration::from_secs(10), || {
+        tmux.capture()[0].contains("sample skipped").then_some(())
+    })
+    .unwrap_or_else(|| panic!("no skipped sample:\n{}", tmux.capture().join("\n")));
+    let pid = wait_for(Duration::from_secs(5), || shell_child(tmux)).expect("perfabi-cat's pid");
+    let ticks = || -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let f: Vec<&str> = stat
+            .rsplit_once(") ")
+            .unwrap()
+            .1
+            .split_whitespace()
+            .collect();
+        f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+    };
+    let t0 = ticks();
+    std::thread::sleep(Duration::from_secs(4));
+    // Clock ticks of 10 ms: 4 s of a whole CPU is 400.
+    let used = ticks() - t0;
+    assert!(used < 100, "{used} ticks of CPU in 4 s on a busy segment");
+    let asked = Instant::now();
+    tmux.run(&["send-keys", "-t", "live", "q"]);
+    main_screen(tmux, "q");
+    assert!(
+        asked.elapsed() < Duration::from_secs(2),
+        "q took {:?}",
+        asked.elapsed()
+    );
+}
+
+/// Where no screen can be drawn, or for scripts, `--watch` prints lines:
+/// `TERM=dumb`, no `TERM`, no controlling terminal (`setsid`), `--count`
+/// (its lines stay on screen).
+#[test]
+fn watch_prints_lines_where_no_screen_fits() {
+    if !have_tmux(TEST) {
+        return;
+    }
+    let Bench { tmux, seg, cat, .. } = &Bench::start();
+    let cmd = format!(
+        "'{}' --watch 0.2 --count 2 '{}'",
+        cat.display(),
+        seg.display()
+    );
+    for (k, launcher) in ["", "TERM=dumb ", "env -u TERM ", "setsid -w "]
+        .into_iter()
+        .enumerate()
+    {
+        tmux.type_line(&format!(
+            "clear; {launcher}{cmd} </dev/null; echo rc=$?/{k}"
+        ));
+        let rc = exit_status(tmux, &k.to_string());
+        let s = tmux.capture();
+        assert_eq!(rc, "0", "{launcher}:\n{}", s.join("\n"));
+        assert_eq!(
+            s.iter().filter(|l| l.starts_with("--- ")).count(),
+            2,
+            "{launcher}: not two blocks of lines:\n{}",
+            s.join("\n")
+        );
+    }
+    // Without --count, where no screen can be drawn: lines until stopped.
+    let cmd = format!("'{}' --watch 0.2 '{}'", cat.display(), seg.display());
+    for (k, launcher) in ["TERM=dumb ", "setsid -w "].into_iter().enumerate() {
+        tmux.type_line(&format!(
+            "clear; {launcher}timeout -s INT 1 {cmd} </dev/null; echo rc=$?/t{k}"
+        ));
+        let rc = exit_status(tmux, &format!("t{k}"));
+        let s = tmux.capture();
+        assert!(
+            s.iter().any(|l| l.starts_with("--- ")) && !s.iter().any(|l| l.contains("q quit")),
+            "{launcher} (rc {rc}): no lines:\n{}",
+            s.join("\n")
+        );
+        assert!(
+            !s.iter().any(|l| l.contains("No such device")),
+            "{}",
+            s.join("\n")
+        );
     }
 }

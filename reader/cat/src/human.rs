@@ -21,6 +21,10 @@ pub enum Shape {
     Time {
         /// Nanoseconds in one stored unit.
         factor: f64,
+        /// Whether it is CPU time (see [`is_cpu_time`]): its rate is a
+        /// share of one CPU (`% CPU`), another time's a share of one
+        /// second (`%`: a PSI stall, a wait).
+        cpu: bool,
     },
     /// Bytes per second: IEC prefixes and `/s`.
     BytesPerSecond {
@@ -52,6 +56,7 @@ impl Shape {
             (1, 0, 0, QUANTITY_PLAIN) => Shape::Bytes { factor },
             (0, 1, 0, QUANTITY_PLAIN) => Shape::Time {
                 factor: factor * 1e9,
+                cpu: is_cpu_time(&f.name),
             },
             (1, -1, 0, QUANTITY_PLAIN) => Shape::BytesPerSecond { factor },
             (0, 0, 1, QUANTITY_PLAIN) => Shape::Plain { factor },
@@ -66,7 +71,7 @@ impl Shape {
         match self {
             Shape::Plain { factor } => number(v * factor),
             Shape::Bytes { factor } => bytes(v * factor),
-            Shape::Time { factor } => time_ns(v * factor),
+            Shape::Time { factor, .. } => time_ns(v * factor),
             Shape::BytesPerSecond { factor } => format!("{}/s", bytes(v * factor)),
             Shape::Pages => format!("{} pages", number(v)),
             Shape::Ratio => format!("{:.1}%", v * 100.0),
@@ -75,19 +80,38 @@ impl Shape {
     }
 
     /// A rate of `per_s` stored units per second, for people: a counter of
-    /// CPU time as a percentage of one CPU, bytes as bytes per second.
+    /// CPU time as a percentage of one CPU (`% CPU`), another time as a
+    /// percentage of one second (`%`), bytes as bytes per second.
     pub fn rate(&self, per_s: f64) -> String {
         match self {
             Shape::Plain { factor } => format!("{}/s", rate_number(per_s * factor)),
             Shape::Bytes { factor } => format!("{}/s", bytes(per_s * factor)),
-            // Nanoseconds per second: 1e9 is one CPU all the time.
-            Shape::Time { factor } => format!("{:.1}% CPU", per_s * factor / 1e7),
+            // Nanoseconds per second: 1e9 is one CPU (or, for a stall,
+            // the whole second).
+            Shape::Time { factor, cpu } => format!(
+                "{:.1}%{}",
+                per_s * factor / 1e7,
+                if *cpu { " CPU" } else { "" }
+            ),
             Shape::BytesPerSecond { factor } => format!("{}/s²", bytes(per_s * factor)),
             Shape::Pages => format!("{} pages/s", rate_number(per_s)),
             Shape::Ratio => format!("{:.1}%/s", per_s * 100.0),
             Shape::Other(u) => format!("{} {u}/s", rate_number(per_s)),
         }
     }
+}
+
+/// Whether a family of times named `name` counts CPU time: its name has
+/// the words `cpu` and `time` in a row (`kernel.cpu.time`,
+/// `task.cpu_time`) or `cputime`. A stall on the CPU
+/// (`kernel.all.pressure.cpu.some.total`) is not CPU time.
+pub fn is_cpu_time(name: &str) -> bool {
+    let words: Vec<String> = name
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .map(str::to_ascii_lowercase)
+        .collect();
+    words.iter().any(|w| w == "cputime")
+        || words.windows(2).any(|w| w[0] == "cpu" && w[1] == "time")
 }
 
 /// A number: whole numbers exactly, others with one decimal.
@@ -226,7 +250,10 @@ mod tests {
         assert_eq!(time_ns(3e9), "3.00 s");
         let kib = Shape::Bytes { factor: 1024.0 };
         assert_eq!(kib.show(2.0), "2.0 KiB");
-        let ns = Shape::Time { factor: 1.0 };
+        let ns = Shape::Time {
+            factor: 1.0,
+            cpu: true,
+        };
         // Half a CPU: 0.5 s of CPU time per second.
         assert_eq!(ns.rate(5e8), "50.0% CPU");
         assert_eq!(Shape::Plain { factor: 1.0 }.show(42.0), "42");
@@ -239,11 +266,23 @@ mod tests {
     #[test]
     fn rates_for_people() {
         // 9994.9 µs of CPU time a second: about 1% of one CPU, not "9994.9/s".
-        let us = Shape::Time { factor: 1e3 };
+        let us = Shape::Time {
+            factor: 1e3,
+            cpu: true,
+        };
         assert_eq!(us.rate(9994.9), "1.0% CPU");
         assert_eq!(us.rate(2e6), "200.0% CPU");
-        let ns = Shape::Time { factor: 1.0 };
+        let ns = Shape::Time {
+            factor: 1.0,
+            cpu: true,
+        };
         assert_eq!(ns.rate(0.0), "0.0% CPU");
+        // A stall (PSI): 0.97 s of each second, not CPU time.
+        let stall = Shape::Time {
+            factor: 1e3,
+            cpu: false,
+        };
+        assert_eq!(stall.rate(970_000.0), "97.0%");
         let b = Shape::Bytes { factor: 1.0 };
         assert_eq!(b.rate(100.0), "100 B/s");
         assert_eq!(b.rate(3.0 * 1024.0 * 1024.0), "3.0 MiB/s");
@@ -255,6 +294,28 @@ mod tests {
         assert_eq!(count.rate(-2_000.0), "-2.0 k/s");
         assert_eq!(Shape::Pages.rate(2_500.0), "2.5 k pages/s");
         assert_eq!(rate_number(f64::NAN), "NaN");
+    }
+
+    /// Only a family whose name says CPU time is shown as `% CPU`.
+    #[test]
+    fn cpu_time_is_told_by_its_name() {
+        for yes in [
+            "kernel.cpu.time",
+            "task.cpu_time",
+            "proc.CPU-Time",
+            "x.cputime",
+        ] {
+            assert!(is_cpu_time(yes), "{yes}");
+        }
+        for no in [
+            "kernel.all.pressure.cpu.some.total",
+            "rpc.wait_time",
+            "cpu",
+            "time.cpu",
+            "cpufreq.time",
+        ] {
+            assert!(!is_cpu_time(no), "{no}");
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@ mod rates;
 mod render;
 mod screen;
 
-use std::io::{self, IsTerminal, Write};
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -89,11 +89,11 @@ struct Args {
     openmetrics: bool,
     /// Show per-second rates every SECS seconds (0.01 to 86400) until
     /// interrupted: on a terminal, a screen redrawn in place (keys: q quit,
-    /// s sort, / filter, c per-CPU, p pause); otherwise one block of lines
-    /// per interval. With --heatmap or --wss: those views every SECS, of a
-    /// rolling --window of aggregations (on a terminal redrawn in place, q
-    /// quits).
-    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    /// s sort, / filter, c per-CPU, p pause); otherwise, and with --count,
+    /// one block of lines per interval. With --heatmap or --wss: those
+    /// views every SECS, of a rolling --window of aggregations (redrawn in
+    /// place where the live view would be, q quits).
+    #[arg(long, value_name = "SECS", value_parser = parse_secs, conflicts_with = "openmetrics")]
     watch: Option<f64>,
     /// With --watch or --record: stop after this many intervals (1 or more;
     /// with --heatmap or --wss, reports).
@@ -178,7 +178,8 @@ impl From<io::Error> for Failure {
 fn main() -> ExitCode {
     let args = Args::parse();
     match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
+        // A view a signal ended: 128 + the signal, as in line mode.
+        Ok(()) => screen::exit_status().map_or(ExitCode::SUCCESS, ExitCode::from),
         // `perfabi-cat | head`: the reader of our output is done; so are we.
         Err(Failure::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(Failure::Output(e)) => {
@@ -205,10 +206,15 @@ fn run(args: &Args) -> Result<(), Failure> {
         .path
         .clone()
         .unwrap_or_else(perfabi_reader::default_path);
+    // The live view, like `top`, outlives its writer (shown stale, a
+    // restart followed).
+    let live =
+        args.watch.is_some() && args.record.is_none() && live::wanted(args.json, args.count);
     let opts = Options {
         // Values of a writer that is gone are refused, in every mode, unless
-        // --allow-stale (--info describes any segment, gone or not).
-        require_live: !args.allow_stale && !args.info,
+        // --allow-stale (--info describes any segment, gone or not) or in
+        // the live view.
+        require_live: !args.allow_stale && !args.info && !live,
         trust: Trust::from_flags(args.trust_anyone, &args.trust_uid),
         max_segment_bytes: args.max_size,
         ..Options::default()
@@ -267,12 +273,11 @@ fn run(args: &Args) -> Result<(), Failure> {
     }
     if let Some(secs) = args.watch {
         // On a terminal, a screen redrawn in place; to a pipe or a file,
-        // lines (scripts keep working).
-        if !args.json && io::stdout().is_terminal() {
+        // a dumb terminal, or with --count (for scripts), lines.
+        if live {
             drop(out);
             let cfg = live::Config {
                 period: Duration::from_secs_f64(secs),
-                count: args.count,
                 per_cpu: args.cpu,
             };
             return live::run(&mut seg, &cfg);
@@ -420,37 +425,16 @@ fn damon_json(read: &perfabi_reader::DamonRead, dropped: u64) -> serde_json::Val
 fn watch(seg: &mut Segment, out: &mut impl Write, args: &Args, secs: f64) -> Result<(), Failure> {
     let period = Duration::from_secs_f64(secs);
     let mut prev = Snapshot::default();
-    let mut prev_t = Instant::now();
     let mut cur = Snapshot::default();
     let mut n = 0u64;
-    // A busy writer costs a sample, never the watch: the sample is skipped,
-    // said so, and the next one taken on time.
-    let mut started = false;
-    while !started {
-        match seg.snapshot_into(&mut prev) {
-            Ok(()) => started = true,
-            Err(e) if passing(&e) => skipped(out, args, &e)?,
-            Err(e) => return Err(e.into()),
-        }
-        prev_t = Instant::now();
-        if !started {
-            std::thread::sleep(period);
-        }
+    if !read_or_skip(seg, &mut prev, out, args, period, &mut n)? {
+        return Ok(());
     }
+    let mut prev_t = Instant::now();
     loop {
         std::thread::sleep(period.saturating_sub(prev_t.elapsed()));
-        match seg.snapshot_into(&mut cur) {
-            Ok(()) => {}
-            Err(e) if passing(&e) => {
-                skipped(out, args, &e)?;
-                n += 1;
-                if args.count.is_some_and(|c| n >= c) {
-                    return Ok(());
-                }
-                std::thread::sleep(period);
-                continue;
-            }
-            Err(e) => return Err(e.into()),
+        if !read_or_skip(seg, &mut cur, out, args, period, &mut n)? {
+            return Ok(());
         }
         let now = Instant::now();
         let dt = now.duration_since(prev_t).as_secs_f64();
@@ -498,6 +482,34 @@ fn watch(seg: &mut Segment, out: &mut impl Write, args: &Args, secs: f64) -> Res
         n += 1;
         if args.count.is_some_and(|c| n >= c) {
             return Ok(());
+        }
+    }
+}
+
+/// Reads `snap` for a --watch sample. A busy writer costs a sample, never
+/// the watch: the sample is skipped, said so and counted in `n` (toward
+/// --count), and the read tried again a period later; false once --count
+/// samples are done.
+fn read_or_skip(
+    seg: &mut Segment,
+    snap: &mut Snapshot,
+    out: &mut impl Write,
+    args: &Args,
+    period: Duration,
+    n: &mut u64,
+) -> Result<bool, Failure> {
+    loop {
+        match seg.snapshot_into(snap) {
+            Ok(()) => return Ok(true),
+            Err(e) if passing(&e) => {
+                skipped(out, args, &e)?;
+                *n += 1;
+                if args.count.is_some_and(|c| *n >= c) {
+                    return Ok(false);
+                }
+                std::thread::sleep(period);
+            }
+            Err(e) => return Err(e.into()),
         }
     }
 }

@@ -24,14 +24,31 @@ pub enum Change {
     Observed(Option<Histogram>),
 }
 
+/// Where a row's instance is in the two snapshots it was made from: the
+/// indices of its family and member in the current one and, if it was
+/// there, in the previous one (so that its per-CPU values can be worked
+/// out later, only when they are shown).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Place {
+    now: (usize, usize),
+    then: Option<(usize, usize)>,
+}
+
+impl Place {
+    /// The index of the family in the current snapshot.
+    pub fn family(&self) -> usize {
+        self.now.0
+    }
+}
+
 /// One row of a `--watch` sample.
 pub struct Row<'a> {
     /// The family.
     pub family: &'a Family,
     /// The instance.
     pub member: &'a Member,
-    /// The same instance in the previous snapshot, if it was there.
-    before: Option<(&'a Family, &'a Member)>,
+    /// Where the instance is in the current and the previous snapshot.
+    pub place: Place,
     /// What it did.
     pub change: Change,
 }
@@ -44,33 +61,89 @@ pub fn rows<'a>(prev: &'a Snapshot, cur: &'a Snapshot, dt: f64) -> Vec<Row<'a>> 
     // Registration ids are distinct within each table, not across them (a
     // 1.0 entry and a family may share one): the key says which table.
     let key = |f: &Family, m: &Member| (matches!(f.origin, Origin::Entry(_)), f.reg_id, m.reg_id);
-    let mut before: HashMap<(bool, u64, u64), (&Family, &Member)> = HashMap::new();
+    let mut before: HashMap<(bool, u64, u64), (usize, usize)> = HashMap::new();
     if prev.epoch == cur.epoch {
-        for f in &prev.families {
-            for m in &f.members {
-                before.insert(key(f, m), (f, m));
+        for (fi, f) in prev.families.iter().enumerate() {
+            for (mi, m) in f.members.iter().enumerate() {
+                before.insert(key(f, m), (fi, mi));
             }
         }
     }
     let mut rows = Vec::new();
-    for f in &cur.families {
-        for m in &f.members {
-            let then = before.get(&key(f, m)).copied();
+    for (fi, f) in cur.families.iter().enumerate() {
+        for (mi, m) in f.members.iter().enumerate() {
+            let place = Place {
+                now: (fi, mi),
+                then: before.get(&key(f, m)).copied(),
+            };
             let change = change(
                 f.kind,
                 &cur.reading(f, m),
-                then.map(|(pf, pm)| prev.reading(pf, pm)),
+                place
+                    .then
+                    .and_then(|at| at_place(prev, at))
+                    .map(|(pf, pm)| prev.reading(pf, pm)),
                 dt,
             );
             rows.push(Row {
                 family: f,
                 member: m,
-                before: then,
+                place,
                 change,
             });
         }
     }
     rows
+}
+
+/// The family and member at `(family, member)` indices of `snap`.
+fn at_place(snap: &Snapshot, (fi, mi): (usize, usize)) -> Option<(&Family, &Member)> {
+    let f = snap.families.get(fi)?;
+    Some((f, f.members.get(mi)?))
+}
+
+/// What the instance at `place` did on CPU `cpu` alone, for people, in the
+/// live view's short form (`prev` and `cur` are the snapshots `place` was
+/// found in, `dt` seconds apart); empty if `place` is not in them.
+pub fn text_on(prev: &Snapshot, cur: &Snapshot, place: Place, cpu: usize, dt: f64) -> String {
+    let Some((f, m)) = at_place(cur, place.now) else {
+        return String::new();
+    };
+    let then = place
+        .then
+        .and_then(|at| at_place(prev, at))
+        .map(|(pf, pm)| prev.reading_on(cpu, pf, pm));
+    let now = cur.reading_on(cpu, f, m);
+    describe(f, &change(f.kind, &now, then, dt), dt, false)
+}
+
+/// `change` of an instance of `family`, `dt` seconds apart, for people; a
+/// histogram's observations per second, with their mean and the p50 and
+/// p99 buckets when `full` (else alone: the live view's short form).
+fn describe(family: &Family, change: &Change, dt: f64, full: bool) -> String {
+    let shape = Shape::of(family);
+    match change {
+        Change::Rate(Some(r)) => shape.rate(*r),
+        Change::Rate(None) | Change::Observed(None) => "(new)".to_string(),
+        Change::Level(v) => shape.show(*v),
+        Change::Observed(Some(h)) => {
+            let mut s = format!("{:.1} obs/s", h.count as f64 / dt);
+            if full && h.count > 0 {
+                s.push_str(&format!(
+                    "  mean {}",
+                    shape.show(h.sum as f64 / h.count as f64)
+                ));
+                if let Some(b) = &family.buckets {
+                    for (name, q) in [("p50", 0.5), ("p99", 0.99)] {
+                        if let Some(t) = human::quantile(h, b, &shape, q) {
+                            s.push_str(&format!("  {name} {t}"));
+                        }
+                    }
+                }
+            }
+            s
+        }
+    }
 }
 
 /// What a family of kind `kind` did from `then` (none: the instance is
@@ -118,17 +191,15 @@ impl Row<'_> {
         }
     }
 
-    /// The change for people.
+    /// The change for people (a histogram with its mean, p50 and p99).
     pub fn text(&self, dt: f64) -> String {
-        self.describe(&self.change, dt)
+        describe(self.family, &self.change, dt, true)
     }
 
-    /// What the instance did on CPU `cpu` alone, for people (`prev` and
-    /// `cur` are the snapshots the row was made from).
-    pub fn text_on(&self, prev: &Snapshot, cur: &Snapshot, cpu: usize, dt: f64) -> String {
-        let then = self.before.map(|(pf, pm)| prev.reading_on(cpu, pf, pm));
-        let now = cur.reading_on(cpu, self.family, self.member);
-        self.describe(&change(self.family.kind, &now, then, dt), dt)
+    /// The change for people, short: a histogram as its observations per
+    /// second alone (the live view, where a value column must fit).
+    pub fn short_text(&self, dt: f64) -> String {
+        describe(self.family, &self.change, dt, false)
     }
 
     /// The row's value as one number in base units, to sort rows by (a
@@ -137,7 +208,7 @@ impl Row<'_> {
         let factor = match Shape::of(self.family) {
             Shape::Plain { factor }
             | Shape::Bytes { factor }
-            | Shape::Time { factor }
+            | Shape::Time { factor, .. }
             | Shape::BytesPerSecond { factor } => factor,
             _ => 1.0,
         };
@@ -147,33 +218,6 @@ impl Row<'_> {
             Change::Observed(h) => h.as_ref().map(|h| h.count as f64 / dt),
         }
         .filter(|v| !v.is_nan())
-    }
-
-    /// `change` of this row's family, for people.
-    fn describe(&self, change: &Change, dt: f64) -> String {
-        let shape = Shape::of(self.family);
-        match change {
-            Change::Rate(Some(r)) => shape.rate(*r),
-            Change::Rate(None) | Change::Observed(None) => "(new)".to_string(),
-            Change::Level(v) => shape.show(*v),
-            Change::Observed(Some(h)) => {
-                let mut s = format!("{:.1} obs/s", h.count as f64 / dt);
-                if h.count > 0 {
-                    s.push_str(&format!(
-                        "  mean {}",
-                        shape.show(h.sum as f64 / h.count as f64)
-                    ));
-                    if let Some(b) = &self.family.buckets {
-                        for (name, q) in [("p50", 0.5), ("p99", 0.99)] {
-                            if let Some(t) = human::quantile(h, b, &shape, q) {
-                                s.push_str(&format!("  {name} {t}"));
-                            }
-                        }
-                    }
-                }
-                s
-            }
-        }
     }
 
     /// The change in JSON, in stored units: a counter's rate per second, a

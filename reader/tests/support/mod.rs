@@ -258,3 +258,13 @@ pub fn parse_openmetrics(page: &[u8]) -> Result<String, String> {
     }
     Ok(first.unwrap())
 }
+
+/// Copies the segment at `from` to `to` with its metadata busy for good
+/// (`gen1` = `gen2` + 1, `spec/PERFABI.md` §7): what a writer that died in
+/// the middle of a metadata change leaves.
+pub fn busy_copy(from: &Path, to: &Path) {
+    let mut bytes = std::fs::read(from).unwrap();
+    let gen2 = u64::from_le_bytes(bytes[136..144].try_into().unwrap());
+    bytes[128..136].copy_from_slice(&(gen2 + 1).to_le_bytes());
+    std::fs::write(to, &bytes).unwrap();
+}

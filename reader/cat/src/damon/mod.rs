@@ -14,10 +14,10 @@
 //!   command line, [`collect`] fills a window from a live segment,
 //!   [`section`] resolves what each (monitor, target) shows, [`term`]
 //!   draws a heatmap and [`wss_text`] a working set as text (on the axes
-//!   of [`axis`]), [`report`](mod@report) puts the sections together as text or JSON,
-//!   [`layout`] sizes them and [`draw`] draws a window's report (or its
-//!   image); [`view`] runs it all, [`watch`] with `--watch`, and
-//!   [`problem`] says why it could not.
+//!   of [`axis`]), [`report`](mod@report) puts the sections together as
+//!   text or JSON, [`layout`] sizes them and [`draw`] draws a window's
+//!   report (or its image); [`view`] runs it all, [`watch`] with
+//!   `--watch`, and [`problem`] says why it could not.
 
 pub mod axis;
 pub mod collect;
