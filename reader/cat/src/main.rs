@@ -209,7 +209,7 @@ fn run(args: &Args) -> Result<(), Failure> {
     // The live view, like `top`, outlives its writer (shown stale, a
     // restart followed).
     let live =
-        args.watch.is_some() && args.record.is_none() && live::wanted(args.json, args.count);
+        args.watch.is_some() && args.record.is_none() && screen::wanted(args.json, args.count);
     let opts = Options {
         // Values of a writer that is gone are refused, in every mode, unless
         // --allow-stale (--info describes any segment, gone or not) or in

@@ -16,7 +16,7 @@ use super::options::{Config, Source};
 use super::problem::Problem;
 use super::timeline::{self, Timeline};
 use super::watch;
-use crate::Failure;
+use crate::{screen, Failure};
 
 /// The one report of `timelines` (from a record, or a collection): an
 /// image with `--output`, else text or JSON on stdout.
@@ -60,9 +60,8 @@ pub fn run(cfg: &Config, path: &Path, opts: Options) -> Result<(), Failure> {
     };
     let mut seg = Segment::open_with(path, opts)?;
     match cfg.watch {
-        Some(period) if !cfg.json && io::stdout().is_terminal() => {
-            watch::screen(&mut seg, cfg, period)
-        }
+        // Where the live view would be, a screen; else lines.
+        Some(period) if screen::wanted(cfg.json, cfg.count) => watch::screen(&mut seg, cfg, period),
         Some(period) => watch::lines(&mut seg, cfg, period),
         None => {
             eprintln!(

@@ -73,15 +73,15 @@ pub fn lines(seg: &mut Segment, cfg: &Config, period: Duration) -> Result<(), Fa
 }
 
 /// `--watch` on a terminal: the report redrawn in place every `period`
-/// (and when the terminal's size changes), from a rolling window, until
-/// `q`, a signal or `--count` reports.
+/// (and when the terminal's size changes, or it comes back after Ctrl-Z),
+/// from a rolling window, until `q`, Esc, Ctrl-C or a signal (`--count`
+/// asks for lines instead, see [`screen::wanted`]).
 pub fn screen(seg: &mut Segment, cfg: &Config, period: Duration) -> Result<(), Failure> {
     let stop = screen::stop_on_signals()?;
     let _screen = Screen::enter()?;
     let mut c = Collector::new(cfg.window);
     let start = Instant::now();
     let mut next = start;
-    let mut drawn = 0u64;
     loop {
         let now = Instant::now();
         if now >= c.due() {
@@ -89,18 +89,11 @@ pub fn screen(seg: &mut Segment, cfg: &Config, period: Duration) -> Result<(), F
         }
         if now >= next {
             paint(&c, cfg, period, start.elapsed())?;
-            drawn += 1;
             next += period;
-            if cfg.count.is_some_and(|k| drawn > k) {
-                return Ok(());
-            }
         }
         match screen::wait(&stop, Some(c.due().min(next)))? {
             Wake::Stop => return Ok(()),
-            Wake::Key(k)
-                if screen::is_interrupt(&k)
-                    || matches!(k.code, KeyCode::Char('q' | 'Q') | KeyCode::Esc) =>
-            {
+            Wake::Key(k) if matches!(k.code, KeyCode::Char('q' | 'Q') | KeyCode::Esc) => {
                 return Ok(())
             }
             Wake::Resize => paint(&c, cfg, period, start.elapsed())?,
