@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use perfabi::{FamilySpec, Kind, Unit};
 use perfabi_shm::writer::{Config, Writer};
+use perfabi_test_harness::tmux::{have_tmux, shell_child, shell_is_cooked, wait_for, Tmux};
 
 mod support;
 
@@ -24,95 +25,6 @@ const TEST: &str = "live_view";
 
 /// The 60-character instance name.
 const LONG: &str = "worker-pool-with-a-rather-long-instance-name-for-alignment-0";
-
-/// A tmux server of this test alone (its own socket); killed on drop.
-struct Tmux {
-    socket: PathBuf,
-}
-
-impl Tmux {
-    /// A private tmux server at `socket` with one 160×40 session, `live`,
-    /// running `sh` with the prompt `live$ `; waits for the prompt.
-    fn start(socket: &Path) -> Tmux {
-        let tmux = Tmux {
-            socket: socket.to_path_buf(),
-        };
-        tmux.run(&[
-            "-f",
-            "/dev/null",
-            "new-session",
-            "-d",
-            "-s",
-            "live",
-            "-x",
-            "160",
-            "-y",
-            "40",
-            "env PS1='live$ ' sh",
-        ]);
-        wait_for(Duration::from_secs(10), || {
-            tmux.capture()
-                .iter()
-                .any(|l| l.starts_with("live$"))
-                .then_some(())
-        })
-        .expect("the shell's prompt");
-        tmux
-    }
-
-    /// `tmux -S socket args…`; its stdout, or a panic with its stderr.
-    fn run(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("run tmux");
-        assert!(
-            out.status.success(),
-            "tmux {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    /// The pane's text, one string a row.
-    fn capture(&self) -> Vec<String> {
-        self.run(&["capture-pane", "-p", "-t", "live"])
-            .lines()
-            .map(str::to_string)
-            .collect()
-    }
-
-    /// A pane variable (`alternate_on`, `cursor_flag`, `pane_pid`).
-    fn var(&self, name: &str) -> String {
-        self.run(&[
-            "display-message",
-            "-p",
-            "-t",
-            "live",
-            &format!("#{{{name}}}"),
-        ])
-        .trim()
-        .to_string()
-    }
-
-    /// Types `text`, then Enter.
-    fn type_line(&self, text: &str) {
-        self.run(&["send-keys", "-t", "live", "-l", text]);
-        self.run(&["send-keys", "-t", "live", "Enter"]);
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .arg("kill-server")
-            .output();
-    }
-}
 
 /// A writer of `task.cpu_time` (instances `main` and [`LONG`]) and `net.rx`,
 /// fed every 10 ms by a thread until dropped.
@@ -217,36 +129,6 @@ impl Bench {
     }
 }
 
-/// Polls `f` every 50 ms until it returns `Some`, for at most `limit`.
-fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        if start.elapsed() > limit {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Whether tmux runs here; if not, a skip (a failure under CI, where
-/// tests/setup installs it).
-fn have_tmux() -> bool {
-    if Command::new("tmux")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
-        return true;
-    }
-    let reason = "no tmux (apt-get install tmux; tests/setup does)";
-    assert!(std::env::var_os("CI").is_none(), "{TEST}: {reason}");
-    perfabi_test_harness::skip(TEST, reason);
-    false
-}
-
 /// The rows of the table that show instances of `task.cpu_time`, with
 /// their row numbers.
 fn task_rows(screen: &[String]) -> Vec<(usize, String)> {
@@ -261,31 +143,6 @@ fn task_rows(screen: &[String]) -> Vec<(usize, String)> {
 /// Where a row's text ends (its last column is right-aligned).
 fn right_edge(row: &str) -> usize {
     row.trim_end().chars().count()
-}
-
-/// Whether the shell in the pane has its terminal back: `stty -a` shows
-/// canonical mode and echo on.
-fn shell_is_cooked(tmux: &Tmux, marker: &str) {
-    tmux.type_line(&format!("stty -a; echo {marker}"));
-    let screen = wait_for(Duration::from_secs(10), || {
-        let s = tmux.capture();
-        s.iter().any(|l| l.trim() == marker).then(|| s.join("\n"))
-    })
-    .unwrap_or_else(|| panic!("no {marker} from the shell:\n{}", tmux.capture().join("\n")));
-    let flags: Vec<&str> = screen.split_whitespace().collect();
-    for flag in ["icanon", "echo", "isig"] {
-        assert!(
-            flags.contains(&flag),
-            "terminal left without {flag}:\n{screen}"
-        );
-    }
-}
-
-/// The process the shell of the pane runs now (perfabi-cat).
-fn shell_child(tmux: &Tmux) -> Option<i32> {
-    let sh: i32 = tmux.var("pane_pid").parse().ok()?;
-    let kids = std::fs::read_to_string(format!("/proc/{sh}/task/{sh}/children")).ok()?;
-    kids.split_whitespace().next()?.parse().ok()
 }
 
 /// Starts perfabi-cat in the pane and waits until its live view shows
@@ -323,7 +180,7 @@ fn start_view_line(tmux: &Tmux, line: &str) -> Vec<String> {
 
 #[test]
 fn watch_on_a_terminal_redraws_in_place_and_restores_it() {
-    if !have_tmux() {
+    if !have_tmux(TEST) {
         return;
     }
     assert_eq!(LONG.chars().count(), 60);
@@ -488,7 +345,7 @@ fn state(pid: i32) -> Option<char> {
 /// terminal, can notice in time).
 #[test]
 fn a_view_whose_terminal_goes_away_exits() {
-    if !have_tmux() {
+    if !have_tmux(TEST) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -567,7 +424,7 @@ fn kill(pid: i32, signals: &[&str]) {
 /// shell its terminal, and `fg` the view back, drawn whole.
 #[test]
 fn signals_and_stops_give_the_terminal_back() {
-    if !have_tmux() {
+    if !have_tmux(TEST) {
         return;
     }
     let Bench { tmux, seg, cat, .. } = &Bench::start();
@@ -634,7 +491,7 @@ fn signals_and_stops_give_the_terminal_back() {
 /// followed: the view goes on, as `top` would.
 #[test]
 fn the_view_outlives_its_writer() {
-    if !have_tmux() {
+    if !have_tmux(TEST) {
         return;
     }
     let mut bench = Bench::start();
@@ -677,7 +534,7 @@ fn the_view_outlives_its_writer() {
 /// costs little CPU (no tight retry) and still quits at once on `q`.
 #[test]
 fn a_segment_busy_for_good_costs_little() {
-    if !have_tmux() {
+    if !have_tmux(TEST) {
         return;
     }
     let mut bench = Bench::start();
@@ -725,7 +582,7 @@ fn a_segment_busy_for_good_costs_little() {
 /// (its lines stay on screen).
 #[test]
 fn watch_prints_lines_where_no_screen_fits() {
-    if !have_tmux() {
+    if !have_tmux(TEST) {
         return;
     }
     let Bench { tmux, seg, cat, .. } = &Bench::start();

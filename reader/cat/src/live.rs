@@ -40,13 +40,6 @@ pub struct Config {
     pub per_cpu: bool,
 }
 
-/// Whether `--watch` is the live view: standard output a terminal that
-/// can show one ([`screen::usable`]), neither `--json` nor `--count` (both
-/// for scripts: lines).
-pub fn wanted(json: bool, count: Option<u64>) -> bool {
-    !json && count.is_none() && screen::usable()
-}
-
 /// The order of the rows.
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Sort {

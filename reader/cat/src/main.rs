@@ -19,14 +19,16 @@ use perfabi_reader::{Error, Options, Segment, Snapshot, Trust};
 const EXIT_HELP: &str = "\
 Exit status:
   0  success
-  1  an I/O error (permission, a file that cannot be mapped)
-  2  bad command line
-  3  no segment at PATH (is the exporter running?)
-  4  the segment is malformed, of an unknown ABI, or refused (a symbolic
-     link, not a regular file or the module's device, writable by others,
-     owned by an untrusted user, with holes, or larger than --max-size)
+  1  an I/O error (permission, a file that cannot be mapped, read or written)
+  2  bad command line, or DAMON ranges and choices the data does not fit (an
+     address or time range outside it, no such --monitor or --target)
+  3  no segment at PATH (is the exporter running?), or no --from record
+  4  the segment or --from record is malformed, of an unknown ABI, or refused
+     (a symbolic link, not a regular file or the module's device, writable by
+     others, owned by an untrusted user, with holes, or larger than --max-size
+     or --max-record-size)
   5  the segment is busy, its writer is gone, or it was truncated or changed
-     under the reader: retry later
+     under the reader, or no DAMON aggregation came in --duration: retry later
 
 PATH defaults to $PERFABI_SEGMENT, else /dev/perfabi (kernel module), else
 /dev/shm/perfabi.seg (perfabi-exportd). A segment is read only if it belongs
@@ -78,7 +80,8 @@ struct Args {
     /// Show per-CPU values (table and OpenMetrics).
     #[arg(long)]
     cpu: bool,
-    /// Print JSON.
+    /// Print JSON (with --heatmap or --wss: the grid, the series and the
+    /// percentiles as raw numbers).
     #[arg(long, conflicts_with = "openmetrics")]
     json: bool,
     /// Print OpenMetrics (Prometheus) text exposition.
@@ -87,10 +90,13 @@ struct Args {
     /// Show per-second rates every SECS seconds (0.01 to 86400) until
     /// interrupted: on a terminal, a screen redrawn in place (keys: q quit,
     /// s sort, / filter, c per-CPU, p pause); otherwise, and with --count,
-    /// one block of lines per interval.
+    /// one block of lines per interval. With --heatmap or --wss: those
+    /// views every SECS, of a rolling --window of aggregations (redrawn in
+    /// place where the live view would be, q quits).
     #[arg(long, value_name = "SECS", value_parser = parse_secs, conflicts_with = "openmetrics")]
     watch: Option<f64>,
-    /// With --watch or --record: stop after this many intervals (1 or more).
+    /// With --watch or --record: stop after this many intervals (1 or more;
+    /// with --heatmap or --wss, reports).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     count: Option<u64>,
     /// Show DAMON regions: a table and a heatmap of access frequency.
@@ -155,7 +161,7 @@ enum Failure {
     Read(Error),
     Output(io::Error),
     Record(perfabi_shm::safe_open::PathError),
-    Damon(damon::view::Problem),
+    Damon(damon::problem::Problem),
 }
 
 impl From<Error> for Failure {
@@ -202,7 +208,8 @@ fn run(args: &Args) -> Result<(), Failure> {
         .unwrap_or_else(perfabi_reader::default_path);
     // The live view, like `top`, outlives its writer (shown stale, a
     // restart followed).
-    let live = args.watch.is_some() && args.record.is_none() && live::wanted(args.json, args.count);
+    let live =
+        args.watch.is_some() && args.record.is_none() && screen::wanted(args.json, args.count);
     let opts = Options {
         // Values of a writer that is gone are refused, in every mode, unless
         // --allow-stale (--info describes any segment, gone or not) or in
@@ -216,7 +223,7 @@ fn run(args: &Args) -> Result<(), Failure> {
         let cfg = args
             .over_time
             .config(args.json, args.watch, args.count)
-            .map_err(damon::view::Problem::Usage)?;
+            .map_err(damon::problem::Problem::Usage)?;
         return damon::view::run(&cfg, &path, opts);
     }
     let mut seg = Segment::open_with(&path, opts)?;

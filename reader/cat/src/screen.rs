@@ -79,6 +79,13 @@ pub fn usable() -> bool {
         && std::fs::File::open("/dev/tty").is_ok()
 }
 
+/// Whether `--watch` is a view redrawn in place (the live view, the DAMON
+/// views): standard output a terminal that can show one ([`usable`]),
+/// neither `--json` nor `--count` (both for scripts: lines).
+pub fn wanted(json: bool, count: Option<u64>) -> bool {
+    !json && count.is_none() && usable()
+}
+
 /// The exit status of a view that a signal ended: 128 + the signal (130
 /// for SIGINT or Ctrl-C, 143 for SIGTERM), as a process killed by it
 /// reports to a shell; `None` if no signal did.

@@ -2,15 +2,19 @@
 //! (`spec/PERFABI.md` §11): a private tmpfs mounted for the test (sticky and
 //! world-writable, like `/dev/shm`), a throw-away uid that belongs to no
 //! account, child processes measured (peak memory, time) and killed if they
-//! hang, and skips that are reported as skips, never as passes.
+//! hang, and skips that are reported as skips, never as passes; the
+//! images perfabi-cat draws, read back ([`image`]), and a terminal for its
+//! views redrawn in place ([`tmux`]).
 
 pub mod forge;
 pub mod hammer;
 pub mod http;
+pub mod image;
 pub mod probe;
 pub mod prometheus;
 pub mod python;
 pub mod readme;
+pub mod tmux;
 pub mod workload;
 pub mod workspace;
 

@@ -91,7 +91,7 @@ impl Collector {
     }
 
     /// The timelines of the window, by (monitor, target).
-    pub fn timelines(&self) -> Vec<Timeline> {
+    pub fn timelines(&self) -> Vec<&Timeline> {
         self.window.timelines()
     }
 

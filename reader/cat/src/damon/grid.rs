@@ -85,7 +85,7 @@ pub fn build(tl: &Timeline, addr: (u64, u64), time: (u64, u64), rows: usize, col
     let mut heat = vec![0f64; rows * cols];
     let mut weight = vec![0f64; rows * cols];
     for (k, (t, a)) in tl.points.iter().enumerate() {
-        let (t0, t1) = (*t, t + covered_ns(tl, k, *t, a));
+        let (t0, t1) = (*t, t.saturating_add(covered_ns(tl, k, *t, a)));
         let Some((c0, c1)) = span_of(&times, t0, t1) else {
             continue;
         };
@@ -155,22 +155,16 @@ pub fn mean_frequency(a: &Aggregation, lo: u64, hi: u64) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::timeline::{from_record, tests::agg};
+    use super::super::timeline::{
+        from_record,
+        tests::{agg, hot_band},
+    };
     use super::*;
 
     #[test]
     fn a_hot_band_fills_its_rows_over_the_whole_time() {
-        // 64 units, the first 4 hot (20 of 20 samples), ten aggregations
-        // 100 ms apart.
-        let aggs: Vec<(u64, Aggregation)> = (0..10)
-            .map(|i| {
-                (
-                    i * 100_000_000,
-                    agg(i + 1, &[(0, 4 << 20, 20), (4 << 20, 64 << 20, 0)]),
-                )
-            })
-            .collect();
-        let tl = &from_record(&aggs)[0];
+        let aggs = hot_band();
+        let tl = &from_record(&aggs).unwrap()[0];
         let g = build(tl, (0, 64 << 20), tl.span().unwrap(), 16, 10);
         assert_eq!((g.rows(), g.cols()), (16, 10));
         for c in 0..10 {
@@ -185,7 +179,7 @@ mod tests {
     #[test]
     fn cells_nothing_covers_are_empty_and_partial_rows_are_weighted() {
         // One region, hot, over a quarter of the range plus half a row.
-        let tl = &from_record(&[(0, agg(1, &[(0, 6, 20)]))])[0];
+        let tl = &from_record(&[(0, agg(1, &[(0, 6, 20)]))]).unwrap()[0];
         let g = build(tl, (0, 16), (0, 100_000_000), 4, 2);
         assert_eq!(g.get(0, 0), Some(1.0));
         // Row 1 (4..8) is half covered: the covered half is all hot.
@@ -206,7 +200,7 @@ mod tests {
             .enumerate()
             .map(|(i, &ms)| (ms * 1_000_000, agg(i as u64 + 1, &[(0, 64, 20)])))
             .collect();
-        let tl = &from_record(&aggs)[0];
+        let tl = &from_record(&aggs).unwrap()[0];
         // 10 ms columns over the first three: every one covered.
         let g = build(tl, (0, 64), (0, 340_000_000), 1, 34);
         assert!(g.cells.iter().all(|c| *c == Some(1.0)), "{g:?}");
@@ -217,7 +211,7 @@ mod tests {
 
     #[test]
     fn more_rows_than_bytes_shrink_to_the_span() {
-        let tl = &from_record(&[(0, agg(1, &[(0, 3, 10)]))])[0];
+        let tl = &from_record(&[(0, agg(1, &[(0, 3, 10)]))]).unwrap()[0];
         let g = build(tl, (0, 3), (0, 100), 50, 500);
         assert_eq!((g.rows(), g.cols()), (3, 100));
         assert!(g.cells.iter().all(|c| *c == Some(0.5)));

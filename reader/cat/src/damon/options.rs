@@ -3,10 +3,13 @@
 //! [`Config`] (every value a person typed, parsed, or a one-line reason).
 
 use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::ValueEnum;
+use perfabi_reader::Intervals;
 
+use super::plot::{self, Format};
 use super::range;
 use super::term::Colour;
 use super::wss::Threshold;
@@ -31,13 +34,35 @@ pub struct OverTime {
     /// report wss: the bytes of the regions accessed in each aggregation).
     #[arg(long, group = "views", conflicts_with_all = ["openmetrics", "info", "record", "damon"])]
     pub wss: bool,
+    /// Read the aggregations from FILE instead of a segment: trace text of
+    /// damon_aggregated events (ftrace or perf script), a damo record
+    /// (json or json_compressed), or a perfabi-cat --record recording.
+    #[arg(long, requires = "views", value_name = "FILE",
+          conflicts_with_all = ["path", "watch", "duration", "window"])]
+    pub from: Option<PathBuf>,
+    /// Refuse --from records larger than SIZE, read or decompressed
+    /// (bytes, or with K, M, G, T).
+    #[arg(long, requires = "from", value_name = "SIZE", default_value = "64M",
+          value_parser = crate::parse_size)]
+    pub max_record_size: u64,
+    /// DAMON's sampling interval of --from records that do not say it (a
+    /// damo record), microseconds.
+    #[arg(long, requires = "from", value_name = "US", default_value_t = 5000,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub damon_sample_us: u32,
+    /// DAMON's aggregation interval of --from records that do not say it,
+    /// microseconds.
+    #[arg(long, requires = "from", value_name = "US", default_value_t = 100_000,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub damon_aggr_us: u32,
     /// Collect aggregations from the segment for SECS seconds before
     /// drawing them (default 10).
     #[arg(long, requires = "views", value_name = "SECS", value_parser = crate::parse_secs, conflicts_with = "watch")]
     pub duration: Option<f64>,
     /// Keep the latest N aggregations of each monitor and target (with
-    /// --watch, a rolling window).
-    #[arg(long, requires = "views", value_name = "N", default_value_t = 6000,
+    /// --watch, a rolling window; 3000 are 5 minutes of DAMON's default
+    /// 100 ms aggregations).
+    #[arg(long, requires = "views", value_name = "N", default_value_t = 3000,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub window: u32,
     /// Draw addresses START to END (hexadecimal 0x… or decimal, with K, M,
@@ -58,11 +83,11 @@ pub struct OverTime {
     pub target: Option<u64>,
     /// Heatmap rows (address bins; the WSS chart is a third as high, 3 to
     /// 8 lines, or all of them with --wss alone); default: what fits the
-    /// terminal, else 24.
+    /// terminal, else 24 (an --output image: 128).
     #[arg(long, requires = "views", value_name = "N", value_parser = clap::value_parser!(u16).range(2..=4096))]
     pub rows: Option<u16>,
     /// Columns (time bins) of the heatmap and the WSS chart; default: what
-    /// fits the terminal, else 72.
+    /// fits the terminal, else 72 (an --output image: 256).
     #[arg(long, requires = "views", value_name = "N", value_parser = clap::value_parser!(u16).range(2..=4096))]
     pub cols: Option<u16>,
     /// Colour the heatmap: auto (on a terminal, unless NO_COLOR is set),
@@ -81,6 +106,10 @@ pub struct OverTime {
     /// --sz_thres; with K, M, G, T).
     #[arg(long, requires = "views", value_name = "SIZE", default_value = "1", value_parser = range::size)]
     pub wss_min_size: u64,
+    /// Write the heatmap or the working set size to FILE as an image (SVG
+    /// or PNG, from the name's .svg or .png) instead of drawing it as text.
+    #[arg(long, requires = "views", value_name = "FILE", conflicts_with_all = ["json", "watch"])]
+    pub output: Option<PathBuf>,
 }
 
 /// `--color`.
@@ -97,6 +126,15 @@ pub enum ColorChoice {
 /// Where the aggregations come from.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Source {
+    /// A record file.
+    Record {
+        /// The file.
+        path: PathBuf,
+        /// `--max-record-size`: the most bytes read or decompressed.
+        limit: u64,
+        /// The intervals of aggregations the record does not give them.
+        intervals: Intervals,
+    },
     /// The segment, sampled live.
     Segment {
         /// How long to collect before a report (without `--watch`).
@@ -134,6 +172,8 @@ pub struct Config {
     pub percentiles: Vec<u32>,
     /// What counts as working set.
     pub threshold: Threshold,
+    /// `--output`: the image file, and its format.
+    pub output: Option<(PathBuf, Format)>,
     /// `--json`: raw numbers.
     pub json: bool,
     /// `--watch`: a report every period, from a rolling window.
@@ -159,8 +199,31 @@ impl OverTime {
         if count.is_some() && watch.is_none() {
             return Err("--count counts --watch reports: give --watch SECS".into());
         }
-        let source = Source::Segment {
-            duration: Duration::from_secs_f64(self.duration.unwrap_or(DEFAULT_DURATION_SECS)),
+        let output = match &self.output {
+            Some(_) if self.heatmap && self.wss => {
+                return Err("--output writes one image: give --heatmap or --wss, not both".into())
+            }
+            Some(path) => Some((path.clone(), plot::format_of(path)?)),
+            None => None,
+        };
+        if self.damon_aggr_us < self.damon_sample_us {
+            return Err(format!(
+                "--damon-aggr-us {} is shorter than --damon-sample-us {}",
+                self.damon_aggr_us, self.damon_sample_us
+            ));
+        }
+        let source = match &self.from {
+            Some(path) => Source::Record {
+                path: path.clone(),
+                limit: self.max_record_size,
+                intervals: Intervals {
+                    sample_us: self.damon_sample_us,
+                    aggr_us: self.damon_aggr_us,
+                },
+            },
+            None => Source::Segment {
+                duration: Duration::from_secs_f64(self.duration.unwrap_or(DEFAULT_DURATION_SECS)),
+            },
         };
         let mut percentiles = self.percentiles.clone();
         percentiles.sort_unstable();
@@ -195,6 +258,7 @@ impl OverTime {
                 min_accesses: self.wss_min_accesses,
                 min_size: self.wss_min_size,
             },
+            output,
             json,
             watch: watch.map(Duration::from_secs_f64),
             count,
@@ -224,8 +288,34 @@ fn colour(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// Both views of a segment, every other choice the default, drawn
+    /// without colour: for the tests of the modules that take a config.
+    pub fn config() -> Config {
+        Config {
+            heatmap: true,
+            wss: true,
+            source: Source::Segment {
+                duration: Duration::from_secs(1),
+            },
+            window: 100,
+            address: None,
+            time: None,
+            monitor: None,
+            target: None,
+            rows: None,
+            cols: None,
+            colour: Colour::Off,
+            percentiles: vec![0, 25, 50, 75, 100],
+            threshold: Threshold::default(),
+            output: None,
+            json: false,
+            watch: None,
+            count: None,
+        }
+    }
 
     #[test]
     fn colour_on_a_terminal_only_unless_asked_and_never_against_no_color() {

@@ -1,7 +1,10 @@
 //! The scales of access frequency (0..=1) every DAMON view draws with: a
 //! ramp of characters for text without colour, and a perceptual colour map
 //! (viridis: dark blue for idle, yellow for hottest, even steps of
-//! lightness, readable to the colour-blind and in grey) for colour.
+//! lightness, readable to the colour-blind and in grey) for colour, the
+//! one the images of [`super::plot`] use (plotters' `ViridisRGB`).
+
+use plotters::style::colors::colormaps::ViridisRGB;
 
 /// Characters from idle (0 %) to hottest (100 %), in even steps.
 pub const RAMP: &str = " .:-=+*#%@";
@@ -9,20 +12,6 @@ pub const RAMP: &str = " .:-=+*#%@";
 /// The character of a cell nothing monitored covers (distinct from 0 %,
 /// a blank).
 pub const UNMONITORED: char = '░';
-
-/// viridis at nine even stops (matplotlib's map, as R's
-/// `viridisLite::viridis(9)` lists it); [`rgb`] interpolates between them.
-const VIRIDIS: [(u8, u8, u8); 9] = [
-    (0x44, 0x01, 0x54),
-    (0x47, 0x2d, 0x7b),
-    (0x3b, 0x52, 0x8b),
-    (0x2c, 0x72, 0x8e),
-    (0x21, 0x90, 0x8c),
-    (0x27, 0xad, 0x81),
-    (0x5d, 0xc8, 0x63),
-    (0xaa, 0xdc, 0x32),
-    (0xfd, 0xe7, 0x25),
-];
 
 /// The step of [`RAMP`] for frequency `f` (clamped to 0..=1): 0 to 9,
 /// rounded to the nearest.
@@ -36,14 +25,12 @@ pub fn char_of(f: f64) -> char {
     char::from(RAMP.as_bytes()[level(f)])
 }
 
-/// The colour of frequency `f` (clamped to 0..=1), as red, green, blue.
+/// The colour of frequency `f` (clamped to 0..=1; not a number: 0), as
+/// red, green, blue.
 pub fn rgb(f: f64) -> (u8, u8, u8) {
-    let x = f.clamp(0.0, 1.0) * (VIRIDIS.len() - 1) as f64;
-    let i = (x.floor() as usize).min(VIRIDIS.len() - 2);
-    let w = x - i as f64;
-    let mix = |a: u8, b: u8| (f64::from(a) + (f64::from(b) - f64::from(a)) * w).round() as u8;
-    let (a, b) = (VIRIDIS[i], VIRIDIS[i + 1]);
-    (mix(a.0, b.0), mix(a.1, b.1), mix(a.2, b.2))
+    let f = if f.is_nan() { 0.0 } else { f.clamp(0.0, 1.0) };
+    let c = ViridisRGB::get_color(f);
+    (c.0, c.1, c.2)
 }
 
 /// The nearest colour of the 256-colour terminal palette's 6 × 6 × 6 cube
@@ -75,9 +62,11 @@ mod tests {
 
     #[test]
     fn colours_run_from_dark_blue_to_yellow_ever_lighter() {
-        assert_eq!(rgb(0.0), (0x44, 0x01, 0x54));
-        assert_eq!(rgb(1.0), (0xfd, 0xe7, 0x25));
-        assert_eq!(rgb(0.5), (0x21, 0x90, 0x8c));
+        assert_eq!(rgb(0.0), (68, 1, 84));
+        assert_eq!(rgb(-1.0), (68, 1, 84));
+        assert_eq!(rgb(f64::NAN), (68, 1, 84));
+        assert_eq!(rgb(1.0), (254, 232, 37));
+        assert_eq!(rgb(7.0), (254, 232, 37));
         // Perceived lightness (Rec. 709 luma) rises with frequency.
         let luma = |(r, g, b): (u8, u8, u8)| {
             0.2126 * f64::from(r) + 0.7152 * f64::from(g) + 0.0722 * f64::from(b)

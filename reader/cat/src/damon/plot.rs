@@ -2,7 +2,7 @@
 //! plotters, and the safe write of an image file.
 //!
 //! Both are drawn in memory at a fixed size ([`SIZE`]) and returned as the
-//! file's bytes; [`write`] puts them at a path that may lie in a folder
+//! file's bytes; [`write`](fn@write) puts them at a path that may lie in a folder
 //! other users can write. Text is laid out with the DejaVu Sans subset
 //! compiled into perfabi-cat (`fonts/README.md`): a PNG needs no font
 //! installed, and an SVG names `sans-serif` and leaves the glyphs to its
@@ -13,10 +13,6 @@
 //! coloured from a palette of [`LEVELS`] steps of viridis, and cells that
 //! nothing monitored in the neutral [`NONE_COLOR`], which no step of the
 //! palette is.
-
-// Until main.rs calls it (`--heatmap`, `--wss` with `--output`, on another
-// branch): remove then.
-#![cfg_attr(not(test), allow(dead_code))]
 
 use std::ffi::{OsStr, OsString};
 use std::fmt::Display;
@@ -817,84 +813,29 @@ fn byte_ticks(top: u64) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::super::grid::build;
-    use super::super::timeline::{from_record, tests::agg};
+    use super::super::timeline::{from_record, tests};
     use super::*;
-    use perfabi_reader::Aggregation;
+    use perfabi_test_harness::image::{
+        attr, elements, hex, plot_area, rects, texts, Area, Image, Rgb,
+    };
 
     /// A grid of a hot 4 MiB band at the bottom of 64 MiB, ten
     /// aggregations 100 ms apart, over `addr`.
     fn hot_band(addr: (u64, u64), rows: usize) -> Grid {
-        let aggs: Vec<(u64, Aggregation)> = (0..10)
-            .map(|i| {
-                (
-                    i * 100_000_000,
-                    agg(i + 1, &[(0, 4 << 20, 20), (4 << 20, 64 << 20, 0)]),
-                )
-            })
-            .collect();
-        let tl = &from_record(&aggs)[0];
+        let tl = &from_record(&tests::hot_band()).unwrap()[0];
         build(tl, addr, tl.span().unwrap(), rows, 10)
     }
 
-    /// A decoded PNG: width, height, RGB pixels.
-    struct Image {
-        w: usize,
-        h: usize,
-        rgb: Vec<u8>,
+    /// A plotters colour as the harness's.
+    fn rgb(c: RGBColor) -> Rgb {
+        (c.0, c.1, c.2)
     }
 
-    impl Image {
-        fn decode(bytes: &[u8]) -> Image {
-            let dec = png::Decoder::new(std::io::Cursor::new(bytes));
-            let mut reader = dec.read_info().unwrap();
-            let mut rgb = vec![0; reader.output_buffer_size().unwrap()];
-            let info = reader.next_frame(&mut rgb).unwrap();
-            assert_eq!(info.color_type, png::ColorType::Rgb);
-            rgb.truncate(info.buffer_size());
-            Image {
-                w: info.width as usize,
-                h: info.height as usize,
-                rgb,
-            }
-        }
-
-        fn at(&self, x: usize, y: usize) -> RGBColor {
-            let i = (y * self.w + x) * 3;
-            RGBColor(self.rgb[i], self.rgb[i + 1], self.rgb[i + 2])
-        }
-    }
-
-    /// A box of pixels or SVG units: x0..x1, y0..y1 (ends excluded).
-    #[derive(Clone, Copy, Debug, PartialEq)]
-    struct Area {
-        x0: f64,
-        x1: f64,
-        y0: f64,
-        y1: f64,
-    }
-
-    /// The plot area of a heatmap image: the box of the palette-coloured
-    /// (or NONE_COLOR) pixels of the first run of columns that have many
-    /// (the colour scale is a second run, to the right; a pixel of text
-    /// may happen to have such a colour).
-    fn plot_area(img: &Image) -> Area {
-        let colors = palette();
-        let is_cell = |c: RGBColor| colors.contains(&c) || c == NONE_COLOR;
-        let many = |n: usize| n >= 50;
-        let cols: Vec<bool> = (0..img.w)
-            .map(|x| many((0..img.h).filter(|&y| is_cell(img.at(x, y))).count()))
-            .collect();
-        let x0 = cols.iter().position(|&c| c).expect("no plot area");
-        let x1 = x0 + cols[x0..].iter().position(|&c| !c).unwrap();
-        let rows: Vec<usize> = (0..img.h)
-            .filter(|&y| many((x0..x1).filter(|&x| is_cell(img.at(x, y))).count()))
-            .collect();
-        Area {
-            x0: x0 as f64,
-            x1: x1 as f64,
-            y0: rows[0] as f64,
-            y1: (rows[rows.len() - 1] + 1) as f64,
-        }
+    /// The plot area of a heatmap image: its cells are palette-coloured or
+    /// NONE_COLOR.
+    fn heat_area(img: &Image) -> Area {
+        let colors: Vec<Rgb> = palette().iter().map(|&c| rgb(c)).collect();
+        plot_area(img, |c| colors.contains(&c) || c == rgb(NONE_COLOR))
     }
 
     #[test]
@@ -923,20 +864,20 @@ mod tests {
         };
         let img = Image::decode(&heatmap(&g, &labels, Format::Png).unwrap());
         assert_eq!((img.w, img.h), (SIZE.0 as usize, SIZE.1 as usize));
-        let area = plot_area(&img);
+        let area = heat_area(&img);
         let (w, h) = (area.x1 - area.x0, area.y1 - area.y0);
         assert!(
             w >= MAX_COLS as f64 && h >= MAX_ROWS as f64,
             "plot area {area:?} smaller than the largest grid"
         );
         let p = palette();
-        let (hot, cold) = (p[LEVELS - 1], p[0]);
+        let (hot, cold) = (rgb(p[LEVELS - 1]), rgb(p[0]));
         let (x0, x1) = (area.x0 as usize, area.x1 as usize);
         let (y0, y1) = (area.y0 as usize, area.y1 as usize);
         // Each row of the plot area is all hot or all cold.
         let mut hot_rows = Vec::new();
         for y in y0..y1 {
-            let row: Vec<RGBColor> = (x0..x1).map(|x| img.at(x, y)).collect();
+            let row: Vec<Rgb> = (x0..x1).map(|x| img.at(x, y)).collect();
             if row.iter().all(|&c| c == hot) {
                 hot_rows.push(y);
             } else {
@@ -955,62 +896,12 @@ mod tests {
         // Every cell is hot when the range is the hot band.
         let all_hot = hot_band((0, 4 << 20), 16);
         let img = Image::decode(&heatmap(&all_hot, &labels, Format::Png).unwrap());
-        let area = plot_area(&img);
+        let area = heat_area(&img);
         for y in area.y0 as usize..area.y1 as usize {
             for x in area.x0 as usize..area.x1 as usize {
                 assert_eq!(img.at(x, y), hot, "pixel {x},{y}");
             }
         }
-    }
-
-    /// The value of attribute `name` in an SVG element's text.
-    fn attr<'a>(element: &'a str, name: &str) -> Option<&'a str> {
-        let key = format!(" {name}=\"");
-        let start = element.find(&key)? + key.len();
-        let len = element[start..].find('"')?;
-        Some(&element[start..start + len])
-    }
-
-    /// The elements `<tag …/>` of an SVG document.
-    fn elements<'a>(svg: &'a str, tag: &str) -> Vec<&'a str> {
-        let open = format!("<{tag} ");
-        svg.match_indices(&open)
-            .map(|(i, _)| {
-                let end = svg[i..].find('>').unwrap();
-                &svg[i..i + end]
-            })
-            .collect()
-    }
-
-    /// The texts of an SVG, trimmed.
-    fn texts(svg: &str) -> Vec<&str> {
-        svg.split("<text ")
-            .skip(1)
-            .filter_map(|t| Some(t[t.find('>')? + 1..t.find("</text>")?].trim()))
-            .collect()
-    }
-
-    /// A `#rrggbb` colour.
-    fn hex(c: RGBColor) -> String {
-        format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2)
-    }
-
-    /// The rectangles of an SVG with their fill.
-    fn rects(svg: &str) -> Vec<(Area, String)> {
-        elements(svg, "rect")
-            .into_iter()
-            .map(|e| {
-                let n = |k| attr(e, k).unwrap().parse::<f64>().unwrap();
-                let (x, y) = (n("x"), n("y"));
-                let area = Area {
-                    x0: x,
-                    x1: x + n("width"),
-                    y0: y,
-                    y1: y + n("height"),
-                };
-                (area, attr(e, "fill").unwrap().to_uppercase())
-            })
-            .collect()
     }
 
     #[test]
@@ -1037,7 +928,11 @@ mod tests {
             assert!(t.contains(&want), "{want:?} not in {t:?}");
         }
         let p = palette();
-        let (hot, cold, none) = (hex(p[LEVELS - 1]), hex(p[0]), hex(NONE_COLOR));
+        let (hot, cold, none) = (
+            hex(rgb(p[LEVELS - 1])),
+            hex(rgb(p[0])),
+            hex(rgb(NONE_COLOR)),
+        );
         let all = rects(&svg);
         // The background of the plot area: the rectangle of NONE_COLOR
         // that is not the scale's swatch (the widest).
@@ -1210,7 +1105,7 @@ mod tests {
         // The series' line: the polyline of its colour with five points.
         let line = elements(&svg, "polyline")
             .into_iter()
-            .filter(|e| attr(e, "stroke").map(str::to_uppercase) == Some(hex(WSS_COLOR)))
+            .filter(|e| attr(e, "stroke").map(str::to_uppercase) == Some(hex(rgb(WSS_COLOR))))
             .map(|e| {
                 attr(e, "points")
                     .unwrap()
@@ -1233,7 +1128,7 @@ mod tests {
         assert!(!texts(&svg).iter().any(|t| t.starts_with("p50")));
         let line = elements(&svg, "polyline")
             .into_iter()
-            .filter(|e| attr(e, "stroke").map(str::to_uppercase) == Some(hex(WSS_COLOR)))
+            .filter(|e| attr(e, "stroke").map(str::to_uppercase) == Some(hex(rgb(WSS_COLOR))))
             .find_map(|e| {
                 let ys: Vec<i32> = attr(e, "points")?
                     .split_whitespace()

@@ -67,13 +67,14 @@ pub struct Section {
 
 /// The timelines `--monitor` and `--target` choose (every one without
 /// them), or why none.
-pub fn select(
-    timelines: &[Timeline],
+pub fn select<'a>(
+    timelines: &[&'a Timeline],
     monitor: Option<u64>,
     target: Option<u64>,
-) -> Result<Vec<&Timeline>, String> {
+) -> Result<Vec<&'a Timeline>, String> {
     let chosen: Vec<&Timeline> = timelines
         .iter()
+        .copied()
         .filter(|t| monitor.is_none_or(|m| m == t.monitor_id))
         .filter(|t| target.is_none_or(|g| g == t.target_id))
         .collect();
@@ -192,10 +193,7 @@ pub fn build(tl: &Timeline, cfg: &Config, rows: usize, cols: usize) -> Result<Se
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
-    use super::super::options::Source;
-    use super::super::term::Colour;
+    use super::super::options::tests::config;
     use super::super::timeline::{from_record, tests::agg};
     use super::*;
 
@@ -216,30 +214,7 @@ mod tests {
                 (i * 100_000_000, a)
             })
             .collect();
-        from_record(&aggs)
-    }
-
-    fn config() -> Config {
-        Config {
-            heatmap: true,
-            wss: true,
-            source: Source::Segment {
-                duration: Duration::from_secs(1),
-            },
-            window: 100,
-            address: None,
-            time: None,
-            monitor: None,
-            target: None,
-            rows: None,
-            cols: None,
-            colour: Colour::Off,
-            percentiles: vec![0, 50, 100],
-            threshold: Threshold::default(),
-            json: false,
-            watch: None,
-            count: None,
-        }
+        from_record(&aggs).unwrap()
     }
 
     #[test]
@@ -260,7 +235,10 @@ mod tests {
         assert_eq!(h.grid.get(0, 9), Some(1.0));
         let w = s.wss.unwrap();
         assert_eq!((w.addr, w.given), ((0, u64::MAX), false));
-        assert_eq!(w.percentiles, [(0, 4 << 20), (50, 4 << 20), (100, 4 << 20)]);
+        assert_eq!(
+            w.percentiles[..3],
+            [(0, 4 << 20), (25, 4 << 20), (50, 4 << 20)]
+        );
     }
 
     #[test]
@@ -291,12 +269,13 @@ mod tests {
         cfg.address = Some((0, 4096));
         let e = build(&tls[0], &cfg, 16, 10).unwrap_err();
         assert!(e.contains("holds no region of monitor 7 target 0"), "{e}");
-        let e = select(&tls, Some(7), Some(3)).unwrap_err();
+        let all: Vec<&Timeline> = tls.iter().collect();
+        let e = select(&all, Some(7), Some(3)).unwrap_err();
         assert_eq!(
             e,
             "no aggregation of monitor 7 target 3 (there are: monitor 7 target 0)"
         );
-        assert_eq!(select(&tls, Some(7), None).unwrap().len(), 1);
+        assert_eq!(select(&all, Some(7), None).unwrap().len(), 1);
         for e in [&e, &build(&tls[0], &cfg, 16, 10).unwrap_err()] {
             assert!(!e.contains('\n'));
         }

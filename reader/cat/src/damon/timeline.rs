@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use perfabi::damon::check_regions;
 use perfabi_reader::Aggregation;
 
 /// The aggregations of one (monitor, target), oldest first, each with its
@@ -21,11 +22,12 @@ pub struct Timeline {
 
 impl Timeline {
     /// When the window starts (the first aggregation) and ends (the end of
-    /// the last one's aggregation interval), in ns; `None` if empty.
+    /// the last one's aggregation interval, at least 1 ns), in ns; `None`
+    /// if empty.
     pub fn span(&self) -> Option<(u64, u64)> {
         let (first, _) = self.points.front()?;
         let (last, a) = self.points.back()?;
-        Some((*first, last + aggr_ns(a)))
+        Some((*first, last.saturating_add(aggr_ns(a).max(1))))
     }
 
     /// The lowest start and highest end of any region, `None` if there is
@@ -86,7 +88,19 @@ pub fn aggr_ns(a: &Aggregation) -> u64 {
 /// Timelines of every (monitor, target) of a record: its aggregations,
 /// each with its time (ns since the record's first event), in any order.
 /// Times are made relative to the earliest; points are sorted by time.
-pub fn from_record(aggs: &[(u64, Aggregation)]) -> Vec<Timeline> {
+/// A record is untrusted: an aggregation whose regions are not DAMON's
+/// (none, an empty one, unsorted or overlapping) or whose intervals are
+/// zero is refused, in one line.
+pub fn from_record(aggs: &[(u64, Aggregation)]) -> Result<Vec<Timeline>, String> {
+    if let Some((t, a)) = aggs
+        .iter()
+        .find(|(_, a)| check_regions(&a.regions, a.intervals, usize::MAX).is_err())
+    {
+        return Err(format!(
+            "the aggregation of monitor {} target {} at {t} ns has regions that are not DAMON's (none, an empty one, unsorted or overlapping) or a zero interval",
+            a.monitor_id, a.target_id
+        ));
+    }
     let mut w = Window::new(usize::MAX);
     let t0 = aggs.iter().map(|(t, _)| *t).min().unwrap_or(0);
     let mut sorted: Vec<&(u64, Aggregation)> = aggs.iter().collect();
@@ -94,7 +108,7 @@ pub fn from_record(aggs: &[(u64, Aggregation)]) -> Vec<Timeline> {
     for (t, a) in sorted {
         w.push_at(t - t0, a.clone());
     }
-    w.timelines()
+    Ok(w.into_timelines())
 }
 
 /// A window of aggregations from a live segment: the latest `max` of each
@@ -138,9 +152,15 @@ impl Window {
         true
     }
 
-    /// The timelines, by (monitor, target).
-    pub fn timelines(&self) -> Vec<Timeline> {
-        self.by_target.values().cloned().collect()
+    /// The timelines, by (monitor, target) (borrowed: a window of a live
+    /// segment is read again for every report).
+    pub fn timelines(&self) -> Vec<&Timeline> {
+        self.by_target.values().collect()
+    }
+
+    /// The timelines, by (monitor, target), the window given up for them.
+    pub fn into_timelines(self) -> Vec<Timeline> {
+        self.by_target.into_values().collect()
     }
 
     /// The timeline of one (monitor, target), if it has any aggregation.
@@ -178,6 +198,19 @@ pub(crate) mod tests {
         }
     }
 
+    /// Ten aggregations 100 ms apart of 64 MiB from address 0, the first
+    /// 4 MiB accessed in every sample (20 of 20), the rest never.
+    pub fn hot_band() -> Vec<(u64, Aggregation)> {
+        (0..10)
+            .map(|i| {
+                (
+                    i * 100_000_000,
+                    agg(i + 1, &[(0, 4 << 20, 20), (4 << 20, 64 << 20, 0)]),
+                )
+            })
+            .collect()
+    }
+
     #[test]
     fn the_busiest_range_skips_the_address_space_gaps() {
         let a = agg(
@@ -189,10 +222,33 @@ pub(crate) mod tests {
                 (0x7fff_0000, 0x7fff_8000, 3),
             ],
         );
-        let tl = &from_record(&[(5, a)])[0];
+        let tl = &from_record(&[(5, a)]).unwrap()[0];
         assert_eq!(tl.busiest_range(), Some((0x7000_0000, 0x7400_0000)));
         assert_eq!(tl.extent(), Some((0x1000, 0x7fff_8000)));
         assert_eq!(tl.span(), Some((0, 100_000_000)));
+    }
+
+    #[test]
+    fn a_record_of_regions_not_damons_is_refused_and_times_never_overflow() {
+        for bad in [
+            &[][..],
+            &[(8192, 4096, 1)],
+            &[(0, 0, 1)],
+            &[(0, 8192, 1), (4096, 9000, 0)],
+        ] {
+            let e = from_record(&[(0, agg(1, bad))]).unwrap_err();
+            assert!(e.contains("monitor 7 target 0 at 0 ns"), "{e}");
+        }
+        let mut zero = agg(1, &[(0, 4096, 1)]);
+        zero.intervals.aggr_us = 0;
+        assert!(from_record(&[(0, zero)]).is_err());
+        // Times as far apart as a u64 allows.
+        let far = [
+            (0, agg(1, &[(0, 4096, 1)])),
+            (u64::MAX, agg(2, &[(0, 4096, 1)])),
+        ];
+        let tl = &from_record(&far).unwrap()[0];
+        assert_eq!(tl.span(), Some((0, u64::MAX)));
     }
 
     #[test]

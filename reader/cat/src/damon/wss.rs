@@ -87,7 +87,7 @@ mod tests {
                 )
             })
             .collect();
-        let tl = &from_record(&aggs)[0];
+        let tl = &from_record(&aggs).unwrap()[0];
         let all = (0, u64::MAX);
         let s = series(tl, Threshold::default(), all, (0, u64::MAX));
         let sizes: Vec<u64> = s.iter().map(|&(_, w)| w >> 20).collect();
