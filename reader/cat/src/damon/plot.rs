@@ -23,7 +23,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use perfabi_shm::safe_open::Folder;
+use perfabi_shm::safe_open::{FileKind, Folder};
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
@@ -153,13 +153,26 @@ pub fn wss(
 
 /// Writes `bytes` to `path`, which may be in a folder other users can
 /// write (`/tmp`): to a new temporary file beside it (created with
-/// `O_EXCL`, never through a link), then renamed over `path` (which
-/// replaces a link planted there rather than writing where it points).
-/// Mode 0644 less the umask. A one-line error naming the path otherwise;
-/// no temporary file is left behind.
+/// `O_EXCL`, never through a link), then renamed over `path`. An existing
+/// `path` must be a regular file: a link, a FIFO or a device there is
+/// refused (a link planted between that check and the rename is replaced,
+/// never written through). Mode 0644 less the umask. A one-line error
+/// naming the path otherwise; no temporary file is left behind.
 pub fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
     let failed = |e: io::Error| format!("cannot write {}: {e}", path.display());
     let (folder, name) = Folder::of(path).map_err(|e| e.to_string())?;
+    // Only a regular file is replaced: renaming over a link, a device or
+    // a FIFO would swap out what it is (`--output /dev/stdout` as root
+    // would replace the system's /dev/stdout link with a file).
+    if let Some(e) = folder.stat(&name).map_err(failed)? {
+        if e.kind != FileKind::Regular {
+            return Err(format!(
+                "{} is {}, not a regular file: perfabi-cat writes images only over regular files (choose another path)",
+                path.display(),
+                e.kind.describe()
+            ));
+        }
+    }
     let (tmp, mut file) = create_temp(&folder, &name).map_err(failed)?;
     let written = file
         .write_all(bytes)
@@ -1152,7 +1165,7 @@ mod tests {
     }
 
     #[test]
-    fn write_replaces_the_target_atomically_and_never_follows_a_link() {
+    fn write_replaces_a_regular_target_atomically_and_refuses_anything_else() {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("heat.svg");
         write(&target, b"first").unwrap();
@@ -1167,18 +1180,26 @@ mod tests {
             n
         };
         assert_eq!(names(dir.path()), ["heat.svg"], "no temporary file left");
-        // A link planted at the target is replaced; what it named is
-        // untouched.
+        // A link planted at the target is refused: neither followed (what
+        // it names is untouched) nor replaced (it stays a link), and no
+        // temporary file is left.
         let victim = dir.path().join("victim");
         std::fs::write(&victim, b"precious").unwrap();
         let planted = dir.path().join("planted.png");
         std::os::unix::fs::symlink(&victim, &planted).unwrap();
-        write(&planted, b"image").unwrap();
+        let e = write(&planted, b"image").unwrap_err();
+        assert!(e.contains("a symbolic link") && !e.contains('\n'), "{e}");
         assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
         let md = std::fs::symlink_metadata(&planted).unwrap();
-        assert!(md.file_type().is_file());
-        assert_eq!(std::fs::read(&planted).unwrap(), b"image");
+        assert!(md.file_type().is_symlink());
         assert_eq!(names(dir.path()), ["heat.svg", "planted.png", "victim"]);
+        // Nor a FIFO (or a device: /dev/stdout is a link to one).
+        let fifo = dir.path().join("fifo.svg");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.unwrap().success());
+        let e = write(&fifo, b"image").unwrap_err();
+        assert!(e.contains("a FIFO"), "{e}");
+        std::fs::remove_file(&fifo).unwrap();
         // Errors name the path, on one line.
         let missing = dir.path().join("no/such/folder/x.png");
         let e = write(&missing, b"x").unwrap_err();
