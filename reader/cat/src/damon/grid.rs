@@ -138,7 +138,7 @@ pub fn build(tl: &Timeline, addr: (u64, u64), time: (u64, u64), rows: usize, col
             }
             // At most two: the first and the last, when covered in part.
             let first = (c0 < whole0).then_some(c0);
-            let last = (c1 - 1 >= whole1 && first != Some(c1 - 1)).then_some(c1 - 1);
+            let last = (c1 > whole1 && first != Some(c1 - 1)).then_some(c1 - 1);
             for c in first.into_iter().chain(last) {
                 let part = overlap(t0, t1, times[c], times[c + 1]) as f64;
                 heat[r * cols + c] += h * part;
