@@ -996,3 +996,50 @@ fn hostile_or_unfit_records_are_refused_in_one_line() {
         out.stdout
     );
 }
+
+/// A writer that closes its segment in the middle of `--duration` leaves
+/// what was collected drawn, with a note, instead of an error that throws
+/// it away.
+#[test]
+fn a_writer_that_closes_mid_collection_leaves_what_was_collected() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let stop = AtomicBool::new(false);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let out = std::thread::scope(|s| {
+        let _stop = StopOnDrop(&stop);
+        s.spawn(|| publish_hot_band(&path, &stop, move || tx.send(()).unwrap()));
+        rx.recv().unwrap();
+        let p = path.to_str().unwrap();
+        let view = s.spawn(move || {
+            cat(&[
+                p,
+                "--heatmap",
+                "--duration",
+                "4",
+                "--color",
+                "never",
+                "--rows",
+                "16",
+                "--cols",
+                "20",
+            ])
+        });
+        std::thread::sleep(Duration::from_millis(1200));
+        stop.store(true, Ordering::Relaxed);
+        view.join().unwrap()
+    });
+    let (so, se) = (&out.stdout, &out.stderr);
+    assert_eq!(out.code(), Some(0), "{se}");
+    assert!(
+        se.contains("stopped collecting after")
+            && se.contains("closed")
+            && se.contains("drawing what was collected"),
+        "{se}"
+    );
+    let rows = heatmap_rows(so);
+    assert_eq!(
+        assert_band(&rows, (BASE, HOT_END), (HOT_END, END), so),
+        (2, 14)
+    );
+}

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use perfabi_reader::Segment;
+use perfabi_reader::{Error, Segment};
 
 use super::timeline::{Timeline, Window};
 use crate::{passing, Failure};
@@ -27,6 +27,8 @@ pub struct Collector {
     due: Instant,
     reads: u64,
     skipped: u64,
+    /// Why collecting stopped early (the writer went away), if it did.
+    ended: Option<String>,
 }
 
 impl Collector {
@@ -41,6 +43,7 @@ impl Collector {
             due: start,
             reads: 0,
             skipped: 0,
+            ended: None,
         }
     }
 
@@ -78,11 +81,25 @@ impl Collector {
         Ok(())
     }
 
-    /// Reads until `duration` has passed since the collector was made.
+    /// Reads until `duration` has passed since the collector was made. A
+    /// writer that goes away (closed, or stale) ends the collection early
+    /// but keeps what was collected, if anything was ([`Self::ended`] says
+    /// why); with nothing collected it is the error.
     pub fn run_for(&mut self, seg: &mut Segment, duration: Duration) -> Result<(), Failure> {
         let end = self.start + duration;
         loop {
-            self.read(seg)?;
+            match self.read(seg) {
+                Err(Failure::Read(e @ (Error::Closed | Error::Stale { .. })))
+                    if !self.window.is_empty() =>
+                {
+                    self.ended = Some(format!(
+                        "after {}: {e}",
+                        crate::human::time_ns(self.start.elapsed().as_nanos() as f64)
+                    ));
+                    return Ok(());
+                }
+                r => r?,
+            }
             if self.due >= end {
                 return Ok(());
             }
@@ -93,6 +110,11 @@ impl Collector {
     /// The timelines of the window, by (monitor, target).
     pub fn timelines(&self) -> Vec<&Timeline> {
         self.window.timelines()
+    }
+
+    /// Why collecting stopped before its time, if the writer went away.
+    pub fn ended(&self) -> Option<&str> {
+        self.ended.as_deref()
     }
 
     /// Reads made, and how many a busy segment cost.

@@ -22,10 +22,11 @@ fn secs(ns: u64) -> String {
 /// intervals, the time range.
 fn title(s: &Section) -> String {
     format!(
-        "monitor {} target {}: {} aggregations (sampling {}, aggregation {}), time {} to {} ({})",
+        "monitor {} target {}: {} aggregation{} (sampling {}, aggregation {}), time {} to {} ({})",
         s.monitor_id,
         s.target_id,
         s.aggregations,
+        if s.aggregations == 1 { "" } else { "s" },
         human::time_ns(f64::from(s.intervals.sample_us) * 1e3),
         human::time_ns(f64::from(s.intervals.aggr_us) * 1e3),
         secs(s.time.0),

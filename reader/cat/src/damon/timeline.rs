@@ -152,6 +152,11 @@ impl Window {
         true
     }
 
+    /// Whether no aggregation is kept.
+    pub fn is_empty(&self) -> bool {
+        self.by_target.values().all(|t| t.points.is_empty())
+    }
+
     /// The timelines, by (monitor, target) (borrowed: a window of a live
     /// segment is read again for every report).
     pub fn timelines(&self) -> Vec<&Timeline> {

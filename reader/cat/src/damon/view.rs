@@ -71,6 +71,9 @@ pub fn run(cfg: &Config, path: &Path, opts: Options) -> Result<(), Failure> {
             );
             let mut c = Collector::new(cfg.window);
             c.run_for(&mut seg, *duration)?;
+            if let Some(why) = c.ended() {
+                eprintln!("perfabi-cat: stopped collecting {why}; drawing what was collected");
+            }
             let timelines = c.timelines();
             if timelines.is_empty() {
                 return Err(Problem::Silent(format!(
