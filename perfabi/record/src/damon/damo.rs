@@ -15,7 +15,6 @@ use std::io::Read;
 
 use perfabi::damon::{Aggregation, Intervals, Region};
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::ParseError;
 
@@ -61,29 +60,30 @@ pub fn parse(
     } else {
         bytes
     };
-    // Regions are read straight into compact values: a tree of JSON values
-    // would take about 16 times the text's size, which a record at the size
-    // limit must not cost.
+    // Every field is read straight into a compact value by a visitor that
+    // never buffers: a tree of JSON values would take about 16 times the
+    // text's size, which a record at the size limit must not cost. A value
+    // of the wrong shape (a list where a number or an intervals object
+    // belongs) is refused where it starts, before any of it is read; what
+    // is skipped (fields not read, keys of intervals other than `sample`
+    // and `aggr`) is skipped without being kept. So memory stays within a
+    // small factor of the text: the records, snapshots and regions built
+    // are each no larger than a few times the text they come from.
     let records: Vec<RawRecord> =
         serde_json::from_slice(bytes).map_err(|e| format!("damo json record: {e}"))?;
     let mut out = Vec::new();
     for (i, rec) in records.into_iter().enumerate() {
         let at = |what: &str| format!("damo record {i}: {what}");
-        let monitor = opt_number(rec.kdamond_idx.as_ref())
-            .map_err(|e| at(&e))?
-            .unwrap_or(0);
-        let target = number(rec.target_id.as_ref()).map_err(|e| at(&format!("target_id: {e}")))?;
+        let monitor = rec.kdamond_idx.map_or(0, |n| n.0);
+        let target = rec.target_id.0;
         // Each record (and each snapshot, where damo stamps them) carries
         // its own intervals: they may change within a recording.
-        let intervals = intervals_of(rec.intervals.as_ref()).map_err(|e| at(&e))?;
-        let snapshots = rec.snapshots.ok_or_else(|| at("no snapshots list"))?;
-        for (j, s) in snapshots.into_iter().enumerate() {
+        let intervals = intervals_of(rec.intervals).map_err(|e| at(&e))?;
+        for (j, s) in rec.snapshots.into_iter().enumerate() {
             let at = |what: &str| format!("damo record {i} snapshot {j}: {what}");
-            let end_time =
-                number(s.end_time.as_ref()).map_err(|e| at(&format!("end_time: {e}")))?;
+            let end_time = s.end_time.0;
             let regions = s
                 .regions
-                .ok_or_else(|| at("no regions list"))?
                 .into_iter()
                 .map(|r| Region {
                     start: r.start.0,
@@ -92,7 +92,7 @@ pub fn parse(
                     age: r.age.0,
                 })
                 .collect();
-            let intervals = intervals_of(s.intervals.as_ref())
+            let intervals = intervals_of(s.intervals)
                 .map_err(|e| at(&e))?
                 .or(intervals)
                 .unwrap_or(default);
@@ -118,35 +118,38 @@ pub fn parse(
 
 /// A damo `intervals` object (`sample`, `aggr`), absent or `null` if damo did
 /// not know them.
-fn intervals_of(v: Option<&Value>) -> Result<Option<Intervals>, String> {
-    let Some(iv) = v.filter(|v| !v.is_null()) else {
+fn intervals_of(v: Option<RawIntervals>) -> Result<Option<Intervals>, String> {
+    let Some(iv) = v else {
         return Ok(None);
     };
-    let us = |k: &str| -> Result<u32, String> {
-        let v = time_us(iv.get(k)).map_err(|e| format!("intervals.{k}: {e}"))?;
+    let us = |k: &str, v: Option<u64>| -> Result<u32, String> {
+        let v = v.ok_or_else(|| format!("intervals.{k}: missing"))?;
         u32::try_from(v).map_err(|_| format!("intervals.{k}: {v} is too large"))
     };
     Ok(Some(Intervals {
-        sample_us: us("sample")?,
-        aggr_us: us("aggr")?,
+        sample_us: us("sample", iv.sample)?,
+        aggr_us: us("aggr", iv.aggr)?,
     }))
 }
 
-/// One record of a damo file; fields other than these are ignored.
+/// One record of a damo file; fields other than these are ignored. The
+/// fields damo always writes are required, so that a list of empty objects
+/// (`[{},{},…]`, 3 bytes each) is refused at its first rather than built
+/// into records some 30 times its size.
 #[derive(Deserialize)]
 struct RawRecord {
-    kdamond_idx: Option<Value>,
-    target_id: Option<Value>,
-    intervals: Option<Value>,
-    snapshots: Option<Vec<RawSnapshot>>,
+    kdamond_idx: Option<Lenient<0, u64>>,
+    target_id: Lenient<0, u64>,
+    intervals: Option<RawIntervals>,
+    snapshots: Vec<RawSnapshot>,
 }
 
 /// One snapshot (aggregation) of a record.
 #[derive(Deserialize)]
 struct RawSnapshot {
-    end_time: Option<Value>,
-    intervals: Option<Value>,
-    regions: Option<Vec<RawRegion>>,
+    end_time: Lenient<0, u64>,
+    intervals: Option<RawIntervals>,
+    regions: Vec<RawRegion>,
 }
 
 /// One region, read without an intermediate tree.
@@ -206,6 +209,12 @@ impl<'de, const K: usize, T: TryFrom<u64>> serde::de::Visitor<'de> for LenientVi
         Self::fit(n)
     }
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+        if K == 0 {
+            return Err(serde::de::Error::invalid_type(
+                serde::de::Unexpected::Map,
+                &"a non-negative integer, as a number or as text",
+            ));
+        }
         let mut found = None;
         while let Some(k) = m.next_key::<String>()? {
             if K > 0 && k == KEYS[K] {
@@ -221,33 +230,78 @@ impl<'de, const K: usize, T: TryFrom<u64>> serde::de::Visitor<'de> for LenientVi
     }
 }
 
-/// A number given as a JSON number or as text with thousands separators.
-fn number(v: Option<&Value>) -> Result<u64, String> {
-    opt_number(v)?.ok_or_else(|| "missing".to_string())
+/// A damo `intervals` object, read directly: its `sample` and `aggr` in
+/// microseconds (see [`TimeUs`]), other keys skipped unread. Anything but
+/// an object (or `null`, read as absent) is refused where it starts.
+struct RawIntervals {
+    sample: Option<u64>,
+    aggr: Option<u64>,
 }
 
-fn opt_number(v: Option<&Value>) -> Result<Option<u64>, String> {
-    match v {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => n
-            .as_u64()
-            .map(Some)
-            .ok_or_else(|| format!("{n} is not a non-negative integer")),
-        Some(Value::String(s)) => s
-            .replace(',', "")
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| format!("{s:?} is not a number")),
-        Some(other) => Err(format!("{other} is not a number")),
+impl<'de> Deserialize<'de> for RawIntervals {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawIntervals;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an intervals object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<RawIntervals, A::Error> {
+                let mut iv = RawIntervals {
+                    sample: None,
+                    aggr: None,
+                };
+                while let Some(k) = m.next_key::<String>()? {
+                    let slot = match k.as_str() {
+                        "sample" => &mut iv.sample,
+                        "aggr" => &mut iv.aggr,
+                        _ => {
+                            m.next_value::<serde::de::IgnoredAny>()?;
+                            continue;
+                        }
+                    };
+                    *slot = m.next_value::<Option<TimeUs>>()?.map(|t| t.0);
+                }
+                Ok(iv)
+            }
+        }
+        d.deserialize_map(V)
     }
 }
 
-/// A time in microseconds: a number, or text with a unit ("5 ms", "1 s").
-fn time_us(v: Option<&Value>) -> Result<u64, String> {
-    let Some(Value::String(s)) = v else {
-        return number(v);
-    };
+/// A time in microseconds, read directly: a number, or text with a unit
+/// ("5 ms", "1 s") and perhaps thousands separators.
+struct TimeUs(u64);
+
+impl<'de> Deserialize<'de> for TimeUs {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = TimeUs;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a time in microseconds, as a number or as text with a unit")
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<TimeUs, E> {
+                Ok(TimeUs(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<TimeUs, E> {
+                u64::try_from(v)
+                    .map(TimeUs)
+                    .map_err(|_| E::custom(format!("{v} is negative")))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<TimeUs, E> {
+                time_us(v).map(TimeUs).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A time in microseconds given as text with a unit ("5 ms", "1 s").
+fn time_us(s: &str) -> Result<u64, String> {
     let s = s.replace(',', "");
     let s = s.trim();
     let split = s
@@ -322,6 +376,57 @@ mod tests {
                 .collect()
         };
         assert_eq!(gaps(&damo), gaps(&trace));
+    }
+
+    #[test]
+    fn a_huge_value_where_a_number_or_intervals_belong_is_refused_unread() {
+        // 8 MiB of zeros where intervals belong: read as a tree of JSON
+        // values this would cost some 16 times its size. The visitors
+        // refuse the list at its '[' (byte 45), so nothing of it is read
+        // or kept: memory is bounded by what was built before it.
+        let zeros = ",0".repeat(4 << 20);
+        for (field, value) in [
+            ("intervals", format!("[0{zeros}]")),
+            ("target_id", format!("[0{zeros}]")),
+            ("kdamond_idx", format!("[0{zeros}]")),
+            ("intervals", format!("{{\"sample\": [0{zeros}]}}")),
+        ] {
+            let other = if field == "target_id" {
+                ""
+            } else {
+                r#""target_id": 0, "#
+            };
+            let json = format!(r#"[{{"snapshots": [], {other}"{field}": {value}}}]"#);
+            assert!(json.len() > 8 << 20);
+            let started = std::time::Instant::now();
+            let e = parse(json.as_bytes(), LIMIT, UNSAID)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with("damo json record: invalid type: sequence") && !e.contains('\n'),
+                "{field}: {e}"
+            );
+            // Refused at once, not after the 8 MiB were parsed.
+            let column: usize = e.rsplit("column ").next().unwrap().parse().unwrap();
+            assert!(column < 100, "{field}: {e}");
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(1),
+                "{field}"
+            );
+        }
+        // So is a snapshot's, and a list of empty objects.
+        let snap = format!(
+            r#"[{{"target_id": 0, "snapshots": [{{"end_time": [0{zeros}], "regions": []}}]}}]"#
+        );
+        assert!(parse(snap.as_bytes(), LIMIT, UNSAID).is_err());
+        let empties = format!("[{{}}{}]", ",{}".repeat(1 << 20));
+        let e = parse(empties.as_bytes(), LIMIT, UNSAID)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("missing field") && e.ends_with("column 3"),
+            "{e}"
+        );
     }
 
     #[test]

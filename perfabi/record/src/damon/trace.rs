@@ -71,12 +71,18 @@ fn parse_seconds_ns(t: &str) -> Option<u64> {
         return None;
     }
     let frac = format!("{f:0<9}");
-    Some(s.parse::<u64>().ok()? * 1_000_000_000 + frac.get(..9)?.parse::<u64>().ok()?)
+    // A time past u64 nanoseconds (about 584 years) is malformed: the line
+    // is skipped like any other that does not parse, not wrapped around.
+    s.parse::<u64>()
+        .ok()?
+        .checked_mul(1_000_000_000)?
+        .checked_add(frac.get(..9)?.parse::<u64>().ok()?)
 }
 
 /// Parses trace text (see the module documentation) into complete
 /// aggregations in time order, each with the nanoseconds since the text's
-/// first event. Aggregations cut by the start or end of the text are left
+/// earliest event (not its first: a trace need not be in time order, and
+/// times before the first would all collapse to 0). Aggregations cut by the start or end of the text are left
 /// out. Their intervals are those of the text's `PERFABI-TRACE-BEGIN` line,
 /// or `default` without one; its workload, if it gives one, is the
 /// record's.
@@ -85,7 +91,7 @@ pub fn parse(text: &str, default: Intervals) -> Record {
     let mut workload = None;
     let mut asm = Assembler::default();
     let mut out = Vec::new();
-    let mut first_ts = None;
+    let mut earliest = u64::MAX;
     for line in text.lines() {
         if line.starts_with("PERFABI-TRACE-BEGIN") {
             let field = |k: &str| {
@@ -99,10 +105,15 @@ pub fn parse(text: &str, default: Intervals) -> Record {
             continue;
         }
         let Some(e) = parse_event(line) else { continue };
-        let t0 = *first_ts.get_or_insert(e.ts_ns);
-        if let Some((ts_ns, a)) = asm.push(e, |_| intervals) {
-            out.push((ts_ns.saturating_sub(t0), a));
+        earliest = earliest.min(e.ts_ns);
+        if let Some(a) = asm.push(e, |_| intervals) {
+            out.push(a);
         }
+    }
+    // Every aggregation's time is one of its events', so none is before
+    // `earliest`.
+    for (at_ns, _) in &mut out {
+        *at_ns -= earliest;
     }
     out.sort_by_key(|(at_ns, _)| *at_ns);
     Record {
@@ -158,6 +169,66 @@ mod tests {
             None
         );
         assert_eq!(parse_event("garbage damon_aggregated: target_id=x"), None);
+    }
+
+    #[test]
+    fn a_time_past_u64_nanoseconds_is_malformed_not_wrapped() {
+        let line = |ts: &str| {
+            format!("kdamond.0-160 [000] ..... {ts}: damon_aggregated: target_id=0 nr_regions=1 4096-8192: 20 96")
+        };
+        // u64::MAX ns is 18446744073.709551615 s.
+        assert_eq!(
+            parse_event(&line("18446744073.709551615")).map(|e| e.ts_ns),
+            Some(u64::MAX)
+        );
+        for ts in [
+            "18446744073.709551616",
+            "18446744074.000000",
+            "99999999999999999999.0",
+        ] {
+            assert_eq!(parse_event(&line(ts)), None, "{ts}");
+        }
+        // Skipped like any malformed line: the others still count.
+        let iv = Intervals {
+            sample_us: 5000,
+            aggr_us: 100_000,
+        };
+        let text = [line("1.0"), line("18446744074.000000"), line("1.1")].join("\n");
+        let times: Vec<u64> = parse(&text, iv)
+            .aggregations
+            .iter()
+            .map(|(t, _)| *t)
+            .collect();
+        assert_eq!(times, [0, 100_000_000]);
+    }
+
+    #[test]
+    fn a_backwards_trace_keeps_its_spacing_from_its_earliest_event() {
+        let iv = Intervals {
+            sample_us: 5000,
+            aggr_us: 100_000,
+        };
+        let text: String = (1..=5)
+            .rev()
+            .map(|s| format!("kdamond.0-160 [000] ..... {s}.000000: damon_aggregated: target_id=0 nr_regions=1 4096-8192: {s} 0\n"))
+            .collect();
+        let r = parse(&text, iv).aggregations;
+        // Stamped 5, 4, 3, 2, 1 s: 4, 3, 2, 1, 0 s after the earliest,
+        // returned sorted by time.
+        let got: Vec<(u64, u32)> = r
+            .iter()
+            .map(|(t, a)| (*t, a.regions[0].nr_accesses))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0, 1),
+                (1_000_000_000, 2),
+                (2_000_000_000, 3),
+                (3_000_000_000, 4),
+                (4_000_000_000, 5)
+            ]
+        );
     }
 
     #[test]
