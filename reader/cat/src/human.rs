@@ -127,32 +127,36 @@ fn number(v: f64) -> String {
 /// from a thousand on (`12.5`, `9.9 k`, `1.2 M`), so that a column of
 /// rates stays narrow and readable.
 pub fn rate_number(v: f64) -> String {
-    const PREFIX: [&str; 6] = ["k", "M", "G", "T", "P", "E"];
     if !v.is_finite() || v.abs() < 999.95 {
         return format!("{v:.1}");
     }
-    let mut x = v / 1000.0;
+    prefixed(v, 1000.0, 999.95, &["k", "M", "G", "T", "P", "E"])
+}
+
+/// `v` divided by `base` once, then again while it is at least `limit`
+/// (and a larger prefix is left), with one decimal and that prefix:
+/// the one scaling of [`rate_number`] (SI) and [`bytes`] (IEC).
+fn prefixed(v: f64, base: f64, limit: f64, prefixes: &[&str]) -> String {
+    let mut x = v / base;
     let mut k = 0;
-    while x.abs() >= 999.95 && k + 1 < PREFIX.len() {
-        x /= 1000.0;
+    while x.abs() >= limit && k + 1 < prefixes.len() {
+        x /= base;
         k += 1;
     }
-    format!("{x:.1} {}", PREFIX[k])
+    format!("{x:.1} {}", prefixes[k])
 }
 
 /// Bytes with IEC prefixes: `512 B`, `4.0 KiB`, `1.5 GiB`.
 pub fn bytes(b: f64) -> String {
-    const PREFIX: [&str; 7] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB"];
     if b.abs() < 1024.0 {
         return format!("{} B", number(b));
     }
-    let mut v = b / 1024.0;
-    let mut k = 0;
-    while v.abs() >= 1024.0 && k + 1 < PREFIX.len() {
-        v /= 1024.0;
-        k += 1;
-    }
-    format!("{v:.1} {}", PREFIX[k])
+    prefixed(
+        b,
+        1024.0,
+        1024.0,
+        &["KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB"],
+    )
 }
 
 /// Nanoseconds as ns, µs, ms or s.
