@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Runs the reader's scaling benchmark and prints one table.
+
+    python3 reader/benches/scaling.py              # runs the bench, ~1-2 min
+    PERFABI_SCALING_SHORT=1 python3 reader/benches/scaling.py   # CI, ~25 s
+    python3 reader/benches/scaling.py --no-run [CRITERION_DIR]  # last results
+
+Each row is one operation on one simulated geometry (nr_cpus x used value
+slots per block): its median ns per call and per value read, the floors on
+the same bytes (`loop`: relaxed loads of the sequence word, the values, the
+sequence word again, per block; `copy`: copy_from_slice of the values, per
+block), and the operation's ratio to each. The last row is /proc/stat
+opened, read and parsed at this machine's real CPU count.
+"""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+args = sys.argv[1:]
+run = "--no-run" not in args
+args = [a for a in args if a != "--no-run"]
+if args:
+    root = pathlib.Path(args[0])
+else:
+    root = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", "target")) / "criterion"
+    if not root.is_absolute():
+        top = subprocess.run(["cargo", "locate-project", "--workspace", "--message-format", "plain"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        root = pathlib.Path(top).parent / root
+
+if run:
+    bench = subprocess.run(["cargo", "bench", "-p", "perfabi-reader", "--bench", "scaling", "--", "--noplot"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if bench.returncode != 0:
+        sys.exit(bench.stderr)
+
+
+def result(group, name):
+    d = root / group / name / "new"
+    try:
+        est = json.loads((d / "estimates.json").read_text())
+        bench = json.loads((d / "benchmark.json").read_text())
+    except FileNotFoundError:
+        return None
+    return est["median"]["point_estimate"], bench["throughput"]["Elements"]
+
+
+CPUS = [2, 16, 64, 256, 1024]
+INSTANCES = [30, 1024, 4080]
+OPS = ["handle", "family", "snapshot"]
+
+rows = []
+per_value = {}
+ratio = {}
+head = f"{'cpus':>5} {'slots':>5} {'op':<10} {'values':>8} {'ns/op':>11} {'ns/value':>8} " \
+       f"{'loop ns':>11} {'copy ns':>11} {'x loop':>6} {'x copy':>6}"
+print(head)
+print("-" * len(head))
+for cpus in CPUS:
+    for inst in INSTANCES:
+        g = f"scaling_{cpus}x{inst}"
+        for op in OPS:
+            r, lp, cp = result(g, op), result(g, "loop_" + op), result(g, "copy_" + op)
+            if r is None or lp is None or cp is None:
+                continue
+            (ns, n), (lns, _), (cns, _) = r, lp, cp
+            per_value[(cpus, inst, op)] = ns / n
+            ratio[(cpus, inst, op)] = (ns / lns, ns / cns)
+            print(f"{cpus:>5} {inst:>5} {op:<10} {n:>8} {ns:>11.1f} {ns / n:>8.3f} "
+                  f"{lns:>11.1f} {cns:>11.1f} {ns / lns:>6.2f} {ns / cns:>6.2f}")
+stat = result("proc_stat", "read_parse")
+if stat is not None:
+    ns, n = stat
+    print(f"{os.cpu_count():>5} {'-':>5} {'/proc/stat':<10} {n:>8} {ns:>11.1f} {ns / n:>8.3f} "
+          f"{'-':>11} {'-':>11} {'-':>6} {'-':>6}")
+if not per_value:
+    sys.exit(f"no scaling results under {root}")
+
+# The issue's targets, from the rows above.
+t = ratio.get((1024, 30, "snapshot"))
+if t:
+    print(f"\n30 counters x 1,024 CPUs (snapshot) / loop floor: {t[0]:.2f}x (target <= 2x)")
+for op in OPS:
+    a, b = per_value.get((1024, 30, op)), per_value.get((16, 30, op))
+    if a and b:
+        print(f"{op}: ns/value at 1,024 CPUs / at 16 (30 slots): {a / b:.2f}x (target <= 1.5x)")
+for inst in INSTANCES:
+    t = ratio.get((1024, inst, "snapshot"))
+    if t:
+        print(f"snapshot {inst} slots x 1,024 CPUs, memcpy throughput share: {1 / t[1]:.2f} (target >= 0.8)")

@@ -1,0 +1,278 @@
+//! How the reader's cost grows with the machine: segments of simulated
+//! geometry (`Config::nr_cpus` 2, 16, 64, 256 and 1,024 per-CPU blocks;
+//! 30, 1,024 and 4,080 value slots per block) made by the real writer and
+//! read by the real reader, each operation beside its floors on the same
+//! bytes, measured in the same run:
+//!
+//! * `handle`: [`Segment::read`] of one counter, summed over the CPUs;
+//! * `family`: [`Segment::read_family`] of a 16-instance family (the last
+//!   value slots);
+//! * `snapshot`: [`Segment::snapshot_into`], every used slot on every CPU;
+//! * `loop_*`: the floor of a lock-free read: per CPU block the sequence
+//!   word, the same values (relaxed atomic loads), the sequence word again;
+//! * `copy_*`: `copy_from_slice` of the same value bytes, block by block.
+//!
+//! Plus `proc_stat/read_parse`: opening, reading and parsing `/proc/stat`
+//! at this machine's real CPU count, the text route's anchor.
+//!
+//! The floors read the segment through a mapping of their own (the same
+//! file, so the same pages); the writer stores every value with
+//! `publish_per_cpu`, so every block holds distinct non-zero values.
+//!
+//! `reader/benches/scaling.py` runs this and prints one table;
+//! `PERFABI_SCALING_SHORT=1` measures briefly (CI).
+
+use std::hint::black_box;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use criterion::{BenchmarkGroup, Criterion, Throughput};
+use perfabi::layout::CPU_SEQ_WORD;
+use perfabi::{FamilySpec, Kind, Layout, Semantics, Unit, ValueType};
+use perfabi_reader::{FamilyValues, Segment, Snapshot};
+use perfabi_shm::writer::{Config, Writer};
+
+const CPUS: [u32; 5] = [2, 16, 64, 256, 1024];
+/// 4,080 slots make a block of exactly 8 pages of 4 KiB (128 + 8 × 4,080).
+const INSTANCES: [u32; 3] = [30, 1024, 4080];
+/// Members of the family read by `family` (the last slots of a block).
+const FAMILY: u32 = 16;
+
+/// A segment at `path` with `cpus` blocks and `instances` used slots:
+/// `instances - FAMILY` counters `c0..`, then the family `bench.fam`.
+fn segment(path: &Path, cpus: u32, instances: u32) -> Writer {
+    let w = Writer::create(
+        path,
+        &Config {
+            nr_cpus: Some(cpus),
+            max_instances: instances,
+            max_families: 1,
+            max_members: FAMILY,
+            damon_capacity: 0,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    let per_cpu = |base: u64| -> Vec<u64> { (0..u64::from(cpus)).map(|c| base + c).collect() };
+    for i in 0..instances - FAMILY {
+        let id = w
+            .add_external(&format!("c{i}"), "", Semantics::Counter, ValueType::U64)
+            .unwrap();
+        w.publish_per_cpu(id, &per_cpu(u64::from(i) << 20)).unwrap();
+    }
+    let f = w
+        .add_family(&FamilySpec::new(
+            "bench.fam",
+            "A family read whole",
+            "instance",
+            Kind::Counter,
+            Unit::BYTES,
+        ))
+        .unwrap();
+    for i in 0..FAMILY {
+        let m = w.add_external_member(f, &format!("m{i}"), &[]).unwrap();
+        w.publish_member_per_cpu(&m, &per_cpu(u64::from(i) << 40))
+            .unwrap();
+    }
+    assert_eq!(w.snapshot().unwrap().slots, instances as usize);
+    w
+}
+
+/// A read-only shared mapping of a whole segment file, for the floors.
+struct Map {
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+impl Map {
+    fn new(path: &Path) -> Self {
+        let file = std::fs::File::open(path).unwrap();
+        let len = usize::try_from(file.metadata().unwrap().len()).unwrap();
+        // SAFETY: a fresh mapping of a file we opened; checked below.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                std::os::fd::AsRawFd::as_raw_fd(&file),
+                0,
+            )
+        };
+        assert_ne!(ptr, libc::MAP_FAILED);
+        Self { ptr, len }
+    }
+
+    fn atomics(&self) -> &[AtomicU64] {
+        // SAFETY: the mapping is page aligned, `len` bytes long and lives as
+        // long as `self`; the writer stores its words atomically.
+        unsafe { std::slice::from_raw_parts(self.ptr.cast(), self.len / 8) }
+    }
+
+    /// The words as plain memory, for `copy_from_slice`: sound for this
+    /// benchmark only because the writer stores nothing while it runs
+    /// (every value is published before, and no block is ever odd).
+    fn plain(&self) -> &[u64] {
+        // SAFETY: as for `atomics`; no concurrent store (see above).
+        unsafe { std::slice::from_raw_parts(self.ptr.cast(), self.len / 8) }
+    }
+}
+
+impl Drop for Map {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly what `new` mapped; no borrow outlives self.
+        unsafe { libc::munmap(self.ptr, self.len) };
+    }
+}
+
+/// Floor of a lock-free read of slots `first..first + out.len() / nr_cpus`
+/// on every CPU: per block, the sequence word, the values (relaxed loads
+/// into `out`), the sequence word again.
+fn loop_floor(words: &[AtomicU64], l: &Layout, first: usize, out: &mut [u64]) -> u64 {
+    let n = out.len() / l.nr_cpus;
+    let mut seqs = 0u64;
+    for (cpu, row) in out.chunks_exact_mut(n).enumerate() {
+        let seq = &words[l.cpu_block_word(cpu) + CPU_SEQ_WORD];
+        let s1 = seq.load(Ordering::Relaxed);
+        let src = &words[l.counter_word(cpu, first)..][..n];
+        for (o, s) in row.iter_mut().zip(src) {
+            *o = s.load(Ordering::Relaxed);
+        }
+        seqs = seqs.wrapping_add(s1 ^ seq.load(Ordering::Relaxed));
+    }
+    seqs
+}
+
+/// Floor of the same bytes as plain memory: one `copy_from_slice` per block.
+fn copy_floor(words: &[u64], l: &Layout, first: usize, out: &mut [u64]) {
+    let n = out.len() / l.nr_cpus;
+    for (cpu, row) in out.chunks_exact_mut(n).enumerate() {
+        row.copy_from_slice(&words[l.counter_word(cpu, first)..][..n]);
+    }
+}
+
+/// The text route: open, read and parse every `cpu` line of `/proc/stat`.
+/// Returns the number of values parsed.
+fn proc_stat(buf: &mut String) -> usize {
+    use std::io::Read;
+    buf.clear();
+    std::fs::File::open("/proc/stat")
+        .unwrap()
+        .read_to_string(buf)
+        .unwrap();
+    let mut n = 0;
+    let mut sum = 0u64;
+    for line in buf.lines().take_while(|l| l.starts_with("cpu")) {
+        for v in line.split_ascii_whitespace().skip(1) {
+            sum = sum.wrapping_add(v.parse::<u64>().unwrap());
+            n += 1;
+        }
+    }
+    black_box(sum);
+    n
+}
+
+fn geometry(g: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>, path: &Path, cpus: u32) {
+    let mut seg = Segment::open(path).unwrap();
+    let map = Map::new(path);
+    let layout = *perfabi::view::SegmentView::new(map.atomics())
+        .unwrap()
+        .layout();
+    let nr = seg.nr_cpus();
+    assert_eq!(nr, cpus as usize);
+    let used = seg.snapshot().unwrap().slots;
+    let fam_first = used - FAMILY as usize;
+
+    // One counter: the first slot (every read touches one word per block).
+    let h = seg.handle("c0").unwrap();
+    let mut per_cpu = vec![0u64; nr];
+    g.throughput(Throughput::Elements(nr as u64));
+    g.bench_function("handle", |b| {
+        b.iter(|| {
+            seg.read(black_box(&h), &mut per_cpu).unwrap();
+            per_cpu.iter().fold(0u64, |a, &v| a.wrapping_add(v))
+        })
+    });
+    g.bench_function("loop_handle", |b| {
+        b.iter(|| {
+            let s = loop_floor(map.atomics(), &layout, 0, &mut per_cpu);
+            per_cpu.iter().fold(s, |a, &v| a.wrapping_add(v))
+        })
+    });
+    g.bench_function("copy_handle", |b| {
+        b.iter(|| {
+            copy_floor(map.plain(), &layout, 0, &mut per_cpu);
+            per_cpu.iter().fold(0u64, |a, &v| a.wrapping_add(v))
+        })
+    });
+
+    // One family of FAMILY members.
+    let mut fh = seg.family_handle("bench.fam").unwrap();
+    let mut fv = FamilyValues::default();
+    seg.read_family(&mut fh, &mut fv).unwrap();
+    assert_eq!(fv.len(), FAMILY as usize);
+    let mut fam = vec![0u64; nr * FAMILY as usize];
+    g.throughput(Throughput::Elements(fam.len() as u64));
+    g.bench_function("family", |b| {
+        b.iter(|| {
+            seg.read_family(black_box(&mut fh), black_box(&mut fv))
+                .unwrap()
+        })
+    });
+    g.bench_function("loop_family", |b| {
+        b.iter(|| loop_floor(map.atomics(), &layout, fam_first, black_box(&mut fam)))
+    });
+    g.bench_function("copy_family", |b| {
+        b.iter(|| copy_floor(map.plain(), &layout, fam_first, black_box(&mut fam)))
+    });
+
+    // Every used slot on every CPU.
+    let mut snap = Snapshot::default();
+    seg.snapshot_into(&mut snap).unwrap();
+    let mut all = vec![0u64; nr * used];
+    g.throughput(Throughput::Elements(all.len() as u64));
+    g.bench_function("snapshot", |b| {
+        b.iter(|| seg.snapshot_into(black_box(&mut snap)).unwrap())
+    });
+    g.bench_function("loop_snapshot", |b| {
+        b.iter(|| loop_floor(map.atomics(), &layout, 0, black_box(&mut all)))
+    });
+    g.bench_function("copy_snapshot", |b| {
+        b.iter(|| copy_floor(map.plain(), &layout, 0, black_box(&mut all)))
+    });
+}
+
+fn main() {
+    let short = std::env::var_os("PERFABI_SCALING_SHORT").is_some_and(|v| v != "0");
+    let (warm, measure) = if short {
+        (Duration::from_millis(20), Duration::from_millis(60))
+    } else {
+        (Duration::from_millis(100), Duration::from_millis(400))
+    };
+    let mut c = Criterion::default()
+        .warm_up_time(warm)
+        .measurement_time(measure)
+        .sample_size(10)
+        .without_plots()
+        .configure_from_args();
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| tempfile::tempdir().unwrap());
+    for cpus in CPUS {
+        for instances in INSTANCES {
+            let path = dir.path().join(format!("{cpus}x{instances}"));
+            let w = segment(&path, cpus, instances);
+            let mut g = c.benchmark_group(format!("scaling_{cpus}x{instances}"));
+            geometry(&mut g, &path, cpus);
+            g.finish();
+            drop(w);
+            std::fs::remove_file(&path).ok();
+        }
+    }
+    let mut buf = String::new();
+    let values = proc_stat(&mut buf);
+    let mut g = c.benchmark_group("proc_stat");
+    g.throughput(Throughput::Elements(values as u64));
+    g.bench_function("read_parse", |b| b.iter(|| proc_stat(&mut buf)));
+    g.finish();
+    c.final_summary();
+}
