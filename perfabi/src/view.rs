@@ -71,6 +71,11 @@ pub struct Snapshot {
     pub slots: usize,
     /// `values[cpu * slots + slot]`.
     pub values: Vec<u64>,
+    /// Value slots `families` reach, found when they were decoded (so a
+    /// snapshot of an unchanged table does not walk its members again: a
+    /// caller that edits `families` of a snapshot it reuses should clear
+    /// them, which makes the next snapshot decode the table afresh).
+    needs: usize,
 }
 
 impl Snapshot {
@@ -155,6 +160,9 @@ pub struct InstanceTable {
     pub families: Vec<Family>,
     /// (epoch, generation) of `instances`; `None`: nothing cached.
     at: Option<(u64, u64)>,
+    /// Value slots `families` reach ([`slots_needed`]), found when they
+    /// were decoded.
+    needs: usize,
 }
 
 impl InstanceTable {
@@ -168,6 +176,7 @@ impl InstanceTable {
         self.instances.clear();
         self.families.clear();
         self.at = None;
+        self.needs = 0;
     }
 }
 
@@ -237,7 +246,9 @@ impl<'a> SegmentView<'a> {
                 live &= self.word(e + reg_word).load(Ordering::Relaxed) == reg
                     && state == SlotState::Live as u32;
             }
+            let first = slots.first().map_or(0, |&(slot, _)| slot as usize);
             for cpu in 0..n {
+                self.touch_ahead(cpu, first);
                 seq_read::<Sound, _>(self.seq(cpu), retries, || {
                     for (k, &(slot, _)) in slots.iter().enumerate() {
                         out[k * n + cpu] = self
@@ -281,7 +292,9 @@ impl<'a> SegmentView<'a> {
             return Err(Error::OutOfBounds(crate::error::Section::Counters));
         }
         let r = gen_read::<Sound, _, Error>(self.gen1(), self.gen2(), retries, |_| {
+            let first = runs.first().map_or(0, |&(src, _)| src);
             for cpu in 0..n {
+                self.touch_ahead(cpu, first);
                 let row = &mut out[cpu * stride..(cpu + 1) * stride];
                 seq_read::<Sound, _>(self.seq(cpu), retries, || {
                     let mut dst = 0;
@@ -437,7 +450,7 @@ impl<'a> SegmentView<'a> {
             .map(|(_, g)| g);
         table.at = None;
         let mut raw = RawFamilies::default();
-        let needs = slots_needed(&table.families);
+        let needs = table.needs;
         let r = gen_read::<Sound, _, Error>(self.gen1(), self.gen2(), retries, |g| {
             let used = self.used();
             Ok((
@@ -449,6 +462,7 @@ impl<'a> SegmentView<'a> {
         // Outside the generation window: the sorts do not widen it.
         if fresh? {
             table.families = checked(&table.instances, &raw, used)?;
+            table.needs = slots_needed(&table.families);
         }
         table.at = Some((self.layout.epoch, g));
         Ok(g)
@@ -486,6 +500,26 @@ impl<'a> SegmentView<'a> {
         self.word(self.layout.cpu_block_word(cpu) + CPU_SEQ_WORD)
     }
 
+    /// Loads (and discards) the sequence word and first value word of the
+    /// block [`TOUCH_AHEAD`] CPUs after `cpu`, so that its page's
+    /// translation and first lines are on their way while `cpu`'s block is
+    /// copied: blocks are a page or more apart, further than the hardware
+    /// prefetchers look (a demand load, since the core has no `unsafe`
+    /// for a prefetch instruction).
+    #[inline]
+    fn touch_ahead(&self, cpu: usize, first_slot: usize) {
+        let ahead = cpu + TOUCH_AHEAD;
+        if ahead < self.layout.nr_cpus {
+            let seq = self.seq(ahead).load(Ordering::Relaxed);
+            // `get`: a hint never panics, whatever slot it is given.
+            let value = self
+                .words
+                .get(self.layout.counter_word(ahead, first_slot))
+                .map_or(0, |w| w.load(Ordering::Relaxed));
+            core::hint::black_box(seq ^ value);
+        }
+    }
+
     /// Copies counters `0..out.len()` of `cpu` between two equal even loads of
     /// its sequence word. `cpu < nr_cpus` and `out.len() <= max_instances`.
     pub fn read_cpu_counters(
@@ -515,7 +549,7 @@ impl<'a> SegmentView<'a> {
         } else {
             None
         };
-        let needs = slots_needed(&snap.families);
+        let mut needs = snap.needs;
         let mut instances = core::mem::take(&mut snap.instances);
         let mut families = core::mem::take(&mut snap.families);
         let mut values = core::mem::take(&mut snap.values);
@@ -525,6 +559,7 @@ impl<'a> SegmentView<'a> {
             let decoded = self.table_at(g, used, cached_gen, needs, &mut instances, &mut raw);
             values.resize(nr_cpus * used, 0);
             for cpu in 0..nr_cpus {
+                self.touch_ahead(cpu, 0);
                 self.read_cpu_counters(cpu, &mut values[cpu * used..(cpu + 1) * used], retries)?;
             }
             Ok((decoded, used))
@@ -535,6 +570,7 @@ impl<'a> SegmentView<'a> {
             Ok(Some(((Ok(fresh), used), g))) => {
                 if fresh {
                     checked(&instances, &raw, used).map(|f| {
+                        needs = slots_needed(&f);
                         families = f;
                         (used, g)
                     })
@@ -555,6 +591,7 @@ impl<'a> SegmentView<'a> {
                     nr_cpus,
                     slots: used,
                     values,
+                    needs,
                 };
                 Ok(())
             }
@@ -641,6 +678,10 @@ impl<'a> SegmentView<'a> {
             .load(Ordering::Relaxed)
     }
 }
+
+/// How many blocks ahead a per-CPU read loop touches the next block
+/// ([`SegmentView::touch_ahead`]).
+const TOUCH_AHEAD: usize = 2;
 
 /// Family and member entries decoded inside a generation window.
 #[derive(Default)]

@@ -45,7 +45,9 @@ pub struct Options {
     /// Longest heartbeat silence accepted (at least 3 promised intervals).
     pub max_silence: Duration,
     /// How often the reader looks at the path (new file, grown file) and the
-    /// writer's process. Reads in between cost no system call.
+    /// writer's process. Reads in between cost no system call. Measured on
+    /// the coarse monotonic clock, so a re-check may come a timer tick
+    /// (1–10 ms) late.
     pub recheck: Duration,
 }
 
@@ -137,7 +139,9 @@ pub struct Segment {
     remap: bool,
     /// The instance table as last decoded, for name look-ups.
     names: InstanceTable,
-    checked: Instant,
+    /// When the path and the writer were last looked at
+    /// ([`coarse_now`]).
+    checked: Duration,
     liveness: Liveness,
     stats: ReadStats,
     /// (slot, registration id) of the handles of the current `read_many`.
@@ -178,7 +182,7 @@ impl Segment {
             found,
             remap: false,
             names: InstanceTable::default(),
-            checked: Instant::now(),
+            checked: coarse_now(),
             liveness,
             stats: ReadStats::default(),
             keys: Vec::new(),
@@ -207,7 +211,7 @@ impl Segment {
     /// was replaced (new inode, new epoch), changed length, was truncated or
     /// had its header changed, and re-assesses liveness.
     pub fn refresh(&mut self) -> Result<(), Error> {
-        self.checked = Instant::now();
+        self.checked = coarse_now();
         let damaged = self.remap || self.map.faulted() || !self.map.intact();
         if let Source::Path(path) = &self.source {
             // The writer removed it: keep the old mapping, report the
@@ -267,7 +271,7 @@ impl Segment {
             || self.remap
             || self.map.faulted()
             || !self.map.intact();
-        if gone || self.checked.elapsed() >= self.opts.recheck {
+        if gone || coarse_now().saturating_sub(self.checked) >= self.opts.recheck {
             self.refresh()?;
         }
         if self.opts.require_live {
@@ -465,6 +469,19 @@ impl Segment {
             .map(|c| v.damon_dropped(c))
             .sum()
     }
+}
+
+/// The time on `CLOCK_MONOTONIC_COARSE`: what deciding whether
+/// [`Options::recheck`] has passed reads before every read. It is the
+/// clock of the last timer tick (a few ms behind at most, so a re-check
+/// comes up to a tick late), read from the vDSO without the
+/// `CLOCK_MONOTONIC` counter read that cost a fifth of a small snapshot.
+fn coarse_now() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::MonotonicCoarse);
+    Duration::new(
+        u64::try_from(t.tv_sec).unwrap_or(0),
+        u32::try_from(t.tv_nsec).unwrap_or(0),
+    )
 }
 
 /// The length of the file behind `fd` (`None` for devices).
