@@ -246,9 +246,7 @@ impl<'a> SegmentView<'a> {
                 live &= self.word(e + reg_word).load(Ordering::Relaxed) == reg
                     && state == SlotState::Live as u32;
             }
-            let first = slots.first().map_or(0, |&(slot, _)| slot as usize);
             for cpu in 0..n {
-                self.touch_ahead(cpu, first);
                 seq_read::<Sound, _>(self.seq(cpu), retries, || {
                     for (k, &(slot, _)) in slots.iter().enumerate() {
                         out[k * n + cpu] = self
@@ -292,9 +290,7 @@ impl<'a> SegmentView<'a> {
             return Err(Error::OutOfBounds(crate::error::Section::Counters));
         }
         let r = gen_read::<Sound, _, Error>(self.gen1(), self.gen2(), retries, |_| {
-            let first = runs.first().map_or(0, |&(src, _)| src);
             for cpu in 0..n {
-                self.touch_ahead(cpu, first);
                 let row = &mut out[cpu * stride..(cpu + 1) * stride];
                 seq_read::<Sound, _>(self.seq(cpu), retries, || {
                     let mut dst = 0;
@@ -500,26 +496,6 @@ impl<'a> SegmentView<'a> {
         self.word(self.layout.cpu_block_word(cpu) + CPU_SEQ_WORD)
     }
 
-    /// Loads (and discards) the sequence word and first value word of the
-    /// block [`TOUCH_AHEAD`] CPUs after `cpu`, so that its page's
-    /// translation and first lines are on their way while `cpu`'s block is
-    /// copied: blocks are a page or more apart, further than the hardware
-    /// prefetchers look (a demand load, since the core has no `unsafe`
-    /// for a prefetch instruction).
-    #[inline]
-    fn touch_ahead(&self, cpu: usize, first_slot: usize) {
-        let ahead = cpu + TOUCH_AHEAD;
-        if ahead < self.layout.nr_cpus {
-            let seq = self.seq(ahead).load(Ordering::Relaxed);
-            // `get`: a hint never panics, whatever slot it is given.
-            let value = self
-                .words
-                .get(self.layout.counter_word(ahead, first_slot))
-                .map_or(0, |w| w.load(Ordering::Relaxed));
-            core::hint::black_box(seq ^ value);
-        }
-    }
-
     /// Copies counters `0..out.len()` of `cpu` between two equal even loads of
     /// its sequence word. `cpu < nr_cpus` and `out.len() <= max_instances`.
     pub fn read_cpu_counters(
@@ -559,7 +535,6 @@ impl<'a> SegmentView<'a> {
             let decoded = self.table_at(g, used, cached_gen, needs, &mut instances, &mut raw);
             values.resize(nr_cpus * used, 0);
             for cpu in 0..nr_cpus {
-                self.touch_ahead(cpu, 0);
                 self.read_cpu_counters(cpu, &mut values[cpu * used..(cpu + 1) * used], retries)?;
             }
             Ok((decoded, used))
@@ -678,10 +653,6 @@ impl<'a> SegmentView<'a> {
             .load(Ordering::Relaxed)
     }
 }
-
-/// How many blocks ahead a per-CPU read loop touches the next block
-/// ([`SegmentView::touch_ahead`]).
-const TOUCH_AHEAD: usize = 2;
 
 /// Family and member entries decoded inside a generation window.
 #[derive(Default)]
