@@ -11,11 +11,13 @@
 //! * [`follow`]: instances that come and go with the devices;
 //! * [`damon`]: the DAMON sources (tracepoint, sysfs, replay of a record)
 //!   and the exporter's own counters of what it published;
-//! * [`lock`]: one daemon per segment path.
+//! * [`lock`]: one daemon per segment path;
+//! * [`cpu`]: the daemon's own CPU use, from `/proc/self/stat`.
 #![forbid(unsafe_code)]
 #![cfg(target_os = "linux")]
 
 pub mod catalog;
+pub mod cpu;
 pub mod damon;
 pub mod disks;
 pub mod follow;
