@@ -12,7 +12,8 @@
 //! * [`damon`]: the DAMON sources (tracepoint, sysfs, replay of a record)
 //!   and the exporter's own counters of what it published;
 //! * [`lock`]: one daemon per segment path;
-//! * [`cpu`]: the daemon's own CPU use, from `/proc/self/stat`.
+//! * [`cpu`]: the daemon's own CPU use, from `/proc/self/stat`;
+//! * [`stop`]: the stop flag, and sleeps that end when it is set.
 #![forbid(unsafe_code)]
 #![cfg(target_os = "linux")]
 
@@ -30,3 +31,4 @@ pub mod pressure;
 pub mod proc_source;
 pub mod procfs;
 pub mod sources;
+pub mod stop;

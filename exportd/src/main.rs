@@ -10,9 +10,9 @@
 //! same path with a new epoch, and readers follow.
 
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,6 +20,7 @@ use clap::Parser;
 use perfabi::Semantics;
 use perfabi_exportd::follow::Room;
 use perfabi_exportd::sources::{self, Need};
+use perfabi_exportd::stop::Stop;
 use perfabi_exportd::{cpu, damon, host, lock, procfs};
 use perfabi_shm::writer::{Config, Health, Writer};
 
@@ -449,7 +450,10 @@ fn lock_path(path: &Path) -> Result<lock::PathLock, Fail> {
 struct Daemon {
     path: PathBuf,
     w: Arc<Writer>,
-    stop: Arc<AtomicBool>,
+    stop: Arc<Stop>,
+    /// Readable once SIGINT or SIGTERM came: the refresh loop sleeps in
+    /// `poll` on it until its next refresh.
+    signalled: UnixStream,
     sources: sources::Sources,
     refreshes: perfabi_shm::writer::InstanceId,
     refresh_us: perfabi_shm::writer::InstanceId,
@@ -469,11 +473,18 @@ impl Daemon {
         vmstat: &[String],
         default_iv: perfabi::damon::Intervals,
     ) -> Result<Daemon, Fail> {
-        let stop = Arc::new(AtomicBool::new(false));
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            signal_hook::flag::register(sig, stop.clone())
-                .map_err(|e| Fail::Runtime(format!("cannot handle signals: {e}")))?;
-        }
+        let stop = Arc::new(Stop::new());
+        let signals = || -> std::io::Result<UnixStream> {
+            let (signalled, wake) = UnixStream::pair()?;
+            for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+                // The flag for the DAMON thread, the wakeup for the loop.
+                signal_hook::flag::register(sig, stop.flag())?;
+                signal_hook::low_level::pipe::register(sig, wake.try_clone()?)?;
+            }
+            Ok(signalled)
+        };
+        let signalled =
+            signals().map_err(|e| Fail::Runtime(format!("cannot handle signals: {e}")))?;
         let w = Arc::new(Writer::create(&args.path, config).map_err(runtime)?);
         let refreshes = w
             .add("exportd.refreshes", "count", Semantics::Counter)
@@ -493,10 +504,10 @@ impl Daemon {
             let (w, stop) = (w.clone(), stop.clone());
             let (speed, repeat) = (args.replay_speed, !args.replay_once);
             std::thread::spawn(move || {
-                let done = || stop.load(Ordering::Relaxed);
+                let done = || stop.is_set();
                 let res = match source {
                     damon::Source::Replay(r) => {
-                        damon::replay::run(&w, &r, speed, repeat, &counters, &done).map(drop)
+                        damon::replay::run(&w, &r, speed, repeat, &counters, &stop).map(drop)
                     }
                     damon::Source::Tracepoint(mut t) => t.run(&w, &counters, default_iv, &done),
                     damon::Source::Sysfs(k) => k.run(&w, &counters, &done),
@@ -510,6 +521,7 @@ impl Daemon {
             path: args.path.clone(),
             w,
             stop,
+            signalled,
             sources,
             refreshes,
             refresh_us,
@@ -536,26 +548,53 @@ impl Daemon {
                 c.tick(self.done);
             }
             if !lock.still_held() {
-                self.stop.store(true, Ordering::Relaxed);
+                self.stop.set();
                 return Err(Fail::Runtime(format!(
                     "lock file {} was removed or replaced: stopping, so that two daemons never write one path",
                     lock.path().display()
                 )));
             }
             next += interval;
-            while !self.stopping() {
-                let now = Instant::now();
-                if now >= next {
-                    break;
-                }
-                std::thread::sleep((next - now).min(Duration::from_millis(50)));
-            }
+            self.sleep_until(next);
         }
+        // Wakes the DAMON thread's sleep, if any.
+        self.stop.set();
         Ok(())
     }
 
     fn stopping(&self) -> bool {
-        self.stop.load(Ordering::Relaxed)
+        self.stop.is_set()
+    }
+
+    /// Sleeps until `until`, or until SIGINT or SIGTERM: one wakeup per
+    /// refresh, not one every few milliseconds to look at the flag.
+    fn sleep_until(&self, until: Instant) {
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        while !self.stopping() {
+            let Some(left) = until
+                .checked_duration_since(Instant::now())
+                .filter(|d| !d.is_zero())
+            else {
+                return;
+            };
+            let timeout = Timespec {
+                tv_sec: left.as_secs().try_into().unwrap_or(i64::MAX),
+                tv_nsec: left.subsec_nanos().into(),
+            };
+            let mut fds = [PollFd::new(&self.signalled, PollFlags::IN)];
+            match poll(&mut fds, Some(&timeout)) {
+                // Only the signal handlers write the pipe (their flag is
+                // set already); set here too, so that no state of the
+                // socket can make this loop spin.
+                Ok(n) if n > 0 => {
+                    self.stop.set();
+                    return;
+                }
+                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                // Cannot happen on a socket of its own; never spin.
+                Err(_) => std::thread::sleep(left.min(Duration::from_millis(50))),
+            }
+        }
     }
 
     /// One refresh of the host statistics, timed and counted.
@@ -594,7 +633,7 @@ impl Daemon {
 
     /// Stops the DAMON source and closes the segment (marked closed).
     fn finish(self) -> Result<(), Fail> {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.set();
         if let Some(t) = self.damon_thread {
             let _ = t.join();
         }
