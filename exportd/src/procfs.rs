@@ -23,7 +23,6 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 /// The most lines a parser reads of one file; the rest is ignored. Far
@@ -41,13 +40,18 @@ pub const MAX_FILE_BYTES: usize = 64 << 20;
 
 /// One file read again at every refresh into the same buffer, so that
 /// after the first reads a refresh allocates nothing for it. The file
-/// stays open between reads (a `/proc` file is generated again when read
-/// from its start); if reading it fails, it is opened again once.
+/// stays open between reads and is read with `pread` from offset 0 (a
+/// `/proc` file is generated again when read from its start), with no
+/// seek: the text and one read that finds its end. If reading it fails,
+/// it is opened again once.
 #[derive(Debug)]
 pub struct ProcFile {
     path: PathBuf,
     file: Option<std::fs::File>,
+    /// Zeroed beyond `len` when grown; never shrinks.
     buf: Vec<u8>,
+    /// The bytes of the last read.
+    len: usize,
 }
 
 impl ProcFile {
@@ -57,6 +61,7 @@ impl ProcFile {
             path: path.into(),
             file: None,
             buf: Vec::new(),
+            len: 0,
         }
     }
 
@@ -66,17 +71,31 @@ impl ProcFile {
     }
 
     /// Reads the file from its start into the buffer: at most
-    /// [`MAX_FILE_BYTES`] + 1 bytes.
+    /// [`MAX_FILE_BYTES`] + 1 bytes. A `/proc` file longer than a page
+    /// comes in several reads (a seq_file gives one page at a time), so a
+    /// short read is not its end: only a read of 0 bytes is.
     fn fill(&mut self) -> std::io::Result<()> {
-        self.buf.clear();
-        let mut f = match self.file.take() {
+        use std::os::unix::fs::FileExt;
+        self.len = 0;
+        let f = match self.file.take() {
             Some(f) => f,
             None => std::fs::File::open(&self.path)?,
         };
-        f.seek(SeekFrom::Start(0))?;
-        (&mut f)
-            .take(MAX_FILE_BYTES as u64 + 1)
-            .read_to_end(&mut self.buf)?;
+        let limit = MAX_FILE_BYTES + 1;
+        while self.len < limit {
+            if self.len == self.buf.len() {
+                // Room for more than any read so far (once: then the
+                // buffer fits the file and the read of its end).
+                let grown = (2 * self.buf.len()).clamp(4096, limit);
+                self.buf.resize(grown, 0);
+            }
+            match f.read_at(&mut self.buf[self.len..], self.len as u64) {
+                Ok(0) => break,
+                Ok(n) => self.len += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
         self.file = Some(f);
         Ok(())
     }
@@ -98,14 +117,13 @@ impl ProcFile {
                 ));
             }
         }
-        if self.buf.len() > MAX_FILE_BYTES {
-            let end = self.buf[..MAX_FILE_BYTES]
+        if self.len > MAX_FILE_BYTES {
+            self.len = self.buf[..MAX_FILE_BYTES]
                 .iter()
                 .rposition(|&b| b == b'\n')
                 .map_or(0, |i| i + 1);
-            self.buf.truncate(end);
         }
-        Ok(String::from_utf8_lossy(&self.buf))
+        Ok(String::from_utf8_lossy(&self.buf[..self.len]))
     }
 }
 
@@ -696,5 +714,29 @@ Inter-|   Receive                                                |  Transmit\n\
         let e = gone.read().unwrap_err();
         assert!(e.to_string().contains(p.to_str().unwrap()), "{e}");
         assert_eq!(f.path(), p);
+    }
+
+    #[test]
+    fn proc_file_reads_long_files_whole_and_cuts_past_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        // Longer than a page and than the first buffer: read whole, again.
+        let text: String = (0..20_000).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(&p, &text).unwrap();
+        let mut f = ProcFile::new(&p);
+        for _ in 0..2 {
+            assert_eq!(f.read().unwrap(), text);
+        }
+        std::fs::write(&p, "short\n").unwrap();
+        assert_eq!(f.read().unwrap(), "short\n");
+        // Past MAX_FILE_BYTES (sparse: zeros, no newline after the first
+        // line): cut after the last whole line within the limit.
+        let file = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        file.set_len(MAX_FILE_BYTES as u64 + 4096).unwrap();
+        assert_eq!(f.read().unwrap(), "short\n");
+        // The real multi-page files of this machine parse as a whole.
+        let mut maps = ProcFile::new("/proc/self/maps");
+        let text = maps.read().unwrap().into_owned();
+        assert!(text.ends_with('\n') && text.lines().count() > 5, "{text}");
     }
 }
