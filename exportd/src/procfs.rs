@@ -123,7 +123,13 @@ impl ProcFile {
                 .rposition(|&b| b == b'\n')
                 .map_or(0, |i| i + 1);
         }
-        Ok(String::from_utf8_lossy(&self.buf[..self.len]))
+        let bytes = &self.buf[..self.len];
+        // std's from_utf8 checks long ASCII runs many bytes at a time; the
+        // lossy conversion goes byte by byte (ten times slower here).
+        Ok(match std::str::from_utf8(bytes) {
+            Ok(text) => Cow::Borrowed(text),
+            Err(_) => String::from_utf8_lossy(bytes),
+        })
     }
 }
 
@@ -204,9 +210,12 @@ impl<'a> CpuRow<'a> {
     /// whose number is the header's `i`th (see [`cpu_rows`]).
     pub fn counts(&self) -> impl Iterator<Item = u64> + 'a {
         // Every token here parsed when the row was read.
-        self.counts
-            .split_ascii_whitespace()
-            .map(|t| t.parse().unwrap_or(0))
+        let (text, mut pos) = (self.counts.as_bytes(), 0);
+        std::iter::from_fn(move || {
+            let (stop, v) = token(text, pos)?;
+            pos = stop;
+            Some(v.unwrap_or(0))
+        })
     }
 }
 
@@ -235,6 +244,49 @@ pub fn cpu_rows<'a>(text: &'a str, cpus: &mut Vec<usize>) -> impl Iterator<Item 
     it.filter_map(move |line| cpu_row(line, columns))
 }
 
+/// The token of `text` at or after `pos` (runs of ASCII whitespace
+/// separate tokens, as [`str::split_ascii_whitespace`] splits them): where
+/// it ends, and its value if it is a `u64` as `str::parse` reads one (an
+/// optional `+`, then decimal digits, no overflow); `None` past the last
+/// token. A per-CPU table of a large machine has hundreds of thousands of
+/// counts: the digits are summed without overflow checks (19 digits never
+/// overflow a `u64`; only a longer number is checked).
+fn token(text: &[u8], pos: usize) -> Option<(usize, Option<u64>)> {
+    let n = text.len();
+    let mut i = pos;
+    while i < n && text[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    if i >= n {
+        return None;
+    }
+    let digits = i + usize::from(text[i] == b'+');
+    let mut end = digits;
+    let mut value = 0u64;
+    while end < n {
+        let d = text[end].wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        value = value.wrapping_mul(10).wrapping_add(u64::from(d));
+        end += 1;
+    }
+    let number = end > digits && (end == n || text[end].is_ascii_whitespace());
+    if !number {
+        // Not a number: the token ends at the next whitespace.
+        while end < n && !text[end].is_ascii_whitespace() {
+            end += 1;
+        }
+        return Some((end, None));
+    }
+    if end - digits > 19 {
+        // Maybe too large (or leading zeros): as std reads it.
+        let t = std::str::from_utf8(&text[digits..end]).unwrap_or("x");
+        return Some((end, t.parse().ok()));
+    }
+    Some((end, Some(value)))
+}
+
 fn cpu_row(line: &str, max_columns: usize) -> Option<CpuRow<'_>> {
     let (label, rest) = line.split_once(':')?;
     let label = label.trim();
@@ -243,21 +295,12 @@ fn cpu_row(line: &str, max_columns: usize) -> Option<CpuRow<'_>> {
     }
     let mut columns = 0;
     let mut end = 0; // byte offset in `rest` after the last count
-    let mut pos = 0;
     while columns < max_columns {
-        let Some(start) = rest[pos..].find(|c: char| !c.is_ascii_whitespace()) else {
+        let Some((stop, Some(_))) = token(rest.as_bytes(), end) else {
             break;
         };
-        let start = pos + start;
-        let stop = rest[start..]
-            .find(|c: char| c.is_ascii_whitespace())
-            .map_or(rest.len(), |n| start + n);
-        if rest[start..stop].parse::<u64>().is_err() {
-            break;
-        }
         columns += 1;
         end = stop;
-        pos = stop;
     }
     Some(CpuRow {
         label,
@@ -501,6 +544,40 @@ mod tests {
         assert_eq!(rows[4].tail, "Local timer interrupts");
         // ERR and MIS: one machine-wide count, in the first column.
         assert_eq!((rows[6].columns, rows[6].counts().sum::<u64>()), (1, 7));
+    }
+
+    #[test]
+    fn a_token_is_a_number_exactly_when_str_parse_says_so() {
+        let tokens = [
+            "0",
+            "7",
+            "+5",
+            "+",
+            "-1",
+            "1000003",
+            "9999999999999999999",
+            "18446744073709551615",
+            "18446744073709551616",
+            "99999999999999999999999",
+            "00000000000000000000001",
+            "12a",
+            "a12",
+            "1.5",
+            "\u{663}",
+            "1\u{663}",
+            "++1",
+        ];
+        for t in tokens {
+            for (pad, rest) in [("", ""), ("  \t", " x"), ("\x0c", "\r\n")] {
+                let text = format!("{pad}{t}{rest}");
+                let (end, v) = token(text.as_bytes(), 0).unwrap();
+                assert_eq!(v, t.parse::<u64>().ok(), "{text:?}");
+                assert_eq!(end, pad.len() + t.len(), "{text:?}");
+            }
+        }
+        assert_eq!(token(b"   ", 0), None);
+        assert_eq!(token(b"", 0), None);
+        assert_eq!(token(b"1 2", 1), Some((3, Some(2))));
     }
 
     #[test]
