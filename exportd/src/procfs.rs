@@ -241,7 +241,28 @@ pub fn cpu_rows<'a>(text: &'a str, cpus: &mut Vec<usize>) -> impl Iterator<Item 
     let mut it = lines(text);
     cpu_columns(it.next().unwrap_or(""), cpus);
     let columns = cpus.len();
-    it.filter_map(move |line| cpu_row(line, columns))
+    it.filter_map(move |line| cpu_row(line, columns, |_| {}))
+}
+
+/// [`cpu_rows`] with each row's counts read once, in the same pass that
+/// finds where they end: `f` gets the row, the header's CPU numbers (the
+/// columns' CPUs) and the counts in column order. The exporter reads
+/// `/proc/interrupts` this way, hundreds of thousands of counts on a large
+/// machine, where [`CpuRow::counts`] would read each a second time.
+pub fn for_each_cpu_row<'a>(
+    text: &'a str,
+    cpus: &mut Vec<usize>,
+    counts: &mut Vec<u64>,
+    mut f: impl FnMut(CpuRow<'a>, &[usize], &[u64]),
+) {
+    let mut it = lines(text);
+    cpu_columns(it.next().unwrap_or(""), cpus);
+    for line in it {
+        counts.clear();
+        if let Some(row) = cpu_row(line, cpus.len(), |v| counts.push(v)) {
+            f(row, cpus, counts);
+        }
+    }
 }
 
 /// The token of `text` at or after `pos` (runs of ASCII whitespace
@@ -287,7 +308,9 @@ fn token(text: &[u8], pos: usize) -> Option<(usize, Option<u64>)> {
     Some((end, Some(value)))
 }
 
-fn cpu_row(line: &str, max_columns: usize) -> Option<CpuRow<'_>> {
+/// One row of a per-CPU table, each count also given to `count`.
+#[inline(always)]
+fn cpu_row(line: &str, max_columns: usize, mut count: impl FnMut(u64)) -> Option<CpuRow<'_>> {
     let (label, rest) = line.split_once(':')?;
     let label = label.trim();
     if label.is_empty() || label.contains(|c: char| c.is_ascii_whitespace()) {
@@ -296,9 +319,10 @@ fn cpu_row(line: &str, max_columns: usize) -> Option<CpuRow<'_>> {
     let mut columns = 0;
     let mut end = 0; // byte offset in `rest` after the last count
     while columns < max_columns {
-        let Some((stop, Some(_))) = token(rest.as_bytes(), end) else {
+        let Some((stop, Some(v))) = token(rest.as_bytes(), end) else {
             break;
         };
+        count(v);
         columns += 1;
         end = stop;
     }
