@@ -176,27 +176,33 @@ fn the_daemon_prints_its_cpu_use() {
         .lines()
         .filter_map(|l| l.strip_prefix("perfabi-exportd: used "))
         .collect();
-    assert!(used.len() >= 3, "{log}");
+    assert!(used.len() >= 2, "{log}");
     let (last, periodic) = used.split_last().unwrap();
-    // Each stretch ends with the first refresh at least 0.2 s after its
-    // start: 0.2 or 0.3 s at --interval 0.1.
-    for l in periodic {
-        assert!(l.contains("% of a core over the last 0."), "{l}");
-        assert!(l.contains(" s (utime "), "{l}");
-    }
-    // The whole run: a percentage, the wall time since start, both times
-    // and the refreshes.
+    // A percentage, the wall time, both times and the refreshes.
     let re = |l: &str| -> Option<(f64, f64, u64)> {
         let (pct, rest) = l.split_once("% of a core over ")?;
+        let rest = rest.strip_prefix("the last ").unwrap_or(rest);
         let (wall, rest) = rest.split_once(" s (utime ")?;
         let (_, rest) = rest.split_once(" s, stime ")?;
         let (_, rest) = rest.split_once(" s, ")?;
-        let n = rest.strip_suffix(" refreshes)")?;
+        let n = rest
+            .strip_suffix(" refreshes)")
+            .or_else(|| rest.strip_suffix(" refresh)"))?;
         Some((pct.parse().ok()?, wall.parse().ok()?, n.parse().ok()?))
     };
+    // Each stretch ends with the first refresh at least 0.2 s after its
+    // start: 0.2 or 0.3 s at --interval 0.1, longer only if the daemon
+    // was kept off the CPU.
+    for l in periodic {
+        assert!(l.contains("% of a core over the last "), "{l}");
+        let (pct, wall, n) = re(l).unwrap_or_else(|| panic!("{l}"));
+        assert!((0.0..=200.0).contains(&pct) && wall >= 0.2 && n >= 1, "{l}");
+    }
+    // The whole run, since the daemon started.
+    assert!(!last.contains("over the last"), "{last}");
     let (pct, wall, n) = re(last).unwrap_or_else(|| panic!("{last}"));
     assert!((0.0..=200.0).contains(&pct), "{last}");
-    assert!((0.6..5.0).contains(&wall), "{last}");
+    assert!((0.6..30.0).contains(&wall), "{last}");
     assert!(n >= 5, "{last}");
     assert!(
         log.find("used ").unwrap() < log.find("marked closed").unwrap(),
