@@ -39,6 +39,8 @@ pub struct HostSource {
     /// Per-CPU times of the last `/proc/stat`, by CPU.
     times: Vec<[u64; 10]>,
     cpus: Vec<usize>,
+    /// One softirq row's counts in column order (reused).
+    counts: Vec<u64>,
     values: Vec<u64>,
 }
 
@@ -160,6 +162,7 @@ impl HostSource {
             vm,
             times: vec![[0; 10]; nr_cpus],
             cpus: Vec::new(),
+            counts: Vec::new(),
             values: vec![0; nr_cpus],
         })
     }
@@ -186,22 +189,27 @@ impl HostSource {
             let _ = w.publish_member_per_cpu(id, &self.values);
         }
         let sirq = self.softirqs.read()?;
-        for row in procfs::cpu_rows(&sirq, &mut self.cpus) {
-            let Some((_, id)) = self
-                .softirq
-                .iter()
-                .find(|(n, _)| n.eq_ignore_ascii_case(row.label))
-            else {
-                continue;
-            };
-            self.values.fill(0);
-            for (&cpu, v) in self.cpus.iter().zip(row.counts()) {
-                if let Some(slot) = self.values.get_mut(cpu) {
-                    *slot = v;
+        let (softirq, values) = (&self.softirq, &mut self.values);
+        procfs::for_each_cpu_row(
+            &sirq,
+            &mut self.cpus,
+            &mut self.counts,
+            |row, cpus, counts| {
+                let Some((_, id)) = softirq
+                    .iter()
+                    .find(|(n, _)| n.eq_ignore_ascii_case(row.label))
+                else {
+                    return;
+                };
+                values.fill(0);
+                for (&cpu, &v) in cpus.iter().zip(counts) {
+                    if let Some(slot) = values.get_mut(cpu) {
+                        *slot = v;
+                    }
                 }
-            }
-            let _ = w.publish_member_per_cpu(id, &self.values);
-        }
+                let _ = w.publish_member_per_cpu(id, values);
+            },
+        );
         let vm = self.vmstat.read()?;
         for (name, v) in procfs::vmstat_values(&vm) {
             if let Some(id) = self.vm.get(name) {

@@ -117,6 +117,8 @@ pub struct InterruptSource {
     count: Follow,
     other: Follow,
     cpus: Vec<usize>,
+    /// One row's counts in column order (reused).
+    counts: Vec<u64>,
     values: Vec<u64>,
     names: IrqNames,
 }
@@ -150,6 +152,7 @@ impl InterruptSource {
             count: Follow::new("irq", vec![count]),
             other: Follow::new("interrupt kind", vec![other]),
             cpus: Vec::new(),
+            counts: Vec::new(),
             values: vec![0; w.layout().nr_cpus],
             names: IrqNames {
                 sys: paths.sys.clone(),
@@ -167,30 +170,37 @@ impl InterruptSource {
         let text = self.file.read()?;
         self.count.begin();
         self.other.begin();
-        for row in procfs::cpu_rows(&text, &mut self.cpus) {
-            let (follow, instance) = match row.irq() {
-                Some(irq) => (&mut self.count, self.names.get(irq, row.tail)),
-                None => (&mut self.other, row.label),
-            };
-            // An offline CPU has no column: it keeps the count it had (the
-            // kernel keeps it too), so no total goes back while it is off.
-            match follow.last(instance) {
-                Some(last) if last.len() == self.values.len() => self.values.copy_from_slice(last),
-                _ => self.values.fill(0),
-            }
-            for (&cpu, v) in self.cpus.iter().zip(row.counts()) {
-                if let Some(slot) = self.values.get_mut(cpu) {
-                    *slot = v;
+        let (count, other, names, values) = (
+            &mut self.count,
+            &mut self.other,
+            &mut self.names,
+            &mut self.values,
+        );
+        procfs::for_each_cpu_row(
+            &text,
+            &mut self.cpus,
+            &mut self.counts,
+            |row, cpus, counts| {
+                let (follow, instance) = match row.irq() {
+                    Some(irq) => (&mut *count, names.get(irq, row.tail)),
+                    None => (&mut *other, row.label),
+                };
+                // An offline CPU has no column: it keeps the count it had (the
+                // kernel keeps it too), so no total goes back while it is off.
+                match follow.last(instance) {
+                    Some(last) if last.len() == values.len() => values.copy_from_slice(last),
+                    _ => values.fill(0),
                 }
-            }
-            for m in follow
-                .see(w, room, instance, &self.values)
-                .into_iter()
-                .flatten()
-            {
-                let _ = w.publish_member_per_cpu(m, &self.values);
-            }
-        }
+                for (&cpu, &v) in cpus.iter().zip(counts) {
+                    if let Some(slot) = values.get_mut(cpu) {
+                        *slot = v;
+                    }
+                }
+                for m in follow.see(w, room, instance, values).into_iter().flatten() {
+                    let _ = w.publish_member_per_cpu(m, values);
+                }
+            },
+        );
         self.count.end(w, room);
         self.other.end(w, room);
         self.names.end();

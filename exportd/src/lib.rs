@@ -11,11 +11,14 @@
 //! * [`follow`]: instances that come and go with the devices;
 //! * [`damon`]: the DAMON sources (tracepoint, sysfs, replay of a record)
 //!   and the exporter's own counters of what it published;
-//! * [`lock`]: one daemon per segment path.
+//! * [`lock`]: one daemon per segment path;
+//! * [`cpu`]: the daemon's own CPU use, from `/proc/self/stat`;
+//! * [`stop`]: the stop flag, and sleeps that end when it is set.
 #![forbid(unsafe_code)]
 #![cfg(target_os = "linux")]
 
 pub mod catalog;
+pub mod cpu;
 pub mod damon;
 pub mod disks;
 pub mod follow;
@@ -28,3 +31,4 @@ pub mod pressure;
 pub mod proc_source;
 pub mod procfs;
 pub mod sources;
+pub mod stop;

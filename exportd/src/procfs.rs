@@ -23,7 +23,6 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 /// The most lines a parser reads of one file; the rest is ignored. Far
@@ -41,13 +40,18 @@ pub const MAX_FILE_BYTES: usize = 64 << 20;
 
 /// One file read again at every refresh into the same buffer, so that
 /// after the first reads a refresh allocates nothing for it. The file
-/// stays open between reads (a `/proc` file is generated again when read
-/// from its start); if reading it fails, it is opened again once.
+/// stays open between reads and is read with `pread` from offset 0 (a
+/// `/proc` file is generated again when read from its start), with no
+/// seek: the text and one read that finds its end. If reading it fails,
+/// it is opened again once.
 #[derive(Debug)]
 pub struct ProcFile {
     path: PathBuf,
     file: Option<std::fs::File>,
+    /// Zeroed beyond `len` when grown; never shrinks.
     buf: Vec<u8>,
+    /// The bytes of the last read.
+    len: usize,
 }
 
 impl ProcFile {
@@ -57,6 +61,7 @@ impl ProcFile {
             path: path.into(),
             file: None,
             buf: Vec::new(),
+            len: 0,
         }
     }
 
@@ -66,17 +71,31 @@ impl ProcFile {
     }
 
     /// Reads the file from its start into the buffer: at most
-    /// [`MAX_FILE_BYTES`] + 1 bytes.
+    /// [`MAX_FILE_BYTES`] + 1 bytes. A `/proc` file longer than a page
+    /// comes in several reads (a seq_file gives one page at a time), so a
+    /// short read is not its end: only a read of 0 bytes is.
     fn fill(&mut self) -> std::io::Result<()> {
-        self.buf.clear();
-        let mut f = match self.file.take() {
+        use std::os::unix::fs::FileExt;
+        self.len = 0;
+        let f = match self.file.take() {
             Some(f) => f,
             None => std::fs::File::open(&self.path)?,
         };
-        f.seek(SeekFrom::Start(0))?;
-        (&mut f)
-            .take(MAX_FILE_BYTES as u64 + 1)
-            .read_to_end(&mut self.buf)?;
+        let limit = MAX_FILE_BYTES + 1;
+        while self.len < limit {
+            if self.len == self.buf.len() {
+                // Room for more than any read so far (once: then the
+                // buffer fits the file and the read of its end).
+                let grown = (2 * self.buf.len()).clamp(4096, limit);
+                self.buf.resize(grown, 0);
+            }
+            match f.read_at(&mut self.buf[self.len..], self.len as u64) {
+                Ok(0) => break,
+                Ok(n) => self.len += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
         self.file = Some(f);
         Ok(())
     }
@@ -98,14 +117,19 @@ impl ProcFile {
                 ));
             }
         }
-        if self.buf.len() > MAX_FILE_BYTES {
-            let end = self.buf[..MAX_FILE_BYTES]
+        if self.len > MAX_FILE_BYTES {
+            self.len = self.buf[..MAX_FILE_BYTES]
                 .iter()
                 .rposition(|&b| b == b'\n')
                 .map_or(0, |i| i + 1);
-            self.buf.truncate(end);
         }
-        Ok(String::from_utf8_lossy(&self.buf))
+        let bytes = &self.buf[..self.len];
+        // std's from_utf8 checks long ASCII runs many bytes at a time; the
+        // lossy conversion goes byte by byte (ten times slower here).
+        Ok(match std::str::from_utf8(bytes) {
+            Ok(text) => Cow::Borrowed(text),
+            Err(_) => String::from_utf8_lossy(bytes),
+        })
     }
 }
 
@@ -186,9 +210,12 @@ impl<'a> CpuRow<'a> {
     /// whose number is the header's `i`th (see [`cpu_rows`]).
     pub fn counts(&self) -> impl Iterator<Item = u64> + 'a {
         // Every token here parsed when the row was read.
-        self.counts
-            .split_ascii_whitespace()
-            .map(|t| t.parse().unwrap_or(0))
+        let (text, mut pos) = (self.counts.as_bytes(), 0);
+        std::iter::from_fn(move || {
+            let (stop, v) = token(text, pos)?;
+            pos = stop;
+            Some(v.unwrap_or(0))
+        })
     }
 }
 
@@ -214,10 +241,76 @@ pub fn cpu_rows<'a>(text: &'a str, cpus: &mut Vec<usize>) -> impl Iterator<Item 
     let mut it = lines(text);
     cpu_columns(it.next().unwrap_or(""), cpus);
     let columns = cpus.len();
-    it.filter_map(move |line| cpu_row(line, columns))
+    it.filter_map(move |line| cpu_row(line, columns, |_| {}))
 }
 
-fn cpu_row(line: &str, max_columns: usize) -> Option<CpuRow<'_>> {
+/// [`cpu_rows`] with each row's counts read once, in the same pass that
+/// finds where they end: `f` gets the row, the header's CPU numbers (the
+/// columns' CPUs) and the counts in column order. The exporter reads
+/// `/proc/interrupts` this way, hundreds of thousands of counts on a large
+/// machine, where [`CpuRow::counts`] would read each a second time.
+pub fn for_each_cpu_row<'a>(
+    text: &'a str,
+    cpus: &mut Vec<usize>,
+    counts: &mut Vec<u64>,
+    mut f: impl FnMut(CpuRow<'a>, &[usize], &[u64]),
+) {
+    let mut it = lines(text);
+    cpu_columns(it.next().unwrap_or(""), cpus);
+    for line in it {
+        counts.clear();
+        if let Some(row) = cpu_row(line, cpus.len(), |v| counts.push(v)) {
+            f(row, cpus, counts);
+        }
+    }
+}
+
+/// The token of `text` at or after `pos` (runs of ASCII whitespace
+/// separate tokens, as [`str::split_ascii_whitespace`] splits them): where
+/// it ends, and its value if it is a `u64` as `str::parse` reads one (an
+/// optional `+`, then decimal digits, no overflow); `None` past the last
+/// token. A per-CPU table of a large machine has hundreds of thousands of
+/// counts: the digits are summed without overflow checks (19 digits never
+/// overflow a `u64`; only a longer number is checked).
+fn token(text: &[u8], pos: usize) -> Option<(usize, Option<u64>)> {
+    let n = text.len();
+    let mut i = pos;
+    while i < n && text[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    if i >= n {
+        return None;
+    }
+    let digits = i + usize::from(text[i] == b'+');
+    let mut end = digits;
+    let mut value = 0u64;
+    while end < n {
+        let d = text[end].wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        value = value.wrapping_mul(10).wrapping_add(u64::from(d));
+        end += 1;
+    }
+    let number = end > digits && (end == n || text[end].is_ascii_whitespace());
+    if !number {
+        // Not a number: the token ends at the next whitespace.
+        while end < n && !text[end].is_ascii_whitespace() {
+            end += 1;
+        }
+        return Some((end, None));
+    }
+    if end - digits > 19 {
+        // Maybe too large (or leading zeros): as std reads it.
+        let t = std::str::from_utf8(&text[digits..end]).unwrap_or("x");
+        return Some((end, t.parse().ok()));
+    }
+    Some((end, Some(value)))
+}
+
+/// One row of a per-CPU table, each count also given to `count`.
+#[inline(always)]
+fn cpu_row(line: &str, max_columns: usize, mut count: impl FnMut(u64)) -> Option<CpuRow<'_>> {
     let (label, rest) = line.split_once(':')?;
     let label = label.trim();
     if label.is_empty() || label.contains(|c: char| c.is_ascii_whitespace()) {
@@ -225,21 +318,13 @@ fn cpu_row(line: &str, max_columns: usize) -> Option<CpuRow<'_>> {
     }
     let mut columns = 0;
     let mut end = 0; // byte offset in `rest` after the last count
-    let mut pos = 0;
     while columns < max_columns {
-        let Some(start) = rest[pos..].find(|c: char| !c.is_ascii_whitespace()) else {
+        let Some((stop, Some(v))) = token(rest.as_bytes(), end) else {
             break;
         };
-        let start = pos + start;
-        let stop = rest[start..]
-            .find(|c: char| c.is_ascii_whitespace())
-            .map_or(rest.len(), |n| start + n);
-        if rest[start..stop].parse::<u64>().is_err() {
-            break;
-        }
+        count(v);
         columns += 1;
         end = stop;
-        pos = stop;
     }
     Some(CpuRow {
         label,
@@ -486,6 +571,40 @@ mod tests {
     }
 
     #[test]
+    fn a_token_is_a_number_exactly_when_str_parse_says_so() {
+        let tokens = [
+            "0",
+            "7",
+            "+5",
+            "+",
+            "-1",
+            "1000003",
+            "9999999999999999999",
+            "18446744073709551615",
+            "18446744073709551616",
+            "99999999999999999999999",
+            "00000000000000000000001",
+            "12a",
+            "a12",
+            "1.5",
+            "\u{663}",
+            "1\u{663}",
+            "++1",
+        ];
+        for t in tokens {
+            for (pad, rest) in [("", ""), ("  \t", " x"), ("\x0c", "\r\n")] {
+                let text = format!("{pad}{t}{rest}");
+                let (end, v) = token(text.as_bytes(), 0).unwrap();
+                assert_eq!(v, t.parse::<u64>().ok(), "{text:?}");
+                assert_eq!(end, pad.len() + t.len(), "{text:?}");
+            }
+        }
+        assert_eq!(token(b"   ", 0), None);
+        assert_eq!(token(b"", 0), None);
+        assert_eq!(token(b"1 2", 1), Some((3, Some(2))));
+    }
+
+    #[test]
     fn interrupts_survive_hostile_rows() {
         let mut cpus = Vec::new();
         let text = "CPU0 CPU1\n\
@@ -696,5 +815,29 @@ Inter-|   Receive                                                |  Transmit\n\
         let e = gone.read().unwrap_err();
         assert!(e.to_string().contains(p.to_str().unwrap()), "{e}");
         assert_eq!(f.path(), p);
+    }
+
+    #[test]
+    fn proc_file_reads_long_files_whole_and_cuts_past_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        // Longer than a page and than the first buffer: read whole, again.
+        let text: String = (0..20_000).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(&p, &text).unwrap();
+        let mut f = ProcFile::new(&p);
+        for _ in 0..2 {
+            assert_eq!(f.read().unwrap(), text);
+        }
+        std::fs::write(&p, "short\n").unwrap();
+        assert_eq!(f.read().unwrap(), "short\n");
+        // Past MAX_FILE_BYTES (sparse: zeros, no newline after the first
+        // line): cut after the last whole line within the limit.
+        let file = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        file.set_len(MAX_FILE_BYTES as u64 + 4096).unwrap();
+        assert_eq!(f.read().unwrap(), "short\n");
+        // The real multi-page files of this machine parse as a whole.
+        let mut maps = ProcFile::new("/proc/self/maps");
+        let text = maps.read().unwrap().into_owned();
+        assert!(text.ends_with('\n') && text.lines().count() > 5, "{text}");
     }
 }

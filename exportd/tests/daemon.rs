@@ -161,6 +161,58 @@ fn one_daemon_per_path_and_bad_configuration_creates_nothing() {
     assert!(!fresh.exists());
 }
 
+/// At stop, and every `--cpu-report`, one line of the daemon's own CPU use
+/// from /proc/self/stat.
+#[test]
+fn the_daemon_prints_its_cpu_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let child = start(&path, &["--cpu-report", "0.2"]);
+    std::thread::sleep(Duration::from_millis(700));
+    let out = stop(child);
+    assert!(out.status.success());
+    let log = String::from_utf8_lossy(&out.stderr);
+    let used: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.strip_prefix("perfabi-exportd: used "))
+        .collect();
+    assert!(used.len() >= 2, "{log}");
+    let (last, periodic) = used.split_last().unwrap();
+    // A percentage, the wall time, both times and the refreshes.
+    let re = |l: &str| -> Option<(f64, f64, u64)> {
+        let (pct, rest) = l.split_once("% of a core over ")?;
+        let rest = rest.strip_prefix("the last ").unwrap_or(rest);
+        let (wall, rest) = rest.split_once(" s (utime ")?;
+        let (_, rest) = rest.split_once(" s, stime ")?;
+        let (_, rest) = rest.split_once(" s, ")?;
+        let n = rest
+            .strip_suffix(" refreshes)")
+            .or_else(|| rest.strip_suffix(" refresh)"))?;
+        Some((pct.parse().ok()?, wall.parse().ok()?, n.parse().ok()?))
+    };
+    // Each stretch ends with the first refresh at least 0.2 s after its
+    // start: 0.2 or 0.3 s at --interval 0.1, longer only if the daemon
+    // was kept off the CPU.
+    for l in periodic {
+        assert!(l.contains("% of a core over the last "), "{l}");
+        let (pct, wall, n) = re(l).unwrap_or_else(|| panic!("{l}"));
+        assert!((0.0..=200.0).contains(&pct) && wall >= 0.2 && n >= 1, "{l}");
+    }
+    // The whole run, since the daemon started.
+    assert!(!last.contains("over the last"), "{last}");
+    let (pct, wall, n) = re(last).unwrap_or_else(|| panic!("{last}"));
+    assert!((0.0..=200.0).contains(&pct), "{last}");
+    assert!((0.6..30.0).contains(&wall), "{last}");
+    assert!(n >= 5, "{last}");
+    assert!(
+        log.find("used ").unwrap() < log.find("marked closed").unwrap(),
+        "{log}"
+    );
+    let bad = run(&["--path", path.to_str().unwrap(), "--cpu-report", "0"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--cpu-report 0 must be between"));
+}
+
 #[test]
 fn sigterm_closes_and_a_restart_is_followed_by_readers() {
     let dir = tempfile::tempdir().unwrap();

@@ -8,15 +8,19 @@ use std::time::{Duration, Instant};
 use perfabi_record::damon::Record;
 use perfabi_shm::writer::Writer;
 
+use crate::stop::Stop;
+
 /// Publishes `record` into `w` at its recorded cadence divided by `speed`,
-/// once or forever, until `stop` says so. Returns the number published.
+/// once or forever, until `stop` is set. Between two aggregations it
+/// sleeps until the next is due (or `stop` is set). Returns the number
+/// published.
 pub fn run(
     w: &Writer,
     record: &Record,
     speed: f64,
     repeat: bool,
     counters: &super::DamonCounters,
-    stop: &dyn Fn() -> bool,
+    stop: &Stop,
 ) -> Result<u64, String> {
     let last = record.aggregations.last();
     let span = last.map_or(0, |(at_ns, a)| {
@@ -28,20 +32,15 @@ pub fn run(
         for (at_ns, a) in &record.aggregations {
             let at = round.saturating_mul(span).saturating_add(*at_ns);
             let due = Duration::from_nanos((at as f64 / speed) as u64);
-            while start.elapsed() < due {
-                if stop() {
-                    return Ok(published);
-                }
-                // Time moves on between the test and here: saturate.
-                std::thread::sleep(
-                    due.saturating_sub(start.elapsed())
-                        .min(Duration::from_millis(50)),
-                );
+            // Time moves on between the test and here: saturate.
+            let left = due.saturating_sub(start.elapsed());
+            if stop.sleep(left) {
+                return Ok(published);
             }
             counters.publish(w, a);
             published += 1;
         }
-        if !repeat || record.aggregations.is_empty() || stop() {
+        if !repeat || record.aggregations.is_empty() || stop.is_set() {
             break;
         }
     }
