@@ -270,46 +270,63 @@ impl Engine {
         Ok(())
     }
 
-    /// Stores `records` in the next slots of the current CPU's DAMON ring
-    /// and advances the ring's `damon_next`: each batch of up to 32 records
+    /// Stores `n` records, record `i` being `record(i)`, in the next slots
+    /// of the current CPU's DAMON ring and advances the ring's
+    /// `damon_next`. With rseq, each batch of up to [`MAX_BATCH`] records
     /// is one update that readers see whole (if the thread migrates, later
-    /// batches go to another CPU's ring, which readers handle).
+    /// batches go to another CPU's ring, which readers handle); with the
+    /// lock method all `n` are one update.
+    ///
+    /// Records are encoded as they are stored (rseq: a batch at a time into
+    /// a buffer on the stack), never all at once: a publication of
+    /// thousands of regions must not first write, then read back, a copy
+    /// of all its records.
     pub(crate) fn write_records(
         &self,
         words: &[AtomicU64],
         layout: &Layout,
-        records: &[[u64; DAMON_RECORD_WORDS]],
+        n: usize,
+        record: impl Fn(usize) -> [u64; DAMON_RECORD_WORDS],
     ) -> Result<(), Error> {
-        let cap = layout.damon_capacity as u64;
+        let cap = layout.damon_capacity;
         #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
         if self.method == Method::Rseq {
+            let mut batch = [[0u64; DAMON_RECORD_WORDS]; MAX_BATCH];
+            // Records `staged..staged + staged_len` are in `batch`.
+            let (mut staged, mut staged_len) = (0, 0);
             let mut done = 0;
-            while done < records.len() {
+            while done < n {
+                if staged != done || staged_len == 0 {
+                    staged = done;
+                    staged_len = (n - done).min(MAX_BATCH);
+                    for (i, b) in batch[..staged_len].iter_mut().enumerate() {
+                        *b = record(done + i);
+                    }
+                }
                 let mut chunk = 0;
                 self.run_rseq(words, layout, |area, cpu| {
                     let block = layout.cpu_block_word(cpu as usize);
                     let next_raw = words[block + CPU_DAMON_NEXT_WORD].load(Ordering::Relaxed);
-                    let next = next_raw % cap;
+                    let next = (next_raw % cap as u64) as usize;
                     // Contiguous slots only: stop at the end of the ring.
-                    chunk = (records.len() - done)
-                        .min(MAX_BATCH)
-                        .min((cap - next) as usize);
+                    chunk = staged_len.min(cap - next);
+                    let after = if next + chunk == cap { 0 } else { next + chunk };
                     let args = rseq::CopyArgs {
                         base: words[block].as_ptr(),
                         journal: self.per_cpu[cpu as usize].journal.get(),
-                        src: records[done..done + chunk].as_ptr() as *const u64,
+                        src: batch.as_ptr() as *const u64,
                         n: (chunk * DAMON_RECORD_WORDS) as u64,
-                        dst_off: (layout.damon_offset + next as usize * DAMON_RECORD_WORDS * 8)
-                            as u64,
+                        dst_off: (layout.damon_offset + next * DAMON_RECORD_WORDS * 8) as u64,
                         guard_off: (CPU_DAMON_NEXT_WORD * 8) as u64,
                         guard_val: next_raw,
-                        guard_new: (next + chunk as u64) % cap,
+                        guard_new: after as u64,
                     };
                     // SAFETY: `cpu < nr_cpus` (rseq was chosen only if blocks
                     // cover every possible CPU); the range holds `chunk`
                     // whole ring slots from `next`, inside the ring of the
-                    // block; `src` holds `chunk` records; `n <= 256 =
-                    // JOURNAL_WORDS`; the journal is CPU `cpu`'s.
+                    // block; `src` holds `chunk <= MAX_BATCH` records; `n <=
+                    // MAX_BATCH * 8 <= JOURNAL_WORDS`; the journal is CPU
+                    // `cpu`'s.
                     unsafe { rseq::copy(area, cpu, &args) }
                 })?;
                 done += chunk;
@@ -318,14 +335,23 @@ impl Engine {
         }
         self.locked(words, layout, |block| {
             let ring = block + layout.damon_offset / 8;
-            for r in records {
-                let next = words[block + CPU_DAMON_NEXT_WORD].load(Ordering::Relaxed) % cap;
-                let slot = ring + next as usize * DAMON_RECORD_WORDS;
-                for (w, &v) in words[slot..slot + DAMON_RECORD_WORDS].iter().zip(r) {
-                    w.store(v, Ordering::Relaxed);
+            let next_word = &words[block + CPU_DAMON_NEXT_WORD];
+            let mut next = (next_word.load(Ordering::Relaxed) % cap as u64) as usize;
+            let mut done = 0;
+            while done < n {
+                // Contiguous slots up to the end of the ring, then from 0.
+                let chunk = (n - done).min(cap - next);
+                let slots =
+                    &words[ring + next * DAMON_RECORD_WORDS..][..chunk * DAMON_RECORD_WORDS];
+                for (i, slot) in slots.chunks_exact(DAMON_RECORD_WORDS).enumerate() {
+                    for (w, v) in slot.iter().zip(record(done + i)) {
+                        w.store(v, Ordering::Relaxed);
+                    }
                 }
-                words[block + CPU_DAMON_NEXT_WORD].store((next + 1) % cap, Ordering::Relaxed);
+                done += chunk;
+                next = if next + chunk == cap { 0 } else { next + chunk };
             }
+            next_word.store(next as u64, Ordering::Relaxed);
         });
         Ok(())
     }

@@ -202,6 +202,87 @@ macro_rules! undo_pass {
     };
 }
 
+/// Moves the 8 words at `[src + {t}*8]` (one DAMON record, one cache line)
+/// to `[dst + {t}*8]`, one 8-byte load and one 8-byte store each, through
+/// `{v}`: the record loops of [`copy`] step a record at a time rather than
+/// a word at a time (a loop of one word per turn spent more on its own
+/// counting and branching than on the words).
+macro_rules! move_record {
+    ($dst:literal, $src:literal) => {
+        concat!(
+            "mov {v}, qword ptr [",
+            $src,
+            " + {t}*8]\n",
+            "mov qword ptr [",
+            $dst,
+            " + {t}*8], {v}\n",
+            "mov {v}, qword ptr [",
+            $src,
+            " + {t}*8 + 8]\n",
+            "mov qword ptr [",
+            $dst,
+            " + {t}*8 + 8], {v}\n",
+            "mov {v}, qword ptr [",
+            $src,
+            " + {t}*8 + 16]\n",
+            "mov qword ptr [",
+            $dst,
+            " + {t}*8 + 16], {v}\n",
+            "mov {v}, qword ptr [",
+            $src,
+            " + {t}*8 + 24]\n",
+            "mov qword ptr [",
+            $dst,
+            " + {t}*8 + 24], {v}\n",
+            "mov {v}, qword ptr [",
+            $src,
+            " + {t}*8 + 32]\n",
+            "mov qword ptr [",
+            $dst,
+            " + {t}*8 + 32], {v}\n",
+            "mov {v}, qword ptr [",
+            $src,
+            " + {t}*8 + 40]\n",
+            "mov qword ptr [",
+            $dst,
+            " + {t}*8 + 40], {v}\n",
+            "mov {v}, qword ptr [",
+            $src,
+            " + {t}*8 + 48]\n",
+            "mov qword ptr [",
+            $dst,
+            " + {t}*8 + 48], {v}\n",
+            "mov {v}, qword ptr [",
+            $src,
+            " + {t}*8 + 56]\n",
+            "mov qword ptr [",
+            $dst,
+            " + {t}*8 + 56], {v}\n",
+        )
+    };
+}
+
+/// Saves the record at `[{a} + {t}*8]` (8 words, one cache line) in the
+/// journal's `old[{t}..{t} + 8]` with 16-byte moves through `xmm0..xmm3`.
+/// Wide moves are sound here: the loads read the block of the CPU the
+/// section runs on, which nobody else writes, and the stores go to the
+/// process-private journal; the shared words themselves are only ever
+/// stored 8 bytes at a time (by [`move_record`] and the undo pass).
+macro_rules! journal_record {
+    () => {
+        concat!(
+            "movups xmm0, xmmword ptr [{a} + {t}*8]\n",
+            "movups xmm1, xmmword ptr [{a} + {t}*8 + 16]\n",
+            "movups xmm2, xmmword ptr [{a} + {t}*8 + 32]\n",
+            "movups xmm3, xmmword ptr [{a} + {t}*8 + 48]\n",
+            "movups xmmword ptr [{j} + {old} + {t}*8], xmm0\n",
+            "movups xmmword ptr [{j} + {old} + {t}*8 + 16], xmm1\n",
+            "movups xmmword ptr [{j} + {old} + {t}*8 + 32], xmm2\n",
+            "movups xmmword ptr [{j} + {old} + {t}*8 + 48], xmm3\n",
+        )
+    };
+}
+
 /// One word of a multi-word update: byte offset in the block, and the delta
 /// to add to it.
 #[repr(C)]
@@ -405,7 +486,8 @@ pub(crate) struct CopyArgs {
     pub(crate) journal: *mut Journal,
     /// The words to copy.
     pub(crate) src: *const u64,
-    /// How many, at most [`JOURNAL_WORDS`].
+    /// How many: whole records (a multiple of 8), at most
+    /// [`JOURNAL_WORDS`].
     pub(crate) n: u64,
     /// Byte offset in the block of the first destination word.
     pub(crate) dst_off: u64,
@@ -459,8 +541,9 @@ const _: () = {
     assert!(offset_of!(CopyArgs, guard_new) == 56);
 };
 
-/// Copies `n` words to a contiguous range of CPU `cpu`'s block as one
-/// update behind the sequence word (DAMON records into the ring), and
+/// Copies `n` words (whole 8-word DAMON records) to a contiguous range of
+/// CPU `cpu`'s block as one update behind the sequence word (records into
+/// the ring), and
 /// advances the guard word. The old words are journaled as one contiguous
 /// range. The guard word is not journaled: it only says where the next
 /// records go, and an aborted copy that advanced it merely skips slots that
@@ -470,9 +553,11 @@ const _: () = {
 ///
 /// As for [`multi`]; `args` points at valid arguments: `base` is the block,
 /// `journal` the CPU's journal, `[dst_off, dst_off + 8n)` and `guard_off`
-/// lie inside the block, `src` holds `n` words, and `n <= JOURNAL_WORDS`.
+/// lie inside the block, `src` holds `n` words, `n` is a multiple of 8 and
+/// `n <= JOURNAL_WORDS`.
 #[inline]
 pub(crate) unsafe fn copy(area: *const u8, cpu: u32, args: &CopyArgs) -> Status {
+    debug_assert!(args.n % 8 == 0 && args.n as usize <= JOURNAL_WORDS);
     let st: u32;
     // SAFETY: the caller's contract. Before the sequence goes odd the journal
     // holds the old value of every word of the range, so an abort anywhere
@@ -506,9 +591,8 @@ pub(crate) unsafe fn copy(area: *const u8, cpu: u32, args: &CopyArgs) -> Status 
             "12:",
             "cmp {t}, {k}",
             "jae 13f",
-            "mov {v}, qword ptr [{a} + {t}*8]",
-            "mov qword ptr [{j} + {old} + {t}*8], {v}",
-            "inc {t}",
+            journal_record!(),
+            "add {t}, 8",
             "jmp 12b",
             "13:",
             "bts {k}, 63",
@@ -523,9 +607,8 @@ pub(crate) unsafe fn copy(area: *const u8, cpu: u32, args: &CopyArgs) -> Status 
             "14:",
             "cmp {t}, {k}",
             "jae 16f",
-            "mov {v}, qword ptr [{j} + {t}*8]",
-            "mov qword ptr [{a} + {t}*8], {v}",
-            "inc {t}",
+            move_record!("{a}", "{j}"),
+            "add {t}, 8",
             "jmp 14b",
             "16:",
             "mov {k}, qword ptr [{args} + 40]",
@@ -544,6 +627,10 @@ pub(crate) unsafe fn copy(area: *const u8, cpu: u32, args: &CopyArgs) -> Status 
             rseq = in(reg) area,
             cpu = in(reg) cpu,
             args = in(reg) args as *const CopyArgs,
+            out("xmm0") _,
+            out("xmm1") _,
+            out("xmm2") _,
+            out("xmm3") _,
             b = out(reg) _,
             j = out(reg) _,
             s = out(reg) _,
