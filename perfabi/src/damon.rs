@@ -17,6 +17,11 @@ use crate::error::Error;
 use crate::layout::DamonRecord;
 
 /// One region of an aggregation.
+///
+/// Its layout is fixed (`repr(C)`: `start`, `end`, `nr_accesses`, `age`,
+/// as in a [`DamonRecord`] from its `start` on), so that a writer can store
+/// regions into ring records without encoding them first.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Region {

@@ -571,22 +571,21 @@ impl Writer {
             .unwrap_or_else(|p| p.into_inner());
         let agg = aggs.entry((a.monitor_id, a.target_id)).or_insert(0);
         *agg += 1;
-        let (monitor, target, index, iv) = (a.monitor_id, a.target_id, *agg, a.intervals);
+        // Every record is this one with its region's index and fields.
+        let template = damon::to_record(
+            a.monitor_id,
+            a.target_id,
+            *agg,
+            0,
+            n,
+            a.intervals,
+            &regions[0],
+        );
         self.state.engine.write_records(
             self.state.words(),
             &self.state.layout,
-            regions.len(),
-            |i| {
-                bytemuck::cast(damon::to_record(
-                    monitor,
-                    target,
-                    index,
-                    i as u32,
-                    n,
-                    iv,
-                    &regions[i],
-                ))
-            },
+            regions,
+            &template,
         )?;
         Ok(*agg)
     }

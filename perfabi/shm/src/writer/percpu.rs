@@ -15,7 +15,8 @@ use std::cell::UnsafeCell;
 
 use crossbeam_utils::CachePadded;
 
-use perfabi::layout::{CPU_DAMON_NEXT_WORD, CPU_SEQ_WORD, DAMON_RECORD_WORDS};
+use perfabi::damon::Region;
+use perfabi::layout::{DamonRecord, CPU_DAMON_NEXT_WORD, CPU_SEQ_WORD, DAMON_RECORD_WORDS};
 use perfabi::protocol::{seq_write_begin, seq_write_end, Sound};
 use perfabi::Error;
 use std::sync::atomic::AtomicU64;
@@ -270,64 +271,65 @@ impl Engine {
         Ok(())
     }
 
-    /// Stores `n` records, record `i` being `record(i)`, in the next slots
-    /// of the current CPU's DAMON ring and advances the ring's
-    /// `damon_next`. With rseq, each batch of up to [`MAX_BATCH`] records
-    /// is one update that readers see whole (if the thread migrates, later
-    /// batches go to another CPU's ring, which readers handle); with the
-    /// lock method all `n` are one update.
+    /// Stores one record per region in the next slots of the current
+    /// CPU's DAMON ring and advances the ring's `damon_next`: record `i` is
+    /// `template` with `region_index` `i` and the fields of `regions[i]`.
+    /// With rseq, each batch of up to [`MAX_BATCH`] records is one update
+    /// that readers see whole (if the thread migrates, later batches go to
+    /// another CPU's ring, which readers handle); with the lock method all
+    /// records are one update.
     ///
-    /// Records are encoded as they are stored (rseq: a batch at a time into
-    /// a buffer on the stack), never all at once: a publication of
-    /// thousands of regions must not first write, then read back, a copy
-    /// of all its records.
+    /// Records are built as they are stored: a publication of thousands
+    /// of regions must not first write, then read back, an encoded copy of
+    /// all its records.
     pub(crate) fn write_records(
         &self,
         words: &[AtomicU64],
         layout: &Layout,
-        n: usize,
-        record: impl Fn(usize) -> [u64; DAMON_RECORD_WORDS],
+        regions: &[Region],
+        template: &DamonRecord,
     ) -> Result<(), Error> {
         let cap = layout.damon_capacity;
+        let n = regions.len();
+        debug_assert!(n <= u32::MAX as usize && n <= cap);
         #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
         if self.method == Method::Rseq {
-            let mut batch = [[0u64; DAMON_RECORD_WORDS]; MAX_BATCH];
-            // Records `staged..staged + staged_len` are in `batch`.
-            let (mut staged, mut staged_len) = (0, 0);
+            let t: [u64; DAMON_RECORD_WORDS] = bytemuck::cast(*template);
             let mut done = 0;
             while done < n {
-                if staged != done || staged_len == 0 {
-                    staged = done;
-                    staged_len = (n - done).min(MAX_BATCH);
-                    for (i, b) in batch[..staged_len].iter_mut().enumerate() {
-                        *b = record(done + i);
-                    }
-                }
                 let mut chunk = 0;
                 self.run_rseq(words, layout, |area, cpu| {
                     let block = layout.cpu_block_word(cpu as usize);
                     let next_raw = words[block + CPU_DAMON_NEXT_WORD].load(Ordering::Relaxed);
                     let next = (next_raw % cap as u64) as usize;
                     // Contiguous slots only: stop at the end of the ring.
-                    chunk = staged_len.min(cap - next);
+                    chunk = (n - done).min(MAX_BATCH).min(cap - next);
                     let after = if next + chunk == cap { 0 } else { next + chunk };
-                    let args = rseq::CopyArgs {
+                    let first: [u64; DAMON_RECORD_WORDS] = bytemuck::cast(DamonRecord {
+                        region_index: done as u32,
+                        ..*template
+                    });
+                    let args = rseq::RecordArgs {
                         base: words[block].as_ptr(),
                         journal: self.per_cpu[cpu as usize].journal.get(),
-                        src: batch.as_ptr() as *const u64,
+                        regions: regions[done..].as_ptr(),
                         n: (chunk * DAMON_RECORD_WORDS) as u64,
                         dst_off: (layout.damon_offset + next * DAMON_RECORD_WORDS * 8) as u64,
                         guard_off: (CPU_DAMON_NEXT_WORD * 8) as u64,
                         guard_val: next_raw,
                         guard_new: after as u64,
+                        head: [t[0], t[1], t[2]],
+                        index: first[3],
+                        tail: t[7],
                     };
                     // SAFETY: `cpu < nr_cpus` (rseq was chosen only if blocks
                     // cover every possible CPU); the range holds `chunk`
                     // whole ring slots from `next`, inside the ring of the
-                    // block; `src` holds `chunk <= MAX_BATCH` records; `n <=
-                    // MAX_BATCH * 8 <= JOURNAL_WORDS`; the journal is CPU
-                    // `cpu`'s.
-                    unsafe { rseq::copy(area, cpu, &args) }
+                    // block; `regions[done..]` holds at least `chunk`
+                    // regions; `n = 8 * chunk <= 8 * MAX_BATCH <=
+                    // JOURNAL_WORDS`; region indices stay below `n <=
+                    // u32::MAX`; the journal is CPU `cpu`'s.
+                    unsafe { rseq::records(area, cpu, &args) }
                 })?;
                 done += chunk;
             }
@@ -343,8 +345,20 @@ impl Engine {
                 let chunk = (n - done).min(cap - next);
                 let slots =
                     &words[ring + next * DAMON_RECORD_WORDS..][..chunk * DAMON_RECORD_WORDS];
-                for (i, slot) in slots.chunks_exact(DAMON_RECORD_WORDS).enumerate() {
-                    for (w, v) in slot.iter().zip(record(done + i)) {
+                for (i, (slot, r)) in slots
+                    .chunks_exact(DAMON_RECORD_WORDS)
+                    .zip(&regions[done..])
+                    .enumerate()
+                {
+                    let record: [u64; DAMON_RECORD_WORDS] = bytemuck::cast(DamonRecord {
+                        region_index: (done + i) as u32,
+                        start: r.start,
+                        end: r.end,
+                        nr_accesses: r.nr_accesses,
+                        age: r.age,
+                        ..*template
+                    });
+                    for (w, v) in slot.iter().zip(record) {
                         w.store(v, Ordering::Relaxed);
                     }
                 }
