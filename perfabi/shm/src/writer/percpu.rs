@@ -90,6 +90,10 @@ pub(crate) struct Engine {
     /// glibc's `__rseq_offset` (meaningful when `method` is Rseq).
     #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
     rseq_offset: isize,
+    /// DAMON records may be stored 16 bytes at a time (see
+    /// [`rseq::wide_stores_atomic`]).
+    #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+    wide_stores: bool,
     aborts: AtomicU64,
     repairs: AtomicU64,
     nr_cpus: usize,
@@ -125,6 +129,8 @@ impl Engine {
             block0: words[layout.cpu_block_word(0)].as_ptr(),
             #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
             rseq_offset: rseq::registered_offset().unwrap_or(0),
+            #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+            wide_stores: rseq::wide_stores_atomic(),
             aborts: AtomicU64::new(0),
             repairs: AtomicU64::new(0),
             nr_cpus: layout.nr_cpus,
@@ -321,6 +327,7 @@ impl Engine {
                         head: [t[0], t[1], t[2]],
                         index: first[3],
                         tail: t[7],
+                        wide: u64::from(self.wide_stores),
                     };
                     // SAFETY: `cpu < nr_cpus` (rseq was chosen only if blocks
                     // cover every possible CPU); the range holds `chunk`
@@ -328,7 +335,10 @@ impl Engine {
                     // block; `regions[done..]` holds at least `chunk`
                     // regions; `n = 8 * chunk <= 8 * MAX_BATCH <=
                     // JOURNAL_WORDS`; region indices stay below `n <=
-                    // u32::MAX`; the journal is CPU `cpu`'s.
+                    // u32::MAX`; ring slots are 64-byte aligned (blocks are
+                    // page aligned, `damon_offset` a multiple of 64, checked
+                    // by validation); `wide` only if wide stores are atomic;
+                    // the journal is CPU `cpu`'s.
                     unsafe { rseq::records(area, cpu, &args) }
                 })?;
                 done += chunk;

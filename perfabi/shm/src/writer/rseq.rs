@@ -451,6 +451,19 @@ pub(crate) struct RecordArgs {
     pub(crate) index: u64,
     /// Word 7 of every record (`sample_us`, `aggr_us`).
     pub(crate) tail: u64,
+    /// Non-zero: store each record as four aligned 16-byte pairs of words
+    /// (only on a processor whose aligned 16-byte stores are atomic, see
+    /// [`wide_stores_atomic`]); zero: eight 8-byte stores.
+    pub(crate) wide: u64,
+}
+
+/// True if this processor's aligned 16-byte SSE stores (`movaps`) are
+/// single-copy atomic: Intel SDM vol. 3A §9.1.1 and AMD APM vol. 2 §7.3.2
+/// guarantee it on processors that support AVX. Such a store writes both
+/// of its 8-byte words whole, which is all spec §7 asks of a store of a
+/// word; without AVX only 8-byte stores are documented atomic.
+pub(crate) fn wide_stores_atomic() -> bool {
+    std::arch::is_x86_feature_detected!("avx")
 }
 
 /// The start of the kernel's `struct rseq` (`include/uapi/linux/rseq.h`,
@@ -496,6 +509,7 @@ const _: () = {
     assert!(offset_of!(RecordArgs, head) == 64);
     assert!(offset_of!(RecordArgs, index) == 88);
     assert!(offset_of!(RecordArgs, tail) == 96);
+    assert!(offset_of!(RecordArgs, wide) == 104);
     // [`records`] builds a record from a region: words 0..3 and 7 from the
     // arguments, word 3 counting up in its low half (`region_index`; x86_64
     // is little-endian), and words 4, 5, 6 are the region's three words
@@ -526,7 +540,9 @@ const _: () = {
 /// the guard word. Each record is built in the section, a record (one cache
 /// line) per turn: the constant words from the arguments, `region_index`
 /// counting up, the region's words copied; no encoded copy of the records
-/// is written first. The old words are journaled as one contiguous range.
+/// is written first. Where aligned 16-byte stores are atomic, a record is
+/// stored as four of them (half the stores of eight words; the loop is
+/// bound by the number of stores). The old words are journaled as one contiguous range.
 /// The guard word is not journaled: it only says where the next records
 /// go, and an aborted update that advanced it merely skips slots that keep
 /// their (restored) older records.
@@ -537,10 +553,12 @@ const _: () = {
 /// `journal` the CPU's journal, `[dst_off, dst_off + 8n)` and `guard_off`
 /// lie inside the block, `n` is a multiple of 8, `n <= JOURNAL_WORDS`,
 /// `regions` holds `n / 8` regions, and `index` leaves room to count up
-/// `n / 8` times in its low half.
+/// `n / 8` times in its low half; `dst_off` and the block are 16-byte
+/// aligned, and `wide` is non-zero only if [`wide_stores_atomic`].
 #[inline]
 pub(crate) unsafe fn records(area: *const u8, cpu: u32, args: &RecordArgs) -> Status {
     debug_assert!(args.n % 8 == 0 && args.n as usize <= JOURNAL_WORDS);
+    debug_assert!((args.base as u64 + args.dst_off) % 16 == 0);
     let st: u32;
     // SAFETY: the caller's contract. Before the sequence goes odd the journal
     // holds the old value of every word of the range, so an abort anywhere
@@ -587,6 +605,9 @@ pub(crate) unsafe fn records(area: *const u8, cpu: u32, args: &RecordArgs) -> St
             "mov {k}, qword ptr [{args} + 24]",
             "mov {j}, qword ptr [{args} + 16]",
             "xor {t:e}, {t:e}",
+            "cmp qword ptr [{args} + 104], 0",
+            "jne 17f",
+            // 8-byte stores.
             "14:",
             "cmp {t}, {k}",
             "jae 16f",
@@ -611,6 +632,30 @@ pub(crate) unsafe fn records(area: *const u8, cpu: u32, args: &RecordArgs) -> St
             "add {j}, 24",
             "add {t}, 8",
             "jmp 14b",
+            // Aligned 16-byte stores (ring slots are 64-byte aligned): xmm4
+            // holds words 0-1, xmm5 words 2-3 (+1 to word 3 per record by
+            // xmm7), xmm6 word 7; words 4-5 and 6 come from the region.
+            "17:",
+            "movups xmm4, xmmword ptr [{args} + 64]",
+            "movups xmm5, xmmword ptr [{args} + 80]",
+            "movq xmm6, qword ptr [{args} + 96]",
+            "mov {v}, 1",
+            "movq xmm7, {v}",
+            "pslldq xmm7, 8",
+            "18:",
+            "cmp {t}, {k}",
+            "jae 16f",
+            "movaps xmmword ptr [{a} + {t}*8], xmm4",
+            "movaps xmmword ptr [{a} + {t}*8 + 16], xmm5",
+            "paddq xmm5, xmm7",
+            "movups xmm0, xmmword ptr [{j}]",
+            "movaps xmmword ptr [{a} + {t}*8 + 32], xmm0",
+            "movq xmm1, qword ptr [{j} + 16]",
+            "punpcklqdq xmm1, xmm6",
+            "movaps xmmword ptr [{a} + {t}*8 + 48], xmm1",
+            "add {j}, 24",
+            "add {t}, 8",
+            "jmp 18b",
             "16:",
             "mov {k}, qword ptr [{args} + 40]",
             "mov {v}, qword ptr [{args} + 56]",
@@ -632,6 +677,10 @@ pub(crate) unsafe fn records(area: *const u8, cpu: u32, args: &RecordArgs) -> St
             out("xmm1") _,
             out("xmm2") _,
             out("xmm3") _,
+            out("xmm4") _,
+            out("xmm5") _,
+            out("xmm6") _,
+            out("xmm7") _,
             b = out(reg) _,
             j = out(reg) _,
             s = out(reg) _,
