@@ -355,11 +355,7 @@ impl Engine {
                 let chunk = (n - done).min(cap - next);
                 let slots =
                     &words[ring + next * DAMON_RECORD_WORDS..][..chunk * DAMON_RECORD_WORDS];
-                for (i, (slot, r)) in slots
-                    .chunks_exact(DAMON_RECORD_WORDS)
-                    .zip(&regions[done..])
-                    .enumerate()
-                {
+                for (i, r) in regions[done..done + chunk].iter().enumerate() {
                     let record: [u64; DAMON_RECORD_WORDS] = bytemuck::cast(DamonRecord {
                         region_index: (done + i) as u32,
                         start: r.start,
@@ -368,7 +364,8 @@ impl Engine {
                         age: r.age,
                         ..*template
                     });
-                    for (w, v) in slot.iter().zip(record) {
+                    let at = i * DAMON_RECORD_WORDS;
+                    for (w, v) in slots[at..at + DAMON_RECORD_WORDS].iter().zip(record) {
                         w.store(v, Ordering::Relaxed);
                     }
                 }
