@@ -17,6 +17,11 @@ use crate::error::Error;
 use crate::layout::DamonRecord;
 
 /// One region of an aggregation.
+///
+/// Its layout is fixed (`repr(C)`: `start`, `end`, `nr_accesses`, `age`,
+/// as in a [`DamonRecord`] from its `start` on), so that a writer can store
+/// regions into ring records without encoding them first.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Region {
@@ -132,7 +137,14 @@ pub fn check_regions(regions: &[Region], iv: Intervals, capacity: usize) -> Resu
     if iv.sample_us == 0 || iv.aggr_us == 0 {
         return Err(Error::BadAggregation);
     }
-    if regions.iter().any(Region::is_empty) || regions.windows(2).any(|w| w[0].end > w[1].start) {
+    // One pass, without early exit (the loop is branch-free and the
+    // regions are read once: a writer checks thousands of them before every
+    // publication): each region is non-empty and starts at or after the end
+    // of the one before (the first at or after 0).
+    let (bad, _) = regions.iter().fold((false, 0u64), |(bad, prev_end), r| {
+        (bad | (r.start >= r.end) | (prev_end > r.start), r.end)
+    });
+    if bad {
         return Err(Error::BadAggregation);
     }
     Ok(())

@@ -8,7 +8,9 @@
 //!   thread, per-CPU `adjust` vs `fetch_add` on one shared `AtomicU64`;
 //! * `snapshot/*`: a consistent snapshot of 1,024 counters on every CPU vs
 //!   `memcpy` of the same number of bytes;
-//! * `damon/*`: publishing one aggregation of 10,000 regions;
+//! * `damon/*`: publishing one aggregation of 10,000 regions (rseq and lock
+//!   methods), next to the floors: a copy of the same records already
+//!   encoded (`copy_from_slice`), and relaxed atomic stores of their words;
 //! * `histogram/*`: one histogram `observe` (count, sum and bucket: one
 //!   multi-word update) next to one `adjust`, rseq and lock methods, log2
 //!   and explicit buckets.
@@ -156,6 +158,11 @@ fn damon(c: &mut Criterion) {
         ..Config::default()
     };
     let w = Writer::create(dir.path().join("damon"), &cfg).unwrap();
+    let lock_cfg = Config {
+        method: MethodChoice::Lock,
+        ..cfg
+    };
+    let lock = Writer::create(dir.path().join("damon-lock"), &lock_cfg).unwrap();
     let iv = perfabi::damon::Intervals {
         sample_us: 5_000,
         aggr_us: 100_000,
@@ -177,8 +184,51 @@ fn damon(c: &mut Criterion) {
     g.bench_function("publish_10000_regions", |b| {
         b.iter(|| w.publish_damon(black_box(&a)).unwrap())
     });
+    // The lock method, where the default is rseq (`publish_10000_regions`
+    // is already the lock method where rseq is not available).
+    lock.publish_damon(&a).unwrap();
+    if w.method() != lock.method() {
+        g.bench_function("publish_10000_regions_lock", |b| {
+            b.iter(|| lock.publish_damon(black_box(&a)).unwrap())
+        });
+    }
+    // The floors, side by side: the same 10,000 records, already encoded,
+    // copied into a buffer of the same size (`copy_from_slice`, a memcpy),
+    // and stored word by word with relaxed atomic stores (what a writer of
+    // shared memory may do without assembly).
+    let records: Vec<[u64; perfabi::layout::DAMON_RECORD_WORDS]> = a
+        .regions
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            bytemuck::cast(perfabi::damon::to_record(
+                1,
+                1,
+                7,
+                i as u32,
+                a.regions.len() as u32,
+                iv,
+                r,
+            ))
+        })
+        .collect();
+    let mut dst = vec![[0u64; perfabi::layout::DAMON_RECORD_WORDS]; records.len()];
+    g.bench_function("copy_10000_records", |b| {
+        b.iter(|| dst.copy_from_slice(black_box(&records)))
+    });
+    let words: Vec<u64> = records.iter().flatten().copied().collect();
+    let shared: Vec<AtomicU64> = words.iter().map(|_| AtomicU64::new(0)).collect();
+    g.bench_function("atomic_store_10000_records", |b| {
+        b.iter(|| {
+            for (d, &v) in shared.iter().zip(black_box(&words)) {
+                d.store(v, Ordering::Relaxed);
+            }
+        })
+    });
     g.finish();
-    assert_eq!(w.view().damon(64).aggregations[0].regions.len(), 10_000);
+    for w in [&w, &lock] {
+        assert_eq!(w.view().damon(64).aggregations[0].regions.len(), 10_000);
+    }
 }
 
 /// `observe` of a histogram member beside `adjust` of a counter, on the
@@ -217,6 +267,9 @@ fn histogram(c: &mut Criterion) {
             ))
             .unwrap();
         let explicit = w.add_member(explicit, "", &[]).unwrap();
+        // Once outside the benchmarks, so the check below holds when a
+        // filter leaves them out.
+        w.observe(&log2, 183_000).unwrap();
         g.bench_function(format!("adjust_{method}"), |b| {
             b.iter(|| w.adjust(black_box(id), 1))
         });

@@ -425,6 +425,122 @@ fn signal_storm_aborts_and_undoes_without_losing_updates() {
         }]));
 }
 
+extern "C" fn on_signal2(_: libc::c_int) {}
+
+/// The regions of publication `p` of the DAMON storm test: 40 to 100 of
+/// them (2 to 4 batches of the rseq method, wrapping the ring at varying
+/// slots), each field telling which publication and region it belongs to.
+fn storm_regions(p: u64) -> Vec<Region> {
+    let mut v = Vec::new();
+    fill_storm_regions(p, &mut v);
+    v
+}
+
+fn fill_storm_regions(p: u64, v: &mut Vec<Region>) {
+    v.clear();
+    v.extend((0..40 + p % 61).map(|i| Region {
+        start: i << 12,
+        end: (i << 12) + 1 + p % 4000,
+        nr_accesses: p as u32,
+        age: i as u32,
+    }));
+}
+
+/// Many-record DAMON publications while a signal storm aborts the
+/// writer's rseq sections anywhere (undone from the journal, retried, the
+/// ring's `damon_next` possibly advanced by an aborted batch), and a
+/// reader rebuilds aggregations all along: every aggregation it rebuilds
+/// is exactly the publication of that number, never a mix.
+#[test]
+fn damon_publications_stay_whole_under_a_signal_storm() {
+    // SAFETY: installs a handler that does nothing, for a signal no other
+    // test uses.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_signal2 as *const () as usize;
+        sa.sa_flags = libc::SA_RESTART;
+        assert_eq!(libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut()), 0);
+    }
+    let iv = Intervals {
+        sample_us: 5,
+        aggr_us: 100,
+    };
+    for method in METHODS {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = Config {
+            damon_capacity: 256,
+            ..small(method)
+        };
+        let w = Arc::new(Writer::create(dir.path().join("seg"), &cfg).unwrap());
+        let stop = Arc::new(AtomicBool::new(false));
+        let progress = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let writer = {
+            let (w, stop, progress) = (w.clone(), stop.clone(), progress.clone());
+            thread::spawn(move || {
+                let (mut p, mut a) = (0, Aggregation::new(7, 3, iv, Vec::new()));
+                while !stop.load(Ordering::Relaxed) {
+                    p += 1;
+                    fill_storm_regions(p, &mut a.regions);
+                    assert_eq!(w.publish_damon(&a).unwrap(), p);
+                    progress.store(p, Ordering::Relaxed);
+                }
+                p
+            })
+        };
+        let target = writer.as_pthread_t() as libc::pthread_t;
+        let signaller = {
+            let stop = stop.clone();
+            thread::spawn(move || {
+                let mut sent = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    // SAFETY: the writer thread runs until `stop` and is
+                    // joined after this thread, so the handle names a live
+                    // thread.
+                    if unsafe { libc::pthread_kill(target, libc::SIGUSR2) } == 0 {
+                        sent += 1;
+                    }
+                }
+                sent
+            })
+        };
+        let (mut checked, mut last) = (0u64, 0u64);
+        let t0 = std::time::Instant::now();
+        let ms = |n| std::time::Duration::from_millis(n);
+        // 400 ms, and longer (up to 30 s) until the writer made some
+        // progress and the reader saw it, however slow the build or
+        // loaded the machine (the storm leaves the writer little time).
+        while t0.elapsed() < ms(400)
+            || ((progress.load(Ordering::Relaxed) < 20 || checked == 0)
+                && t0.elapsed() < ms(30_000))
+        {
+            for a in w.view().damon(64).aggregations {
+                assert_eq!((a.monitor_id, a.target_id), (7, 3));
+                assert_eq!(a.intervals, iv);
+                assert_eq!(a.regions, storm_regions(a.aggregation), "{method:?}");
+                checked += 1;
+                last = last.max(a.aggregation);
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        let sent = signaller.join().unwrap();
+        let published = writer.join().unwrap();
+        let st = w.update_stats();
+        println!(
+            "{:?}: {published} publications, {checked} rebuilt aggregations checked (last {last}), \
+             {sent} signals, {} aborts, {} undos, {} repairs",
+            w.method(),
+            st.aborts,
+            st.undos,
+            st.repairs
+        );
+        assert!(checked > 0 && published > 0);
+        let a = &w.view().damon(64).aggregations;
+        assert_eq!(a.len(), 1);
+        assert_eq!(a[0].aggregation, published);
+        assert_eq!(a[0].regions, storm_regions(published));
+    }
+}
+
 /// The generation protocol with real threads: a writer keeps re-registering
 /// one slot under new names (g1, g2, …) and sets each to its own number; a
 /// reader must never pair a name with another registration's value.

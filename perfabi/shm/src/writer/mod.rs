@@ -552,7 +552,8 @@ impl Writer {
     }
 
     /// Publishes one DAMON aggregation: its records go to the current CPU's
-    /// ring (or rings, if the thread migrates), each record one update. The
+    /// ring (or rings, if the thread migrates), in updates of up to 32
+    /// records (rseq method) or in one update (lock method). The
     /// writer numbers it (1, 2, 3… per monitor and target; `a.aggregation`
     /// is ignored) and returns the index it gave.
     pub fn publish_damon(&self, a: &Aggregation) -> Result<u64, Error> {
@@ -570,24 +571,22 @@ impl Writer {
             .unwrap_or_else(|p| p.into_inner());
         let agg = aggs.entry((a.monitor_id, a.target_id)).or_insert(0);
         *agg += 1;
-        let records: Vec<[u64; DAMON_RECORD_WORDS]> = regions
-            .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                bytemuck::cast(damon::to_record(
-                    a.monitor_id,
-                    a.target_id,
-                    *agg,
-                    i as u32,
-                    n,
-                    a.intervals,
-                    r,
-                ))
-            })
-            .collect();
-        self.state
-            .engine
-            .write_records(self.state.words(), &self.state.layout, &records)?;
+        // Every record is this one with its region's index and fields.
+        let template = damon::to_record(
+            a.monitor_id,
+            a.target_id,
+            *agg,
+            0,
+            n,
+            a.intervals,
+            &regions[0],
+        );
+        self.state.engine.write_records(
+            self.state.words(),
+            &self.state.layout,
+            regions,
+            &template,
+        )?;
         Ok(*agg)
     }
 

@@ -15,7 +15,8 @@ use std::cell::UnsafeCell;
 
 use crossbeam_utils::CachePadded;
 
-use perfabi::layout::{CPU_DAMON_NEXT_WORD, CPU_SEQ_WORD, DAMON_RECORD_WORDS};
+use perfabi::damon::Region;
+use perfabi::layout::{DamonRecord, CPU_DAMON_NEXT_WORD, CPU_SEQ_WORD, DAMON_RECORD_WORDS};
 use perfabi::protocol::{seq_write_begin, seq_write_end, Sound};
 use perfabi::Error;
 use std::sync::atomic::AtomicU64;
@@ -89,6 +90,10 @@ pub(crate) struct Engine {
     /// glibc's `__rseq_offset` (meaningful when `method` is Rseq).
     #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
     rseq_offset: isize,
+    /// DAMON records may be stored 16 bytes at a time (see
+    /// [`rseq::wide_stores_atomic`]).
+    #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+    wide_stores: bool,
     aborts: AtomicU64,
     repairs: AtomicU64,
     nr_cpus: usize,
@@ -124,6 +129,8 @@ impl Engine {
             block0: words[layout.cpu_block_word(0)].as_ptr(),
             #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
             rseq_offset: rseq::registered_offset().unwrap_or(0),
+            #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+            wide_stores: rseq::wide_stores_atomic(),
             aborts: AtomicU64::new(0),
             repairs: AtomicU64::new(0),
             nr_cpus: layout.nr_cpus,
@@ -270,47 +277,69 @@ impl Engine {
         Ok(())
     }
 
-    /// Stores `records` in the next slots of the current CPU's DAMON ring
-    /// and advances the ring's `damon_next`: each batch of up to 32 records
-    /// is one update that readers see whole (if the thread migrates, later
-    /// batches go to another CPU's ring, which readers handle).
+    /// Stores one record per region in the next slots of the current
+    /// CPU's DAMON ring and advances the ring's `damon_next`: record `i` is
+    /// `template` with `region_index` `i` and the fields of `regions[i]`.
+    /// With rseq, each batch of up to [`MAX_BATCH`] records is one update
+    /// that readers see whole (if the thread migrates, later batches go to
+    /// another CPU's ring, which readers handle); with the lock method all
+    /// records are one update.
+    ///
+    /// Records are built as they are stored: a publication of thousands
+    /// of regions must not first write, then read back, an encoded copy of
+    /// all its records.
     pub(crate) fn write_records(
         &self,
         words: &[AtomicU64],
         layout: &Layout,
-        records: &[[u64; DAMON_RECORD_WORDS]],
+        regions: &[Region],
+        template: &DamonRecord,
     ) -> Result<(), Error> {
-        let cap = layout.damon_capacity as u64;
+        let cap = layout.damon_capacity;
+        let n = regions.len();
+        debug_assert!(n <= u32::MAX as usize && n <= cap);
         #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
         if self.method == Method::Rseq {
+            let t: [u64; DAMON_RECORD_WORDS] = bytemuck::cast(*template);
             let mut done = 0;
-            while done < records.len() {
+            while done < n {
                 let mut chunk = 0;
                 self.run_rseq(words, layout, |area, cpu| {
                     let block = layout.cpu_block_word(cpu as usize);
                     let next_raw = words[block + CPU_DAMON_NEXT_WORD].load(Ordering::Relaxed);
-                    let next = next_raw % cap;
+                    let next = (next_raw % cap as u64) as usize;
                     // Contiguous slots only: stop at the end of the ring.
-                    chunk = (records.len() - done)
-                        .min(MAX_BATCH)
-                        .min((cap - next) as usize);
-                    let args = rseq::CopyArgs {
+                    chunk = (n - done).min(MAX_BATCH).min(cap - next);
+                    let after = if next + chunk == cap { 0 } else { next + chunk };
+                    let first: [u64; DAMON_RECORD_WORDS] = bytemuck::cast(DamonRecord {
+                        region_index: done as u32,
+                        ..*template
+                    });
+                    let args = rseq::RecordArgs {
                         base: words[block].as_ptr(),
                         journal: self.per_cpu[cpu as usize].journal.get(),
-                        src: records[done..done + chunk].as_ptr() as *const u64,
+                        regions: regions[done..].as_ptr(),
                         n: (chunk * DAMON_RECORD_WORDS) as u64,
-                        dst_off: (layout.damon_offset + next as usize * DAMON_RECORD_WORDS * 8)
-                            as u64,
+                        dst_off: (layout.damon_offset + next * DAMON_RECORD_WORDS * 8) as u64,
                         guard_off: (CPU_DAMON_NEXT_WORD * 8) as u64,
                         guard_val: next_raw,
-                        guard_new: (next + chunk as u64) % cap,
+                        guard_new: after as u64,
+                        head: [t[0], t[1], t[2]],
+                        index: first[3],
+                        tail: t[7],
+                        wide: u64::from(self.wide_stores),
                     };
                     // SAFETY: `cpu < nr_cpus` (rseq was chosen only if blocks
                     // cover every possible CPU); the range holds `chunk`
                     // whole ring slots from `next`, inside the ring of the
-                    // block; `src` holds `chunk` records; `n <= 256 =
-                    // JOURNAL_WORDS`; the journal is CPU `cpu`'s.
-                    unsafe { rseq::copy(area, cpu, &args) }
+                    // block; `regions[done..]` holds at least `chunk`
+                    // regions; `n = 8 * chunk <= 8 * MAX_BATCH <=
+                    // JOURNAL_WORDS`; region indices stay below `n <=
+                    // u32::MAX`; ring slots are 64-byte aligned (blocks are
+                    // page aligned, `damon_offset` a multiple of 64, checked
+                    // by validation); `wide` only if wide stores are atomic;
+                    // the journal is CPU `cpu`'s.
+                    unsafe { rseq::records(area, cpu, &args) }
                 })?;
                 done += chunk;
             }
@@ -318,14 +347,32 @@ impl Engine {
         }
         self.locked(words, layout, |block| {
             let ring = block + layout.damon_offset / 8;
-            for r in records {
-                let next = words[block + CPU_DAMON_NEXT_WORD].load(Ordering::Relaxed) % cap;
-                let slot = ring + next as usize * DAMON_RECORD_WORDS;
-                for (w, &v) in words[slot..slot + DAMON_RECORD_WORDS].iter().zip(r) {
-                    w.store(v, Ordering::Relaxed);
+            let next_word = &words[block + CPU_DAMON_NEXT_WORD];
+            let mut next = (next_word.load(Ordering::Relaxed) % cap as u64) as usize;
+            let mut done = 0;
+            while done < n {
+                // Contiguous slots up to the end of the ring, then from 0.
+                let chunk = (n - done).min(cap - next);
+                let slots =
+                    &words[ring + next * DAMON_RECORD_WORDS..][..chunk * DAMON_RECORD_WORDS];
+                for (i, r) in regions[done..done + chunk].iter().enumerate() {
+                    let record: [u64; DAMON_RECORD_WORDS] = bytemuck::cast(DamonRecord {
+                        region_index: (done + i) as u32,
+                        start: r.start,
+                        end: r.end,
+                        nr_accesses: r.nr_accesses,
+                        age: r.age,
+                        ..*template
+                    });
+                    let at = i * DAMON_RECORD_WORDS;
+                    for (w, v) in slots[at..at + DAMON_RECORD_WORDS].iter().zip(record) {
+                        w.store(v, Ordering::Relaxed);
+                    }
                 }
-                words[block + CPU_DAMON_NEXT_WORD].store((next + 1) % cap, Ordering::Relaxed);
+                done += chunk;
+                next = if next + chunk == cap { 0 } else { next + chunk };
             }
+            next_word.store(next as u64, Ordering::Relaxed);
         });
         Ok(())
     }

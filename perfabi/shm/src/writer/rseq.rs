@@ -11,7 +11,7 @@
 //! glibc (2.35 and later) registers an rseq area for every thread; we only
 //! use it, through `__rseq_offset` and `__rseq_size`.
 //!
-//! Two sections exist:
+//! Three sections exist:
 //!
 //! * [`adjust`]: `counter += delta` on the current CPU, committed by the store
 //!   of the counter itself. It refuses (status [`Status::Recover`]) when the
@@ -23,9 +23,15 @@
 //!   was aborted while the sequence was odd, the next section on that CPU
 //!   first restores the journal and makes the sequence even again: an aborted
 //!   update leaves no trace, and its thread retries it whole.
+//! * [`records`]: DAMON records built from regions into contiguous ring
+//!   slots, journaled and undone like [`multi`] (the journal then holds one
+//!   contiguous range).
 
 use core::arch::asm;
 use core::sync::atomic::{AtomicU32, Ordering};
+
+use perfabi::damon::Region;
+use perfabi::layout::DamonRecord;
 
 /// Outcome of one attempt at a critical section.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,7 +41,7 @@ pub(crate) enum Status {
     /// The section was aborted or the thread is on another CPU: retry.
     Aborted,
     /// `adjust`: the block's sequence is odd (an aborted multi-word update
-    /// must be undone first). `copy`: the guard word did not match.
+    /// must be undone first). `records`: the guard word did not match.
     Recover,
     /// `adjust`: the thread has no registered rseq area.
     Unregistered,
@@ -85,10 +91,10 @@ pub(crate) fn cpu(area: *const u8) -> Option<u32> {
     (c < u32::MAX - 1).then_some(c)
 }
 
-/// Per-CPU undo journal of [`multi`] and [`copy`] (process-private).
+/// Per-CPU undo journal of [`multi`] and [`records`] (process-private).
 ///
 /// `n` counts the saved words. If its top bit is set, they are one
-/// contiguous range starting at `addr[0]` (a [`copy`]); otherwise word `i`
+/// contiguous range starting at `addr[0]` (a [`records`]); otherwise word `i`
 /// was at `addr[i]` (a [`multi`]). `old[i]` holds the word's value before
 /// the update.
 #[repr(C, align(64))]
@@ -167,7 +173,7 @@ macro_rules! rseq_abort_handler {
     };
 }
 
-/// The undo pass, shared by [`multi`] and [`copy`]: entered with `{b}` the
+/// The undo pass, shared by [`multi`] and [`records`]: entered with `{b}` the
 /// block, `{j}` the journal and `{s}` the odd sequence; restores every saved
 /// word and makes the sequence even. Uses `{k}`, `{a}`, `{v}`.
 macro_rules! undo_pass {
@@ -198,6 +204,28 @@ macro_rules! undo_pass {
             "9:\n",
             "add {s}, 1\n",
             "mov qword ptr [{b}], {s}\n",
+        )
+    };
+}
+
+/// Saves the record at `[{a} + {t}*8]` (8 words, one cache line) in the
+/// journal's `old[{t}..{t} + 8]` with 16-byte moves through `xmm0..xmm3`.
+/// Wide moves are sound here: the loads read ring slots of the CPU the
+/// section runs on, which only sections on that CPU write (never during
+/// this one), and the stores go to the process-private journal; the shared
+/// words themselves are only ever stored 8 bytes at a time (by
+/// [`records`] and the undo pass).
+macro_rules! journal_record {
+    () => {
+        concat!(
+            "movups xmm0, xmmword ptr [{a} + {t}*8]\n",
+            "movups xmm1, xmmword ptr [{a} + {t}*8 + 16]\n",
+            "movups xmm2, xmmword ptr [{a} + {t}*8 + 32]\n",
+            "movups xmm3, xmmword ptr [{a} + {t}*8 + 48]\n",
+            "movups xmmword ptr [{j} + {old} + {t}*8], xmm0\n",
+            "movups xmmword ptr [{j} + {old} + {t}*8 + 16], xmm1\n",
+            "movups xmmword ptr [{j} + {old} + {t}*8 + 32], xmm2\n",
+            "movups xmmword ptr [{j} + {old} + {t}*8 + 48], xmm3\n",
         )
     };
 }
@@ -396,25 +424,46 @@ pub(crate) unsafe fn multi(area: *const u8, cpu: u32, args: &MultiArgs) -> Statu
     status(st)
 }
 
-/// Arguments of [`copy`], read by the section from memory.
+/// Arguments of [`records`], read by the section from memory.
 #[repr(C)]
-pub(crate) struct CopyArgs {
+pub(crate) struct RecordArgs {
     /// Base of the CPU's block (its sequence word).
     pub(crate) base: *mut u64,
     /// The CPU's journal.
     pub(crate) journal: *mut Journal,
-    /// The words to copy.
-    pub(crate) src: *const u64,
-    /// How many, at most [`JOURNAL_WORDS`].
+    /// The regions to store, one record each.
+    pub(crate) regions: *const Region,
+    /// Words to store: 8 per region, at most [`JOURNAL_WORDS`].
     pub(crate) n: u64,
-    /// Byte offset in the block of the first destination word.
+    /// Byte offset in the block of the first destination word (a ring slot).
     pub(crate) dst_off: u64,
     /// Byte offset in the block of the guard word (`damon_next`).
     pub(crate) guard_off: u64,
-    /// The section copies only if the guard word holds this value...
+    /// The section stores only if the guard word holds this value...
     pub(crate) guard_val: u64,
     /// ...and then stores this one into it.
     pub(crate) guard_new: u64,
+    /// Words 0..3 of every record (`monitor_id`, `target_id`,
+    /// `aggregation`).
+    pub(crate) head: [u64; 3],
+    /// Word 3 of the first record (`region_index` in its low half, which
+    /// the section adds 1 to per record, and `nr_regions`).
+    pub(crate) index: u64,
+    /// Word 7 of every record (`sample_us`, `aggr_us`).
+    pub(crate) tail: u64,
+    /// Non-zero: store each record as four aligned 16-byte pairs of words
+    /// (only on a processor whose aligned 16-byte stores are atomic, see
+    /// [`wide_stores_atomic`]); zero: eight 8-byte stores.
+    pub(crate) wide: u64,
+}
+
+/// True if this processor's aligned 16-byte SSE stores (`movaps`) are
+/// single-copy atomic: Intel SDM vol. 3A §9.1.1 and AMD APM vol. 2 §7.3.2
+/// guarantee it on processors that support AVX. Such a store writes both
+/// of its 8-byte words whole, which is all spec §7 asks of a store of a
+/// word; without AVX only 8-byte stores are documented atomic.
+pub(crate) fn wide_stores_atomic() -> bool {
+    std::arch::is_x86_feature_detected!("avx")
 }
 
 /// The start of the kernel's `struct rseq` (`include/uapi/linux/rseq.h`,
@@ -449,30 +498,67 @@ const _: () = {
     assert!(offset_of!(MultiArgs, journal) == 8);
     assert!(offset_of!(MultiArgs, ops) == 16);
     assert!(offset_of!(MultiArgs, n) == 24);
-    assert!(offset_of!(CopyArgs, base) == 0);
-    assert!(offset_of!(CopyArgs, journal) == 8);
-    assert!(offset_of!(CopyArgs, src) == 16);
-    assert!(offset_of!(CopyArgs, n) == 24);
-    assert!(offset_of!(CopyArgs, dst_off) == 32);
-    assert!(offset_of!(CopyArgs, guard_off) == 40);
-    assert!(offset_of!(CopyArgs, guard_val) == 48);
-    assert!(offset_of!(CopyArgs, guard_new) == 56);
+    assert!(offset_of!(RecordArgs, base) == 0);
+    assert!(offset_of!(RecordArgs, journal) == 8);
+    assert!(offset_of!(RecordArgs, regions) == 16);
+    assert!(offset_of!(RecordArgs, n) == 24);
+    assert!(offset_of!(RecordArgs, dst_off) == 32);
+    assert!(offset_of!(RecordArgs, guard_off) == 40);
+    assert!(offset_of!(RecordArgs, guard_val) == 48);
+    assert!(offset_of!(RecordArgs, guard_new) == 56);
+    assert!(offset_of!(RecordArgs, head) == 64);
+    assert!(offset_of!(RecordArgs, index) == 88);
+    assert!(offset_of!(RecordArgs, tail) == 96);
+    assert!(offset_of!(RecordArgs, wide) == 104);
+    // [`records`] builds a record from a region: words 0..3 and 7 from the
+    // arguments, word 3 counting up in its low half (`region_index`; x86_64
+    // is little-endian), and words 4, 5, 6 are the region's three words
+    // (`start`, `end`, then `nr_accesses` and `age` in the same order and
+    // halves as in the record).
+    assert!(offset_of!(DamonRecord, monitor_id) == 0);
+    assert!(offset_of!(DamonRecord, target_id) == 8);
+    assert!(offset_of!(DamonRecord, aggregation) == 16);
+    assert!(offset_of!(DamonRecord, region_index) == 24);
+    assert!(offset_of!(DamonRecord, nr_regions) == 28);
+    assert!(offset_of!(DamonRecord, start) == 32);
+    assert!(offset_of!(DamonRecord, end) == 40);
+    assert!(offset_of!(DamonRecord, nr_accesses) == 48);
+    assert!(offset_of!(DamonRecord, age) == 52);
+    assert!(offset_of!(DamonRecord, sample_us) == 56);
+    assert!(offset_of!(DamonRecord, aggr_us) == 60);
+    assert!(core::mem::size_of::<DamonRecord>() == 64);
+    assert!(offset_of!(Region, start) == 0);
+    assert!(offset_of!(Region, end) == 8);
+    assert!(offset_of!(Region, nr_accesses) == 16);
+    assert!(offset_of!(Region, age) == 20);
+    assert!(core::mem::size_of::<Region>() == 24);
+    assert!(cfg!(target_endian = "little"));
 };
 
-/// Copies `n` words to a contiguous range of CPU `cpu`'s block as one
-/// update behind the sequence word (DAMON records into the ring), and
-/// advances the guard word. The old words are journaled as one contiguous
-/// range. The guard word is not journaled: it only says where the next
-/// records go, and an aborted copy that advanced it merely skips slots that
-/// keep their (restored) older records.
+/// Stores DAMON records, one per region of `regions`, in a contiguous range
+/// of CPU `cpu`'s ring as one update behind the sequence word, and advances
+/// the guard word. Each record is built in the section, a record (one cache
+/// line) per turn: the constant words from the arguments, `region_index`
+/// counting up, the region's words copied; no encoded copy of the records
+/// is written first. Where aligned 16-byte stores are atomic, a record is
+/// stored as four of them (half the stores of eight words; the loop is
+/// bound by the number of stores). The old words are journaled as one contiguous range.
+/// The guard word is not journaled: it only says where the next records
+/// go, and an aborted update that advanced it merely skips slots that keep
+/// their (restored) older records.
 ///
 /// # Safety
 ///
 /// As for [`multi`]; `args` points at valid arguments: `base` is the block,
 /// `journal` the CPU's journal, `[dst_off, dst_off + 8n)` and `guard_off`
-/// lie inside the block, `src` holds `n` words, and `n <= JOURNAL_WORDS`.
+/// lie inside the block, `n` is a multiple of 8, `n <= JOURNAL_WORDS`,
+/// `regions` holds `n / 8` regions, and `index` leaves room to count up
+/// `n / 8` times in its low half; `dst_off` and the block are 16-byte
+/// aligned, and `wide` is non-zero only if [`wide_stores_atomic`].
 #[inline]
-pub(crate) unsafe fn copy(area: *const u8, cpu: u32, args: &CopyArgs) -> Status {
+pub(crate) unsafe fn records(area: *const u8, cpu: u32, args: &RecordArgs) -> Status {
+    debug_assert!(args.n % 8 == 0 && args.n as usize <= JOURNAL_WORDS);
+    debug_assert!((args.base as u64 + args.dst_off) % 16 == 0);
     let st: u32;
     // SAFETY: the caller's contract. Before the sequence goes odd the journal
     // holds the old value of every word of the range, so an abort anywhere
@@ -506,9 +592,8 @@ pub(crate) unsafe fn copy(area: *const u8, cpu: u32, args: &CopyArgs) -> Status 
             "12:",
             "cmp {t}, {k}",
             "jae 13f",
-            "mov {v}, qword ptr [{a} + {t}*8]",
-            "mov qword ptr [{j} + {old} + {t}*8], {v}",
-            "inc {t}",
+            journal_record!(),
+            "add {t}, 8",
             "jmp 12b",
             "13:",
             "bts {k}, 63",
@@ -516,17 +601,61 @@ pub(crate) unsafe fn copy(area: *const u8, cpu: u32, args: &CopyArgs) -> Status 
             // Sequence odd (x86 TSO: stores visible in order).
             "lea {v}, [{s} + 1]",
             "mov qword ptr [{b}], {v}",
-            // Copy.
+            // Store the records: `{j}` walks the regions, `{t}` the words.
             "mov {k}, qword ptr [{args} + 24]",
             "mov {j}, qword ptr [{args} + 16]",
             "xor {t:e}, {t:e}",
+            "cmp qword ptr [{args} + 104], 0",
+            "jne 17f",
+            // 8-byte stores.
             "14:",
             "cmp {t}, {k}",
             "jae 16f",
-            "mov {v}, qword ptr [{j} + {t}*8]",
+            "mov {v}, qword ptr [{args} + 64]",
             "mov qword ptr [{a} + {t}*8], {v}",
-            "inc {t}",
+            "mov {v}, qword ptr [{args} + 72]",
+            "mov qword ptr [{a} + {t}*8 + 8], {v}",
+            "mov {v}, qword ptr [{args} + 80]",
+            "mov qword ptr [{a} + {t}*8 + 16], {v}",
+            "mov {v}, {t}",
+            "shr {v}, 3",
+            "add {v}, qword ptr [{args} + 88]",
+            "mov qword ptr [{a} + {t}*8 + 24], {v}",
+            "mov {v}, qword ptr [{j}]",
+            "mov qword ptr [{a} + {t}*8 + 32], {v}",
+            "mov {v}, qword ptr [{j} + 8]",
+            "mov qword ptr [{a} + {t}*8 + 40], {v}",
+            "mov {v}, qword ptr [{j} + 16]",
+            "mov qword ptr [{a} + {t}*8 + 48], {v}",
+            "mov {v}, qword ptr [{args} + 96]",
+            "mov qword ptr [{a} + {t}*8 + 56], {v}",
+            "add {j}, 24",
+            "add {t}, 8",
             "jmp 14b",
+            // Aligned 16-byte stores (ring slots are 64-byte aligned): xmm4
+            // holds words 0-1, xmm5 words 2-3 (+1 to word 3 per record by
+            // xmm7), xmm6 word 7; words 4-5 and 6 come from the region.
+            "17:",
+            "movups xmm4, xmmword ptr [{args} + 64]",
+            "movups xmm5, xmmword ptr [{args} + 80]",
+            "movq xmm6, qword ptr [{args} + 96]",
+            "mov {v}, 1",
+            "movq xmm7, {v}",
+            "pslldq xmm7, 8",
+            "18:",
+            "cmp {t}, {k}",
+            "jae 16f",
+            "movaps xmmword ptr [{a} + {t}*8], xmm4",
+            "movaps xmmword ptr [{a} + {t}*8 + 16], xmm5",
+            "paddq xmm5, xmm7",
+            "movups xmm0, xmmword ptr [{j}]",
+            "movaps xmmword ptr [{a} + {t}*8 + 32], xmm0",
+            "movq xmm1, qword ptr [{j} + 16]",
+            "punpcklqdq xmm1, xmm6",
+            "movaps xmmword ptr [{a} + {t}*8 + 48], xmm1",
+            "add {j}, 24",
+            "add {t}, 8",
+            "jmp 18b",
             "16:",
             "mov {k}, qword ptr [{args} + 40]",
             "mov {v}, qword ptr [{args} + 56]",
@@ -543,7 +672,15 @@ pub(crate) unsafe fn copy(area: *const u8, cpu: u32, args: &CopyArgs) -> Status 
             rseq_abort_handler!(),
             rseq = in(reg) area,
             cpu = in(reg) cpu,
-            args = in(reg) args as *const CopyArgs,
+            args = in(reg) args as *const RecordArgs,
+            out("xmm0") _,
+            out("xmm1") _,
+            out("xmm2") _,
+            out("xmm3") _,
+            out("xmm4") _,
+            out("xmm5") _,
+            out("xmm6") _,
+            out("xmm7") _,
             b = out(reg) _,
             j = out(reg) _,
             s = out(reg) _,
