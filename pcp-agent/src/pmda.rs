@@ -10,6 +10,8 @@ use std::ffi::{c_int, c_uint, CStr, CString};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use perfabi_reader::Trust;
+
 use crate::catalog::{self, Indom, Kind, Metric, Part, INDOMS};
 use crate::counter_names::{self, CounterNames};
 use crate::damon_instances::{DamonInstances, FORGET_AFTER};
@@ -18,7 +20,7 @@ use crate::ffi::daemon::{Callbacks, Daemon, Tables, Value};
 use crate::ffi::*;
 use crate::indom_cache::CachedIndom;
 use crate::namespace::{Child, Namespace};
-use crate::source::Source;
+use crate::source::{Source, Values};
 use crate::state_dir::{self, StateDir};
 
 /// The agent's state; the tables libpcp_pmda reads are lent to it in
@@ -46,8 +48,23 @@ pub struct Agent {
     /// Where the family numbers are saved, if anywhere.
     state: Option<StateDir>,
     key: Option<(u64, u64, usize)>,
-    /// What the instance domains were built from.
-    instances_key: Option<InstancesKey>,
+    /// Rebuilds of the metric table so far: what a [`FetchPlan`] was made
+    /// for.
+    table_serial: u64,
+    /// What recent fetches read, by the PMIDs they asked for.
+    plans: Vec<FetchPlan>,
+    /// The plan [`Agent::plan_for`] replaces next when all are current.
+    next_plan: usize,
+    /// The CPUs the CPU instance domain lists.
+    cpus_listed: Option<usize>,
+    /// Each DAMON stream's (monitor, target, regions) the DAMON instance
+    /// domains were made from.
+    damon_key: Option<Vec<(u64, u64, usize)>>,
+    /// The DAMON regions were read for the current request.
+    damon_read: bool,
+    /// The family values of the current fetch could be read at the
+    /// generation of the metric table (else they answer "try again").
+    values_ok: bool,
     /// The last problem logged about instances or saved state (logged
     /// once, not at every request).
     last_state_problem: Option<String>,
@@ -55,8 +72,72 @@ pub struct Agent {
     path: CString,
 }
 
-/// The CPU count and each DAMON stream's (monitor, target, regions).
-type InstancesKey = (usize, Vec<(u64, u64, usize)>);
+/// What a fetch of some PMIDs reads, worked out once per metric table
+/// and list of PMIDs (pmcd sends a client's list unchanged at every
+/// fetch): the runs of value slots of the families served, and whether a
+/// DAMON metric is among them.
+#[derive(Default)]
+struct FetchPlan {
+    /// The metric table it was made for ([`Agent::table_serial`]).
+    serial: u64,
+    pmids: Vec<pmID>,
+    /// `(first slot, slots)`, sorted, merged where they touch.
+    runs: Vec<(usize, usize)>,
+    damon: bool,
+}
+
+/// Fetch plans kept: pmlogger fetches one list per logging interval.
+const MAX_PLANS: usize = 8;
+
+impl FetchPlan {
+    /// Works the plan out for `pmids`, of the metric table `serial`.
+    fn make(
+        &mut self,
+        pmids: &[pmID],
+        serial: u64,
+        by_pmid: &HashMap<pmID, usize>,
+        metrics: &[Metric],
+        families: &[perfabi::Family],
+    ) {
+        self.serial = serial;
+        self.pmids.clear();
+        self.pmids.extend_from_slice(pmids);
+        self.runs.clear();
+        self.damon = false;
+        for pmid in pmids {
+            let Some(m) = by_pmid.get(pmid).and_then(|&i| metrics.get(i)) else {
+                continue;
+            };
+            match m.kind {
+                Kind::Family { family, .. } => {
+                    if let Some(f) = families.get(family) {
+                        self.runs.extend(
+                            f.members
+                                .iter()
+                                .map(|m| (m.value_slot as usize, m.words as usize)),
+                        );
+                    }
+                }
+                k => self.damon |= k.is_damon(),
+            }
+        }
+        self.runs.sort_unstable();
+        let mut kept = 0usize;
+        for k in 0..self.runs.len() {
+            let (src, len) = self.runs[k];
+            match kept.checked_sub(1).map(|p| &mut self.runs[p]) {
+                Some(last) if src <= last.0 + last.1 => {
+                    last.1 = last.1.max(src + len - last.0);
+                }
+                _ => {
+                    self.runs[kept] = (src, len);
+                    kept += 1;
+                }
+            }
+        }
+        self.runs.truncate(kept);
+    }
+}
 
 /// A family instance domain, as the callbacks look it up.
 struct FamilyIndom {
@@ -77,6 +158,76 @@ fn cstring(s: &str) -> CString {
 }
 
 impl Agent {
+    /// The agent of `segment` (believing the owners `trust` allows) for
+    /// `domain`: family numbers from `names`, saved in `state` if there is
+    /// one; DAMON instance ids in libpcp_pmda's instance caches, saved in
+    /// `pmda_dir` if there is one. Nothing is read before the first
+    /// request ([`Callbacks::refresh`]).
+    pub fn new(
+        pcp: &'static Pcp,
+        domain: u32,
+        segment: &Path,
+        trust: Trust,
+        state: Option<StateDir>,
+        names: CounterNames,
+        pmda_dir: Option<&Path>,
+    ) -> Agent {
+        let cache = |d: Indom| {
+            let (c, problem) = CachedIndom::open(pcp, indom(domain, d as u32), pmda_dir);
+            if let Some(p) = problem {
+                pcp.notify(LOG_ERR, &p);
+            }
+            c
+        };
+        let damon = DamonInstances::new(
+            cache(Indom::Stream),
+            cache(Indom::Region),
+            FORGET_AFTER,
+            Instant::now(),
+        );
+        Agent {
+            pcp,
+            domain,
+            source: Source::new(segment, trust),
+            metrics: Vec::new(),
+            by_pmid: HashMap::new(),
+            namespace: Namespace::default(),
+            damon,
+            text: CString::default(),
+            indom_texts: INDOMS
+                .iter()
+                .map(|d| (cstring(d.help().0), cstring(d.help().1)))
+                .collect(),
+            names,
+            ids: InstanceIds::default(),
+            family_indoms: HashMap::new(),
+            left_out: Vec::new(),
+            state,
+            key: None,
+            table_serial: 0,
+            plans: Vec::new(),
+            next_plan: 0,
+            cpus_listed: None,
+            damon_key: None,
+            damon_read: false,
+            values_ok: true,
+            last_state_problem: None,
+            abi: cstring(""),
+            path: cstring(&segment.display().to_string()),
+        }
+    }
+
+    /// The segment as the agent reads it.
+    pub fn source(&mut self) -> &mut Source {
+        &mut self.source
+    }
+
+    /// The index of metric `pmid` in the metric table (what libpcp_pmda
+    /// passes to [`Callbacks::value`]).
+    pub fn metric_index(&self, pmid: pmID) -> Option<usize> {
+        self.by_pmid.get(&pmid).copied()
+    }
+
     /// Logs `msg` unless it is the state problem logged last.
     fn state_problem(&mut self, msg: String) {
         if self.last_state_problem.as_deref() != Some(msg.as_str()) {
@@ -85,11 +236,22 @@ impl Agent {
         }
     }
 
-    /// Re-reads the segment; rebuilds the tables if its contents changed.
+    /// Before a request: looks at the segment; rebuilds the tables if its
+    /// contents changed. Nothing else (no values, no DAMON regions: the
+    /// requests that serve them read them), no allocation while the
+    /// segment's metadata stays the same.
     fn refresh(&mut self, tables: &mut Tables) {
         let pcp = self.pcp;
         let now = Instant::now();
         self.source.refresh(now, &mut |m| pcp.notify(LOG_INFO, &m));
+        self.damon_read = false;
+        self.values_ok = true;
+        self.update_tables(tables);
+    }
+
+    /// Rebuilds the metric table if the segment's tables changed, and the
+    /// CPU instance domain if its CPUs did.
+    fn update_tables(&mut self, tables: &mut Tables) {
         let r = &self.source.reading;
         let key = r.info.as_ref().map(|i| {
             (
@@ -105,19 +267,119 @@ impl Agent {
             }
             self.rebuild_metrics(tables);
         }
-        // Instance domains change with the CPUs and the DAMON streams and
-        // their region counts: rebuilt then, not at every request.
-        let r = &self.source.reading;
-        let instances = (
-            r.info.as_ref().map_or(0, |i| i.header.nr_cpus),
-            r.damon
+        let nr_cpus = self
+            .source
+            .reading
+            .info
+            .as_ref()
+            .map_or(0, |i| i.header.nr_cpus);
+        if self.cpus_listed != Some(nr_cpus) {
+            self.cpus_listed = Some(nr_cpus);
+            tables.set_instances(
+                Indom::Cpu as usize,
+                (0..nr_cpus).map(|c| cstring(&format!("cpu{c}"))).collect(),
+            );
+        }
+    }
+
+    /// Before a fetch of `pmids`: reads the values their metrics serve, in
+    /// one consistent read of the families' value slots (only those), and
+    /// the DAMON regions if one of them is a DAMON metric. If the
+    /// generation moved since [`Agent::refresh`], the tables are rebuilt
+    /// first (libpcp_pmda has not looked at them yet).
+    fn prepare_fetch(&mut self, pmids: &[pmID], tables: &mut Tables) {
+        let pcp = self.pcp;
+        let mut log = |m: String| pcp.notify(LOG_INFO, &m);
+        let mut plan = self.plan_for(pmids);
+        for attempt in 0.. {
+            let runs = &self.plans[plan].runs;
+            if runs.is_empty() {
+                break;
+            }
+            let now = Instant::now();
+            if self.source.read_values(runs, now, &mut log) != Values::Moved {
+                break;
+            }
+            if attempt == 2 {
+                // The tables keep changing: no family values this time.
+                self.values_ok = false;
+                break;
+            }
+            self.source.refresh(now, &mut log);
+            self.update_tables(tables);
+            plan = self.plan_for(pmids);
+        }
+        if self.plans[plan].damon {
+            self.read_damon();
+        }
+    }
+
+    /// The plan of a fetch of `pmids` with the current metric table:
+    /// found, or made in place of an outdated (else the oldest) one.
+    fn plan_for(&mut self, pmids: &[pmID]) -> usize {
+        let serial = self.table_serial;
+        if let Some(i) = self
+            .plans
+            .iter()
+            .position(|p| p.serial == serial && p.pmids == pmids)
+        {
+            return i;
+        }
+        let i = match self.plans.iter().position(|p| p.serial != serial) {
+            Some(i) => i,
+            None if self.plans.len() < MAX_PLANS => {
+                self.plans.push(FetchPlan::default());
+                self.plans.len() - 1
+            }
+            None => {
+                self.next_plan = (self.next_plan + 1) % MAX_PLANS;
+                self.next_plan
+            }
+        };
+        let families = &self.source.reading.snapshot.families;
+        self.plans[i].make(pmids, serial, &self.by_pmid, &self.metrics, families);
+        i
+    }
+
+    /// Before libpcp_pmda lists or walks the instances of `indom`: the
+    /// DAMON regions, if it is a DAMON instance domain.
+    fn prepare_instances(&mut self, indom: pmInDom) {
+        let serial = indom & 0x3f_ffff;
+        if serial == Indom::Stream as u32 || serial == Indom::Region as u32 {
+            self.read_damon();
+        }
+    }
+
+    /// Reads the DAMON regions, once per request, and makes their streams
+    /// and regions the DAMON instances if they changed.
+    fn read_damon(&mut self) {
+        if self.damon_read {
+            return;
+        }
+        self.damon_read = true;
+        let pcp = self.pcp;
+        let now = Instant::now();
+        self.source
+            .read_damon(now, &mut |m| pcp.notify(LOG_INFO, &m));
+        let damon = &self.source.reading.damon;
+        let same = self.damon_key.as_ref().is_some_and(|k| {
+            k.len() == damon.len()
+                && k.iter()
+                    .zip(damon)
+                    .all(|(&k, a)| k == (a.monitor_id, a.target_id, a.regions.len()))
+        });
+        if same {
+            return;
+        }
+        self.damon_key = Some(
+            damon
                 .iter()
                 .map(|a| (a.monitor_id, a.target_id, a.regions.len()))
-                .collect::<Vec<_>>(),
+                .collect(),
         );
-        if self.instances_key.as_ref() != Some(&instances) {
-            self.instances_key = Some(instances);
-            self.rebuild_instances(now, tables);
+        let problems = self.damon.update(damon, now);
+        if let Some(first) = problems.into_iter().next() {
+            self.state_problem(format!("DAMON instances: {first}"));
         }
     }
 
@@ -151,6 +413,7 @@ impl Agent {
         if self.names.take_changed() {
             self.save_names();
         }
+        self.table_serial += 1;
         metrics.extend(built.metrics);
         self.by_pmid = metrics
             .iter()
@@ -216,21 +479,6 @@ impl Agent {
         }
     }
 
-    /// The CPU instance domain is listed here; the others are libpcp_pmda's
-    /// caches.
-    fn rebuild_instances(&mut self, now: Instant, tables: &mut Tables) {
-        let r = &self.source.reading;
-        let nr_cpus = r.info.as_ref().map_or(0, |i| i.header.nr_cpus);
-        tables.set_instances(
-            Indom::Cpu as usize,
-            (0..nr_cpus).map(|c| cstring(&format!("cpu{c}"))).collect(),
-        );
-        let problems = self.damon.update(&self.source.reading.damon, now);
-        if let Some(first) = problems.into_iter().next() {
-            self.state_problem(format!("DAMON instances: {first}"));
-        }
-    }
-
     /// The value of metric `idx` for instance `inst`.
     fn value(&self, idx: usize, inst: c_uint) -> Result<Option<Value<'_>>, c_int> {
         let Some(m) = self.metrics.get(idx) else {
@@ -291,6 +539,7 @@ impl Agent {
             Kind::RegionNrAccesses => region().map(|(_, g)| V::U32(g.nr_accesses)),
             Kind::RegionAge => region().map(|(_, g)| V::U32(g.age)),
             Kind::RegionFrequency => region().map(|(a, g)| V::F64(a.frequency(g))),
+            Kind::Family { .. } if !self.values_ok => return Err(PM_ERR_AGAIN),
             Kind::Family {
                 family,
                 part,
@@ -408,6 +657,14 @@ impl Callbacks for Agent {
         Agent::refresh(self, tables);
     }
 
+    fn prepare_fetch(&mut self, pmids: &[pmID], tables: &mut Tables) {
+        Agent::prepare_fetch(self, pmids, tables);
+    }
+
+    fn prepare_instances(&mut self, indom: pmInDom) {
+        Agent::prepare_instances(self, indom);
+    }
+
     fn value(&self, metric: usize, inst: c_uint) -> Result<Option<Value<'_>>, c_int> {
         Agent::value(self, metric, inst)
     }
@@ -457,7 +714,7 @@ pub fn run(
     domain: u32,
     logfile: &str,
     segment: &Path,
-    trust: perfabi_reader::Trust,
+    trust: Trust,
 ) -> Result<(), String> {
     let log = CString::new(logfile).map_err(|_| "--logfile contains a NUL byte".to_string())?;
     pcp.set_progname(c"pmdaperfabi");
@@ -470,44 +727,15 @@ pub fn run(
         INDOMS.map(|d| indom(domain, d as u32)),
     )?;
     let (state, names, pmda_dir) = open_state(pcp, domain);
-    let now = Instant::now();
-    let cache = |d: Indom| {
-        let (c, problem) = CachedIndom::open(pcp, indom(domain, d as u32), pmda_dir.as_deref());
-        if let Some(p) = problem {
-            pcp.notify(LOG_ERR, &p);
-        }
-        c
-    };
-    let damon = DamonInstances::new(
-        cache(Indom::Stream),
-        cache(Indom::Region),
-        FORGET_AFTER,
-        now,
-    );
-    let mut agent = Agent {
+    let mut agent = Agent::new(
         pcp,
         domain,
-        source: Source::new(segment, trust),
-        metrics: Vec::new(),
-        by_pmid: HashMap::new(),
-        namespace: Namespace::default(),
-        damon,
-        text: CString::default(),
-        indom_texts: INDOMS
-            .iter()
-            .map(|d| (cstring(d.help().0), cstring(d.help().1)))
-            .collect(),
-        names,
-        ids: InstanceIds::default(),
-        family_indoms: HashMap::new(),
-        left_out: Vec::new(),
+        segment,
+        trust,
         state,
-        key: None,
-        instances_key: None,
-        last_state_problem: None,
-        abi: cstring(""),
-        path: cstring(&segment.display().to_string()),
-    };
+        names,
+        pmda_dir.as_deref(),
+    );
     agent.refresh(daemon.tables());
     pcp.notify(
         LOG_INFO,
@@ -574,4 +802,98 @@ fn open_state(pcp: &'static Pcp, domain: u32) -> (Option<StateDir>, CounterNames
         }
     };
     (Some(state), names, Some(var.join("config/pmda")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Text;
+
+    /// A family metric of family `family`, PMID `item`.
+    fn metric(item: u32, kind: Kind) -> Metric {
+        Metric {
+            name: format!("m{item}"),
+            pmid: pmid(502, 2048, item),
+            type_: PM_TYPE_U64,
+            indom: None,
+            sem: PM_SEM_COUNTER,
+            units: pmUnits::default(),
+            text: Text::Family,
+            kind,
+        }
+    }
+
+    /// A fetch reads each family's value slots once, in runs merged where
+    /// they touch or overlap, and the DAMON regions only for a DAMON
+    /// metric; unknown PMIDs read nothing.
+    #[test]
+    fn a_fetch_plan_reads_each_slot_of_its_families_once() {
+        let family = |slots: &[(u32, u32)]| {
+            let mut f = perfabi::Family::from_entry(&perfabi::Instance {
+                slot: 0,
+                reg_id: 1,
+                name: "f".into(),
+                unit: String::new(),
+                semantics: perfabi::Semantics::Counter,
+                value_type: perfabi::ValueType::U64,
+            });
+            let m = f.members[0].clone();
+            f.members = slots
+                .iter()
+                .map(|&(value_slot, words)| perfabi::Member {
+                    value_slot,
+                    words,
+                    ..m.clone()
+                })
+                .collect();
+            f
+        };
+        // Family 0: slots 10..13 and 4; family 1: slot 3; family 2: 12..16.
+        let families = [
+            family(&[(10, 3), (4, 1)]),
+            family(&[(3, 1)]),
+            family(&[(12, 4)]),
+        ];
+        let fam = |family| Kind::Family {
+            family,
+            part: Part::Value,
+            per_cpu: false,
+        };
+        let metrics = vec![
+            metric(0, fam(0)),
+            metric(1, fam(1)),
+            metric(2, fam(2)),
+            metric(3, Kind::Epoch),
+            metric(4, Kind::RegionStart),
+            metric(5, fam(7)),
+        ];
+        let by_pmid = metrics
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.pmid, i))
+            .collect();
+        let mut plan = FetchPlan::default();
+        let ids = |items: &[u32]| {
+            items
+                .iter()
+                .map(|&i| pmid(502, 2048, i))
+                .collect::<Vec<_>>()
+        };
+        plan.make(
+            &ids(&[0, 1, 2, 0, 3, 9, 5]),
+            1,
+            &by_pmid,
+            &metrics,
+            &families,
+        );
+        assert_eq!(plan.runs, [(3, 2), (10, 6)]);
+        assert!(!plan.damon);
+        plan.make(&ids(&[1, 4]), 2, &by_pmid, &metrics, &families);
+        assert_eq!(
+            (plan.runs.as_slice(), plan.damon, plan.serial),
+            (&[(3, 1)][..], true, 2)
+        );
+        plan.make(&ids(&[3]), 2, &by_pmid, &metrics, &families);
+        assert!(plan.runs.is_empty() && !plan.damon);
+    }
 }

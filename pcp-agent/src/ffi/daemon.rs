@@ -22,6 +22,13 @@ pub trait Callbacks {
     /// Before each request from pmcd (the check callback): brings the
     /// agent, and the `tables` libpcp_pmda reads, up to date.
     fn refresh(&mut self, tables: &mut Tables);
+    /// Before libpcp_pmda's fetch of `pmids` (after [`Callbacks::refresh`]):
+    /// reads what their values need; may change the `tables`, which
+    /// libpcp_pmda reads only afterwards.
+    fn prepare_fetch(&mut self, pmids: &[pmID], tables: &mut Tables);
+    /// Before libpcp_pmda lists or walks the instances of `indom` for an
+    /// instance or label request.
+    fn prepare_instances(&mut self, indom: pmInDom);
     /// The value of metric `metric` (its index in the last
     /// [`Tables::set_metrics`]) for instance `inst`: `None` if it has no
     /// value, `Err` a negative PCP error.
@@ -73,8 +80,9 @@ pub enum Value<'a> {
 /// # Safety
 /// From [`Daemon::serve`] on, libpcp_pmda keeps pointers to the metric
 /// table, the instance domain array and each listed instance and its name,
-/// and reads them while it serves a request. So the one `Tables` is made
-/// by the one [`Daemon`], only ever lent out (there is no other to swap
+/// and reads them while it serves a request. So the one `Tables` it reads
+/// is made by the one [`Daemon`] (others, [`Tables::detached`], never get
+/// the `pmdaExt` and call nothing of libpcp_pmda), only ever lent out (there is no other to swap
 /// with), kept until `pmdaMain` has returned, and changes a buffer only
 /// through these methods, which point libpcp_pmda at the new one
 /// (`pmdaRehash`, `it_set`) before it can read again. Every buffer is on
@@ -98,6 +106,22 @@ pub struct Tables {
 }
 
 impl Tables {
+    /// Tables that libpcp_pmda never reads, for the instance domains
+    /// `indoms`: an agent's requests made without pmcd (its tests). Only
+    /// [`Daemon::serve`] hands tables to libpcp_pmda.
+    pub fn detached(pcp: &'static Pcp, indoms: impl IntoIterator<Item = pmInDom>) -> Tables {
+        Tables::new(pcp, indoms)
+    }
+
+    /// The ids of the instances listed for `indom` (none for an instance
+    /// domain libpcp_pmda's instance cache serves), as a fetch walks them.
+    pub fn instance_ids(&self, indom: pmInDom) -> Vec<c_int> {
+        let Some(k) = self.indoms.iter().position(|d| d.it_indom == indom) else {
+            return Vec::new();
+        };
+        self.instances[k].0.iter().map(|i| i.i_inst).collect()
+    }
+
     fn new(pcp: &'static Pcp, indoms: impl IntoIterator<Item = pmInDom>) -> Tables {
         let indoms: Vec<pmdaIndom> = indoms
             .into_iter()
@@ -255,6 +279,7 @@ impl Daemon {
         }
         // SAFETY: dispatch was set up by pmdaDaemon.
         unsafe { (pcp.pmdaOpenLog)(dispatch) };
+        dispatch.four.fetch = Some(fetch_pdu_cb);
         dispatch.four.text = Some(text_cb);
         dispatch.four.pmid = Some(pmid_cb);
         dispatch.four.name = Some(name_cb);
@@ -397,6 +422,7 @@ unsafe extern "C" fn instance_cb(
     let mut former = None;
     let st = with_served("instance", |s| {
         pcp = Some(s.tables.pcp);
+        s.agent.prepare_instances(indom);
         0
     });
     let Some(pcp) = pcp else { return st };
@@ -438,6 +464,8 @@ unsafe extern "C" fn label_cb(
     let st = with_served("labels", |s| {
         pcp = Some(s.tables.pcp);
         if kind & PM_LABEL_INSTANCES != 0 {
+            // pmdaLabel walks the instances.
+            s.agent.prepare_instances(ident as pmInDom);
             return 0;
         }
         match s.agent.labels(ident, kind) {
@@ -480,6 +508,38 @@ extern "C" fn check_cb() -> c_int {
         s.agent.refresh(&mut s.tables);
         0
     })
+}
+
+/// The fetch entry point: the agent reads what the values of `pmidlist`
+/// need ([`Callbacks::prepare_fetch`]), then `pmdaFetch` walks the metrics
+/// and their instances, calling [`fetch_cb`] for each value.
+///
+/// # Safety
+/// libpcp_pmda passes `numpmid` PMIDs at `pmidlist`, its out pointer and
+/// the agent's pmdaExt, valid for the call.
+unsafe extern "C" fn fetch_pdu_cb(
+    numpmid: c_int,
+    pmidlist: *mut pmID,
+    resp: *mut *mut Opaque,
+    ext: *mut pmdaExt,
+) -> c_int {
+    let pmids: &[pmID] = match usize::try_from(numpmid) {
+        // SAFETY: libpcp_pmda's list of numpmid PMIDs (the decoded PDU),
+        // valid and unchanged for the call.
+        Ok(n) if n > 0 && !pmidlist.is_null() => unsafe { std::slice::from_raw_parts(pmidlist, n) },
+        _ => &[],
+    };
+    let mut pcp = None;
+    let st = with_served("fetch", |s| {
+        pcp = Some(s.tables.pcp);
+        s.agent.prepare_fetch(pmids, &mut s.tables);
+        0
+    });
+    let Some(pcp) = pcp else { return st };
+    // Outside with_served: pmdaFetch calls fetch_cb, which takes the agent
+    // again.
+    // SAFETY: the arguments libpcp_pmda passed, unchanged.
+    unsafe { (pcp.pmdaFetch)(numpmid, pmidlist, resp, ext) }
 }
 
 /// # Safety
