@@ -55,6 +55,8 @@ pub struct Agent {
     plans: Vec<FetchPlan>,
     /// The plan [`Agent::plan_for`] replaces next when all are current.
     next_plan: usize,
+    /// The plan of the fetch last prepared.
+    current_plan: Option<usize>,
     /// The CPUs the CPU instance domain lists.
     cpus_listed: Option<usize>,
     /// Each DAMON stream's (monitor, target, regions) the DAMON instance
@@ -81,6 +83,8 @@ struct FetchPlan {
     /// The metric table it was made for ([`Agent::table_serial`]).
     serial: u64,
     pmids: Vec<pmID>,
+    /// The metric of each PMID (its index in `metrics`).
+    metrics: Vec<Option<usize>>,
     /// `(first slot, slots)`, sorted, merged where they touch.
     runs: Vec<(usize, usize)>,
     damon: bool,
@@ -104,8 +108,11 @@ impl FetchPlan {
         self.pmids.extend_from_slice(pmids);
         self.runs.clear();
         self.damon = false;
-        for pmid in pmids {
-            let Some(m) = by_pmid.get(pmid).and_then(|&i| metrics.get(i)) else {
+        self.metrics.clear();
+        self.metrics
+            .extend(pmids.iter().map(|p| by_pmid.get(p).copied()));
+        for &i in self.metrics.iter().flatten() {
+            let Some(m) = metrics.get(i) else {
                 continue;
             };
             match m.kind {
@@ -207,6 +214,7 @@ impl Agent {
             table_serial: 0,
             plans: Vec::new(),
             next_plan: 0,
+            current_plan: None,
             cpus_listed: None,
             damon_key: None,
             damon_read: false,
@@ -240,7 +248,7 @@ impl Agent {
     /// contents changed. Nothing else (no values, no DAMON regions: the
     /// requests that serve them read them), no allocation while the
     /// segment's metadata stays the same.
-    fn refresh(&mut self, tables: &mut Tables) {
+    pub fn refresh(&mut self, tables: &mut Tables) {
         let pcp = self.pcp;
         let now = Instant::now();
         self.source.refresh(now, &mut |m| pcp.notify(LOG_INFO, &m));
@@ -287,7 +295,7 @@ impl Agent {
     /// the DAMON regions if one of them is a DAMON metric. If the
     /// generation moved since [`Agent::refresh`], the tables are rebuilt
     /// first (libpcp_pmda has not looked at them yet).
-    fn prepare_fetch(&mut self, pmids: &[pmID], tables: &mut Tables) {
+    pub fn prepare_fetch(&mut self, pmids: &[pmID], tables: &mut Tables) {
         let pcp = self.pcp;
         let mut log = |m: String| pcp.notify(LOG_INFO, &m);
         let mut plan = self.plan_for(pmids);
@@ -311,6 +319,15 @@ impl Agent {
         }
         if self.plans[plan].damon {
             self.read_damon();
+        }
+        self.current_plan = Some(plan);
+    }
+
+    /// The metric of each PMID of the fetch last prepared.
+    pub fn fetch_metrics(&self) -> &[Option<usize>] {
+        match self.current_plan.and_then(|p| self.plans.get(p)) {
+            Some(p) => &p.metrics,
+            None => &[],
         }
     }
 
@@ -343,7 +360,7 @@ impl Agent {
 
     /// Before libpcp_pmda lists or walks the instances of `indom`: the
     /// DAMON regions, if it is a DAMON instance domain.
-    fn prepare_instances(&mut self, indom: pmInDom) {
+    pub fn prepare_instances(&mut self, indom: pmInDom) {
         let serial = indom & 0x3f_ffff;
         if serial == Indom::Stream as u32 || serial == Indom::Region as u32 {
             self.read_damon();
@@ -480,7 +497,7 @@ impl Agent {
     }
 
     /// The value of metric `idx` for instance `inst`.
-    fn value(&self, idx: usize, inst: c_uint) -> Result<Option<Value<'_>>, c_int> {
+    pub fn value(&self, idx: usize, inst: c_uint) -> Result<Option<Value<'_>>, c_int> {
         let Some(m) = self.metrics.get(idx) else {
             return Err(PM_ERR_PMID);
         };
@@ -577,24 +594,29 @@ impl Agent {
             return None;
         }
         let slot = m.value_slot as usize + offset;
-        let word = |cpu: usize| {
-            (slot < s.slots && cpu < s.nr_cpus).then(|| s.values[cpu * s.slots + slot])
-        };
-        if per_cpu {
-            return word(sub as usize).map(Value::U64);
+        if slot >= s.slots || s.nr_cpus == 0 {
+            // No CPU: no value (a peak's maximum of nothing is not
+            // i64::MIN).
+            return None;
         }
-        let mut words = (0..s.nr_cpus).map(word);
+        if per_cpu {
+            let cpu = sub as usize;
+            return (cpu < s.nr_cpus)
+                .then(|| s.values.get(cpu * s.slots + slot))
+                .flatten()
+                .map(|&v| Value::U64(v));
+        }
+        // The slot's column: values[cpu * slots + slot] for every CPU.
+        let column = s.values.get(slot..)?.iter().step_by(s.slots);
+        let mut words = column.take(s.nr_cpus).copied();
         let peak = part == Part::Value && f.kind == perfabi::Kind::Peak;
         let signed = f.value_type == perfabi::ValueType::I64;
         let total = match (peak, signed) {
-            (true, true) => words
-                .try_fold(i64::MIN, |t, v| v.map(|v| t.max(v as i64)))
-                .map(|v| v as u64),
-            (true, false) => words.try_fold(0u64, |t, v| v.map(|v| t.max(v))),
-            (false, _) => words.try_fold(0u64, |t, v| v.map(|v| t.wrapping_add(v))),
+            (true, true) => words.map(|v| v as i64).max().map(|v| v as u64),
+            (true, false) => words.max(),
+            (false, _) => Some(words.by_ref().fold(0u64, u64::wrapping_add)),
         };
-        // No CPU: no value (a peak's maximum of nothing is not i64::MIN).
-        total.filter(|_| s.nr_cpus > 0).map(Value::U64)
+        total.map(Value::U64)
     }
 
     /// Help text of a metric or instance domain; it is kept until the next
@@ -663,6 +685,10 @@ impl Callbacks for Agent {
 
     fn prepare_instances(&mut self, indom: pmInDom) {
         Agent::prepare_instances(self, indom);
+    }
+
+    fn fetch_metrics(&self) -> &[Option<usize>] {
+        Agent::fetch_metrics(self)
     }
 
     fn value(&self, metric: usize, inst: c_uint) -> Result<Option<Value<'_>>, c_int> {

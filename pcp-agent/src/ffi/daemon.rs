@@ -26,6 +26,10 @@ pub trait Callbacks {
     /// reads what their values need; may change the `tables`, which
     /// libpcp_pmda reads only afterwards.
     fn prepare_fetch(&mut self, pmids: &[pmID], tables: &mut Tables);
+    /// The index of each metric of the fetch last prepared (of its PMIDs,
+    /// in order): what [`Callbacks::value`] takes; `None` for a PMID that
+    /// is no metric.
+    fn fetch_metrics(&self) -> &[Option<usize>];
     /// Before libpcp_pmda lists or walks the instances of `indom` for an
     /// instance or label request.
     fn prepare_instances(&mut self, indom: pmInDom);
@@ -62,7 +66,7 @@ pub trait Callbacks {
 /// `PMDA_FETCH_STATIC`, so it is borrowed from the agent, not copied: it
 /// stays there until the agent changes, which only a later callback does,
 /// and libpcp_pmda has copied it by then.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Value<'a> {
     /// `PM_TYPE_U32`.
     U32(u32),
@@ -72,6 +76,20 @@ pub enum Value<'a> {
     F64(f64),
     /// `PM_TYPE_STRING`.
     Str(&'a CStr),
+}
+
+impl Value<'_> {
+    /// The atom a fetch callback fills with the value (a string by
+    /// pointer).
+    pub fn atom(self) -> pmAtomValue {
+        match self {
+            Value::U32(x) => pmAtomValue { ul: x },
+            // The 8 bytes are the same for PM_TYPE_64 and PM_TYPE_U64.
+            Value::U64(x) => pmAtomValue { ull: x },
+            Value::F64(x) => pmAtomValue { d: x },
+            Value::Str(p) => pmAtomValue { cp: p.as_ptr() },
+        }
+    }
 }
 
 /// The tables libpcp_pmda reads: the metrics (`pmdaMetric`), the instance
@@ -111,6 +129,12 @@ impl Tables {
     /// [`Daemon::serve`] hands tables to libpcp_pmda.
     pub fn detached(pcp: &'static Pcp, indoms: impl IntoIterator<Item = pmInDom>) -> Tables {
         Tables::new(pcp, indoms)
+    }
+
+    /// The metric table: entry `i` describes the metric the agent knows
+    /// as `i`.
+    pub fn metrics(&self) -> &[pmdaMetric] {
+        &self.metrics
     }
 
     /// The ids of the instances listed for `indom` (none for an instance
@@ -337,10 +361,16 @@ impl Daemon {
         }
         tables.ext = dispatch.four.ext;
         tables.point_indoms();
+        // SAFETY: ext is the agent's pmdaExt, set up by pmdaInit.
+        let free_result = unsafe { (*tables.ext).e_resultCallBack };
+        // SAFETY: dispatch is initialised; result_cb is a 'static function.
+        unsafe { (pcp.pmdaSetResultCallBack)(dispatch, result_cb) };
         SERVED.with(|s| {
             *s.borrow_mut() = Some(Served {
                 agent: Box::new(agent),
                 tables,
+                fetch: FetchResult::default(),
+                free_result,
             })
         });
         // SAFETY: dispatch is initialised; pmdaMain serves pmcd until EOF.
@@ -356,6 +386,225 @@ impl Daemon {
 struct Served {
     agent: Box<dyn Callbacks>,
     tables: Tables,
+    /// The answer to the last fetch.
+    fetch: FetchResult,
+    /// libpcp_pmda's own result callback (`__pmFreeResultValues`): frees
+    /// what `pmdaFetch` made.
+    free_result: Option<ResultCallBack>,
+}
+
+/// Where a fetched PMID's value set is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    /// `FetchResult::sets[k]`: made by the agent.
+    Own(usize),
+    /// The `k`th of `FetchResult::walk`: made by `pmdaFetch`.
+    Walked(usize),
+}
+
+/// The answer to a fetch, made by the agent itself for the metrics without
+/// instance domain: the `pmResult`, the value sets and the value blocks
+/// each in one buffer, reused from fetch to fetch, so that a fetch
+/// allocates nothing once the buffers have held as many values. It is the
+/// answer `pmdaFetch` would give (value formats, errors, value blocks as
+/// `__pmStuffValue` makes them) without its two `malloc`s and `free`s per
+/// value, its look-up of every PMID, and a callback per value. Metrics
+/// with an instance domain are left to `pmdaFetch`, which walks their
+/// instances as the client's profile says; their value sets are taken
+/// into the answer, and freed by libpcp_pmda's own callback once it was
+/// sent ([`result_cb`]).
+#[derive(Default)]
+pub struct FetchResult {
+    /// `pmResult`: `struct timeval` (2 words), `numpmid` (1 word), then a
+    /// value set pointer per PMID.
+    result: Vec<u64>,
+    /// The value sets made here.
+    sets: Vec<pmValueSet>,
+    /// Per set, where its value block starts in `blocks` (`usize::MAX`:
+    /// none, the value is in place or there is none).
+    block_at: Vec<usize>,
+    /// The value blocks, 8-byte aligned (a 64-bit value: 2 words).
+    blocks: Vec<u64>,
+    /// Per PMID of the fetch, where its value set is.
+    places: Vec<Place>,
+    /// The PMIDs left to `pmdaFetch`.
+    walk: Vec<pmID>,
+    /// `pmdaFetch`'s result for `walk` while the answer is being sent.
+    walked: Option<*mut Opaque>,
+}
+
+impl FetchResult {
+    /// Makes the value sets of `pmids` whose metrics (`index[k]` is the
+    /// metric of `pmids[k]` in `metrics`, the table libpcp_pmda has) have
+    /// no instance domain, asking `agent` for their values; lists the
+    /// others in [`FetchResult::walk`] (true if there are any).
+    pub fn build(
+        &mut self,
+        pmids: &[pmID],
+        index: &[Option<usize>],
+        agent: &dyn Callbacks,
+        metrics: &[pmdaMetric],
+    ) -> bool {
+        self.sets.clear();
+        self.block_at.clear();
+        self.blocks.clear();
+        self.places.clear();
+        self.walk.clear();
+        self.walked = None;
+        for (k, &pmid) in pmids.iter().enumerate() {
+            let desc = index
+                .get(k)
+                .copied()
+                .flatten()
+                .and_then(|i| Some((i, metrics.get(i)?.m_desc)));
+            let (numval, valfmt, lval, block) = match desc {
+                None => (PM_ERR_PMID, PM_VAL_INSITU, 0, usize::MAX),
+                Some((_, d)) if d.indom != PM_INDOM_NULL => {
+                    self.places.push(Place::Walked(self.walk.len()));
+                    self.walk.push(pmid);
+                    continue;
+                }
+                Some((i, d)) => match agent.value(i, PM_IN_NULL as c_uint) {
+                    Err(e) => (e, PM_VAL_INSITU, 0, usize::MAX),
+                    Ok(None) => (0, PM_VAL_INSITU, 0, usize::MAX),
+                    Ok(Some(v)) => match self.stuff(v, d.type_) {
+                        Ok((valfmt, lval, block)) => (1, valfmt, lval, block),
+                        Err(e) => (e, PM_VAL_INSITU, 0, usize::MAX),
+                    },
+                },
+            };
+            self.places.push(Place::Own(self.sets.len()));
+            self.block_at.push(block);
+            self.sets.push(pmValueSet {
+                pmid,
+                numval,
+                valfmt,
+                vlist: [pmValue {
+                    inst: PM_IN_NULL,
+                    value: pmValueUnion { lval },
+                }],
+            });
+        }
+        !self.walk.is_empty()
+    }
+
+    /// `v` as `__pmStuffValue` stores a value of type `type_` (reading the
+    /// atom `v` fills as the fetch callback does): in place, or in a value
+    /// block appended to `blocks`. Returns (valfmt, lval, block start).
+    fn stuff(&mut self, v: Value<'_>, type_: c_int) -> Result<(c_int, c_int, usize), c_int> {
+        let atom = v.atom();
+        let word;
+        let body: &[u8] = match type_ {
+            PM_TYPE_32 | PM_TYPE_U32 => {
+                // SAFETY: every bit pattern of the atom's first 4 bytes is
+                // a u32 (the atom is 8 bytes of plain data, all set).
+                let ul = unsafe { atom.ul };
+                return Ok((PM_VAL_INSITU, ul as c_int, usize::MAX));
+            }
+            PM_TYPE_64 | PM_TYPE_U64 | PM_TYPE_DOUBLE => {
+                // SAFETY: every bit pattern of the atom's 8 bytes is a u64.
+                word = unsafe { atom.ull }.to_ne_bytes();
+                &word
+            }
+            // The string itself, not the atom's pointer.
+            PM_TYPE_STRING => match v {
+                Value::Str(s) => s.to_bytes_with_nul(),
+                _ => return Err(PM_ERR_TYPE),
+            },
+            _ => return Err(PM_ERR_TYPE),
+        };
+        // The header, then the body, in whole words (zero padded).
+        let vlen = PM_VAL_HDR_SIZE + body.len();
+        let at = self.blocks.len();
+        let mut word = [0u8; 8];
+        word[..PM_VAL_HDR_SIZE].copy_from_slice(&value_block_header(vlen, type_).to_ne_bytes());
+        let first = body.len().min(8 - PM_VAL_HDR_SIZE);
+        word[PM_VAL_HDR_SIZE..PM_VAL_HDR_SIZE + first].copy_from_slice(&body[..first]);
+        self.blocks.push(u64::from_ne_bytes(word));
+        for chunk in body[first..].chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.blocks.push(u64::from_ne_bytes(word));
+        }
+        Ok((PM_VAL_DPTR, 0, at))
+    }
+
+    /// The `pmResult` of the fetch built, with `walked` (`pmdaFetch`'s
+    /// result for [`FetchResult::walk`], if it was asked) taken in; kept
+    /// (and `walked` with it) until [`FetchResult::sent`].
+    ///
+    /// # Safety
+    /// `walked` is null or the `pmResult` `pmdaFetch` returned for exactly
+    /// the PMIDs of `walk`, not yet freed.
+    pub unsafe fn finish(&mut self, walked: *mut Opaque) -> *mut Opaque {
+        // The blocks no longer move: point the sets at them.
+        let base = self.blocks.as_mut_ptr();
+        for (set, &at) in self.sets.iter_mut().zip(&self.block_at) {
+            if at != usize::MAX {
+                // SAFETY: `at` is the start of a block stuff() pushed into
+                // `blocks`, so inside it.
+                set.vlist[0].value.pval = unsafe { base.add(at) }.cast();
+            }
+        }
+        let theirs = (!walked.is_null()).then(|| {
+            // SAFETY: a pmResult (the caller's promise), whose vset array
+            // starts at PM_RESULT_VSET_OFFSET (checked against the C
+            // header by tests/ffi_layout.rs).
+            unsafe { walked.cast::<u8>().add(PM_RESULT_VSET_OFFSET) }.cast::<*mut pmValueSet>()
+        });
+        self.walked = theirs.map(|_| walked);
+        self.result.clear();
+        self.result.extend([0, 0, self.places.len() as u64]);
+        let sets = self.sets.as_mut_ptr();
+        for &p in &self.places {
+            let set = match (p, theirs) {
+                // SAFETY: k indexes `sets` (build pushed it).
+                (Place::Own(k), _) => unsafe { sets.add(k) },
+                // SAFETY: pmdaFetch made one value set per PMID of `walk`,
+                // in order, and k indexes `walk`.
+                (Place::Walked(k), Some(v)) => unsafe { *v.add(k) },
+                // pmdaFetch was not asked (build found nothing to walk).
+                (Place::Walked(_), None) => std::ptr::null_mut(),
+            };
+            self.result.push(set as u64);
+        }
+        self.result.as_mut_ptr().cast()
+    }
+
+    /// After libpcp_pmda sent `result`: `pmdaFetch`'s part to free, if
+    /// `result` is this answer (else `result` itself, not the agent's).
+    fn sent(&mut self, result: *mut Opaque) -> Option<*mut Opaque> {
+        if result.cast::<u64>() == self.result.as_mut_ptr() {
+            self.walked.take()
+        } else {
+            Some(result)
+        }
+    }
+
+    /// The value sets of the PMIDs, in order (`None` for one left to
+    /// `pmdaFetch`), for tests of [`FetchResult::build`].
+    pub fn own_sets(&self) -> impl Iterator<Item = Option<&pmValueSet>> + '_ {
+        self.places.iter().map(|p| match *p {
+            Place::Own(k) => self.sets.get(k),
+            Place::Walked(_) => None,
+        })
+    }
+
+    /// The bytes of the value block of the `k`th PMID's value set (if the
+    /// agent made it, with a block), header included, as
+    /// [`FetchResult::finish`] points the set at them.
+    pub fn block_of(&self, k: usize) -> Option<Vec<u8>> {
+        let Place::Own(set) = *self.places.get(k)? else {
+            return None;
+        };
+        let at = *self.block_at.get(set).filter(|&&a| a != usize::MAX)?;
+        let bytes: Vec<u8> = self.blocks[at..]
+            .iter()
+            .flat_map(|w| w.to_ne_bytes())
+            .collect();
+        let vlen = u32::from_ne_bytes(bytes[..4].try_into().ok()?) as usize & 0x00ff_ffff;
+        Some(bytes[..vlen].to_vec())
+    }
 }
 
 impl Served {
@@ -511,8 +760,9 @@ extern "C" fn check_cb() -> c_int {
 }
 
 /// The fetch entry point: the agent reads what the values of `pmidlist`
-/// need ([`Callbacks::prepare_fetch`]), then `pmdaFetch` walks the metrics
-/// and their instances, calling [`fetch_cb`] for each value.
+/// need ([`Callbacks::prepare_fetch`]) and answers itself for the metrics
+/// without instance domain ([`FetchResult`]); `pmdaFetch` walks the
+/// instances of the others, calling [`fetch_cb`] for each value.
 ///
 /// # Safety
 /// libpcp_pmda passes `numpmid` PMIDs at `pmidlist`, its out pointer and
@@ -529,17 +779,61 @@ unsafe extern "C" fn fetch_pdu_cb(
         Ok(n) if n > 0 && !pmidlist.is_null() => unsafe { std::slice::from_raw_parts(pmidlist, n) },
         _ => &[],
     };
-    let mut pcp = None;
+    let mut walk = None;
     let st = with_served("fetch", |s| {
-        pcp = Some(s.tables.pcp);
         s.agent.prepare_fetch(pmids, &mut s.tables);
+        let index = s.agent.fetch_metrics();
+        if s.fetch.build(pmids, index, &*s.agent, &s.tables.metrics) {
+            walk = Some((
+                s.tables.pcp,
+                s.fetch.walk.as_mut_ptr(),
+                s.fetch.walk.len() as c_int,
+            ));
+        }
         0
     });
-    let Some(pcp) = pcp else { return st };
-    // Outside with_served: pmdaFetch calls fetch_cb, which takes the agent
-    // again.
-    // SAFETY: the arguments libpcp_pmda passed, unchanged.
-    unsafe { (pcp.pmdaFetch)(numpmid, pmidlist, resp, ext) }
+    if st < 0 {
+        return st;
+    }
+    let mut walked: *mut Opaque = std::ptr::null_mut();
+    if let Some((pcp, list, n)) = walk {
+        // Outside with_served: pmdaFetch calls fetch_cb, which takes the
+        // agent again. It does not change `walk`, which the list points
+        // into.
+        // SAFETY: n PMIDs at list; libpcp_pmda's out pointer and pmdaExt.
+        let st = unsafe { (pcp.pmdaFetch)(n, list, &mut walked, ext) };
+        if st < 0 {
+            return st;
+        }
+    }
+    with_served("fetch", |s| {
+        // SAFETY: walked is null or pmdaFetch's result for s.fetch.walk,
+        // just made; resp is libpcp_pmda's out pointer, and the answer
+        // stays in s.fetch until result_cb is called for it.
+        unsafe { *resp = s.fetch.finish(walked) };
+        0
+    })
+}
+
+/// libpcp_pmda's result callback: called with the answer to a fetch once
+/// it was sent. The agent's own answer is kept for the next fetch; what
+/// `pmdaFetch` made (taken into it, or any other result) is freed by
+/// libpcp_pmda's own callback.
+///
+/// # Safety
+/// `result` is the result a fetch returned to libpcp_pmda, sent and no
+/// longer used by it.
+unsafe extern "C" fn result_cb(result: *mut Opaque) {
+    let mut free = None;
+    with_served("fetch result", |s| {
+        free = s.fetch.sent(result).zip(s.free_result);
+        0
+    });
+    if let Some((theirs, f)) = free {
+        // SAFETY: a result pmdaFetch made, sent, freed once (sent() hands
+        // each out once), by the callback libpcp_pmda set for it.
+        unsafe { f(theirs) };
+    }
 }
 
 /// # Safety
@@ -553,14 +847,8 @@ unsafe extern "C" fn fetch_cb(m: *mut pmdaMetric, inst: c_uint, atom: *mut pmAto
             Err(e) => e,
             Ok(None) => PMDA_FETCH_NOVALUES,
             Ok(Some(v)) => {
-                match v {
-                    Value::U32(x) => atom.ul = x,
-                    // The 8 bytes are the same for PM_TYPE_64 and PM_TYPE_U64.
-                    Value::U64(x) => atom.ull = x,
-                    Value::F64(x) => atom.d = x,
-                    // Static: kept by the agent (see Value).
-                    Value::Str(p) => atom.cp = p.as_ptr(),
-                }
+                // A string is static: kept by the agent (see Value).
+                *atom = v.atom();
                 PMDA_FETCH_STATIC
             }
         }
