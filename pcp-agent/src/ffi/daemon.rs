@@ -412,7 +412,7 @@ enum Place {
 /// with an instance domain are left to `pmdaFetch`, which walks their
 /// instances as the client's profile says; their value sets are taken
 /// into the answer, and freed by libpcp_pmda's own callback once it was
-/// sent ([`result_cb`]).
+/// sent (by the agent's result callback).
 #[derive(Default)]
 pub struct FetchResult {
     /// `pmResult`: `struct timeval` (2 words), `numpmid` (1 word), then a
@@ -437,7 +437,7 @@ impl FetchResult {
     /// Makes the value sets of `pmids` whose metrics (`index[k]` is the
     /// metric of `pmids[k]` in `metrics`, the table libpcp_pmda has) have
     /// no instance domain, asking `agent` for their values; lists the
-    /// others in [`FetchResult::walk`] (true if there are any).
+    /// others in `walk`, for `pmdaFetch` (true if there are any).
     pub fn build(
         &mut self,
         pmids: &[pmID],
@@ -530,8 +530,8 @@ impl FetchResult {
     }
 
     /// The `pmResult` of the fetch built, with `walked` (`pmdaFetch`'s
-    /// result for [`FetchResult::walk`], if it was asked) taken in; kept
-    /// (and `walked` with it) until [`FetchResult::sent`].
+    /// result for `walk`, if it was asked) taken in; kept
+    /// (and `walked` with it) until libpcp_pmda has sent it.
     ///
     /// # Safety
     /// `walked` is null or the `pmResult` `pmdaFetch` returned for exactly
