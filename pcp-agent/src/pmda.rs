@@ -85,9 +85,60 @@ struct FetchPlan {
     pmids: Vec<pmID>,
     /// The metric of each PMID (its index in `metrics`).
     metrics: Vec<Option<usize>>,
+    /// How each PMID's value is made, for the agent's own answer.
+    recipes: Vec<Recipe>,
     /// `(first slot, slots)`, sorted, merged where they touch.
     runs: Vec<(usize, usize)>,
     damon: bool,
+}
+
+/// How the value of a fetched PMID is made: for the total of a family
+/// without dimension (the most common metric by far), straight from a
+/// column of the values, without the metric, family and member it
+/// describes (three cache lines a value, from a cold agent); else by
+/// [`Agent::value`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Recipe {
+    /// Value slot `slot` summed over CPUs, or their maximum for a peak
+    /// (`signed`: of i64 values).
+    Column { slot: u32, max: bool, signed: bool },
+    /// No value (a family without member, a part outside its words).
+    NoValue,
+    /// Ask [`Agent::value`].
+    Call,
+}
+
+impl Recipe {
+    /// The recipe of `m`, a metric of the families `families`.
+    fn of(m: &Metric, families: &[perfabi::Family]) -> Recipe {
+        let Kind::Family {
+            family,
+            part,
+            per_cpu: false,
+        } = m.kind
+        else {
+            return Recipe::Call;
+        };
+        if m.indom.is_some() {
+            return Recipe::Call;
+        }
+        let Some(f) = families.get(family) else {
+            return Recipe::NoValue;
+        };
+        let offset = match part {
+            Part::Value | Part::Count => 0,
+            Part::Sum => 1,
+            Part::Bucket => return Recipe::Call,
+        };
+        match f.members.first() {
+            Some(member) if offset < member.words => Recipe::Column {
+                slot: member.value_slot + offset,
+                max: part == Part::Value && f.kind == perfabi::Kind::Peak,
+                signed: f.value_type == perfabi::ValueType::I64,
+            },
+            _ => Recipe::NoValue,
+        }
+    }
 }
 
 /// Fetch plans kept: pmlogger fetches one list per logging interval.
@@ -111,6 +162,11 @@ impl FetchPlan {
         self.metrics.clear();
         self.metrics
             .extend(pmids.iter().map(|p| by_pmid.get(p).copied()));
+        self.recipes.clear();
+        self.recipes.extend(self.metrics.iter().map(|i| {
+            i.and_then(|i| metrics.get(i))
+                .map_or(Recipe::Call, |m| Recipe::of(m, families))
+        }));
         for &i in self.metrics.iter().flatten() {
             let Some(m) = metrics.get(i) else {
                 continue;
@@ -321,6 +377,31 @@ impl Agent {
             self.read_damon();
         }
         self.current_plan = Some(plan);
+    }
+
+    /// The value of the `k`th PMID of the fetch last prepared, metric
+    /// `idx`, which has no instance domain: [`Agent::value`]'s.
+    pub fn fetch_value(&self, k: usize, idx: usize) -> Result<Option<Value<'_>>, c_int> {
+        let recipe = self
+            .current_plan
+            .and_then(|p| self.plans.get(p))
+            .and_then(|p| p.recipes.get(k).copied())
+            .unwrap_or(Recipe::Call);
+        if recipe == Recipe::Call {
+            return self.value(idx, PM_IN_NULL as c_uint);
+        }
+        // As value(): no segment, or values not read at the metric table's
+        // generation: "try again".
+        if self.source.reading.info.is_none() || !self.values_ok {
+            return Err(PM_ERR_AGAIN);
+        }
+        let s = &self.source.reading.snapshot;
+        Ok(match recipe {
+            Recipe::Column { slot, max, signed } => {
+                column(s, slot as usize, max, signed).map(Value::U64)
+            }
+            Recipe::NoValue | Recipe::Call => None,
+        })
     }
 
     /// The metric of each PMID of the fetch last prepared.
@@ -606,17 +687,9 @@ impl Agent {
                 .flatten()
                 .map(|&v| Value::U64(v));
         }
-        // The slot's column: values[cpu * slots + slot] for every CPU.
-        let column = s.values.get(slot..)?.iter().step_by(s.slots);
-        let mut words = column.take(s.nr_cpus).copied();
         let peak = part == Part::Value && f.kind == perfabi::Kind::Peak;
         let signed = f.value_type == perfabi::ValueType::I64;
-        let total = match (peak, signed) {
-            (true, true) => words.map(|v| v as i64).max().map(|v| v as u64),
-            (true, false) => words.max(),
-            (false, _) => Some(words.by_ref().fold(0u64, u64::wrapping_add)),
-        };
-        total.map(Value::U64)
+        column(s, slot, peak, signed).map(Value::U64)
     }
 
     /// Help text of a metric or instance domain; it is kept until the next
@@ -691,6 +764,10 @@ impl Callbacks for Agent {
         Agent::fetch_metrics(self)
     }
 
+    fn fetch_value(&self, k: usize, metric: usize) -> Result<Option<Value<'_>>, c_int> {
+        Agent::fetch_value(self, k, metric)
+    }
+
     fn value(&self, metric: usize, inst: c_uint) -> Result<Option<Value<'_>>, c_int> {
         Agent::value(self, metric, inst)
     }
@@ -730,6 +807,28 @@ impl Callbacks for Agent {
             return self.pcp.cache_name(indom, inst as c_int);
         }
         self.ids.name_of(serial, inst as c_int).map(str::to_string)
+    }
+}
+
+/// The total over CPUs of value slot `slot` of `s` (its column,
+/// `values[cpu * slots + slot]`): the wrapping sum, or the maximum (`max`,
+/// a peak's; of i64 values if `signed`); `None` without such a slot or
+/// without CPUs (a peak's maximum of nothing is not `i64::MIN`).
+fn column(s: &perfabi::Snapshot, slot: usize, max: bool, signed: bool) -> Option<u64> {
+    if slot >= s.slots || s.nr_cpus == 0 {
+        return None;
+    }
+    let mut words = s
+        .values
+        .get(slot..)?
+        .iter()
+        .step_by(s.slots)
+        .take(s.nr_cpus)
+        .copied();
+    match (max, signed) {
+        (true, true) => words.map(|v| v as i64).max().map(|v| v as u64),
+        (true, false) => words.max(),
+        (false, _) => Some(words.by_ref().fold(0u64, u64::wrapping_add)),
     }
 }
 

@@ -117,6 +117,24 @@ fn fetches_of_unchanged_metadata_allocate_nothing_and_see_no_torn_group() {
     }
     let p = w.add_member(peak, "", &[]).unwrap();
     w.peak(&p, 77).unwrap();
+    // Families without dimension the agent answers for itself: a
+    // histogram's count and sum, a signed gauge below zero.
+    let size = w
+        .add_family(&FamilySpec::histogram(
+            "io.size",
+            "size",
+            "",
+            Unit::BYTES,
+            Buckets::Log2 { first: 9, n: 3 },
+        ))
+        .unwrap();
+    let s = w.add_member(size, "", &[]).unwrap();
+    w.observe(&s, 4096).unwrap();
+    let mut debt = FamilySpec::new("app.debt", "debt", "", Kind::Gauge, Unit::NONE);
+    debt.value_type = perfabi::ValueType::I64;
+    let debt = w.add_family(&debt).unwrap();
+    let d = w.add_member(debt, "", &[]).unwrap();
+    w.member_set(&d, -5).unwrap();
 
     let pcp: &'static Pcp = Box::leak(Box::new(Pcp::load().unwrap()));
     let mut agent = Agent::new(
@@ -154,6 +172,45 @@ fn fetches_of_unchanged_metadata_allocate_nothing_and_see_no_torn_group() {
     })
     .collect();
     let others: Vec<pmID> = walked.iter().map(|(p, _)| *p).collect();
+    // The agent's own answer for the PMIDs without instance domain is
+    // value()'s, as pmdaFetch would have asked for it.
+    let singular: Vec<pmID> = counters
+        .iter()
+        .copied()
+        .chain(
+            [
+                "perfabi.mem.peak",
+                "perfabi.io.size.count",
+                "perfabi.io.size.sum",
+                "perfabi.app.debt",
+            ]
+            .iter()
+            .map(|n| agent.pmid(n).unwrap_or_else(|| panic!("{n}"))),
+        )
+        .collect();
+    agent.refresh(&mut tables);
+    agent.prepare_fetch(&singular, &mut tables);
+    let mut seen = Vec::new();
+    for (k, i) in agent.fetch_metrics().iter().enumerate() {
+        let i = i.unwrap();
+        assert_eq!(
+            agent.fetch_value(k, i),
+            agent.value(i, PM_IN_NULL as c_uint),
+            "{}",
+            singular[k]
+        );
+        seen.push(agent.fetch_value(k, i).unwrap());
+    }
+    let n = counters.len();
+    assert_eq!(
+        seen[n..],
+        [
+            Some(Value::U64(77)),
+            Some(Value::U64(1)),
+            Some(Value::U64(4096)),
+            Some(Value::U64(-5i64 as u64))
+        ]
+    );
 
     let stop = Arc::new(AtomicBool::new(false));
     let writer = {

@@ -30,6 +30,13 @@ pub trait Callbacks {
     /// in order): what [`Callbacks::value`] takes; `None` for a PMID that
     /// is no metric.
     fn fetch_metrics(&self) -> &[Option<usize>];
+    /// The value of the `k`th PMID of the fetch last prepared, metric
+    /// `metric`, which has no instance domain: [`Callbacks::value`]'s for
+    /// `PM_IN_NULL` (an agent may make it faster).
+    fn fetch_value(&self, k: usize, metric: usize) -> Result<Option<Value<'_>>, c_int> {
+        let _ = k;
+        self.value(metric, PM_IN_NULL as c_uint)
+    }
     /// Before libpcp_pmda lists or walks the instances of `indom` for an
     /// instance or label request.
     fn prepare_instances(&mut self, indom: pmInDom);
@@ -464,7 +471,7 @@ impl FetchResult {
                     self.walk.push(pmid);
                     continue;
                 }
-                Some((i, d)) => match agent.value(i, PM_IN_NULL as c_uint) {
+                Some((i, d)) => match agent.fetch_value(k, i) {
                     Err(e) => (e, PM_VAL_INSITU, 0, usize::MAX),
                     Ok(None) => (0, PM_VAL_INSITU, 0, usize::MAX),
                     Ok(Some(v)) => match self.stuff(v, d.type_) {
@@ -493,7 +500,6 @@ impl FetchResult {
     /// block appended to `blocks`. Returns (valfmt, lval, block start).
     fn stuff(&mut self, v: Value<'_>, type_: c_int) -> Result<(c_int, c_int, usize), c_int> {
         let atom = v.atom();
-        let word;
         let body: &[u8] = match type_ {
             PM_TYPE_32 | PM_TYPE_U32 => {
                 // SAFETY: every bit pattern of the atom's first 4 bytes is
@@ -503,8 +509,15 @@ impl FetchResult {
             }
             PM_TYPE_64 | PM_TYPE_U64 | PM_TYPE_DOUBLE => {
                 // SAFETY: every bit pattern of the atom's 8 bytes is a u64.
-                word = unsafe { atom.ull }.to_ne_bytes();
-                &word
+                let v = unsafe { atom.ull };
+                // The block's bytes in two words, without a byte copy: the
+                // 4 header bytes, the value's 8, 4 of padding (x86_64 is
+                // little-endian: a word's first bytes are its low bits).
+                const _: () = assert!(cfg!(target_endian = "little"));
+                let head = u64::from(value_block_header(PM_VAL_HDR_SIZE + 8, type_));
+                let at = self.blocks.len();
+                self.blocks.extend([head | v << 32, v >> 32]);
+                return Ok((PM_VAL_DPTR, 0, at));
             }
             // The string itself, not the atom's pointer.
             PM_TYPE_STRING => match v {
