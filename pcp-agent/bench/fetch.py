@@ -2,8 +2,14 @@
 in one pmFetch, many times, timing each fetch and checking in each that the
 8 members of every group are equal.
 
-Usage: python3 fetch.py HOST:PORT FETCHES
+Usage: python3 fetch.py HOST:PORT FETCHES [floor]
 Prints one JSON object.
+
+With "floor", two more sides are fetched the same way, the floor under
+perfabi's figure: "floor_daemon", perfabi.segment.epoch 1,000 times (the
+same PDUs through pmcd and pmdaperfabi's pipe, 64-bit values, but nothing
+read from the segment), and "floor_pmcd", pmcd.numagents 1,000 times
+(pmcd's own agent inside pmcd, 32-bit values: pmcd and the client alone).
 """
 import json
 import sys
@@ -14,11 +20,16 @@ import cpmapi as api
 
 def main():
     host, n = sys.argv[1], int(sys.argv[2])
+    floor = sys.argv[3:4] == ["floor"]
     ctx = pmapi.pmContext(api.PM_CONTEXT_HOST, host)
     sides = {
         "perfabi": ["perfabi.bench.g%03d.c%d" % (g, c) for g in range(125) for c in range(8)],
         "mmv": ["mmv.bench.g%03d_c%d" % (g, c) for g in range(125) for c in range(8)],
     }
+    if floor:
+        sides["floor_daemon"] = ["perfabi.segment.epoch"] * 1000
+        sides["floor_pmcd"] = ["pmcd.numagents"] * 1000
+    in_type = {side: api.PM_TYPE_U32 if side == "floor_pmcd" else api.PM_TYPE_U64 for side in sides}
     try:
         pmids = {k: ctx.pmLookupName(v) for k, v in sides.items()}
     except pmapi.pmErr as e:
@@ -41,7 +52,7 @@ def main():
                         values.append(None)
                         continue
                     values.append(ctx.pmExtractValue(vs.contents.valfmt, vs.contents.vlist[0],
-                                                     api.PM_TYPE_U64, api.PM_TYPE_U64).ull)
+                                                     in_type[side], api.PM_TYPE_U64).ull)
                 ctx.pmFreeResult(res)
                 if None in values:
                     r["values_missing"] += 1
@@ -57,6 +68,9 @@ def main():
         r["p90_us"] = round(lat[len(lat) * 9 // 10], 1)
         out[side] = r
     out["latency_ratio_perfabi_over_mmv"] = round(out["perfabi"]["median_us"] / out["mmv"]["median_us"], 3)
+    for side in ("floor_daemon", "floor_pmcd"):
+        if side in out:
+            out["latency_ratio_%s_over_mmv" % side] = round(out[side]["median_us"] / out["mmv"]["median_us"], 3)
     print(json.dumps(out))
 
 main()

@@ -137,6 +137,29 @@ pub enum Kind {
     },
 }
 
+impl Kind {
+    /// Whether the values are read from the DAMON regions (which a fetch
+    /// reads only when it serves one of these).
+    pub fn is_damon(self) -> bool {
+        use Kind::*;
+        matches!(
+            self,
+            NrRegions
+                | Aggregation
+                | SampleUs
+                | AggrUs
+                | RegionStart
+                | RegionEnd
+                | RegionSize
+                | RegionNrAccesses
+                | RegionAge
+                | RegionFrequency
+                | DroppedRegions
+                | NrStreams
+        )
+    }
+}
+
 /// Which value of a family a metric serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Part {
@@ -358,6 +381,22 @@ pub fn fixed(domain: u32) -> Vec<Metric> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A fetch reads the DAMON regions only for these: every metric of
+    /// the DAMON cluster, and no other.
+    #[test]
+    fn the_damon_metrics_are_those_of_the_damon_cluster() {
+        for m in fixed(502) {
+            let cluster = (m.pmid >> 10) & 0xfff;
+            assert_eq!(m.kind.is_damon(), cluster == 1, "{}", m.name);
+        }
+        let f = Kind::Family {
+            family: 0,
+            part: Part::Value,
+            per_cpu: false,
+        };
+        assert!(!f.is_damon());
+    }
 
     #[test]
     fn fixed_metrics_have_distinct_ids_names_below_perfabi_and_help() {

@@ -38,7 +38,9 @@ pub const PMDA_EXT_FLAG_HASHED: c_int = 1 << 1;
 pub const PMDA_FETCH_NOVALUES: c_int = 0;
 /// The value is in the atom (strings: a pointer the agent keeps alive).
 pub const PMDA_FETCH_STATIC: c_int = 1;
-/// `pmDesc.type` values.
+/// `pmDesc.type` values: signed 32-bit.
+pub const PM_TYPE_32: c_int = 0;
+/// Unsigned 32-bit.
 pub const PM_TYPE_U32: c_int = 1;
 /// Signed 64-bit.
 pub const PM_TYPE_64: c_int = 2;
@@ -205,9 +207,66 @@ pub union pmAtomValue {
     pub cp: *const c_char,
 }
 
+/// `pmValueSet` with room for one value (`vlist[1]`, as the C type
+/// declares it): what the agent's own fetch makes for a metric without
+/// instance domain.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct pmValueSet {
+    /// The metric.
+    pub pmid: pmID,
+    /// Values in `vlist`; 0: none; negative: a PCP error.
+    pub numval: c_int,
+    /// `PM_VAL_INSITU` (`lval`) or `PM_VAL_DPTR` (`pval`).
+    pub valfmt: c_int,
+    /// The values.
+    pub vlist: [pmValue; 1],
+}
+
+/// `pmValue`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct pmValue {
+    /// Instance id (`PM_IN_NULL` for a metric without instance domain).
+    pub inst: c_int,
+    /// The value, or where it is.
+    pub value: pmValueUnion,
+}
+
+/// `pmValue`'s union.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union pmValueUnion {
+    /// A `pmValueBlock`: 4 bytes of header ([`value_block_header`]), then
+    /// the value's bytes.
+    pub pval: *mut c_void,
+    /// A 32-bit value in place.
+    pub lval: c_int,
+}
+
+/// `valfmt`: the value is `lval`.
+pub const PM_VAL_INSITU: c_int = 0;
+/// `valfmt`: the value is in `*pval` (as `pmdaFetch` sends it).
+pub const PM_VAL_DPTR: c_int = 1;
+/// `PM_VAL_HDR_SIZE`: bytes of a value block's header.
+pub const PM_VAL_HDR_SIZE: usize = 4;
+/// `PM_ERR_TYPE`: a value of an unknown type.
+pub const PM_ERR_TYPE: c_int = -PM_ERR_BASE - 52;
+/// Where `pmResult.vset` starts: after a `struct timeval` and the `int`
+/// `numpmid` (padded to a pointer).
+pub const PM_RESULT_VSET_OFFSET: usize = 24;
+
+/// The header word of a `pmValueBlock` of `vlen` bytes (header included)
+/// of type `vtype`: `vlen:24` then `vtype:8` (`HAVE_BITFIELDS_LTOR` is
+/// unset on x86_64).
+pub const fn value_block_header(vlen: usize, vtype: c_int) -> u32 {
+    (vlen as u32 & 0x00ff_ffff) | (vtype as u32) << 24
+}
+
 /// `pmdaExt` (PCP 6, `PMDA_INTERFACE_7`). libpcp_pmda owns it; the agent
 /// only points it at a new instance domain table (`e_indoms`,
-/// `e_nindoms`), as PCP's own dynamic agents (mmv) do. Never made in Rust.
+/// `e_nindoms`), as PCP's own dynamic agents (mmv) do, and reads the
+/// result callback it set up. Never made in Rust.
 #[repr(C)]
 pub struct pmdaExt {
     e_flags: c_uint,
@@ -234,7 +293,9 @@ pub struct pmdaExt {
     pub e_indoms: *mut pmdaIndom,
     e_idp: *mut pmdaIndom,
     e_metrics: *mut pmdaMetric,
-    e_resultCallBack: *mut c_void,
+    /// What frees a fetch's result once sent (`__pmFreeResultValues`
+    /// unless set otherwise).
+    pub e_resultCallBack: Option<ResultCallBack>,
     e_fetchCallBack: *mut c_void,
     e_checkCallBack: *mut c_void,
     e_doneCallBack: *mut c_void,
@@ -311,6 +372,8 @@ pub type LabelFn = unsafe extern "C" fn(c_int, c_int, *mut *mut Opaque, *mut pmd
 pub type LabelCallBack = unsafe extern "C" fn(pmInDom, c_uint, *mut *mut Opaque) -> c_int;
 /// The per-value fetch callback.
 pub type FetchCallBack = unsafe extern "C" fn(*mut pmdaMetric, c_uint, *mut pmAtomValue) -> c_int;
+/// The callback that frees a fetch's `pmResult` once it was sent.
+pub type ResultCallBack = unsafe extern "C" fn(*mut Opaque);
 /// The per-PDU check callback.
 pub type CheckCallBack = unsafe extern "C" fn() -> c_int;
 
@@ -347,8 +410,10 @@ pub struct Pcp {
         unsafe extern "C" fn(*mut pmdaInterface, *mut pmdaIndom, c_int, *mut pmdaMetric, c_int),
     pmdaConnect: unsafe extern "C" fn(*mut pmdaInterface),
     pmdaMain: unsafe extern "C" fn(*mut pmdaInterface),
+    pmdaFetch: FetchFn,
     pmdaSetFetchCallBack: unsafe extern "C" fn(*mut pmdaInterface, FetchCallBack),
     pmdaSetCheckCallBack: unsafe extern "C" fn(*mut pmdaInterface, CheckCallBack),
+    pmdaSetResultCallBack: unsafe extern "C" fn(*mut pmdaInterface, ResultCallBack),
     pmdaRehash: unsafe extern "C" fn(*mut pmdaExt, *mut pmdaMetric, c_int),
     pmGetOptionalConfig: unsafe extern "C" fn(*const c_char) -> *mut c_char,
     pmdaCacheOp: unsafe extern "C" fn(pmInDom, c_int) -> c_int,
@@ -406,8 +471,10 @@ impl Pcp {
             pmdaInit: sym!(pmdaInit),
             pmdaConnect: sym!(pmdaConnect),
             pmdaMain: sym!(pmdaMain),
+            pmdaFetch: sym!(pmdaFetch),
             pmdaSetFetchCallBack: sym!(pmdaSetFetchCallBack),
             pmdaSetCheckCallBack: sym!(pmdaSetCheckCallBack),
+            pmdaSetResultCallBack: sym!(pmdaSetResultCallBack),
             pmdaRehash: sym!(pmdaRehash),
             pmGetOptionalConfig: sym!(pmGetOptionalConfig),
             pmdaCacheOp: sym!(pmdaCacheOp),

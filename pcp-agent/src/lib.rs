@@ -4,14 +4,16 @@
 //! * [`ffi`]: the hand-written declarations of PCP's C API, loaded at run
 //!   time, and the safe calls into it (name lists in the layout
 //!   libpcp_pmda frees in [`ffi::cnames`], the daemon's callbacks in
-//!   [`ffi::daemon`]);
+//!   [`ffi::daemon`], with the answer to a fetch the agent makes itself,
+//!   [`ffi::daemon::FetchResult`]);
 //! * [`catalog`]: the metrics, their identifiers and help text;
 //! * [`family_metrics`]: the metrics, instance domains, help and labels of
 //!   the segment's metric families;
 //! * [`counter_names`]: the families' numbers, kept for good;
 //! * [`namespace`]: the metric names below `perfabi`, sorted once;
-//! * [`source`]: the segment, re-checked and read once per request, its
-//!   last good values held over transient errors;
+//! * [`source`]: the segment: its header looked at before every request,
+//!   its tables read when they change, the values a fetch serves read for
+//!   it; its last good values held over transient errors;
 //! * [`indom_cache`]: instance ids from libpcp_pmda's instance cache, saved;
 //! * [`damon_instances`]: the DAMON stream and region instances;
 //! * [`state_dir`]: the folder the agent saves its state in;

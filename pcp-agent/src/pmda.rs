@@ -10,6 +10,8 @@ use std::ffi::{c_int, c_uint, CStr, CString};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use perfabi_reader::Trust;
+
 use crate::catalog::{self, Indom, Kind, Metric, Part, INDOMS};
 use crate::counter_names::{self, CounterNames};
 use crate::damon_instances::{DamonInstances, FORGET_AFTER};
@@ -18,7 +20,7 @@ use crate::ffi::daemon::{Callbacks, Daemon, Tables, Value};
 use crate::ffi::*;
 use crate::indom_cache::CachedIndom;
 use crate::namespace::{Child, Namespace};
-use crate::source::Source;
+use crate::source::{Source, Values};
 use crate::state_dir::{self, StateDir};
 
 /// The agent's state; the tables libpcp_pmda reads are lent to it in
@@ -46,8 +48,25 @@ pub struct Agent {
     /// Where the family numbers are saved, if anywhere.
     state: Option<StateDir>,
     key: Option<(u64, u64, usize)>,
-    /// What the instance domains were built from.
-    instances_key: Option<InstancesKey>,
+    /// Rebuilds of the metric table so far: what a [`FetchPlan`] was made
+    /// for.
+    table_serial: u64,
+    /// What recent fetches read, by the PMIDs they asked for.
+    plans: Vec<FetchPlan>,
+    /// The plan [`Agent::plan_for`] replaces next when all are current.
+    next_plan: usize,
+    /// The plan of the fetch last prepared.
+    current_plan: Option<usize>,
+    /// The CPUs the CPU instance domain lists.
+    cpus_listed: Option<usize>,
+    /// Each DAMON stream's (monitor, target, regions) the DAMON instance
+    /// domains were made from.
+    damon_key: Option<Vec<(u64, u64, usize)>>,
+    /// The DAMON regions were read for the current request.
+    damon_read: bool,
+    /// The family values of the current fetch could be read at the
+    /// generation of the metric table (else they answer "try again").
+    values_ok: bool,
     /// The last problem logged about instances or saved state (logged
     /// once, not at every request).
     last_state_problem: Option<String>,
@@ -55,8 +74,133 @@ pub struct Agent {
     path: CString,
 }
 
-/// The CPU count and each DAMON stream's (monitor, target, regions).
-type InstancesKey = (usize, Vec<(u64, u64, usize)>);
+/// What a fetch of some PMIDs reads, worked out once per metric table
+/// and list of PMIDs (pmcd sends a client's list unchanged at every
+/// fetch): the runs of value slots of the families served, and whether a
+/// DAMON metric is among them.
+#[derive(Default)]
+struct FetchPlan {
+    /// The metric table it was made for ([`Agent::table_serial`]).
+    serial: u64,
+    pmids: Vec<pmID>,
+    /// The metric of each PMID (its index in `metrics`).
+    metrics: Vec<Option<usize>>,
+    /// How each PMID's value is made, for the agent's own answer.
+    recipes: Vec<Recipe>,
+    /// `(first slot, slots)`, sorted, merged where they touch.
+    runs: Vec<(usize, usize)>,
+    damon: bool,
+}
+
+/// How the value of a fetched PMID is made: for the total of a family
+/// without dimension (the most common metric by far), straight from a
+/// column of the values, without the metric, family and member it
+/// describes (three cache lines a value, from a cold agent); else by
+/// [`Agent::value`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Recipe {
+    /// Value slot `slot` summed over CPUs, or their maximum for a peak
+    /// (`signed`: of i64 values).
+    Column { slot: u32, max: bool, signed: bool },
+    /// No value (a family without member, a part outside its words).
+    NoValue,
+    /// Ask [`Agent::value`].
+    Call,
+}
+
+impl Recipe {
+    /// The recipe of `m`, a metric of the families `families`.
+    fn of(m: &Metric, families: &[perfabi::Family]) -> Recipe {
+        let Kind::Family {
+            family,
+            part,
+            per_cpu: false,
+        } = m.kind
+        else {
+            return Recipe::Call;
+        };
+        if m.indom.is_some() {
+            return Recipe::Call;
+        }
+        let Some(f) = families.get(family) else {
+            return Recipe::NoValue;
+        };
+        let offset = match part {
+            Part::Value | Part::Count => 0,
+            Part::Sum => 1,
+            Part::Bucket => return Recipe::Call,
+        };
+        match f.members.first() {
+            Some(member) if offset < member.words => Recipe::Column {
+                slot: member.value_slot + offset,
+                max: part == Part::Value && f.kind == perfabi::Kind::Peak,
+                signed: f.value_type == perfabi::ValueType::I64,
+            },
+            _ => Recipe::NoValue,
+        }
+    }
+}
+
+/// Fetch plans kept: pmlogger fetches one list per logging interval.
+const MAX_PLANS: usize = 8;
+
+impl FetchPlan {
+    /// Works the plan out for `pmids`, of the metric table `serial`.
+    fn make(
+        &mut self,
+        pmids: &[pmID],
+        serial: u64,
+        by_pmid: &HashMap<pmID, usize>,
+        metrics: &[Metric],
+        families: &[perfabi::Family],
+    ) {
+        self.serial = serial;
+        self.pmids.clear();
+        self.pmids.extend_from_slice(pmids);
+        self.runs.clear();
+        self.damon = false;
+        self.metrics.clear();
+        self.metrics
+            .extend(pmids.iter().map(|p| by_pmid.get(p).copied()));
+        self.recipes.clear();
+        self.recipes.extend(self.metrics.iter().map(|i| {
+            i.and_then(|i| metrics.get(i))
+                .map_or(Recipe::Call, |m| Recipe::of(m, families))
+        }));
+        for &i in self.metrics.iter().flatten() {
+            let Some(m) = metrics.get(i) else {
+                continue;
+            };
+            match m.kind {
+                Kind::Family { family, .. } => {
+                    if let Some(f) = families.get(family) {
+                        self.runs.extend(
+                            f.members
+                                .iter()
+                                .map(|m| (m.value_slot as usize, m.words as usize)),
+                        );
+                    }
+                }
+                k => self.damon |= k.is_damon(),
+            }
+        }
+        self.runs.sort_unstable();
+        let mut kept = 0usize;
+        for k in 0..self.runs.len() {
+            let (src, len) = self.runs[k];
+            match kept.checked_sub(1).map(|p| &mut self.runs[p]) {
+                Some(last) if src <= last.0 + last.1 => {
+                    last.1 = last.1.max(src + len - last.0);
+                }
+                _ => {
+                    self.runs[kept] = (src, len);
+                    kept += 1;
+                }
+            }
+        }
+        self.runs.truncate(kept);
+    }
+}
 
 /// A family instance domain, as the callbacks look it up.
 struct FamilyIndom {
@@ -77,6 +221,77 @@ fn cstring(s: &str) -> CString {
 }
 
 impl Agent {
+    /// The agent of `segment` (believing the owners `trust` allows) for
+    /// `domain`: family numbers from `names`, saved in `state` if there is
+    /// one; DAMON instance ids in libpcp_pmda's instance caches, saved in
+    /// `pmda_dir` if there is one. Nothing is read before the first
+    /// request ([`Callbacks::refresh`]).
+    pub fn new(
+        pcp: &'static Pcp,
+        domain: u32,
+        segment: &Path,
+        trust: Trust,
+        state: Option<StateDir>,
+        names: CounterNames,
+        pmda_dir: Option<&Path>,
+    ) -> Agent {
+        let cache = |d: Indom| {
+            let (c, problem) = CachedIndom::open(pcp, indom(domain, d as u32), pmda_dir);
+            if let Some(p) = problem {
+                pcp.notify(LOG_ERR, &p);
+            }
+            c
+        };
+        let damon = DamonInstances::new(
+            cache(Indom::Stream),
+            cache(Indom::Region),
+            FORGET_AFTER,
+            Instant::now(),
+        );
+        Agent {
+            pcp,
+            domain,
+            source: Source::new(segment, trust),
+            metrics: Vec::new(),
+            by_pmid: HashMap::new(),
+            namespace: Namespace::default(),
+            damon,
+            text: CString::default(),
+            indom_texts: INDOMS
+                .iter()
+                .map(|d| (cstring(d.help().0), cstring(d.help().1)))
+                .collect(),
+            names,
+            ids: InstanceIds::default(),
+            family_indoms: HashMap::new(),
+            left_out: Vec::new(),
+            state,
+            key: None,
+            table_serial: 0,
+            plans: Vec::new(),
+            next_plan: 0,
+            current_plan: None,
+            cpus_listed: None,
+            damon_key: None,
+            damon_read: false,
+            values_ok: true,
+            last_state_problem: None,
+            abi: cstring(""),
+            path: cstring(&segment.display().to_string()),
+        }
+    }
+
+    /// The segment as the agent reads it.
+    pub fn source(&mut self) -> &mut Source {
+        &mut self.source
+    }
+
+    /// The index of metric `pmid` in the metric table (what libpcp_pmda
+    /// passes to [`Callbacks::value`]).
+    pub fn metric_index(&self, pmid: pmID) -> Option<usize> {
+        self.by_pmid.get(&pmid).copied()
+    }
+
     /// Logs `msg` unless it is the state problem logged last.
     fn state_problem(&mut self, msg: String) {
         if self.last_state_problem.as_deref() != Some(msg.as_str()) {
@@ -85,11 +300,22 @@ impl Agent {
         }
     }
 
-    /// Re-reads the segment; rebuilds the tables if its contents changed.
-    fn refresh(&mut self, tables: &mut Tables) {
+    /// Before a request: looks at the segment; rebuilds the tables if its
+    /// contents changed. Nothing else (no values, no DAMON regions: the
+    /// requests that serve them read them), no allocation while the
+    /// segment's metadata stays the same.
+    pub fn refresh(&mut self, tables: &mut Tables) {
         let pcp = self.pcp;
         let now = Instant::now();
         self.source.refresh(now, &mut |m| pcp.notify(LOG_INFO, &m));
+        self.damon_read = false;
+        self.values_ok = true;
+        self.update_tables(tables);
+    }
+
+    /// Rebuilds the metric table if the segment's tables changed, and the
+    /// CPU instance domain if its CPUs did.
+    fn update_tables(&mut self, tables: &mut Tables) {
         let r = &self.source.reading;
         let key = r.info.as_ref().map(|i| {
             (
@@ -105,19 +331,153 @@ impl Agent {
             }
             self.rebuild_metrics(tables);
         }
-        // Instance domains change with the CPUs and the DAMON streams and
-        // their region counts: rebuilt then, not at every request.
-        let r = &self.source.reading;
-        let instances = (
-            r.info.as_ref().map_or(0, |i| i.header.nr_cpus),
-            r.damon
+        let nr_cpus = self
+            .source
+            .reading
+            .info
+            .as_ref()
+            .map_or(0, |i| i.header.nr_cpus);
+        if self.cpus_listed != Some(nr_cpus) {
+            self.cpus_listed = Some(nr_cpus);
+            tables.set_instances(
+                Indom::Cpu as usize,
+                (0..nr_cpus).map(|c| cstring(&format!("cpu{c}"))).collect(),
+            );
+        }
+    }
+
+    /// Before a fetch of `pmids`: reads the values their metrics serve, in
+    /// one consistent read of the families' value slots (only those), and
+    /// the DAMON regions if one of them is a DAMON metric. If the
+    /// generation moved since [`Agent::refresh`], the tables are rebuilt
+    /// first (libpcp_pmda has not looked at them yet).
+    pub fn prepare_fetch(&mut self, pmids: &[pmID], tables: &mut Tables) {
+        let pcp = self.pcp;
+        let mut log = |m: String| pcp.notify(LOG_INFO, &m);
+        let mut plan = self.plan_for(pmids);
+        for attempt in 0.. {
+            let runs = &self.plans[plan].runs;
+            if runs.is_empty() {
+                break;
+            }
+            let now = Instant::now();
+            if self.source.read_values(runs, now, &mut log) != Values::Moved {
+                break;
+            }
+            if attempt == 2 {
+                // The tables keep changing: no family values this time.
+                self.values_ok = false;
+                break;
+            }
+            self.source.refresh(now, &mut log);
+            self.update_tables(tables);
+            plan = self.plan_for(pmids);
+        }
+        if self.plans[plan].damon {
+            self.read_damon();
+        }
+        self.current_plan = Some(plan);
+    }
+
+    /// The value of the `k`th PMID of the fetch last prepared, metric
+    /// `idx`, which has no instance domain: [`Agent::value`]'s.
+    pub fn fetch_value(&self, k: usize, idx: usize) -> Result<Option<Value<'_>>, c_int> {
+        let recipe = self
+            .current_plan
+            .and_then(|p| self.plans.get(p))
+            .and_then(|p| p.recipes.get(k).copied())
+            .unwrap_or(Recipe::Call);
+        if recipe == Recipe::Call {
+            return self.value(idx, PM_IN_NULL as c_uint);
+        }
+        // As value(): no segment, or values not read at the metric table's
+        // generation: "try again".
+        if self.source.reading.info.is_none() || !self.values_ok {
+            return Err(PM_ERR_AGAIN);
+        }
+        let s = &self.source.reading.snapshot;
+        Ok(match recipe {
+            Recipe::Column { slot, max, signed } => {
+                column(s, slot as usize, max, signed).map(Value::U64)
+            }
+            Recipe::NoValue | Recipe::Call => None,
+        })
+    }
+
+    /// The metric of each PMID of the fetch last prepared.
+    pub fn fetch_metrics(&self) -> &[Option<usize>] {
+        match self.current_plan.and_then(|p| self.plans.get(p)) {
+            Some(p) => &p.metrics,
+            None => &[],
+        }
+    }
+
+    /// The plan of a fetch of `pmids` with the current metric table:
+    /// found, or made in place of an outdated (else the oldest) one.
+    fn plan_for(&mut self, pmids: &[pmID]) -> usize {
+        let serial = self.table_serial;
+        if let Some(i) = self
+            .plans
+            .iter()
+            .position(|p| p.serial == serial && p.pmids == pmids)
+        {
+            return i;
+        }
+        let i = match self.plans.iter().position(|p| p.serial != serial) {
+            Some(i) => i,
+            None if self.plans.len() < MAX_PLANS => {
+                self.plans.push(FetchPlan::default());
+                self.plans.len() - 1
+            }
+            None => {
+                self.next_plan = (self.next_plan + 1) % MAX_PLANS;
+                self.next_plan
+            }
+        };
+        let families = &self.source.reading.snapshot.families;
+        self.plans[i].make(pmids, serial, &self.by_pmid, &self.metrics, families);
+        i
+    }
+
+    /// Before libpcp_pmda lists or walks the instances of `indom`: the
+    /// DAMON regions, if it is a DAMON instance domain.
+    pub fn prepare_instances(&mut self, indom: pmInDom) {
+        let serial = indom & 0x3f_ffff;
+        if serial == Indom::Stream as u32 || serial == Indom::Region as u32 {
+            self.read_damon();
+        }
+    }
+
+    /// Reads the DAMON regions, once per request, and makes their streams
+    /// and regions the DAMON instances if they changed.
+    fn read_damon(&mut self) {
+        if self.damon_read {
+            return;
+        }
+        self.damon_read = true;
+        let pcp = self.pcp;
+        let now = Instant::now();
+        self.source
+            .read_damon(now, &mut |m| pcp.notify(LOG_INFO, &m));
+        let damon = &self.source.reading.damon;
+        let same = self.damon_key.as_ref().is_some_and(|k| {
+            k.len() == damon.len()
+                && k.iter()
+                    .zip(damon)
+                    .all(|(&k, a)| k == (a.monitor_id, a.target_id, a.regions.len()))
+        });
+        if same {
+            return;
+        }
+        self.damon_key = Some(
+            damon
                 .iter()
                 .map(|a| (a.monitor_id, a.target_id, a.regions.len()))
-                .collect::<Vec<_>>(),
+                .collect(),
         );
-        if self.instances_key.as_ref() != Some(&instances) {
-            self.instances_key = Some(instances);
-            self.rebuild_instances(now, tables);
+        let problems = self.damon.update(damon, now);
+        if let Some(first) = problems.into_iter().next() {
+            self.state_problem(format!("DAMON instances: {first}"));
         }
     }
 
@@ -151,6 +511,7 @@ impl Agent {
         if self.names.take_changed() {
             self.save_names();
         }
+        self.table_serial += 1;
         metrics.extend(built.metrics);
         self.by_pmid = metrics
             .iter()
@@ -216,23 +577,8 @@ impl Agent {
         }
     }
 
-    /// The CPU instance domain is listed here; the others are libpcp_pmda's
-    /// caches.
-    fn rebuild_instances(&mut self, now: Instant, tables: &mut Tables) {
-        let r = &self.source.reading;
-        let nr_cpus = r.info.as_ref().map_or(0, |i| i.header.nr_cpus);
-        tables.set_instances(
-            Indom::Cpu as usize,
-            (0..nr_cpus).map(|c| cstring(&format!("cpu{c}"))).collect(),
-        );
-        let problems = self.damon.update(&self.source.reading.damon, now);
-        if let Some(first) = problems.into_iter().next() {
-            self.state_problem(format!("DAMON instances: {first}"));
-        }
-    }
-
     /// The value of metric `idx` for instance `inst`.
-    fn value(&self, idx: usize, inst: c_uint) -> Result<Option<Value<'_>>, c_int> {
+    pub fn value(&self, idx: usize, inst: c_uint) -> Result<Option<Value<'_>>, c_int> {
         let Some(m) = self.metrics.get(idx) else {
             return Err(PM_ERR_PMID);
         };
@@ -291,6 +637,7 @@ impl Agent {
             Kind::RegionNrAccesses => region().map(|(_, g)| V::U32(g.nr_accesses)),
             Kind::RegionAge => region().map(|(_, g)| V::U32(g.age)),
             Kind::RegionFrequency => region().map(|(a, g)| V::F64(a.frequency(g))),
+            Kind::Family { .. } if !self.values_ok => return Err(PM_ERR_AGAIN),
             Kind::Family {
                 family,
                 part,
@@ -328,24 +675,21 @@ impl Agent {
             return None;
         }
         let slot = m.value_slot as usize + offset;
-        let word = |cpu: usize| {
-            (slot < s.slots && cpu < s.nr_cpus).then(|| s.values[cpu * s.slots + slot])
-        };
-        if per_cpu {
-            return word(sub as usize).map(Value::U64);
+        if slot >= s.slots || s.nr_cpus == 0 {
+            // No CPU: no value (a peak's maximum of nothing is not
+            // i64::MIN).
+            return None;
         }
-        let mut words = (0..s.nr_cpus).map(word);
+        if per_cpu {
+            let cpu = sub as usize;
+            return (cpu < s.nr_cpus)
+                .then(|| s.values.get(cpu * s.slots + slot))
+                .flatten()
+                .map(|&v| Value::U64(v));
+        }
         let peak = part == Part::Value && f.kind == perfabi::Kind::Peak;
         let signed = f.value_type == perfabi::ValueType::I64;
-        let total = match (peak, signed) {
-            (true, true) => words
-                .try_fold(i64::MIN, |t, v| v.map(|v| t.max(v as i64)))
-                .map(|v| v as u64),
-            (true, false) => words.try_fold(0u64, |t, v| v.map(|v| t.max(v))),
-            (false, _) => words.try_fold(0u64, |t, v| v.map(|v| t.wrapping_add(v))),
-        };
-        // No CPU: no value (a peak's maximum of nothing is not i64::MIN).
-        total.filter(|_| s.nr_cpus > 0).map(Value::U64)
+        column(s, slot, peak, signed).map(Value::U64)
     }
 
     /// Help text of a metric or instance domain; it is kept until the next
@@ -408,6 +752,22 @@ impl Callbacks for Agent {
         Agent::refresh(self, tables);
     }
 
+    fn prepare_fetch(&mut self, pmids: &[pmID], tables: &mut Tables) {
+        Agent::prepare_fetch(self, pmids, tables);
+    }
+
+    fn prepare_instances(&mut self, indom: pmInDom) {
+        Agent::prepare_instances(self, indom);
+    }
+
+    fn fetch_metrics(&self) -> &[Option<usize>] {
+        Agent::fetch_metrics(self)
+    }
+
+    fn fetch_value(&self, k: usize, metric: usize) -> Result<Option<Value<'_>>, c_int> {
+        Agent::fetch_value(self, k, metric)
+    }
+
     fn value(&self, metric: usize, inst: c_uint) -> Result<Option<Value<'_>>, c_int> {
         Agent::value(self, metric, inst)
     }
@@ -450,6 +810,28 @@ impl Callbacks for Agent {
     }
 }
 
+/// The total over CPUs of value slot `slot` of `s` (its column,
+/// `values[cpu * slots + slot]`): the wrapping sum, or the maximum (`max`,
+/// a peak's; of i64 values if `signed`); `None` without such a slot or
+/// without CPUs (a peak's maximum of nothing is not `i64::MIN`).
+fn column(s: &perfabi::Snapshot, slot: usize, max: bool, signed: bool) -> Option<u64> {
+    if slot >= s.slots || s.nr_cpus == 0 {
+        return None;
+    }
+    let mut words = s
+        .values
+        .get(slot..)?
+        .iter()
+        .step_by(s.slots)
+        .take(s.nr_cpus)
+        .copied();
+    match (max, signed) {
+        (true, true) => words.map(|v| v as i64).max().map(|v| v as u64),
+        (true, false) => words.max(),
+        (false, _) => Some(words.by_ref().fold(0u64, u64::wrapping_add)),
+    }
+}
+
 /// Runs the agent as a daemon PMDA on stdin/stdout (pmcd's pipe); returns
 /// when pmcd closes the pipe.
 pub fn run(
@@ -457,7 +839,7 @@ pub fn run(
     domain: u32,
     logfile: &str,
     segment: &Path,
-    trust: perfabi_reader::Trust,
+    trust: Trust,
 ) -> Result<(), String> {
     let log = CString::new(logfile).map_err(|_| "--logfile contains a NUL byte".to_string())?;
     pcp.set_progname(c"pmdaperfabi");
@@ -470,44 +852,15 @@ pub fn run(
         INDOMS.map(|d| indom(domain, d as u32)),
     )?;
     let (state, names, pmda_dir) = open_state(pcp, domain);
-    let now = Instant::now();
-    let cache = |d: Indom| {
-        let (c, problem) = CachedIndom::open(pcp, indom(domain, d as u32), pmda_dir.as_deref());
-        if let Some(p) = problem {
-            pcp.notify(LOG_ERR, &p);
-        }
-        c
-    };
-    let damon = DamonInstances::new(
-        cache(Indom::Stream),
-        cache(Indom::Region),
-        FORGET_AFTER,
-        now,
-    );
-    let mut agent = Agent {
+    let mut agent = Agent::new(
         pcp,
         domain,
-        source: Source::new(segment, trust),
-        metrics: Vec::new(),
-        by_pmid: HashMap::new(),
-        namespace: Namespace::default(),
-        damon,
-        text: CString::default(),
-        indom_texts: INDOMS
-            .iter()
-            .map(|d| (cstring(d.help().0), cstring(d.help().1)))
-            .collect(),
-        names,
-        ids: InstanceIds::default(),
-        family_indoms: HashMap::new(),
-        left_out: Vec::new(),
+        segment,
+        trust,
         state,
-        key: None,
-        instances_key: None,
-        last_state_problem: None,
-        abi: cstring(""),
-        path: cstring(&segment.display().to_string()),
-    };
+        names,
+        pmda_dir.as_deref(),
+    );
     agent.refresh(daemon.tables());
     pcp.notify(
         LOG_INFO,
@@ -574,4 +927,98 @@ fn open_state(pcp: &'static Pcp, domain: u32) -> (Option<StateDir>, CounterNames
         }
     };
     (Some(state), names, Some(var.join("config/pmda")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Text;
+
+    /// A family metric of family `family`, PMID `item`.
+    fn metric(item: u32, kind: Kind) -> Metric {
+        Metric {
+            name: format!("m{item}"),
+            pmid: pmid(502, 2048, item),
+            type_: PM_TYPE_U64,
+            indom: None,
+            sem: PM_SEM_COUNTER,
+            units: pmUnits::default(),
+            text: Text::Family,
+            kind,
+        }
+    }
+
+    /// A fetch reads each family's value slots once, in runs merged where
+    /// they touch or overlap, and the DAMON regions only for a DAMON
+    /// metric; unknown PMIDs read nothing.
+    #[test]
+    fn a_fetch_plan_reads_each_slot_of_its_families_once() {
+        let family = |slots: &[(u32, u32)]| {
+            let mut f = perfabi::Family::from_entry(&perfabi::Instance {
+                slot: 0,
+                reg_id: 1,
+                name: "f".into(),
+                unit: String::new(),
+                semantics: perfabi::Semantics::Counter,
+                value_type: perfabi::ValueType::U64,
+            });
+            let m = f.members[0].clone();
+            f.members = slots
+                .iter()
+                .map(|&(value_slot, words)| perfabi::Member {
+                    value_slot,
+                    words,
+                    ..m.clone()
+                })
+                .collect();
+            f
+        };
+        // Family 0: slots 10..13 and 4; family 1: slot 3; family 2: 12..16.
+        let families = [
+            family(&[(10, 3), (4, 1)]),
+            family(&[(3, 1)]),
+            family(&[(12, 4)]),
+        ];
+        let fam = |family| Kind::Family {
+            family,
+            part: Part::Value,
+            per_cpu: false,
+        };
+        let metrics = vec![
+            metric(0, fam(0)),
+            metric(1, fam(1)),
+            metric(2, fam(2)),
+            metric(3, Kind::Epoch),
+            metric(4, Kind::RegionStart),
+            metric(5, fam(7)),
+        ];
+        let by_pmid = metrics
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.pmid, i))
+            .collect();
+        let mut plan = FetchPlan::default();
+        let ids = |items: &[u32]| {
+            items
+                .iter()
+                .map(|&i| pmid(502, 2048, i))
+                .collect::<Vec<_>>()
+        };
+        plan.make(
+            &ids(&[0, 1, 2, 0, 3, 9, 5]),
+            1,
+            &by_pmid,
+            &metrics,
+            &families,
+        );
+        assert_eq!(plan.runs, [(3, 2), (10, 6)]);
+        assert!(!plan.damon);
+        plan.make(&ids(&[1, 4]), 2, &by_pmid, &metrics, &families);
+        assert_eq!(
+            (plan.runs.as_slice(), plan.damon, plan.serial),
+            (&[(3, 1)][..], true, 2)
+        );
+        plan.make(&ids(&[3]), 2, &by_pmid, &metrics, &families);
+        assert!(plan.runs.is_empty() && !plan.damon);
+    }
 }

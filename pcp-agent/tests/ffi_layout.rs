@@ -1,7 +1,9 @@
 //! The hand-written declarations of `ffi` against PCP's own headers: a C
 //! program compiled against /usr/include/pcp prints sizes, offsets and
 //! macro values, which must equal the Rust ones. `pmdaExt` is checked whole:
-//! its size, the two fields the agent writes, and its last field last.
+//! its size, the fields the agent touches, and its last field last; the
+//! result of a fetch (`pmResult`, `pmValueSet`, `pmValue`, a value block's
+//! header) as the agent's own fetch lays it out.
 
 use std::mem::{offset_of, size_of};
 use std::process::Command;
@@ -47,6 +49,13 @@ int main(void) {
         PM_TYPE_U64, PM_SEM_DISCRETE, PM_TEXT_INDOM, PM_ERR_TEXT, PM_ERR_PMID, PMDA_FETCH_STATIC);
     printf("errors %d %d %d\n", PM_ERR_NAME, PM_ERR_AGAIN, PM_ERR_GENERIC);
     printf("pmns %d %d\n", PMNS_LEAF_STATUS, PMNS_NONLEAF_STATUS);
+    pmValueBlock vb;
+    vb.vlen = 12; vb.vtype = PM_TYPE_U64;
+    printf("result %zu %zu %zu %zu %zu %zu %u\n", offsetof(pmResult, vset), sizeof(pmValueSet),
+        offsetof(pmValueSet, vlist), offsetof(pmValueSet, valfmt), sizeof(pmValue),
+        offsetof(pmValue, value), *(unsigned *)&vb);
+    printf("values %d %d %d %d %d %zu\n", PM_VAL_INSITU, PM_VAL_DPTR, PM_VAL_HDR_SIZE, PM_ERR_TYPE,
+        PM_TYPE_32, offsetof(pmdaExt, e_resultCallBack));
     printf("cache %d %d %d %d %d %d %d %d\n", PMDA_CACHE_LOAD, PMDA_CACHE_ADD, PMDA_CACHE_CULL,
         PMDA_CACHE_SAVE, PMDA_CACHE_ACTIVE, PMDA_CACHE_INACTIVE, PMDA_CACHE_WALK_REWIND,
         PMDA_CACHE_WALK_NEXT);
@@ -79,7 +88,8 @@ fn rust_declarations_match_pcp_s_headers() {
          offset_labelcb {}\nlabels {} {} {} {} {} {}\ninresult {} {} {} {} {}\n\
          sizeof_desc {}\noffset_units {}\nsizeof_metric {}\nsizeof_indom {}\nsizeof_instid {}\nsizeof_atom {}\n\
          units_us {}\nunits_bytes {}\nunits_count {}\nunits_neg {}\npmid {}\nindom {}\nconsts {} {} {} {} {} {} {} {}\n\
-         errors {} {} {}\npmns {} {}\ncache {} {} {} {} {} {} {} {}\n",
+         errors {} {} {}\npmns {} {}\nresult {} {} {} {} {} {} {}\nvalues {} {} {} {} {} {}\n\
+         cache {} {} {} {} {} {} {} {}\n",
         size_of::<pmdaInterface>(),
         offset_of!(pmdaInterface, four),
         offset_of!(pmdaInterface, four) + offset_of!(Four, fetch),
@@ -127,6 +137,19 @@ fn rust_declarations_match_pcp_s_headers() {
         PM_ERR_GENERIC,
         PMNS_LEAF_STATUS,
         PMNS_NONLEAF_STATUS,
+        PM_RESULT_VSET_OFFSET,
+        size_of::<pmValueSet>(),
+        offset_of!(pmValueSet, vlist),
+        offset_of!(pmValueSet, valfmt),
+        size_of::<pmValue>(),
+        offset_of!(pmValue, value),
+        value_block_header(12, PM_TYPE_U64),
+        PM_VAL_INSITU,
+        PM_VAL_DPTR,
+        PM_VAL_HDR_SIZE,
+        PM_ERR_TYPE,
+        PM_TYPE_32,
+        offset_of!(pmdaExt, e_resultCallBack),
         PMDA_CACHE_LOAD,
         PMDA_CACHE_ADD,
         PMDA_CACHE_CULL,

@@ -437,9 +437,11 @@ fn an_archive_across_agent_and_pmcd_restarts_keeps_each_name_s_pmid_and_instance
     .unwrap();
     let pmcd_dir = dir.path().join("pmcd");
     let pmcd = Pmcd::start(&pmcd_dir, port(), &seg, &[]);
-    // The agent numbers a, b and stream 900 as it meets them; then a goes,
-    // c comes and stream 100 appears, and the agent meets them too.
+    // The agent numbers a, b and stream 900 as it meets them (the streams
+    // when a request serves DAMON values or instances); then a goes, c
+    // comes and stream 100 appears, and the agent meets them too.
     assert_eq!(pmcd.value("perfabi.arch.b").as_deref(), Some("222"));
+    assert_eq!(pmcd.value("perfabi.damon.streams").as_deref(), Some("1"));
     w.del(a).unwrap();
     let c = w.add("arch.c", "count", Semantics::Counter).unwrap();
     w.adjust(c, 333).unwrap();

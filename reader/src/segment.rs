@@ -432,6 +432,39 @@ impl Segment {
         self.finish(r)
     }
 
+    /// The hot path for runs of value slots (a [`Snapshot`]'s
+    /// `values` columns, of any families): copies run `(first, len)` of
+    /// every CPU into `out` as [`SegmentView::read_ranges`] does (`out`
+    /// holds `nr_cpus` rows of the runs' words, in order), inside one
+    /// metadata generation, each CPU's runs one consistent copy (a group
+    /// update, a histogram observation, seen whole). Returns the
+    /// generation: the caller checks that its runs still describe that
+    /// generation's members (decoded by [`snapshot_into`](Self::snapshot_into)
+    /// or [`families`](Self::families)). No system call, no allocation;
+    /// like [`read`](Self::read), it does not re-check the path or the
+    /// writer (see [`status`](Self::status)).
+    ///
+    /// [`SegmentView::read_ranges`]: perfabi::SegmentView::read_ranges
+    pub fn read_ranges(&mut self, runs: &[(usize, usize)], out: &mut [u64]) -> Result<u64, Error> {
+        let (view, retries) = (self.map.view(), self.opts.retries);
+        let r = patiently(&self.opts, || view.read_ranges(runs, out, retries));
+        self.finish(r)
+    }
+
+    /// Header state and writer liveness, looked at as every method but the
+    /// hot paths does ([`check`](Self::check): the path and the writer
+    /// re-checked only every [`Options::recheck`], or at once when the
+    /// writer looks gone or the mapping was damaged). Unlike
+    /// [`info`](Self::info), which re-checks at every call and copies the
+    /// path, it makes no system call between rechecks and no allocation:
+    /// for an agent that looks at the header before every request.
+    pub fn status(&mut self) -> Result<(Info, Liveness), Error> {
+        self.prepare()?;
+        let header = self.map.view().info();
+        let liveness = self.liveness;
+        self.finish(Ok((header, liveness)))
+    }
+
     /// The most recent complete DAMON aggregation of every (monitor,
     /// target). A CPU whose block stays busy for [`Options::busy_timeout`]
     /// is left out and named in [`DamonRead::busy_cpus`]: the other CPUs'

@@ -1,9 +1,11 @@
 //! The README's claim for the read hot path (`Segment::read` with a
-//! handle): no system call and no allocation. The reads run on a thread
-//! that a seccomp filter traps on every system call (SIGSYS, counted), with
-//! a global allocator that counts that thread's allocations. The test first
-//! shows both counters count (one `getppid`, one `Box`), then requires zero
-//! of each over 100,000 reads.
+//! handle; also `Segment::status` and `Segment::read_ranges` between
+//! rechecks, what an agent does at every request): no system call and no
+//! allocation. The reads run on a thread that a seccomp filter traps on
+//! every system call (SIGSYS, counted), with a global allocator that
+//! counts that thread's allocations. The test first shows both counters
+//! count (one `getppid`, one `Box`), then requires zero of each over
+//! 100,000 reads.
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
 use perfabi::Semantics;
@@ -33,9 +35,19 @@ fn the_read_hot_path_makes_no_system_call_and_no_allocation() {
     .unwrap();
     let c = w.add("net.rx_bytes", "bytes", Semantics::Counter).unwrap();
     w.adjust(c, 42).unwrap();
-    let mut seg = Segment::open(&path).unwrap();
+    // `status` looks at the path once a recheck interval: not in this loop.
+    let mut seg = Segment::open_with(
+        &path,
+        perfabi_reader::Options {
+            recheck: std::time::Duration::from_secs(3600),
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let h = seg.handle("net.rx_bytes").unwrap();
     let mut out = vec![0u64; seg.nr_cpus()];
+    let runs = [(h.instance.slot as usize, 1)];
+    let mut row = vec![0u64; seg.nr_cpus()];
 
     probe::count_trapped_system_calls();
     let (calls, allocs, total, sum) = std::thread::scope(|s| {
@@ -60,6 +72,12 @@ fn the_read_hot_path_makes_no_system_call_and_no_allocation() {
             for _ in 0..n {
                 let _ = seg.read(&h, &mut out).unwrap();
                 sum = sum.wrapping_add(out.iter().sum::<u64>());
+                // What an agent does around it: the header between
+                // rechecks, and a run of value slots.
+                let (header, _) = seg.status().unwrap();
+                let g = seg.read_ranges(&runs, &mut row).unwrap();
+                assert_eq!(g, header.generation);
+                sum = sum.wrapping_add(row.iter().sum::<u64>());
             }
             let calls = probe::system_calls() - c0;
             let allocs = probe::allocations() - a0;
@@ -70,7 +88,7 @@ fn the_read_hot_path_makes_no_system_call_and_no_allocation() {
         .join()
         .unwrap()
     });
-    assert_eq!(sum, 42 * total, "the reads returned the value");
+    assert_eq!(sum, 2 * 42 * total, "the reads returned the value");
     println!("{total} hot-path reads: {calls} system calls, {allocs} allocations");
     assert_eq!((calls, allocs), (0, 0));
 }

@@ -513,3 +513,58 @@ fn an_open_segment_holds_no_file_descriptor() {
     );
     assert!(segs.iter_mut().all(|s| s.counter("x").unwrap().total == 5));
 }
+
+/// `status` and `read_ranges`, the calls an agent makes before and at
+/// every request: the header and liveness as `info` has them, and the
+/// values of any runs of a snapshot's slots with the generation they
+/// belong to, so a moved generation is seen.
+#[test]
+fn status_and_read_ranges_give_the_header_and_the_runs_of_a_generation() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let w = Writer::create(&path, &config()).unwrap();
+    let ids: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .map(|n| w.add(n, "", perfabi::Semantics::Counter).unwrap())
+        .collect();
+    for (k, id) in ids.iter().enumerate() {
+        w.adjust(*id, 10 * (k as i64 + 1)).unwrap();
+    }
+    let mut seg = Segment::open(&path).unwrap();
+    let (header, liveness) = seg.status().unwrap();
+    let info = seg.info().unwrap();
+    assert_eq!((header, liveness), (info.header, info.liveness));
+    assert_eq!(liveness, Liveness::Alive);
+    let snap = seg.snapshot().unwrap();
+    let slot = |n: &str| snap.find(n).unwrap().slot as usize;
+    let cpus = seg.nr_cpus();
+    // Slots of c, then a and b: rows of three words per CPU, in run order.
+    let runs = [(slot("c"), 1), (slot("a"), 2)];
+    let mut out = vec![0u64; 3 * cpus];
+    let g = seg.read_ranges(&runs, &mut out).unwrap();
+    assert_eq!(g, snap.generation);
+    let total = |k: usize| (0..cpus).map(|c| out[c * 3 + k]).sum::<u64>();
+    assert_eq!((total(0), total(1), total(2)), (30, 10, 20));
+    // A new counter moves the generation: the runs say so.
+    w.add("d", "", perfabi::Semantics::Counter).unwrap();
+    assert!(seg.read_ranges(&runs, &mut out).unwrap() > g);
+    assert!(seg.status().unwrap().0.generation > g);
+    // Runs outside the table, or an `out` of another size, are refused.
+    let e = seg
+        .read_ranges(&[(usize::MAX - 1, 2)], &mut out)
+        .unwrap_err();
+    assert!(matches!(e, Error::Abi(_)), "{e}");
+    assert!(seg.read_ranges(&runs, &mut out[1..]).is_err());
+    // A closed writer: an error where a live one is required, else said.
+    let mut lenient = Segment::open_with(
+        &path,
+        Options {
+            require_live: false,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    w.close();
+    assert!(matches!(seg.status(), Err(Error::Closed)));
+    assert_eq!(lenient.status().unwrap().1, Liveness::Closed);
+}

@@ -22,6 +22,24 @@ pub trait Callbacks {
     /// Before each request from pmcd (the check callback): brings the
     /// agent, and the `tables` libpcp_pmda reads, up to date.
     fn refresh(&mut self, tables: &mut Tables);
+    /// Before libpcp_pmda's fetch of `pmids` (after [`Callbacks::refresh`]):
+    /// reads what their values need; may change the `tables`, which
+    /// libpcp_pmda reads only afterwards.
+    fn prepare_fetch(&mut self, pmids: &[pmID], tables: &mut Tables);
+    /// The index of each metric of the fetch last prepared (of its PMIDs,
+    /// in order): what [`Callbacks::value`] takes; `None` for a PMID that
+    /// is no metric.
+    fn fetch_metrics(&self) -> &[Option<usize>];
+    /// The value of the `k`th PMID of the fetch last prepared, metric
+    /// `metric`, which has no instance domain: [`Callbacks::value`]'s for
+    /// `PM_IN_NULL` (an agent may make it faster).
+    fn fetch_value(&self, k: usize, metric: usize) -> Result<Option<Value<'_>>, c_int> {
+        let _ = k;
+        self.value(metric, PM_IN_NULL as c_uint)
+    }
+    /// Before libpcp_pmda lists or walks the instances of `indom` for an
+    /// instance or label request.
+    fn prepare_instances(&mut self, indom: pmInDom);
     /// The value of metric `metric` (its index in the last
     /// [`Tables::set_metrics`]) for instance `inst`: `None` if it has no
     /// value, `Err` a negative PCP error.
@@ -55,7 +73,7 @@ pub trait Callbacks {
 /// `PMDA_FETCH_STATIC`, so it is borrowed from the agent, not copied: it
 /// stays there until the agent changes, which only a later callback does,
 /// and libpcp_pmda has copied it by then.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Value<'a> {
     /// `PM_TYPE_U32`.
     U32(u32),
@@ -67,14 +85,29 @@ pub enum Value<'a> {
     Str(&'a CStr),
 }
 
+impl Value<'_> {
+    /// The atom a fetch callback fills with the value (a string by
+    /// pointer).
+    pub fn atom(self) -> pmAtomValue {
+        match self {
+            Value::U32(x) => pmAtomValue { ul: x },
+            // The 8 bytes are the same for PM_TYPE_64 and PM_TYPE_U64.
+            Value::U64(x) => pmAtomValue { ull: x },
+            Value::F64(x) => pmAtomValue { d: x },
+            Value::Str(p) => pmAtomValue { cp: p.as_ptr() },
+        }
+    }
+}
+
 /// The tables libpcp_pmda reads: the metrics (`pmdaMetric`), the instance
 /// domains (`pmdaIndom`) and the instances the agent lists itself.
 ///
 /// # Safety
 /// From [`Daemon::serve`] on, libpcp_pmda keeps pointers to the metric
 /// table, the instance domain array and each listed instance and its name,
-/// and reads them while it serves a request. So the one `Tables` is made
-/// by the one [`Daemon`], only ever lent out (there is no other to swap
+/// and reads them while it serves a request. So the one `Tables` it reads
+/// is made by the one [`Daemon`] (others, [`Tables::detached`], never get
+/// the `pmdaExt` and call nothing of libpcp_pmda), only ever lent out (there is no other to swap
 /// with), kept until `pmdaMain` has returned, and changes a buffer only
 /// through these methods, which point libpcp_pmda at the new one
 /// (`pmdaRehash`, `it_set`) before it can read again. Every buffer is on
@@ -98,6 +131,28 @@ pub struct Tables {
 }
 
 impl Tables {
+    /// Tables that libpcp_pmda never reads, for the instance domains
+    /// `indoms`: an agent's requests made without pmcd (its tests). Only
+    /// [`Daemon::serve`] hands tables to libpcp_pmda.
+    pub fn detached(pcp: &'static Pcp, indoms: impl IntoIterator<Item = pmInDom>) -> Tables {
+        Tables::new(pcp, indoms)
+    }
+
+    /// The metric table: entry `i` describes the metric the agent knows
+    /// as `i`.
+    pub fn metrics(&self) -> &[pmdaMetric] {
+        &self.metrics
+    }
+
+    /// The ids of the instances listed for `indom` (none for an instance
+    /// domain libpcp_pmda's instance cache serves), as a fetch walks them.
+    pub fn instance_ids(&self, indom: pmInDom) -> Vec<c_int> {
+        let Some(k) = self.indoms.iter().position(|d| d.it_indom == indom) else {
+            return Vec::new();
+        };
+        self.instances[k].0.iter().map(|i| i.i_inst).collect()
+    }
+
     fn new(pcp: &'static Pcp, indoms: impl IntoIterator<Item = pmInDom>) -> Tables {
         let indoms: Vec<pmdaIndom> = indoms
             .into_iter()
@@ -255,6 +310,7 @@ impl Daemon {
         }
         // SAFETY: dispatch was set up by pmdaDaemon.
         unsafe { (pcp.pmdaOpenLog)(dispatch) };
+        dispatch.four.fetch = Some(fetch_pdu_cb);
         dispatch.four.text = Some(text_cb);
         dispatch.four.pmid = Some(pmid_cb);
         dispatch.four.name = Some(name_cb);
@@ -312,10 +368,16 @@ impl Daemon {
         }
         tables.ext = dispatch.four.ext;
         tables.point_indoms();
+        // SAFETY: ext is the agent's pmdaExt, set up by pmdaInit.
+        let free_result = unsafe { (*tables.ext).e_resultCallBack };
+        // SAFETY: dispatch is initialised; result_cb is a 'static function.
+        unsafe { (pcp.pmdaSetResultCallBack)(dispatch, result_cb) };
         SERVED.with(|s| {
             *s.borrow_mut() = Some(Served {
                 agent: Box::new(agent),
                 tables,
+                fetch: FetchResult::default(),
+                free_result,
             })
         });
         // SAFETY: dispatch is initialised; pmdaMain serves pmcd until EOF.
@@ -331,6 +393,231 @@ impl Daemon {
 struct Served {
     agent: Box<dyn Callbacks>,
     tables: Tables,
+    /// The answer to the last fetch.
+    fetch: FetchResult,
+    /// libpcp_pmda's own result callback (`__pmFreeResultValues`): frees
+    /// what `pmdaFetch` made.
+    free_result: Option<ResultCallBack>,
+}
+
+/// Where a fetched PMID's value set is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    /// `FetchResult::sets[k]`: made by the agent.
+    Own(usize),
+    /// The `k`th of `FetchResult::walk`: made by `pmdaFetch`.
+    Walked(usize),
+}
+
+/// The answer to a fetch, made by the agent itself for the metrics without
+/// instance domain: the `pmResult`, the value sets and the value blocks
+/// each in one buffer, reused from fetch to fetch, so that a fetch
+/// allocates nothing once the buffers have held as many values. It is the
+/// answer `pmdaFetch` would give (value formats, errors, value blocks as
+/// `__pmStuffValue` makes them) without its two `malloc`s and `free`s per
+/// value, its look-up of every PMID, and a callback per value. Metrics
+/// with an instance domain are left to `pmdaFetch`, which walks their
+/// instances as the client's profile says; their value sets are taken
+/// into the answer, and freed by libpcp_pmda's own callback once it was
+/// sent (by the agent's result callback).
+#[derive(Default)]
+pub struct FetchResult {
+    /// `pmResult`: `struct timeval` (2 words), `numpmid` (1 word), then a
+    /// value set pointer per PMID.
+    result: Vec<u64>,
+    /// The value sets made here.
+    sets: Vec<pmValueSet>,
+    /// Per set, where its value block starts in `blocks` (`usize::MAX`:
+    /// none, the value is in place or there is none).
+    block_at: Vec<usize>,
+    /// The value blocks, 8-byte aligned (a 64-bit value: 2 words).
+    blocks: Vec<u64>,
+    /// Per PMID of the fetch, where its value set is.
+    places: Vec<Place>,
+    /// The PMIDs left to `pmdaFetch`.
+    walk: Vec<pmID>,
+    /// `pmdaFetch`'s result for `walk` while the answer is being sent.
+    walked: Option<*mut Opaque>,
+}
+
+impl FetchResult {
+    /// Makes the value sets of `pmids` whose metrics (`index[k]` is the
+    /// metric of `pmids[k]` in `metrics`, the table libpcp_pmda has) have
+    /// no instance domain, asking `agent` for their values; lists the
+    /// others in `walk`, for `pmdaFetch` (true if there are any).
+    pub fn build(
+        &mut self,
+        pmids: &[pmID],
+        index: &[Option<usize>],
+        agent: &dyn Callbacks,
+        metrics: &[pmdaMetric],
+    ) -> bool {
+        self.sets.clear();
+        self.block_at.clear();
+        self.blocks.clear();
+        self.places.clear();
+        self.walk.clear();
+        self.walked = None;
+        for (k, &pmid) in pmids.iter().enumerate() {
+            let desc = index
+                .get(k)
+                .copied()
+                .flatten()
+                .and_then(|i| Some((i, metrics.get(i)?.m_desc)));
+            let (numval, valfmt, lval, block) = match desc {
+                None => (PM_ERR_PMID, PM_VAL_INSITU, 0, usize::MAX),
+                Some((_, d)) if d.indom != PM_INDOM_NULL => {
+                    self.places.push(Place::Walked(self.walk.len()));
+                    self.walk.push(pmid);
+                    continue;
+                }
+                Some((i, d)) => match agent.fetch_value(k, i) {
+                    Err(e) => (e, PM_VAL_INSITU, 0, usize::MAX),
+                    Ok(None) => (0, PM_VAL_INSITU, 0, usize::MAX),
+                    Ok(Some(v)) => match self.stuff(v, d.type_) {
+                        Ok((valfmt, lval, block)) => (1, valfmt, lval, block),
+                        Err(e) => (e, PM_VAL_INSITU, 0, usize::MAX),
+                    },
+                },
+            };
+            self.places.push(Place::Own(self.sets.len()));
+            self.block_at.push(block);
+            self.sets.push(pmValueSet {
+                pmid,
+                numval,
+                valfmt,
+                vlist: [pmValue {
+                    inst: PM_IN_NULL,
+                    value: pmValueUnion { lval },
+                }],
+            });
+        }
+        !self.walk.is_empty()
+    }
+
+    /// `v` as `__pmStuffValue` stores a value of type `type_` (reading the
+    /// atom `v` fills as the fetch callback does): in place, or in a value
+    /// block appended to `blocks`. Returns (valfmt, lval, block start).
+    fn stuff(&mut self, v: Value<'_>, type_: c_int) -> Result<(c_int, c_int, usize), c_int> {
+        let atom = v.atom();
+        let body: &[u8] = match type_ {
+            PM_TYPE_32 | PM_TYPE_U32 => {
+                // SAFETY: every bit pattern of the atom's first 4 bytes is
+                // a u32 (the atom is 8 bytes of plain data, all set).
+                let ul = unsafe { atom.ul };
+                return Ok((PM_VAL_INSITU, ul as c_int, usize::MAX));
+            }
+            PM_TYPE_64 | PM_TYPE_U64 | PM_TYPE_DOUBLE => {
+                // SAFETY: every bit pattern of the atom's 8 bytes is a u64.
+                let v = unsafe { atom.ull };
+                // The block's bytes in two words, without a byte copy: the
+                // 4 header bytes, the value's 8, 4 of padding (x86_64 is
+                // little-endian: a word's first bytes are its low bits).
+                const _: () = assert!(cfg!(target_endian = "little"));
+                let head = u64::from(value_block_header(PM_VAL_HDR_SIZE + 8, type_));
+                let at = self.blocks.len();
+                self.blocks.extend([head | v << 32, v >> 32]);
+                return Ok((PM_VAL_DPTR, 0, at));
+            }
+            // The string itself, not the atom's pointer.
+            PM_TYPE_STRING => match v {
+                Value::Str(s) => s.to_bytes_with_nul(),
+                _ => return Err(PM_ERR_TYPE),
+            },
+            _ => return Err(PM_ERR_TYPE),
+        };
+        // The header, then the body, in whole words (zero padded).
+        let vlen = PM_VAL_HDR_SIZE + body.len();
+        let at = self.blocks.len();
+        let mut word = [0u8; 8];
+        word[..PM_VAL_HDR_SIZE].copy_from_slice(&value_block_header(vlen, type_).to_ne_bytes());
+        let first = body.len().min(8 - PM_VAL_HDR_SIZE);
+        word[PM_VAL_HDR_SIZE..PM_VAL_HDR_SIZE + first].copy_from_slice(&body[..first]);
+        self.blocks.push(u64::from_ne_bytes(word));
+        for chunk in body[first..].chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.blocks.push(u64::from_ne_bytes(word));
+        }
+        Ok((PM_VAL_DPTR, 0, at))
+    }
+
+    /// The `pmResult` of the fetch built, with `walked` (`pmdaFetch`'s
+    /// result for `walk`, if it was asked) taken in; kept
+    /// (and `walked` with it) until libpcp_pmda has sent it.
+    ///
+    /// # Safety
+    /// `walked` is null or the `pmResult` `pmdaFetch` returned for exactly
+    /// the PMIDs of `walk`, not yet freed.
+    pub unsafe fn finish(&mut self, walked: *mut Opaque) -> *mut Opaque {
+        // The blocks no longer move: point the sets at them.
+        let base = self.blocks.as_mut_ptr();
+        for (set, &at) in self.sets.iter_mut().zip(&self.block_at) {
+            if at != usize::MAX {
+                // SAFETY: `at` is the start of a block stuff() pushed into
+                // `blocks`, so inside it.
+                set.vlist[0].value.pval = unsafe { base.add(at) }.cast();
+            }
+        }
+        let theirs = (!walked.is_null()).then(|| {
+            // SAFETY: a pmResult (the caller's promise), whose vset array
+            // starts at PM_RESULT_VSET_OFFSET (checked against the C
+            // header by tests/ffi_layout.rs).
+            unsafe { walked.cast::<u8>().add(PM_RESULT_VSET_OFFSET) }.cast::<*mut pmValueSet>()
+        });
+        self.walked = theirs.map(|_| walked);
+        self.result.clear();
+        self.result.extend([0, 0, self.places.len() as u64]);
+        let sets = self.sets.as_mut_ptr();
+        for &p in &self.places {
+            let set = match (p, theirs) {
+                // SAFETY: k indexes `sets` (build pushed it).
+                (Place::Own(k), _) => unsafe { sets.add(k) },
+                // SAFETY: pmdaFetch made one value set per PMID of `walk`,
+                // in order, and k indexes `walk`.
+                (Place::Walked(k), Some(v)) => unsafe { *v.add(k) },
+                // pmdaFetch was not asked (build found nothing to walk).
+                (Place::Walked(_), None) => std::ptr::null_mut(),
+            };
+            self.result.push(set as u64);
+        }
+        self.result.as_mut_ptr().cast()
+    }
+
+    /// After libpcp_pmda sent `result`: `pmdaFetch`'s part to free, if
+    /// `result` is this answer (else `result` itself, not the agent's).
+    fn sent(&mut self, result: *mut Opaque) -> Option<*mut Opaque> {
+        if result.cast::<u64>() == self.result.as_mut_ptr() {
+            self.walked.take()
+        } else {
+            Some(result)
+        }
+    }
+
+    /// The value sets of the PMIDs, in order (`None` for one left to
+    /// `pmdaFetch`), for tests of [`FetchResult::build`].
+    pub fn own_sets(&self) -> impl Iterator<Item = Option<&pmValueSet>> + '_ {
+        self.places.iter().map(|p| match *p {
+            Place::Own(k) => self.sets.get(k),
+            Place::Walked(_) => None,
+        })
+    }
+
+    /// The bytes of the value block of the `k`th PMID's value set (if the
+    /// agent made it, with a block), header included, as
+    /// [`FetchResult::finish`] points the set at them.
+    pub fn block_of(&self, k: usize) -> Option<Vec<u8>> {
+        let Place::Own(set) = *self.places.get(k)? else {
+            return None;
+        };
+        let at = *self.block_at.get(set).filter(|&&a| a != usize::MAX)?;
+        let bytes: Vec<u8> = self.blocks[at..]
+            .iter()
+            .flat_map(|w| w.to_ne_bytes())
+            .collect();
+        let vlen = u32::from_ne_bytes(bytes[..4].try_into().ok()?) as usize & 0x00ff_ffff;
+        Some(bytes[..vlen].to_vec())
+    }
 }
 
 impl Served {
@@ -397,6 +684,7 @@ unsafe extern "C" fn instance_cb(
     let mut former = None;
     let st = with_served("instance", |s| {
         pcp = Some(s.tables.pcp);
+        s.agent.prepare_instances(indom);
         0
     });
     let Some(pcp) = pcp else { return st };
@@ -438,6 +726,8 @@ unsafe extern "C" fn label_cb(
     let st = with_served("labels", |s| {
         pcp = Some(s.tables.pcp);
         if kind & PM_LABEL_INSTANCES != 0 {
+            // pmdaLabel walks the instances.
+            s.agent.prepare_instances(ident as pmInDom);
             return 0;
         }
         match s.agent.labels(ident, kind) {
@@ -482,6 +772,83 @@ extern "C" fn check_cb() -> c_int {
     })
 }
 
+/// The fetch entry point: the agent reads what the values of `pmidlist`
+/// need ([`Callbacks::prepare_fetch`]) and answers itself for the metrics
+/// without instance domain ([`FetchResult`]); `pmdaFetch` walks the
+/// instances of the others, calling [`fetch_cb`] for each value.
+///
+/// # Safety
+/// libpcp_pmda passes `numpmid` PMIDs at `pmidlist`, its out pointer and
+/// the agent's pmdaExt, valid for the call.
+unsafe extern "C" fn fetch_pdu_cb(
+    numpmid: c_int,
+    pmidlist: *mut pmID,
+    resp: *mut *mut Opaque,
+    ext: *mut pmdaExt,
+) -> c_int {
+    let pmids: &[pmID] = match usize::try_from(numpmid) {
+        // SAFETY: libpcp_pmda's list of numpmid PMIDs (the decoded PDU),
+        // valid and unchanged for the call.
+        Ok(n) if n > 0 && !pmidlist.is_null() => unsafe { std::slice::from_raw_parts(pmidlist, n) },
+        _ => &[],
+    };
+    let mut walk = None;
+    let st = with_served("fetch", |s| {
+        s.agent.prepare_fetch(pmids, &mut s.tables);
+        let index = s.agent.fetch_metrics();
+        if s.fetch.build(pmids, index, &*s.agent, &s.tables.metrics) {
+            walk = Some((
+                s.tables.pcp,
+                s.fetch.walk.as_mut_ptr(),
+                s.fetch.walk.len() as c_int,
+            ));
+        }
+        0
+    });
+    if st < 0 {
+        return st;
+    }
+    let mut walked: *mut Opaque = std::ptr::null_mut();
+    if let Some((pcp, list, n)) = walk {
+        // Outside with_served: pmdaFetch calls fetch_cb, which takes the
+        // agent again. It does not change `walk`, which the list points
+        // into.
+        // SAFETY: n PMIDs at list; libpcp_pmda's out pointer and pmdaExt.
+        let st = unsafe { (pcp.pmdaFetch)(n, list, &mut walked, ext) };
+        if st < 0 {
+            return st;
+        }
+    }
+    with_served("fetch", |s| {
+        // SAFETY: walked is null or pmdaFetch's result for s.fetch.walk,
+        // just made; resp is libpcp_pmda's out pointer, and the answer
+        // stays in s.fetch until result_cb is called for it.
+        unsafe { *resp = s.fetch.finish(walked) };
+        0
+    })
+}
+
+/// libpcp_pmda's result callback: called with the answer to a fetch once
+/// it was sent. The agent's own answer is kept for the next fetch; what
+/// `pmdaFetch` made (taken into it, or any other result) is freed by
+/// libpcp_pmda's own callback.
+///
+/// # Safety
+/// `result` is the result a fetch returned to libpcp_pmda, sent and no
+/// longer used by it.
+unsafe extern "C" fn result_cb(result: *mut Opaque) {
+    let mut free = None;
+    with_served("fetch result", |s| {
+        free = s.fetch.sent(result).zip(s.free_result);
+        0
+    });
+    if let Some((theirs, f)) = free {
+        // SAFETY: a result pmdaFetch made, sent, freed once (sent() hands
+        // each out once), by the callback libpcp_pmda set for it.
+        unsafe { f(theirs) };
+    }
+}
+
 /// # Safety
 /// libpcp_pmda passes an entry of the metric table it got from [`Tables`]
 /// and an atom to fill, both valid for the call.
@@ -493,14 +860,8 @@ unsafe extern "C" fn fetch_cb(m: *mut pmdaMetric, inst: c_uint, atom: *mut pmAto
             Err(e) => e,
             Ok(None) => PMDA_FETCH_NOVALUES,
             Ok(Some(v)) => {
-                match v {
-                    Value::U32(x) => atom.ul = x,
-                    // The 8 bytes are the same for PM_TYPE_64 and PM_TYPE_U64.
-                    Value::U64(x) => atom.ull = x,
-                    Value::F64(x) => atom.d = x,
-                    // Static: kept by the agent (see Value).
-                    Value::Str(p) => atom.cp = p.as_ptr(),
-                }
+                // A string is static: kept by the agent (see Value).
+                *atom = v.atom();
                 PMDA_FETCH_STATIC
             }
         }
