@@ -233,8 +233,7 @@ impl Engine {
             if st == rseq::Status::Done {
                 return Ok(());
             }
-            let (words, layout) = segment();
-            return self.adjust_rseq_slow(words, layout, index, delta, st);
+            return self.adjust_rseq_slow(segment, index, delta, st);
         }
         let _ = segment;
         // SAFETY: `index` is a word of a block (above).
@@ -259,7 +258,7 @@ impl Engine {
             if st == rseq::Status::Done {
                 return Ok(());
             }
-            return self.adjust_rseq_slow(words, layout, index, delta, st);
+            return self.adjust_rseq_slow(|| (words, layout), index, delta, st);
         }
         let _ = words;
         // SAFETY: `index` is a word of a block (asserted above).
@@ -325,19 +324,20 @@ impl Engine {
 
     /// What follows an attempt of [`Self::try_adjust`] that did not commit
     /// (`st`): count an abort, or undo an aborted multi-word update, and
-    /// try again; or refuse a thread without rseq. Out of line, so that the
-    /// callers' fast path stays small.
+    /// try again; or refuse a thread without rseq. Out of line, and called
+    /// with what the caller has at hand (the segment is fetched here), so
+    /// that the code inlined into `Writer::adjust`'s callers stays small.
     #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
     #[cold]
     #[inline(never)]
-    fn adjust_rseq_slow(
+    fn adjust_rseq_slow<'a>(
         &self,
-        words: &[AtomicU64],
-        layout: &Layout,
+        segment: impl FnOnce() -> (&'a [AtomicU64], &'a Layout),
         index: usize,
         delta: u64,
         mut st: rseq::Status,
     ) -> Result<(), Error> {
+        let (words, layout) = segment();
         debug_assert!(index < layout.cpu_block_size / 8);
         loop {
             match st {
