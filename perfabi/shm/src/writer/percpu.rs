@@ -192,7 +192,19 @@ impl Engine {
         self.method
     }
 
+    /// The block of the CPU the thread runs on (or, if the segment has
+    /// fewer blocks than the machine CPUs, of that CPU modulo their
+    /// number): a hint, as every block is a correct home for the lock
+    /// method's updates. Where glibc registered rseq for the thread (the
+    /// lock method was asked for, or the blocks do not cover every CPU),
+    /// the kernel keeps the CPU in the thread's rseq area: one load, not a
+    /// call of `getcpu`.
+    #[inline]
     fn current_cpu(&self) -> usize {
+        #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+        if let Some(cpu) = rseq::area().and_then(rseq::cpu) {
+            return cpu as usize % self.nr_cpus;
+        }
         rustix::thread::sched_getcpu() % self.nr_cpus
     }
 
