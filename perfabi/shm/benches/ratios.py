@@ -4,9 +4,15 @@
     cargo bench -p perfabi-shm --bench protocol
     cargo bench -p perfabi-exportd --bench read     (optional)
     cargo bench -p perfabi-reader --bench families  (optional)
-    python3 perfabi/shm/benches/ratios.py
+    perfabi/shm/benches/adjust-instructions [--bench] (optional)
+    python3 perfabi/shm/benches/ratios.py [TARGET/criterion]
 
-Sections whose benchmarks did not run (a filtered run) are left out.
+Lines whose benchmarks did not run (a filtered run, such as `-- adjust` or
+`-- two_threads`) are left out. `adjust` is timed with the wall clock and
+again (`adjust_cpu_time`) with the thread's CPU clock, which leaves out the
+time a thread waits for a CPU on a machine busy with other work. The
+instruction counts are those adjust-instructions last wrote next to the
+criterion folder (TARGET/adjust-instructions-*.txt).
 """
 import json
 import pathlib
@@ -24,25 +30,40 @@ def ns(group, name, required=True):
     return json.loads(matches[0].read_text())["mean"]["point_estimate"]
 
 
-adjust = ns("adjust", "rseq", required=False)
-core = [adjust, ns("adjust", "lock", required=False), ns("two_threads", "percpu_adjust", required=False),
-        ns("two_threads", "shared_fetch_add", required=False),
-        ns("two_threads", "baseline_private_getcpu", required=False),
-        ns("snapshot", "perfabi_1024x*", required=False), ns("snapshot", "memcpy_1024x*", required=False)]
-if all(v is not None for v in core):
-    adjust, lock, percpu, shared, private, snap, memcpy = core
-    print(f"adjust, one thread (rseq):          {adjust:6.2f} ns   (target <= 2 ns)")
-    print(f"adjust, one thread (lock method):   {lock:6.2f} ns")
-    print(f"2 threads per-CPU adjust:           {percpu:6.2f} ns/op per thread")
-    print(f"2 threads shared fetch_add:         {shared:6.2f} ns/op per thread")
-    print(f"2 threads private words (floor):    {private:6.2f} ns/op per thread")
-    print(f"per-CPU vs shared throughput ratio: {shared / percpu:6.2f}x    (target >= 3x)")
+def line(label, value, unit="ns", note=""):
+    if value is not None:
+        print(f"{label:36}{value:6.2f} {unit}" + (f"   {note}" if note else ""))
+
+
+adjust = {g: [ns(g, n, required=False) for n in
+              ["rseq", "lock", "baseline_fetch_add_uncontended", "baseline_load_store"]]
+          for g in ["adjust", "adjust_cpu_time"]}
+percpu, shared, private = (ns("two_threads", n, required=False)
+                           for n in ["percpu_adjust", "shared_fetch_add", "baseline_private_getcpu"])
+snap, memcpy = ns("snapshot", "perfabi_1024x*", required=False), ns("snapshot", "memcpy_1024x*", required=False)
+if all(v is None for v in adjust["adjust"] + adjust["adjust_cpu_time"]
+       + [percpu, shared, snap, ns("damon", "publish_10000_regions", required=False)]):
+    sys.exit(f"no criterion result for adjust, two_threads, snapshot or damon under {root}: "
+             "run cargo bench -p perfabi-shm first")
+for group, clock in [("adjust", "wall clock"), ("adjust_cpu_time", "thread's CPU clock")]:
+    rseq, lock, fetch_add, load_store = adjust[group]
+    line("adjust, one thread (rseq):", rseq, note=f"(target <= 2 ns; {clock})")
+    line("adjust, one thread (lock method):", lock, note=f"({clock})")
+    line("  baseline fetch_add, uncontended:", fetch_add, note=f"({clock})")
+    line("  baseline load+store (the floor):", load_store, note=f"({clock})")
+# Written by perfabi/shm/benches/adjust-instructions (next to criterion's results).
+for name in ["bench", "rseq", "lock"]:
+    counted = root.parent / f"adjust-instructions-{name}.txt"
+    if counted.exists():
+        print(counted.read_text().strip())
+line("2 threads per-CPU adjust:", percpu, "ns/op per thread")
+line("2 threads shared fetch_add:", shared, "ns/op per thread")
+line("2 threads private words (floor):", private, "ns/op per thread")
+if percpu is not None and shared is not None:
+    line("per-CPU vs shared throughput ratio:", shared / percpu, "x", "(target >= 3x)")
+if snap is not None and memcpy is not None:
     print(f"snapshot 1024 counters x all CPUs:  {snap:6.1f} ns; memcpy {memcpy:.1f} ns")
     print(f"snapshot throughput / memcpy:       {memcpy / snap:6.2f}     (target >= 0.5)")
-elif not root.exists():
-    sys.exit(f"no criterion results under {root}: run cargo bench -p perfabi-shm first")
-else:
-    print("(adjust / two_threads / snapshot not all run: their ratios left out)")
 
 for method in ["rseq", "lock"]:
     adj = ns("histogram", f"adjust_{method}", required=False)

@@ -632,3 +632,78 @@ fn an_instance_table_is_decoded_again_only_when_the_generation_moves() {
     t.clear();
     assert_eq!((t.generation(), t.instances.len()), (None, 0));
 }
+
+/// The adjust fast path's one bounds check: an id of another writer whose
+/// slot lies past this writer's table is refused, with either method.
+#[test]
+fn an_id_past_the_table_is_refused() {
+    for m in METHODS {
+        let dir = tempfile::tempdir().unwrap();
+        let big = Config {
+            max_instances: 64,
+            ..small(m)
+        };
+        let big = Writer::create(dir.path().join("big"), &big).unwrap();
+        let (_d, w) = new_writer(m);
+        let ids: Vec<_> = (0..40)
+            .map(|i| big.add(&format!("c{i}"), "", Semantics::Counter).unwrap())
+            .collect();
+        let far = ids[39];
+        assert!(far.slot() as usize >= w.layout().max_instances);
+        assert_eq!(w.adjust(far, 1), Err(Error::UnknownInstance));
+        big.adjust(far, 1).unwrap();
+    }
+}
+
+/// A thread whose rseq area the kernel no longer serves (unregistered,
+/// `cpu_id` -1) gets `NoRseq` from adjust: the section's bound check sends
+/// it to the out-of-line path without a write, and nothing else changes.
+#[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+#[test]
+fn a_thread_without_rseq_is_refused_not_misapplied() {
+    #[allow(non_upper_case_globals)]
+    extern "C" {
+        static __rseq_offset: isize;
+        static __rseq_size: u32;
+    }
+    let (_d, w) = new_writer(MethodChoice::Auto);
+    if w.method() != Method::Rseq {
+        println!(
+            "PERFABI-SKIP a_thread_without_rseq_is_refused_not_misapplied: method {:?}",
+            w.method()
+        );
+        return;
+    }
+    let a = w.add("a", "", Semantics::Counter).unwrap();
+    w.adjust(a, 1).unwrap();
+    let w = Arc::new(w);
+    let r = thread::spawn({
+        let w = w.clone();
+        move || {
+            let tp: usize;
+            // SAFETY: on x86_64 Linux %fs:0 holds the thread pointer; a load.
+            unsafe { std::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp) };
+            // SAFETY: glibc sets both before main; plain loads.
+            let (offset, size) = unsafe { (__rseq_offset, __rseq_size) };
+            let area = tp.wrapping_add_signed(offset);
+            // The kernel wants the length glibc registered: try the sizes
+            // glibc versions use (a wrong one fails with EINVAL, harmless).
+            let unregistered = [32, size as usize, (size as usize).next_multiple_of(32)]
+                .into_iter()
+                .any(|len| {
+                    // SAFETY: unregisters this thread's own rseq area (flag
+                    // 1, glibc's signature); nothing in this thread uses it
+                    // afterwards but the writer under test.
+                    unsafe { libc::syscall(libc::SYS_rseq, area, len as u32, 1, 0x5305_3053) == 0 }
+                });
+            assert!(unregistered, "{}", std::io::Error::last_os_error());
+            w.adjust(a, 1)
+        }
+    })
+    .join()
+    .unwrap();
+    assert_eq!(r, Err(Error::NoRseq));
+    let s = w.snapshot().unwrap();
+    assert_eq!(s.total(s.find("a").unwrap()), 1);
+    w.adjust(a, 1).unwrap();
+}

@@ -52,6 +52,10 @@ pub(crate) struct WordDelta {
     pub(crate) val: u64,
 }
 
+/// The word of a block where its counters start: right after the head, in
+/// every segment this writer lays out (asserted by [`Engine::new`]).
+const COUNTERS_WORD: usize = perfabi::layout::CPU_BLOCK_HEAD_SIZE / 8;
+
 /// Most words one multi-word update may carry.
 pub(crate) const MAX_WORDS: usize = 16;
 /// Most DAMON records one update of a ring carries.
@@ -87,6 +91,8 @@ pub(crate) struct Engine {
     method: Method,
     /// CPU 0's block (its sequence word), in the writer's mapping.
     block0: *mut u64,
+    /// Bytes from one CPU's block to the next (`cpu_block_size`).
+    stride: usize,
     /// glibc's `__rseq_offset` (meaningful when `method` is Rseq).
     #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
     rseq_offset: isize,
@@ -94,6 +100,10 @@ pub(crate) struct Engine {
     /// [`rseq::wide_stores_atomic`]).
     #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
     wide_stores: bool,
+    /// `nr_cpus` if `method` is Rseq, else 0: adjust's test of the method
+    /// and the bound its section checks `cpu_id` against, in one load.
+    #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+    rseq_cpus: u32,
     aborts: AtomicU64,
     repairs: AtomicU64,
     nr_cpus: usize,
@@ -109,6 +119,9 @@ unsafe impl Send for Engine {}
 impl Engine {
     /// An engine for the segment mapped at `words`, which must outlive it.
     pub(crate) fn new(words: &[AtomicU64], layout: &Layout, choice: MethodChoice) -> Self {
+        // Writers lay counters out right after the block's head; the fast
+        // path relies on it (`COUNTERS_WORD`).
+        assert_eq!(layout.counters_offset, COUNTERS_WORD * 8);
         let method = match choice {
             MethodChoice::Lock => Method::Lock,
             MethodChoice::Auto => Self::probe_rseq(layout.nr_cpus),
@@ -126,11 +139,19 @@ impl Engine {
             .collect();
         Self {
             method,
-            block0: words[layout.cpu_block_word(0)].as_ptr(),
+            // From a sub-slice, so that the pointer may reach every block (a
+            // pointer from one word's `as_ptr` covers that word only).
+            block0: words[layout.cpu_block_word(0)..].as_ptr() as *mut u64,
+            stride: layout.cpu_block_size,
             #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
             rseq_offset: rseq::registered_offset().unwrap_or(0),
             #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
             wide_stores: rseq::wide_stores_atomic(),
+            rseq_cpus: if method == Method::Rseq {
+                u32::try_from(layout.nr_cpus).expect("the ABI bounds nr_cpus")
+            } else {
+                0
+            },
             aborts: AtomicU64::new(0),
             repairs: AtomicU64::new(0),
             nr_cpus: layout.nr_cpus,
@@ -177,12 +198,68 @@ impl Engine {
         self.method
     }
 
+    /// The block of the CPU the thread runs on (or, if the segment has
+    /// fewer blocks than the machine CPUs, of that CPU modulo their
+    /// number): a hint, as every block is a correct home for the lock
+    /// method's updates. Where glibc registered rseq for the thread (the
+    /// lock method was asked for, or the blocks do not cover every CPU),
+    /// the kernel keeps the CPU in the thread's rseq area: one load, not a
+    /// call of `getcpu`.
+    #[inline]
     fn current_cpu(&self) -> usize {
+        #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+        if let Some(cpu) = rseq::area().and_then(rseq::cpu) {
+            return cpu as usize % self.nr_cpus;
+        }
         rustix::thread::sched_getcpu() % self.nr_cpus
     }
 
+    /// Adds `delta` to counter `slot` (a value slot, `slot <
+    /// layout.max_instances`) of the current CPU's block: the fast path of
+    /// `Writer::adjust`, inlined into its callers.
+    ///
+    /// Both methods find the word from fields the engine keeps ready
+    /// (`block0`, `stride`, and for rseq `__rseq_offset` and `rseq_cpus`,
+    /// whose one load is both the test of the method and the bound of
+    /// `cpu_id`) and the constant offset of the counters in a block. With
+    /// rseq the committed path is one straight line: the section of
+    /// [`rseq::adjust`], then one test of its status. The segment's words
+    /// and layout are needed only off that path (an abort, an odd
+    /// sequence), so `segment` is called only there: the inlined code loads
+    /// nothing for them.
+    ///
+    /// # Safety
+    ///
+    /// `slot < layout.max_instances`, `layout` being the layout `segment`
+    /// returns, the one this engine was made for.
+    #[inline(always)]
+    pub(crate) unsafe fn adjust_counter<'a>(
+        &self,
+        segment: impl FnOnce() -> (&'a [AtomicU64], &'a Layout),
+        slot: usize,
+        delta: u64,
+    ) -> Result<(), Error> {
+        // A word of every block: `slot < max_instances` (the caller's
+        // contract) and every block's counter array, from `COUNTERS_WORD`,
+        // holds `max_instances` words.
+        let index = COUNTERS_WORD + slot;
+        #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+        if self.rseq_cpus != 0 {
+            // SAFETY: `index` is a word of a block (above), and rseq is the
+            // method (`rseq_cpus` is not 0).
+            let st = unsafe { self.try_adjust(index, delta) };
+            if st == rseq::Status::Done {
+                return Ok(());
+            }
+            return self.adjust_rseq_slow(segment, index, delta, st);
+        }
+        let _ = segment;
+        // SAFETY: `index` is a word of a block (above).
+        unsafe { self.adjust_lock(index, delta) };
+        Ok(())
+    }
+
     /// Adds `delta` to word `index` of the current CPU's block.
-    #[inline]
     pub(crate) fn adjust(
         &self,
         words: &[AtomicU64],
@@ -190,43 +267,97 @@ impl Engine {
         index: usize,
         delta: u64,
     ) -> Result<(), Error> {
+        assert!(index < layout.cpu_block_size / 8);
         #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
-        if self.method == Method::Rseq {
-            return self.adjust_rseq(words, layout, index, delta);
+        if self.rseq_cpus != 0 {
+            // SAFETY: `index` is a word of a block (asserted above), and
+            // rseq is the method (`rseq_cpus` is not 0).
+            let st = unsafe { self.try_adjust(index, delta) };
+            if st == rseq::Status::Done {
+                return Ok(());
+            }
+            return self.adjust_rseq_slow(|| (words, layout), index, delta, st);
         }
-        let cpu = self.current_cpu();
-        words[layout.cpu_block_word(cpu) + index].fetch_add(delta, Ordering::Relaxed);
+        let _ = words;
+        // SAFETY: `index` is a word of a block (asserted above).
+        unsafe { self.adjust_lock(index, delta) };
         Ok(())
     }
 
+    /// The lock method's adjust: one `fetch_add` on word `index` of the
+    /// current CPU's block.
+    ///
+    /// Where rseq may be the method, out of line and cold: the code inlined
+    /// into `Writer::adjust`'s callers stays small and the rseq path one
+    /// straight line (the call costs the lock method a few instructions
+    /// next to its `getcpu`). Elsewhere, the only method, inlined.
+    ///
+    /// # Safety
+    ///
+    /// `index` is a word of a block: `index < cpu_block_size / 8`.
+    #[cfg_attr(all(target_arch = "x86_64", target_env = "gnu"), cold, inline(never))]
+    #[cfg_attr(not(all(target_arch = "x86_64", target_env = "gnu")), inline(always))]
+    unsafe fn adjust_lock(&self, index: usize, delta: u64) {
+        debug_assert!(index < self.stride / 8);
+        let cpu = self.current_cpu();
+        // SAFETY: `cpu < nr_cpus` (`current_cpu`), so `block0 + cpu *
+        // stride` bytes is CPU `cpu`'s block, inside the mapping, and word
+        // `index` of it (the caller's contract) an aligned word of the
+        // mapping; the mapping's words are only ever accessed atomically
+        // (see `Mapping`), as this `fetch_add` does.
+        unsafe { AtomicU64::from_ptr(self.block0.byte_add(cpu * self.stride).add(index)) }
+            .fetch_add(delta, Ordering::Relaxed);
+    }
+
+    /// One attempt at the rseq section that adds `delta` to word `index` of
+    /// the current CPU's block.
+    ///
+    /// # Safety
+    ///
+    /// `index` is a word of a block (`index < cpu_block_size / 8`), and
+    /// rseq is the engine's method.
     #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
-    #[inline]
-    fn adjust_rseq(
+    #[inline(always)]
+    unsafe fn try_adjust(&self, index: usize, delta: u64) -> rseq::Status {
+        debug_assert!(index < self.stride / 8, "a word of a block");
+        // SAFETY: rseq is this engine's method (the caller's contract),
+        // which it is only if glibc registered rseq (`rseq_offset` is its
+        // `__rseq_offset`) and the blocks cover every possible CPU; then
+        // `rseq_cpus` is `nr_cpus`, and the section refuses a `cpu_id >=
+        // nr_cpus`, so `block0 + cpu * stride` is CPU `cpu`'s block inside
+        // the mapping, and word `index` of it (the caller's contract) a
+        // word of that block. Only sections running on `cpu` write that
+        // block's words.
+        unsafe {
+            rseq::adjust(
+                self.rseq_offset,
+                self.rseq_cpus,
+                self.block0,
+                index,
+                self.stride,
+                delta,
+            )
+        }
+    }
+
+    /// What follows an attempt of [`Self::try_adjust`] that did not commit
+    /// (`st`): count an abort, or undo an aborted multi-word update, and
+    /// try again; or refuse a thread without rseq. Out of line, and called
+    /// with what the caller has at hand (the segment is fetched here), so
+    /// that the code inlined into `Writer::adjust`'s callers stays small.
+    #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+    #[cold]
+    #[inline(never)]
+    fn adjust_rseq_slow<'a>(
         &self,
-        words: &[AtomicU64],
-        layout: &Layout,
+        segment: impl FnOnce() -> (&'a [AtomicU64], &'a Layout),
         index: usize,
         delta: u64,
+        mut st: rseq::Status,
     ) -> Result<(), Error> {
+        let (words, layout) = segment();
         debug_assert!(index < layout.cpu_block_size / 8);
-        // In bounds: `index` is a word of a block (see the SAFETY below).
-        let target0 = self.block0.wrapping_add(index);
         loop {
-            // SAFETY: blocks cover every possible CPU (checked when rseq was
-            // chosen) and the section refuses a `cpu_id >= nr_cpus`, so
-            // `block0 + cpu * stride` is CPU `cpu`'s block inside the mapping;
-            // `index` is a counter or head word of a block (callers pass
-            // validated indices); only sections on `cpu` write that block.
-            let st = unsafe {
-                rseq::adjust(
-                    self.rseq_offset,
-                    self.nr_cpus as u32,
-                    self.block0,
-                    target0,
-                    layout.cpu_block_size,
-                    delta,
-                )
-            };
             match st {
                 rseq::Status::Done => return Ok(()),
                 rseq::Status::Aborted => self.aborted(),
@@ -237,6 +368,10 @@ impl Engine {
                 }
                 rseq::Status::Unregistered => return Err(Error::NoRseq),
             }
+            // SAFETY: `index` is a word of a block (this function's callers
+            // pass the index they tried) and rseq is the method (only its
+            // attempts come here).
+            st = unsafe { self.try_adjust(index, delta) };
         }
     }
 

@@ -47,6 +47,7 @@ pub(crate) enum Status {
     Unregistered,
 }
 
+#[inline(always)]
 fn status(v: u32) -> Status {
     match v {
         0 => Status::Done,
@@ -253,72 +254,88 @@ pub(crate) struct MultiArgs {
     pub(crate) n: u64,
 }
 
-/// The counter word at `target0 + cpu * stride` (`cpu` being the CPU the
-/// section runs on) gets `+= delta`, as an rseq section whose commit is the
-/// `add` instruction itself.
+/// Word `index` of the block at `block0 + cpu * stride` (`cpu` being the
+/// CPU the section runs on) gets `+= delta`, as an rseq section whose
+/// commit is the `add` instruction itself.
 ///
 /// The CPU is read inside the section, so the address is computed for the
 /// CPU the commit runs on: a migration after the read aborts the section.
 /// A thread whose rseq area is not registered (`cpu_id >= nr_cpus`) gets
 /// [`Status::Unregistered`] without any write.
 ///
+/// This is the writer's fast path, inlined into every caller of
+/// `Writer::adjust`: the rseq area is addressed as `fs:[offset + field]`
+/// (glibc's thread pointer is the `fs` base, and `offset` is
+/// `__rseq_offset`, read once when the writer was created), and a commit
+/// falls through to the end of the block with the status register already
+/// 0, so the committed path is one straight line of 10 instructions (store
+/// the descriptor, read `cpu_id`, compare it with `nr_cpus`, find the
+/// block, test its sequence, add) with no taken branch. Every other
+/// outcome jumps to code placed out of line (in `__rseq_failure`) that sets
+/// the status and comes back.
+///
 /// # Safety
 ///
 /// `offset` is glibc's `__rseq_offset`; for every `cpu < nr_cpus`,
-/// `seq0 + cpu * stride` is the sequence word of CPU `cpu`'s block and
-/// `target0 + cpu * stride` a counter word of that block, in a live writable
-/// mapping; every other write to the block is made by sections of this module
-/// running on that CPU (or, for words no section writes at that time, by the
-/// metadata writer).
+/// `block0 + cpu * stride` is CPU `cpu`'s block (its first word is its
+/// sequence word) and word `index` of it a counter or head word, in a live
+/// writable mapping; every other write to the block is made by sections of
+/// this module running on that CPU (or, for words no section writes at that
+/// time, by the metadata writer).
 #[inline(always)]
 pub(crate) unsafe fn adjust(
     offset: isize,
     nr_cpus: u32,
-    seq0: *const u64,
-    target0: *mut u64,
+    block0: *mut u64,
+    index: usize,
     stride: usize,
     delta: u64,
 ) -> Status {
     let st: u32;
-    // SAFETY: the caller's contract above. The section writes only the
-    // target word of the CPU it runs on, only while that block's sequence
-    // is even; the kernel aborts it before the `add` if the thread is
-    // preempted, migrated or signalled. The descriptor and abort signature
-    // follow the Linux rseq ABI for x86_64.
+    // SAFETY: the caller's contract above. The section writes only word
+    // `index` of the block of the CPU it runs on, only while that block's
+    // sequence is even; the kernel aborts it before the `add` if the thread
+    // is preempted, migrated or signalled. `fs:[offset]` is the calling
+    // thread's rseq area (the `fs` base is the thread pointer on x86_64
+    // Linux, and glibc puts the area at `__rseq_offset` from it), so the
+    // section stores its descriptor in the calling thread's `rseq_cs` and
+    // reads its `cpu_id`. The descriptor and abort signature follow the
+    // Linux rseq ABI for x86_64.
     unsafe {
         asm!(
             rseq_descriptor!(),
-            "mov {a}, qword ptr fs:[0]",
-            "add {a}, {offset}",
             "lea {t}, [rip + 6b]",
-            "mov qword ptr [{a} + 8], {t}",
+            "mov qword ptr fs:[{offset} + 8], {t}",
             "2:",
-            "mov {t:e}, dword ptr [{a} + 4]",
+            "mov {t:e}, dword ptr fs:[{offset} + 4]",
             "cmp {t:e}, {ncpu:e}",
             "jae 16f",
             "imul {t}, {stride}",
-            "test byte ptr [{seq0} + {t}], 1",
+            "add {t}, {block0}",
+            "test byte ptr [{t}], 1",
             "jnz 15f",
-            "add qword ptr [{target0} + {t}], {delta}",
+            "add qword ptr [{t} + {index} * 8], {delta}",
             "3:",
-            "xor {st:e}, {st:e}",
-            "jmp 5f",
+            // Out of line: the sequence is odd (2), the thread has no rseq
+            // area (3), the kernel aborted the section (1, `4` in the
+            // abort handler). `{st}` enters as 0 (committed).
+            ".pushsection __rseq_failure, \"ax\"",
             "15:",
             "mov {st:e}, 2",
             "jmp 5f",
             "16:",
             "mov {st:e}, 3",
             "jmp 5f",
+            ".popsection",
             rseq_abort_handler!(),
             offset = in(reg) offset,
             ncpu = in(reg) nr_cpus,
-            seq0 = in(reg) seq0,
-            target0 = in(reg) target0,
+            block0 = in(reg) block0,
+            index = in(reg) index,
             stride = in(reg) stride,
             delta = in(reg) delta,
-            a = out(reg) _,
             t = out(reg) _,
-            st = lateout(reg) st,
+            st = inout(reg) 0u32 => st,
             options(nostack),
         );
     }
@@ -483,9 +500,9 @@ struct KernelRseq {
 
 // Every offset the assembly of this module writes as a number, pinned to
 // the struct it reads (a change of field order or type fails to compile):
-// `[{a} + 4]`/`[{rseq} + 4]` and `+ 8` into the rseq area, `[{args} + N]`
-// into the argument structs, `[{t} + 8]` into an `Op`, `[{j}]` into a
-// `Journal`. Fields the assembly names through `const` operands (`{undos}`,
+// `fs:[{offset} + 4]`/`[{rseq} + 4]` and `+ 8` into the rseq area,
+// `[{args} + N]` into the argument structs, `[{t} + 8]` into an `Op`,
+// `[{j}]` into a `Journal`. Fields the assembly names through `const` operands (`{undos}`,
 // `{addr}`, `{old}`) need no pin.
 const _: () = {
     use core::mem::offset_of;
