@@ -32,38 +32,6 @@ static GLOBAL: Counting = Counting;
 
 const DOMAIN: u32 = 502;
 
-/// The values of the answer `result` (a `pmResult` as libpcp_pmda sends
-/// it), one per PMID: `Ok(value)` of a 64-bit value, `Err(numval)` for a
-/// value set without one (or with another kind of value).
-fn values(result: *mut Opaque, out: &mut Vec<Result<u64, c_int>>) {
-    out.clear();
-    let words = result.cast::<u64>();
-    // SAFETY: `result` is FetchResult::finish's pmResult, alive until the
-    // next build: numpmid in its third word, then the value set pointers
-    // (PM_RESULT_VSET_OFFSET, checked against the C header by
-    // tests/ffi_layout.rs).
-    let n = unsafe { *words.add(2) } as u32 as usize;
-    for k in 0..n {
-        // SAFETY: as above; each pointer is a value set made by build().
-        let set = unsafe { &*(*words.add(3 + k) as *const pmValueSet) };
-        if set.numval != 1 || set.valfmt != PM_VAL_DPTR {
-            out.push(Err(set.numval));
-            continue;
-        }
-        // SAFETY: a PM_VAL_DPTR set points at a value block of at least
-        // 8 bytes (FetchResult's blocks are whole words), header first.
-        let block = unsafe { std::slice::from_raw_parts(set.vlist[0].value.pval.cast::<u8>(), 8) };
-        let header = u32::from_ne_bytes(block[..4].try_into().unwrap());
-        if header != value_block_header(12, PM_TYPE_U64) {
-            out.push(Err(set.numval));
-            continue;
-        }
-        // SAFETY: a 64-bit value's block: 12 bytes, padded to 16.
-        let block = unsafe { std::slice::from_raw_parts(set.vlist[0].value.pval.cast::<u8>(), 12) };
-        out.push(Ok(u64::from_ne_bytes(block[4..].try_into().unwrap())));
-    }
-}
-
 #[test]
 fn fetches_of_unchanged_metadata_allocate_nothing_and_see_no_torn_group() {
     let dir = tempfile::tempdir().unwrap();
@@ -240,7 +208,8 @@ fn fetches_of_unchanged_metadata_allocate_nothing_and_see_no_torn_group() {
         agent.prepare_fetch(&counters, tables);
         assert!(!fetch.build(&counters, agent.fetch_metrics(), agent, tables.metrics()));
         // SAFETY: nothing was left to pmdaFetch.
-        values(unsafe { fetch.finish(std::ptr::null_mut()) }, got);
+        fetch.finish_own();
+        fetch.sent_values(got);
         let torn = got
             .chunks(8)
             .any(|g| g.iter().any(|v| v != &g[0] || v.is_err()));
@@ -310,7 +279,8 @@ fn fetches_of_unchanged_metadata_allocate_nothing_and_see_no_torn_group() {
         agent.prepare_fetch(&late, tables);
         fetch.build(&late, agent.fetch_metrics(), agent, tables.metrics());
         // SAFETY: nothing was left to pmdaFetch.
-        values(unsafe { fetch.finish(std::ptr::null_mut()) }, got);
+        fetch.finish_own();
+        fetch.sent_values(got);
     };
     one(&mut agent, &mut tables, &mut fetch, &mut got);
     assert_eq!(got, [Ok(5)]);
@@ -362,8 +332,7 @@ fn the_agent_s_own_answer_has_pmda_fetch_s_formats_and_errors() {
     let sets: Vec<pmValueSet> = fetch.own_sets().map(|s| *s.unwrap()).collect();
     let head = |s: &pmValueSet| (s.pmid, s.numval, s.valfmt);
     assert_eq!(head(&sets[0]), (pmids[0], 1, PM_VAL_INSITU));
-    // SAFETY: an in-place value: lval is the union's field in use.
-    assert_eq!(unsafe { sets[0].vlist[0].value.lval }, 0);
+    assert_eq!(fetch.insitu_of(0), Some(0));
     assert_eq!(sets[0].vlist[0].inst, PM_IN_NULL);
     assert_eq!(head(&sets[1]), (pmids[1], 1, PM_VAL_DPTR));
     let path_text = format!("{}\0", path.display());
@@ -389,7 +358,8 @@ fn the_agent_s_own_answer_has_pmda_fetch_s_formats_and_errors() {
     );
     let mut got = Vec::new();
     // SAFETY: nothing was left to pmdaFetch.
-    values(unsafe { fetch.finish(std::ptr::null_mut()) }, &mut got);
+    fetch.finish_own();
+    fetch.sent_values(&mut got);
     assert_eq!(got[2], Ok(w.layout().epoch));
     assert_eq!(got[3], Err(PM_ERR_PMID));
 }

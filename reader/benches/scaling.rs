@@ -15,8 +15,9 @@
 //! Plus `proc_stat/read_parse`: opening, reading and parsing `/proc/stat`
 //! at this machine's real CPU count, the text route's anchor.
 //!
-//! The floors read the segment through a mapping of their own (the same
-//! file, so the same pages); the writer stores every value with
+//! The loop floor reads the segment through a mapping of its own (the
+//! same file, so the same pages), the copy floor a private copy of its
+//! bytes in the same places; the writer stores every value with
 //! `publish_per_cpu`, so every block holds distinct non-zero values.
 //!
 //! Time is the benchmark thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`,
@@ -121,50 +122,36 @@ impl Measurement for ThreadTime {
     }
 }
 
-/// A read-only shared mapping of a whole segment file, for the floors.
+/// The segment's words for the floors: the shared mapping itself (the
+/// same file, so the same pages), and a private copy of its bytes in the
+/// same places, for `copy_from_slice` (plain memory: a copy of shared
+/// memory another process may write would be a data race).
 struct Map {
-    ptr: *mut libc::c_void,
-    len: usize,
+    shared: perfabi_shm::SegmentMap,
+    private: Vec<u64>,
 }
 
 impl Map {
     fn new(path: &Path) -> Self {
         let file = std::fs::File::open(path).unwrap();
-        let len = usize::try_from(file.metadata().unwrap().len()).unwrap();
-        // SAFETY: a fresh mapping of a file we opened; checked below.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                std::os::fd::AsRawFd::as_raw_fd(&file),
-                0,
-            )
-        };
-        assert_ne!(ptr, libc::MAP_FAILED);
-        Self { ptr, len }
+        let md = file.metadata().unwrap();
+        let shared =
+            perfabi_shm::SegmentMap::new(file, &md, perfabi::trust::Origin::File, u64::MAX)
+                .unwrap();
+        let private = shared
+            .words()
+            .iter()
+            .map(|w| w.load(Ordering::Relaxed))
+            .collect();
+        Self { shared, private }
     }
 
     fn atomics(&self) -> &[AtomicU64] {
-        // SAFETY: the mapping is page aligned, `len` bytes long and lives as
-        // long as `self`; the writer stores its words atomically.
-        unsafe { std::slice::from_raw_parts(self.ptr.cast(), self.len / 8) }
+        self.shared.words()
     }
 
-    /// The words as plain memory, for `copy_from_slice`: sound for this
-    /// benchmark only because the writer stores nothing while it runs
-    /// (every value is published before, and no block is ever odd).
     fn plain(&self) -> &[u64] {
-        // SAFETY: as for `atomics`; no concurrent store (see above).
-        unsafe { std::slice::from_raw_parts(self.ptr.cast(), self.len / 8) }
-    }
-}
-
-impl Drop for Map {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly what `new` mapped; no borrow outlives self.
-        unsafe { libc::munmap(self.ptr, self.len) };
+        &self.private
     }
 }
 

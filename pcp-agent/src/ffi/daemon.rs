@@ -452,6 +452,9 @@ impl FetchResult {
         agent: &dyn Callbacks,
         metrics: &[pmdaMetric],
     ) -> bool {
+        // The pmResult of an earlier finish points into the buffers
+        // cleared here: it is void from now on.
+        self.result.clear();
         self.sets.clear();
         self.block_at.clear();
         self.blocks.clear();
@@ -592,6 +595,67 @@ impl FetchResult {
         } else {
             Some(result)
         }
+    }
+
+    /// [`finish`](Self::finish) of an answer made here alone, with no
+    /// `pmResult` of `pmdaFetch` to merge: the `pmResult` to send.
+    pub fn finish_own(&mut self) -> *mut Opaque {
+        // SAFETY: a null `walked` is always allowed (finish's contract).
+        unsafe { self.finish(std::ptr::null_mut()) }
+    }
+
+    /// The values of the `pmResult` the last [`finish_own`](Self::finish_own)
+    /// made, read through its pointers as libpcp_pmda sends them, one per
+    /// PMID: `Ok(value)` of a 64-bit value, `Err(numval)` of a value set
+    /// without one (or with another kind of value). Empty if there is no
+    /// such `pmResult` (none made since the last build, or one holding
+    /// `pmdaFetch`'s sets). For tests: it allocates only to grow `out`.
+    pub fn sent_values(&self, out: &mut Vec<Result<u64, c_int>>) {
+        out.clear();
+        if self.walked.is_some() || self.result.len() < 3 {
+            return;
+        }
+        let n = self.result[2] as usize;
+        for &p in self.result.iter().skip(3).take(n) {
+            // SAFETY: `result` was made by finish since the last build
+            // (build clears it) and `self` is borrowed, so each pointer is
+            // one of `sets`, which have not moved since.
+            let set = unsafe { &*(p as *const pmValueSet) };
+            if set.numval != 1 || set.valfmt != PM_VAL_DPTR {
+                out.push(Err(set.numval));
+                continue;
+            }
+            // SAFETY: as above, a PM_VAL_DPTR set made here points into
+            // `blocks`, at a block of whole words, header first.
+            let header = unsafe { set.vlist[0].value.pval.cast::<u32>().read() };
+            if header != value_block_header(12, PM_TYPE_U64) {
+                out.push(Err(set.numval));
+                continue;
+            }
+            // SAFETY: a 64-bit value's block: 12 bytes padded to 16, the
+            // value at byte 4 (not 8-byte aligned, so read unaligned).
+            let v = unsafe {
+                set.vlist[0]
+                    .value
+                    .pval
+                    .cast::<u8>()
+                    .add(4)
+                    .cast::<u64>()
+                    .read_unaligned()
+            };
+            out.push(Ok(v));
+        }
+    }
+
+    /// The value `lval` of the `k`th PMID's value set if the agent made it
+    /// with the value in place (`PM_VAL_INSITU`), for tests.
+    pub fn insitu_of(&self, k: usize) -> Option<c_int> {
+        let Place::Own(set) = *self.places.get(k)? else {
+            return None;
+        };
+        let set = self.sets.get(set)?;
+        // SAFETY: an in-place value: `lval` is the union's field in use.
+        (set.valfmt == PM_VAL_INSITU && set.numval == 1).then(|| unsafe { set.vlist[0].value.lval })
     }
 
     /// The value sets of the PMIDs, in order (`None` for one left to

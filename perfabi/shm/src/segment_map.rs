@@ -172,6 +172,14 @@ impl SegmentMap {
             .expect("layout validated for this mapping")
     }
 
+    /// The mapped words, read-only and atomic: for code that reads the
+    /// segment's bytes itself (a benchmark's floors), outside the protocol
+    /// [`view`](Self::view) follows. A read that hits a truncated page
+    /// returns zeros and sets [`faulted`](Self::faulted).
+    pub fn words(&self) -> &[perfabi::Word] {
+        self.map.words()
+    }
+
     /// Whether a read hit a truncated page (the data read is then void).
     pub fn faulted(&self) -> bool {
         self.map.faulted()
