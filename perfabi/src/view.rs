@@ -73,9 +73,14 @@ pub struct Snapshot {
     pub values: Vec<u64>,
     /// Value slots `families` reach, found when they were decoded (so a
     /// snapshot of an unchanged table does not walk its members again: a
-    /// caller that edits `families` of a snapshot it reuses should clear
-    /// them, which makes the next snapshot decode the table afresh).
+    /// caller that edits `families` of a snapshot it reuses in place
+    /// should clear them, which makes the next snapshot decode the table
+    /// afresh).
     needs: usize,
+    /// Which `families` `needs` was found for ([`Needs::of`]): families
+    /// swapped in or assigned from elsewhere (as an agent that shares
+    /// decoded tables between two snapshots does) are walked again.
+    needs_of: Needs,
 }
 
 impl Snapshot {
@@ -163,6 +168,41 @@ pub struct InstanceTable {
     /// Value slots `families` reach ([`slots_needed`]), found when they
     /// were decoded.
     needs: usize,
+    /// Which `families` `needs` was found for.
+    needs_of: Needs,
+}
+
+/// The identity of a decoded family table (where its buffer is, and its
+/// length): a cached [`slots_needed`] is used only for the very table it
+/// was found for. Moving a `Vec` keeps its buffer; swapping or assigning
+/// another one changes it. Not part of a snapshot's or table's value: any
+/// two compare equal (a clone has equal contents, in another buffer).
+#[derive(Clone, Copy, Debug, Default)]
+struct Needs(usize, usize);
+
+impl PartialEq for Needs {
+    fn eq(&self, _: &Needs) -> bool {
+        true
+    }
+}
+
+impl Eq for Needs {}
+
+impl Needs {
+    fn of(families: &[Family]) -> Needs {
+        Needs(families.as_ptr() as usize, families.len())
+    }
+}
+
+/// The slots `families` reach: `cached` if it was found for them
+/// (`of`), else walked again.
+fn needs_of(cached: usize, of: Needs, families: &[Family]) -> usize {
+    let now = Needs::of(families);
+    if (of.0, of.1) == (now.0, now.1) {
+        cached
+    } else {
+        slots_needed(families)
+    }
 }
 
 impl InstanceTable {
@@ -177,6 +217,7 @@ impl InstanceTable {
         self.families.clear();
         self.at = None;
         self.needs = 0;
+        self.needs_of = Needs::default();
     }
 }
 
@@ -446,7 +487,7 @@ impl<'a> SegmentView<'a> {
             .map(|(_, g)| g);
         table.at = None;
         let mut raw = RawFamilies::default();
-        let needs = table.needs;
+        let needs = needs_of(table.needs, table.needs_of, &table.families);
         let r = gen_read::<Sound, _, Error>(self.gen1(), self.gen2(), retries, |g| {
             let used = self.used();
             Ok((
@@ -459,7 +500,10 @@ impl<'a> SegmentView<'a> {
         if fresh? {
             table.families = checked(&table.instances, &raw, used)?;
             table.needs = slots_needed(&table.families);
+        } else {
+            table.needs = needs;
         }
+        table.needs_of = Needs::of(&table.families);
         table.at = Some((self.layout.epoch, g));
         Ok(g)
     }
@@ -525,7 +569,7 @@ impl<'a> SegmentView<'a> {
         } else {
             None
         };
-        let mut needs = snap.needs;
+        let mut needs = needs_of(snap.needs, snap.needs_of, &snap.families);
         let mut instances = core::mem::take(&mut snap.instances);
         let mut families = core::mem::take(&mut snap.families);
         let mut values = core::mem::take(&mut snap.values);
@@ -558,6 +602,7 @@ impl<'a> SegmentView<'a> {
         };
         match ok {
             Ok((used, g)) => {
+                let needs_of = Needs::of(&families);
                 *snap = Snapshot {
                     generation: g,
                     epoch: self.layout.epoch,
@@ -565,6 +610,7 @@ impl<'a> SegmentView<'a> {
                     families,
                     nr_cpus,
                     slots: used,
+                    needs_of,
                     values,
                     needs,
                 };
