@@ -1,5 +1,5 @@
 //! `Writer::adjust` in a loop, for looking at the code of its fast path
-//! (`perfabi/shm/benches/adjust-instructions` disassembles [`hot`] and
+//! (`perfabi/shm/benches/adjust-instructions` traces [`hot`] under gdb and
 //! counts the instructions of one iteration) and for a rough time per call.
 //!
 //! ```text
