@@ -214,8 +214,9 @@ macro_rules! undo_pass {
 /// Wide moves are sound here: the loads read ring slots of the CPU the
 /// section runs on, which only sections on that CPU write (never during
 /// this one), and the stores go to the process-private journal; the shared
-/// words themselves are only ever stored 8 bytes at a time (by
-/// [`records`] and the undo pass).
+/// words themselves are stored by [`records`] (8 bytes at a time, or as
+/// aligned 16-byte pairs where those stores are atomic, spec §7) and by
+/// the undo pass (8 bytes at a time).
 macro_rules! journal_record {
     () => {
         concat!(
