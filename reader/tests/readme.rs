@@ -16,7 +16,7 @@ fn writer_example() -> Result<perfabi_shm::writer::Writer, Box<dyn std::error::E
 
     let w = Writer::create("/dev/shm/myapp.perfabi", &Config::default())?;
     let rx = w.add("net.rx_bytes", "bytes", Semantics::Counter)?;
-    w.adjust(rx, 1500)?;                        // ~2 ns, from any thread, never blocks
+    w.adjust(rx, 1500)?;                        // a few ns, from any thread, never blocks
     let s = w.snapshot()?;                      // what any reader sees
     println!("{}", s.total(s.find("net.rx_bytes").unwrap()));
     // README END

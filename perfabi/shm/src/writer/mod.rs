@@ -6,7 +6,7 @@
 //!
 //! let w = Writer::create("/dev/shm/myapp.perfabi", &Config::default())?;
 //! let rx = w.add("net.rx_bytes", "bytes", Semantics::Counter)?;
-//! w.adjust(rx, 1500)?; // ~2 ns, from any thread
+//! w.adjust(rx, 1500)?; // a few ns (see the README's Performance), from any thread
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
