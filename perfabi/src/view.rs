@@ -76,11 +76,7 @@ pub struct Snapshot {
     /// caller that edits `families` of a snapshot it reuses in place
     /// should clear them, which makes the next snapshot decode the table
     /// afresh).
-    needs: usize,
-    /// Which `families` `needs` was found for ([`Needs::of`]): families
-    /// swapped in or assigned from elsewhere (as an agent that shares
-    /// decoded tables between two snapshots does) are walked again.
-    needs_of: Needs,
+    needs: SlotsNeeded,
 }
 
 impl Snapshot {
@@ -165,43 +161,48 @@ pub struct InstanceTable {
     pub families: Vec<Family>,
     /// (epoch, generation) of `instances`; `None`: nothing cached.
     at: Option<(u64, u64)>,
-    /// Value slots `families` reach ([`slots_needed`]), found when they
-    /// were decoded.
-    needs: usize,
-    /// Which `families` `needs` was found for.
-    needs_of: Needs,
+    /// Value slots `families` reach, found when they were decoded.
+    needs: SlotsNeeded,
 }
 
-/// The identity of a decoded family table (where its buffer is, and its
-/// length): a cached [`slots_needed`] is used only for the very table it
-/// was found for. Moving a `Vec` keeps its buffer; swapping or assigning
-/// another one changes it. Not part of a snapshot's or table's value: any
-/// two compare equal (a clone has equal contents, in another buffer).
+/// The value slots a decoded family table reaches ([`slots_needed`]), with
+/// the identity of the very table it was found for (where its buffer is,
+/// and its length): moving a `Vec` keeps its buffer; swapping or assigning
+/// another one (as an agent that shares decoded tables between two
+/// snapshots does) changes it, and that table is walked again. Not part of
+/// a snapshot's or table's value: any two compare equal (a clone has equal
+/// contents, in another buffer).
 #[derive(Clone, Copy, Debug, Default)]
-struct Needs(usize, usize);
+struct SlotsNeeded {
+    slots: usize,
+    table: (usize, usize),
+}
 
-impl PartialEq for Needs {
-    fn eq(&self, _: &Needs) -> bool {
+impl PartialEq for SlotsNeeded {
+    fn eq(&self, _: &SlotsNeeded) -> bool {
         true
     }
 }
 
-impl Eq for Needs {}
+impl Eq for SlotsNeeded {}
 
-impl Needs {
-    fn of(families: &[Family]) -> Needs {
-        Needs(families.as_ptr() as usize, families.len())
+impl SlotsNeeded {
+    /// `slots`, known to be what `families` reach.
+    fn of(slots: usize, families: &[Family]) -> Self {
+        Self {
+            slots,
+            table: (families.as_ptr() as usize, families.len()),
+        }
     }
-}
 
-/// The slots `families` reach: `cached` if it was found for them
-/// (`of`), else walked again.
-fn needs_of(cached: usize, of: Needs, families: &[Family]) -> usize {
-    let now = Needs::of(families);
-    if (of.0, of.1) == (now.0, now.1) {
-        cached
-    } else {
-        slots_needed(families)
+    /// The slots `families` reach: the kept count if it was found for
+    /// them, else walked again.
+    fn get(&self, families: &[Family]) -> usize {
+        if Self::of(0, families).table == self.table {
+            self.slots
+        } else {
+            slots_needed(families)
+        }
     }
 }
 
@@ -216,8 +217,7 @@ impl InstanceTable {
         self.instances.clear();
         self.families.clear();
         self.at = None;
-        self.needs = 0;
-        self.needs_of = Needs::default();
+        self.needs = SlotsNeeded::default();
     }
 }
 
@@ -487,7 +487,7 @@ impl<'a> SegmentView<'a> {
             .map(|(_, g)| g);
         table.at = None;
         let mut raw = RawFamilies::default();
-        let needs = needs_of(table.needs, table.needs_of, &table.families);
+        let needs = table.needs.get(&table.families);
         let r = gen_read::<Sound, _, Error>(self.gen1(), self.gen2(), retries, |g| {
             let used = self.used();
             Ok((
@@ -499,11 +499,10 @@ impl<'a> SegmentView<'a> {
         // Outside the generation window: the sorts do not widen it.
         if fresh? {
             table.families = checked(&table.instances, &raw, used)?;
-            table.needs = slots_needed(&table.families);
+            table.needs = SlotsNeeded::of(slots_needed(&table.families), &table.families);
         } else {
-            table.needs = needs;
+            table.needs = SlotsNeeded::of(needs, &table.families);
         }
-        table.needs_of = Needs::of(&table.families);
         table.at = Some((self.layout.epoch, g));
         Ok(g)
     }
@@ -569,7 +568,7 @@ impl<'a> SegmentView<'a> {
         } else {
             None
         };
-        let mut needs = needs_of(snap.needs, snap.needs_of, &snap.families);
+        let mut needs = snap.needs.get(&snap.families);
         let mut instances = core::mem::take(&mut snap.instances);
         let mut families = core::mem::take(&mut snap.families);
         let mut values = core::mem::take(&mut snap.values);
@@ -602,7 +601,7 @@ impl<'a> SegmentView<'a> {
         };
         match ok {
             Ok((used, g)) => {
-                let needs_of = Needs::of(&families);
+                let needs = SlotsNeeded::of(needs, &families);
                 *snap = Snapshot {
                     generation: g,
                     epoch: self.layout.epoch,
@@ -610,7 +609,6 @@ impl<'a> SegmentView<'a> {
                     families,
                     nr_cpus,
                     slots: used,
-                    needs_of,
                     values,
                     needs,
                 };
