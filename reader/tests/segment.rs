@@ -15,6 +15,18 @@ use perfabi_shm::writer::{Config, Health, Writer};
 use perfabi_test_harness::hammer::Hammer;
 use support::*;
 
+/// The segment at `path`, opened to read a writer that is gone too.
+fn lenient(path: &std::path::Path) -> Segment {
+    Segment::open_with(
+        path,
+        Options {
+            require_live: false,
+            ..Options::default()
+        },
+    )
+    .unwrap()
+}
+
 fn config() -> Config {
     Config {
         max_instances: 64,
@@ -86,14 +98,7 @@ fn reads_what_the_writer_wrote() {
 
     w.close();
     assert!(matches!(seg.counter("x"), Err(Error::Closed)));
-    let mut lenient = Segment::open_with(
-        &path,
-        Options {
-            require_live: false,
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let mut lenient = lenient(&path);
     assert_eq!(lenient.info().unwrap().liveness, Liveness::Closed);
     assert!(lenient.instances().unwrap().is_empty());
 }
@@ -556,14 +561,7 @@ fn status_and_read_ranges_give_the_header_and_the_runs_of_a_generation() {
     assert!(matches!(e, Error::Abi(_)), "{e}");
     assert!(seg.read_ranges(&runs, &mut out[1..]).is_err());
     // A closed writer: an error where a live one is required, else said.
-    let mut lenient = Segment::open_with(
-        &path,
-        Options {
-            require_live: false,
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let mut lenient = lenient(&path);
     w.close();
     assert!(matches!(seg.status(), Err(Error::Closed)));
     assert_eq!(lenient.status().unwrap().1, Liveness::Closed);
