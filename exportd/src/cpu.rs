@@ -16,6 +16,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::procfs::ProcFile;
+use perfabi_shm::host::stat_field;
 
 /// The user and system times of `/proc/PID/stat` (fields 14 and 15), in
 /// clock ticks. The command name (field 2) is in parentheses and may hold
@@ -28,10 +29,8 @@ use crate::procfs::ProcFile;
 /// assert_eq!(perfabi_exportd::cpu::stat_times("4242 (x) S 1 2"), None);
 /// ```
 pub fn stat_times(text: &str) -> Option<(u64, u64)> {
-    let (_, rest) = text.rsplit_once(')')?;
-    // `rest` starts at field 3 (state): utime is field 14, stime 15.
-    let mut f = rest.split_ascii_whitespace().skip(11);
-    Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
+    // utime is field 14, stime 15.
+    Some((stat_field(text, 14)?, stat_field(text, 15)?))
 }
 
 /// The process's CPU time at one moment.

@@ -19,11 +19,20 @@ pub fn process_start_ns(pid: Option<u32>) -> Option<u64> {
         None => "/proc/self/stat".to_string(),
     };
     let stat = std::fs::read_to_string(path).ok()?;
-    // The command name (field 2) may hold spaces: fields restart after ')'.
-    let after_comm = stat.get(stat.rfind(')')? + 2..)?;
-    let ticks: u64 = after_comm.split(' ').nth(19)?.parse().ok()?;
+    let ticks = stat_field(&stat, 22)?;
     let hz = rustix::param::clock_ticks_per_second().max(1);
     Some(ticks.saturating_mul(1_000_000_000 / hz))
+}
+
+/// Field `n` (numbered from 1 as in proc(5), `n >= 3`) of the text of a
+/// `/proc/PID/stat` file, as a number. The command name (field 2) may
+/// hold spaces and parentheses: fields are counted after its last `)`.
+pub fn stat_field(stat: &str, n: usize) -> Option<u64> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_ascii_whitespace()
+        .nth(n.checked_sub(3)?)?
+        .parse()
+        .ok()
 }
 
 /// Number of possible CPUs (`/sys/devices/system/cpu/possible`: the highest
