@@ -87,14 +87,30 @@ pub enum Value<'a> {
 
 impl Value<'_> {
     /// The atom a fetch callback fills with the value (a string by
-    /// pointer).
+    /// pointer). A number sets all 8 bytes (a `U32` zero-extended: its `ul`, the
+    /// low 4 on little-endian x86_64, is the value), so libpcp reading the
+    /// atom by the metric's type never reads uninitialised bytes.
     pub fn atom(self) -> pmAtomValue {
+        const _: () = assert!(cfg!(target_endian = "little"));
         match self {
-            Value::U32(x) => pmAtomValue { ul: x },
-            // The 8 bytes are the same for PM_TYPE_64 and PM_TYPE_U64.
-            Value::U64(x) => pmAtomValue { ull: x },
-            Value::F64(x) => pmAtomValue { d: x },
             Value::Str(p) => pmAtomValue { cp: p.as_ptr() },
+            // The 8 bytes are the same for PM_TYPE_64 and PM_TYPE_U64, and
+            // a double's bits.
+            Value::U32(_) | Value::U64(_) | Value::F64(_) => pmAtomValue {
+                ull: self.bits().unwrap_or_default(),
+            },
+        }
+    }
+
+    /// The value's 8 bytes as a number (a `U32` zero-extended, an `F64`'s
+    /// bits), which [`FetchResult`] stores by the metric's type without
+    /// reading a union. `None` for a string.
+    fn bits(self) -> Option<u64> {
+        match self {
+            Value::U32(x) => Some(u64::from(x)),
+            Value::U64(x) => Some(x),
+            Value::F64(x) => Some(x.to_bits()),
+            Value::Str(_) => None,
         }
     }
 }
@@ -502,17 +518,15 @@ impl FetchResult {
     /// atom `v` fills as the fetch callback does): in place, or in a value
     /// block appended to `blocks`. Returns (valfmt, lval, block start).
     fn stuff(&mut self, v: Value<'_>, type_: c_int) -> Result<(c_int, c_int, usize), c_int> {
-        let atom = v.atom();
         let body: &[u8] = match type_ {
             PM_TYPE_32 | PM_TYPE_U32 => {
-                // SAFETY: every bit pattern of the atom's first 4 bytes is
-                // a u32 (the atom is 8 bytes of plain data, all set).
-                let ul = unsafe { atom.ul };
+                // The low 4 bytes, as C reads the atom's `ul` (x86_64 is
+                // little-endian).
+                let ul = v.bits().ok_or(PM_ERR_TYPE)? as u32;
                 return Ok((PM_VAL_INSITU, ul as c_int, usize::MAX));
             }
             PM_TYPE_64 | PM_TYPE_U64 | PM_TYPE_DOUBLE => {
-                // SAFETY: every bit pattern of the atom's 8 bytes is a u64.
-                let v = unsafe { atom.ull };
+                let v = v.bits().ok_or(PM_ERR_TYPE)?;
                 // The block's bytes in two words, without a byte copy: the
                 // 4 header bytes, the value's 8, 4 of padding (x86_64 is
                 // little-endian: a word's first bytes are its low bits).
@@ -1039,4 +1053,29 @@ unsafe extern "C" fn children_cb(
         }
         found.len() as c_int
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A value handed over in a narrower or other form than the metric's
+    /// type is stored from its whole number, never from bytes of the atom
+    /// it did not set: a `U32` for a 64-bit metric is zero-extended, a
+    /// `U64` for a 32-bit one keeps its low 4 bytes.
+    #[test]
+    fn values_are_stored_by_the_metric_s_type_from_all_their_bytes() {
+        let mut f = FetchResult::default();
+        let (fmt, _, at) = f.stuff(Value::U32(0xdead_beef), PM_TYPE_U64).unwrap();
+        assert_eq!(fmt, PM_VAL_DPTR);
+        let word = |f: &FetchResult, at: usize| (f.blocks[at] >> 32) | (f.blocks[at + 1] << 32);
+        assert_eq!(word(&f, at), 0xdead_beef);
+        let (_, _, at) = f.stuff(Value::F64(1.5), PM_TYPE_DOUBLE).unwrap();
+        assert_eq!(word(&f, at), 1.5f64.to_bits());
+        let (fmt, lval, _) = f.stuff(Value::U64(0x1_0000_0007), PM_TYPE_U32).unwrap();
+        assert_eq!((fmt, lval), (PM_VAL_INSITU, 7));
+        assert_eq!(f.stuff(Value::Str(c"x"), PM_TYPE_U64), Err(PM_ERR_TYPE));
+        // SAFETY: `ull` is the field atom() sets for a number, all 8 bytes.
+        assert_eq!(unsafe { Value::U32(9).atom().ull }, 9);
+    }
 }
