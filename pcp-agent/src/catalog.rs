@@ -183,7 +183,7 @@ pub struct Metric {
     /// `PM_TYPE_*`.
     pub type_: c_int,
     /// Serial number of its instance domain, if any (an [`Indom`], or a
-    /// family's, [`family_metrics::FIRST_FAMILY_INDOM`] on).
+    /// family's, [`crate::family_metrics::FIRST_FAMILY_INDOM`] on).
     pub indom: Option<u32>,
     /// `PM_SEM_*`.
     pub sem: c_int,

@@ -18,7 +18,7 @@
 //! * [`damon`]: the one DAMON aggregation type, and the rule that rebuilds
 //!   complete aggregations from a segment's records;
 //! * [`family`]: metric families and their instances (ABI 1.1), and the one
-//!   view readers present; [`unit`]: units with dimension and scale;
+//!   view readers present; [`mod@unit`]: units with dimension and scale;
 //! * [`name`]: the naming rules; [`trust`]: what a reader may believe about
 //!   the writer; [`error`]: every error, with its stable code.
 //!

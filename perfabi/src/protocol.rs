@@ -1,6 +1,6 @@
 //! The update protocol: per-CPU sequence words and the `gen1`/`gen2` pair.
 //!
-//! Written once against [`crate::sync`], so loom checks exactly this code.
+//! Written once against `crate::sync` (a facade over `std` or `loom` atomics), so loom checks exactly this code.
 //! Every function takes the shared words as `&AtomicU64`; readers only ever
 //! use `Relaxed` loads followed by `fence(Acquire)` — no acquire loads and no
 //! read-modify-write, because the reader's mapping is read-only (Rust permits

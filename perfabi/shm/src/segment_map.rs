@@ -27,7 +27,7 @@ fn segment_size(words: &[perfabi::Word]) -> Result<u64, perfabi::Error> {
     Ok(perfabi::validate_header(&h, &fh, u64::MAX)?.segment_size as u64)
 }
 
-/// A reader's read-only [`Mapping`] of a whole segment, the file it maps,
+/// A reader's read-only mapping of a whole segment, the file it maps,
 /// and its validated layout.
 pub struct SegmentMap {
     map: Mapping,
