@@ -36,9 +36,11 @@ pub struct Region {
 }
 
 impl Region {
-    /// Bytes covered by the region.
+    /// Bytes covered by the region: 0 for one whose `end` is not above
+    /// its `start` (such a region is refused by every check, but the
+    /// fields are public, so one can be built).
     pub fn len(&self) -> u64 {
-        self.end - self.start
+        self.end.saturating_sub(self.start)
     }
     /// True if the region covers no byte (never true in a valid aggregation).
     pub fn is_empty(&self) -> bool {
@@ -372,5 +374,7 @@ mod tests {
         )
         .is_err());
         assert_eq!(vec![r(0, 1)][0].len(), 1);
+        assert_eq!(r(5, 1).len(), 0);
+        assert!(r(5, 1).is_empty());
     }
 }
