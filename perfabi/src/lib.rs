@@ -51,7 +51,8 @@ pub use geometry::{Geometry, Sizes, WriterIdentity};
 pub use layout::{Kind, Semantics, Unit, ValueType};
 pub use validate::{validate, validate_header, validate_prefix, FamilyTables, Layout};
 pub use view::{
-    load_family_header, load_header, Info, Instance, InstanceTable, SegmentView, Snapshot,
+    load_family_header, load_header, CopyWords, Info, Instance, InstanceTable, SegmentView,
+    Snapshot,
 };
 
 /// One 64-bit word of a segment as the core reads and writes it: an

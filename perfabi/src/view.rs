@@ -221,11 +221,25 @@ impl InstanceTable {
     }
 }
 
+/// How a view copies a run of value words out of the segment:
+/// `copy(words, start, out)` fills `out` with `words[start..][..out.len()]`
+/// and panics if that range is out of bounds, as
+/// [`protocol::load_words`] (the default) does.
+///
+/// A replacement must leave in `out` only what some sequence of `Relaxed`
+/// loads of the words, in any order, could have returned (each word whole),
+/// and must not write the segment: then every rule the protocol's loom
+/// checks prove for `load_words` holds for it too. `perfabi-shm` gives a
+/// mapped segment one that loads aligned word pairs with one 16-byte load
+/// where the processor makes such loads single-copy atomic (spec §7).
+pub type CopyWords = fn(&[AtomicU64], usize, &mut [u64]);
+
 /// A validated view of a segment held in shared atomic words.
 #[derive(Clone, Copy, Debug)]
 pub struct SegmentView<'a> {
     words: &'a [AtomicU64],
     layout: Layout,
+    copy: CopyWords,
 }
 
 impl<'a> SegmentView<'a> {
@@ -235,7 +249,11 @@ impl<'a> SegmentView<'a> {
         let h = load_header(words)?;
         let fh = load_family_header(words, &h);
         let layout = validate_header(&h, &fh, words.len() as u64 * 8)?;
-        Ok(Self { words, layout })
+        Ok(Self {
+            words,
+            layout,
+            copy: load_words,
+        })
     }
 
     /// A view with a layout validated earlier for a mapping of the same
@@ -248,7 +266,19 @@ impl<'a> SegmentView<'a> {
                 have: words.len() as u64 * 8,
             });
         }
-        Ok(Self { words, layout })
+        Ok(Self {
+            words,
+            layout,
+            copy: load_words,
+        })
+    }
+
+    /// The same view copying value words (counters, histogram buckets,
+    /// DAMON records) with `copy` instead of [`protocol::load_words`]; see
+    /// [`CopyWords`] for what it must do. Metadata is always read with
+    /// `load_words`.
+    pub fn with_copy(self, copy: CopyWords) -> Self {
+        Self { copy, ..self }
     }
 
     /// Reads the per-CPU values of the instances in `slots` (with their
@@ -337,7 +367,7 @@ impl<'a> SegmentView<'a> {
                     let mut dst = 0;
                     for &(src, len) in runs {
                         let at = self.layout.counter_word(cpu, src);
-                        load_words(self.words, at, &mut row[dst..dst + len]);
+                        (self.copy)(self.words, at, &mut row[dst..dst + len]);
                         dst += len;
                     }
                 })
@@ -552,7 +582,7 @@ impl<'a> SegmentView<'a> {
         }
         let start = self.layout.counter_word(cpu, 0);
         seq_read::<Sound, _>(self.seq(cpu), retries, || {
-            load_words(self.words, start, out)
+            (self.copy)(self.words, start, out)
         })
         .ok_or(Error::BusyCpu(cpu as u32))
     }
@@ -655,7 +685,7 @@ impl<'a> SegmentView<'a> {
         for slot in from..self.layout.damon_capacity {
             let at = self.layout.damon_word(cpu, slot);
             seq_read::<Sound, _>(self.seq(cpu), retries, || {
-                load_words(self.words, at, &mut rw)
+                (self.copy)(self.words, at, &mut rw)
             })
             .ok_or(slot)?;
             let r: DamonRecord = bytemuck::cast(rw);

@@ -14,6 +14,8 @@
 //!   atomic store to read-only memory would fault);
 //! * [`segment_map`]: a reader's validated, read-only mapping of a segment,
 //!   whose cost is bounded by what the writer really allocated;
+//! * [`pair_loads`]: copying runs of value words with one 16-byte atomic
+//!   load per aligned pair, where the processor guarantees those;
 //! * [`sigbus`]: surviving a truncated file;
 //! * [`writer`]: the userspace segment writer (rseq per-CPU counters, the
 //!   heartbeat, repair of a damaged file);
@@ -27,6 +29,7 @@
 
 pub mod host;
 mod mapping;
+pub mod pair_loads;
 pub mod perf_ring;
 pub mod safe_open;
 pub mod segment_map;

@@ -34,6 +34,8 @@ pub struct SegmentMap {
     id: FileId,
     file_len: Option<u64>,
     layout: Layout,
+    /// How [`Self::view`] copies value words (chosen once per mapping).
+    copy: perfabi::CopyWords,
 }
 
 /// Why a mapping could not be made.
@@ -116,6 +118,7 @@ impl SegmentMap {
             id,
             file_len,
             layout,
+            copy: crate::pair_loads::copier(),
         })
     }
 
@@ -166,10 +169,14 @@ impl SegmentMap {
         Ok(perfabi::load_family_header(self.map.words(), &h))
     }
 
-    /// A view of the segment through the protocol.
+    /// A view of the segment through the protocol. It copies runs of
+    /// value words with [`pair_loads::copier`](crate::pair_loads::copier)'s
+    /// copier: one 16-byte load per aligned pair where the processor makes
+    /// those atomic.
     pub fn view(&self) -> perfabi::SegmentView<'_> {
         perfabi::SegmentView::from_validated(self.map.words(), self.layout)
             .expect("layout validated for this mapping")
+            .with_copy(self.copy)
     }
 
     /// The mapped words, read-only and atomic: for code that reads the
