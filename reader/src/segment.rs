@@ -262,8 +262,11 @@ impl Segment {
 
     /// Before a read: re-check if it is time, or if the writer looks gone.
     fn prepare(&mut self) -> Result<(), Error> {
-        let info = self.map.view().info();
-        let gone = info.flags & perfabi::layout::FLAG_CLOSED != 0
+        // The one header word that changes what follows (not the whole
+        // header: this runs before every read).
+        let flags = self.map.words()[perfabi::layout::HEADER_FLAGS_WORD]
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let gone = flags & perfabi::layout::FLAG_CLOSED != 0
             || matches!(
                 self.liveness,
                 Liveness::Dead { .. } | Liveness::Silent { .. }
@@ -280,7 +283,7 @@ impl Segment {
                 Liveness::Dead { silent_for } | Liveness::Silent { silent_for } => {
                     self.stats.stale += 1;
                     return Err(Error::Stale {
-                        pid: info.writer_pid,
+                        pid: self.map.layout().writer_pid,
                         silent_for,
                         dead: matches!(self.liveness, Liveness::Dead { .. }),
                     });
