@@ -104,8 +104,12 @@ pub(crate) struct Journal {
     /// Undo passes run on this CPU (diagnostic; an undo pass that is itself
     /// aborted counts again).
     undos: u64,
-    addr: [u64; JOURNAL_WORDS],
+    _pad: [u64; 6],
+    /// On its own cache lines, from the journal's second one: a record's
+    /// eight words are one line here as in the ring, so [`records`] saves
+    /// them with two 32-byte stores that never split a line.
     old: [u64; JOURNAL_WORDS],
+    addr: [u64; JOURNAL_WORDS],
 }
 
 /// Most words one update may write: 32 DAMON records.
@@ -115,7 +119,7 @@ const CONTIGUOUS: u64 = 1 << 63;
 const UNDOS_OFF: usize = core::mem::offset_of!(Journal, undos);
 const ADDR_OFF: usize = core::mem::offset_of!(Journal, addr);
 const OLD_OFF: usize = core::mem::offset_of!(Journal, old);
-const _: () = assert!(CONTIGUOUS > JOURNAL_WORDS as u64);
+const _: () = assert!(CONTIGUOUS > JOURNAL_WORDS as u64 && OLD_OFF % 64 == 0);
 
 impl Journal {
     /// Undo passes so far. Read racily: only the CPU's sections write it.
@@ -133,6 +137,7 @@ impl Journal {
         Self {
             n: 0,
             undos: 0,
+            _pad: [0; 6],
             addr: [0; JOURNAL_WORDS],
             old: [0; JOURNAL_WORDS],
         }
@@ -217,6 +222,11 @@ macro_rules! undo_pass {
 /// words themselves are stored by [`records`] (8 bytes at a time, or as
 /// aligned 16-byte pairs where those stores are atomic, spec §7) and by
 /// the undo pass (8 bytes at a time).
+///
+/// The processor's store throughput bounds a publication (every word of
+/// the range is stored twice: into the journal, then its new value into
+/// the ring), so on processors with AVX [`journal_record_avx`] saves the
+/// same line with two 32-byte moves instead.
 macro_rules! journal_record {
     () => {
         concat!(
@@ -228,6 +238,23 @@ macro_rules! journal_record {
             "movups xmmword ptr [{j} + {old} + {t}*8 + 16], xmm1\n",
             "movups xmmword ptr [{j} + {old} + {t}*8 + 32], xmm2\n",
             "movups xmmword ptr [{j} + {old} + {t}*8 + 48], xmm3\n",
+        )
+    };
+}
+
+/// [`journal_record`] with two 32-byte moves through `ymm0` and `ymm1`: the
+/// same line, half the stores (AVX only: [`records`] uses it where `wide`
+/// is set, which [`wide_stores_atomic`] allows only with AVX). `old` is
+/// 64-byte aligned, so neither store splits a line. The reasons wide moves
+/// are sound are those of [`journal_record`]: the 32-byte loads read ring
+/// words no one writes meanwhile, and the stores go to private memory.
+macro_rules! journal_record_avx {
+    () => {
+        concat!(
+            "vmovups ymm0, ymmword ptr [{a} + {t}*8]\n",
+            "vmovups ymm1, ymmword ptr [{a} + {t}*8 + 32]\n",
+            "vmovups ymmword ptr [{j} + {old} + {t}*8], ymm0\n",
+            "vmovups ymmword ptr [{j} + {old} + {t}*8 + 32], ymm1\n",
         )
     };
 }
@@ -471,7 +498,9 @@ pub(crate) struct RecordArgs {
     pub(crate) tail: u64,
     /// Non-zero: store each record as four aligned 16-byte pairs of words
     /// (only on a processor whose aligned 16-byte stores are atomic, see
-    /// [`wide_stores_atomic`]); zero: eight 8-byte stores.
+    /// [`wide_stores_atomic`]), and journal it with 32-byte moves (AVX,
+    /// which `wide` implies); zero: eight 8-byte stores, and 16-byte moves
+    /// into the journal.
     pub(crate) wide: u64,
 }
 
@@ -607,12 +636,24 @@ pub(crate) unsafe fn records(area: *const u8, cpu: u32, args: &RecordArgs) -> St
             "mov qword ptr [{j} + {addr}], {a}",
             "mov {k}, qword ptr [{args} + 24]",
             "xor {t:e}, {t:e}",
+            "cmp qword ptr [{args} + 104], 0",
+            "jne 20f",
             "12:",
             "cmp {t}, {k}",
             "jae 13f",
             journal_record!(),
             "add {t}, 8",
             "jmp 12b",
+            // With AVX: 32-byte moves, then the upper halves cleared (no
+            // penalty for the SSE code after this).
+            "20:",
+            "cmp {t}, {k}",
+            "jae 21f",
+            journal_record_avx!(),
+            "add {t}, 8",
+            "jmp 20b",
+            "21:",
+            "vzeroupper",
             "13:",
             "bts {k}, 63",
             "mov qword ptr [{j}], {k}",
@@ -691,8 +732,8 @@ pub(crate) unsafe fn records(area: *const u8, cpu: u32, args: &RecordArgs) -> St
             rseq = in(reg) area,
             cpu = in(reg) cpu,
             args = in(reg) args as *const RecordArgs,
-            out("xmm0") _,
-            out("xmm1") _,
+            out("ymm0") _,
+            out("ymm1") _,
             out("xmm2") _,
             out("xmm3") _,
             out("xmm4") _,
