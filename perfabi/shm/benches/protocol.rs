@@ -16,6 +16,8 @@
 //! * `damon/*`: publishing one aggregation of 10,000 regions (rseq and lock
 //!   methods), next to the floors: a copy of the same records already
 //!   encoded (`copy_from_slice`), and relaxed atomic stores of their words;
+//!   `damon_cpu_time/*` the publications and the copy again, timed with the
+//!   thread's CPU clock (see `adjust_cpu_time`);
 //! * `histogram/*`: one histogram `observe` (count, sum and bucket: one
 //!   multi-word update) next to one `adjust`, rseq and lock methods, log2
 //!   and explicit buckets.
@@ -215,27 +217,13 @@ fn damon(c: &mut Criterion) {
             age: 1,
         })
         .collect();
-    let mut g = c.benchmark_group("damon");
-    g.throughput(Throughput::Elements(regions.len() as u64));
     let a = Aggregation::new(1, 1, iv, regions);
-    // Once outside the benchmark, so the check below holds when a filter
-    // leaves the benchmark out.
+    // Once outside the benchmarks, so the check below holds when a filter
+    // leaves them out.
     w.publish_damon(&a).unwrap();
-    g.bench_function("publish_10000_regions", |b| {
-        b.iter(|| w.publish_damon(black_box(&a)).unwrap())
-    });
-    // The lock method, where the default is rseq (`publish_10000_regions`
-    // is already the lock method where rseq is not available).
     lock.publish_damon(&a).unwrap();
-    if w.method() != lock.method() {
-        g.bench_function("publish_10000_regions_lock", |b| {
-            b.iter(|| lock.publish_damon(black_box(&a)).unwrap())
-        });
-    }
-    // The floors, side by side: the same 10,000 records, already encoded,
-    // copied into a buffer of the same size (`copy_from_slice`, a memcpy),
-    // and stored word by word with relaxed atomic stores (what a writer of
-    // shared memory may do without assembly).
+    // The floor: the same 10,000 records, already encoded, copied into a
+    // buffer of the same size (`copy_from_slice`, a memcpy).
     let records: Vec<[u64; perfabi::layout::DAMON_RECORD_WORDS]> = a
         .regions
         .iter()
@@ -253,9 +241,32 @@ fn damon(c: &mut Criterion) {
         })
         .collect();
     let mut dst = vec![[0u64; perfabi::layout::DAMON_RECORD_WORDS]; records.len()];
-    g.bench_function("copy_10000_records", |b| {
-        b.iter(|| dst.copy_from_slice(black_box(&records)))
-    });
+    // `damon` on the wall clock; `damon_cpu_time` the same publications and
+    // copy on the thread's CPU clock, which leaves out the time the thread
+    // waited for a CPU on a machine busy with other work.
+    for (group, cpu_clock) in [("damon", false), ("damon_cpu_time", true)] {
+        let mut g = c.benchmark_group(group);
+        g.throughput(Throughput::Elements(a.regions.len() as u64));
+        g.bench_function("publish_10000_regions", |b| {
+            time(b, cpu_clock, || w.publish_damon(black_box(&a)).unwrap())
+        });
+        // The lock method, where the default is rseq (`publish_10000_regions`
+        // is already the lock method where rseq is not available).
+        if w.method() != lock.method() {
+            g.bench_function("publish_10000_regions_lock", |b| {
+                time(b, cpu_clock, || lock.publish_damon(black_box(&a)).unwrap())
+            });
+        }
+        g.bench_function("copy_10000_records", |b| {
+            time(b, cpu_clock, || dst.copy_from_slice(black_box(&records)))
+        });
+        g.finish();
+    }
+    // A second floor, on the wall clock: the same words stored one by one
+    // with relaxed atomic stores (what a writer of shared memory may do
+    // without assembly).
+    let mut g = c.benchmark_group("damon");
+    g.throughput(Throughput::Elements(a.regions.len() as u64));
     let words: Vec<u64> = records.iter().flatten().copied().collect();
     let shared: Vec<AtomicU64> = words.iter().map(|_| AtomicU64::new(0)).collect();
     g.bench_function("atomic_store_10000_records", |b| {

@@ -10,8 +10,8 @@
 Lines whose benchmarks did not run (a filtered run, such as `-- adjust` or
 `-- two_threads`) are left out. `adjust` is timed with the wall clock and
 again (`adjust_cpu_time`) with the thread's CPU clock, which leaves out the
-time a thread waits for a CPU on a machine busy with other work. The
-instruction counts are those adjust-instructions last wrote next to the
+time a thread waits for a CPU on a machine busy with other work; `damon`
+is timed again the same way (`damon_cpu_time`). The instruction counts are those adjust-instructions last wrote next to the
 criterion folder (TARGET/adjust-instructions-*.txt).
 """
 import json
@@ -107,6 +107,14 @@ if damon is not None:
     if lock is not None:
         ratio = f"; ratio {lock / copy:.2f}" if copy is not None else ""
         print(f"  ... with the lock method: {lock / 1000:.1f} µs{ratio}")
+    cpu, cpu_copy = (ns("damon_cpu_time", n, required=False)
+                     for n in ["publish_10000_regions", "copy_10000_records"])
+    if cpu is not None and cpu_copy is not None:
+        cpu_lock = ns("damon_cpu_time", "publish_10000_regions_lock", required=False)
+        lock_part = f"; lock method {cpu_lock / 1000:.1f} µs, ratio {cpu_lock / cpu_copy:.2f}" \
+            if cpu_lock is not None else ""
+        print(f"  ... on the thread's CPU clock: {cpu / 1000:.1f} µs; copy {cpu_copy / 1000:.1f} µs; "
+              f"ratio {cpu / cpu_copy:.2f}{lock_part}")
     stores = ns("damon", "atomic_store_10000_records", required=False)
     if stores is not None:
         print(f"  ... relaxed atomic stores of the same words: {stores / 1000:.1f} µs; "

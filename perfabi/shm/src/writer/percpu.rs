@@ -58,12 +58,8 @@ const COUNTERS_WORD: usize = perfabi::layout::CPU_BLOCK_HEAD_SIZE / 8;
 
 /// Most words one multi-word update may carry.
 pub(crate) const MAX_WORDS: usize = 16;
-/// Most DAMON records one update of a ring carries.
-const MAX_BATCH: usize = 32;
 #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
-const _: () = assert!(
-    MAX_BATCH * DAMON_RECORD_WORDS <= rseq::JOURNAL_WORDS && MAX_WORDS <= rseq::JOURNAL_WORDS
-);
+const _: () = assert!(MAX_WORDS <= rseq::JOURNAL_WORDS);
 
 struct PerCpuState {
     lock: AtomicBool,
@@ -415,7 +411,7 @@ impl Engine {
     /// Stores one record per region in the next slots of the current
     /// CPU's DAMON ring and advances the ring's `damon_next`: record `i` is
     /// `template` with `region_index` `i` and the fields of `regions[i]`.
-    /// With rseq, each batch of up to [`MAX_BATCH`] records is one update
+    /// With rseq, each batch of up to [`rseq::RECORD_BATCH`] records is one update
     /// that readers see whole (if the thread migrates, later batches go to
     /// another CPU's ring, which readers handle); with the lock method all
     /// records are one update.
@@ -435,50 +431,46 @@ impl Engine {
         debug_assert!(n <= u32::MAX as usize && n <= cap);
         #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
         if self.method == Method::Rseq {
-            let t: [u64; DAMON_RECORD_WORDS] = bytemuck::cast(*template);
-            let mut done = 0;
-            while done < n {
-                let mut chunk = 0;
-                self.run_rseq(words, layout, |area, cpu| {
-                    let block = layout.cpu_block_word(cpu as usize);
-                    let next_raw = words[block + CPU_DAMON_NEXT_WORD].load(Ordering::Relaxed);
-                    let next = (next_raw % cap as u64) as usize;
-                    // Contiguous slots only: stop at the end of the ring.
-                    chunk = (n - done).min(MAX_BATCH).min(cap - next);
-                    let after = if next + chunk == cap { 0 } else { next + chunk };
-                    let first: [u64; DAMON_RECORD_WORDS] = bytemuck::cast(DamonRecord {
-                        region_index: done as u32,
-                        ..*template
-                    });
-                    let args = rseq::RecordArgs {
-                        base: words[block].as_ptr(),
-                        journal: self.per_cpu[cpu as usize].journal.get(),
-                        regions: regions[done..].as_ptr(),
-                        n: (chunk * DAMON_RECORD_WORDS) as u64,
-                        dst_off: (layout.damon_offset + next * DAMON_RECORD_WORDS * 8) as u64,
-                        guard_off: (CPU_DAMON_NEXT_WORD * 8) as u64,
-                        guard_val: next_raw,
-                        guard_new: after as u64,
-                        head: [t[0], t[1], t[2]],
-                        index: first[3],
-                        tail: t[7],
-                        wide: u64::from(self.wide_stores),
-                    };
-                    // SAFETY: `cpu < nr_cpus` (rseq was chosen only if blocks
-                    // cover every possible CPU); the range holds `chunk`
-                    // whole ring slots from `next`, inside the ring of the
-                    // block; `regions[done..]` holds at least `chunk`
-                    // regions; `n = 8 * chunk <= 8 * MAX_BATCH <=
-                    // JOURNAL_WORDS`; region indices stay below `n <=
-                    // u32::MAX`; ring slots are 64-byte aligned (blocks are
-                    // page aligned, `damon_offset` a multiple of 64, checked
-                    // by validation); `wide` only if wide stores are atomic;
-                    // the journal is CPU `cpu`'s.
-                    unsafe { rseq::records(area, cpu, &args) }
-                })?;
-                done += chunk;
+            if n == 0 {
+                return Ok(());
             }
-            return Ok(());
+            let t: [u64; DAMON_RECORD_WORDS] = bytemuck::cast(*template);
+            let first: [u64; DAMON_RECORD_WORDS] = bytemuck::cast(DamonRecord {
+                region_index: 0,
+                ..*template
+            });
+            // Set for the thread's CPU before each call; the section
+            // advances `regions`, `left` and `index` past what it stored.
+            let mut args = rseq::RecordArgs {
+                base: core::ptr::null_mut(),
+                journal: core::ptr::null_mut(),
+                regions: regions.as_ptr(),
+                left: n as u64,
+                ring_off: layout.damon_offset as u64,
+                cap: cap as u64,
+                words: 0,
+                after: 0,
+                head: [t[0], t[1], t[2]],
+                index: first[3],
+                tail: t[7],
+                wide: u64::from(self.wide_stores),
+            };
+            return self.run_rseq(words, layout, |area, cpu| {
+                let block = layout.cpu_block_word(cpu as usize);
+                args.base = words[block].as_ptr();
+                args.journal = self.per_cpu[cpu as usize].journal.get();
+                // SAFETY: `cpu < nr_cpus` (rseq was chosen only if blocks
+                // cover every possible CPU), so `base` is CPU `cpu`'s block
+                // and `journal` its journal; its ring of `cap >= n > 0`
+                // slots at `damon_offset` lies inside it, 64-byte aligned
+                // (blocks are page aligned, `damon_offset` a multiple of
+                // 64, checked by validation); `regions` holds the `left`
+                // regions not yet stored (the section advances both
+                // together, and `left > 0`: an earlier call that stored
+                // them all returned `Done`); region indices stay below
+                // `n <= u32::MAX`; `wide` only if wide stores are atomic.
+                unsafe { rseq::records(area, cpu, &mut args) }
+            });
         }
         self.locked(words, layout, |block| {
             let ring = block + layout.damon_offset / 8;

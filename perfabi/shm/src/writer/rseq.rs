@@ -25,13 +25,13 @@
 //!   update leaves no trace, and its thread retries it whole.
 //! * [`records`]: DAMON records built from regions into contiguous ring
 //!   slots, journaled and undone like [`multi`] (the journal then holds one
-//!   contiguous range).
+//!   contiguous range); one call runs a section per batch of records.
 
 use core::arch::asm;
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use perfabi::damon::Region;
-use perfabi::layout::DamonRecord;
+use perfabi::layout::{DamonRecord, CPU_DAMON_NEXT_WORD};
 
 /// Outcome of one attempt at a critical section.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,7 +41,7 @@ pub(crate) enum Status {
     /// The section was aborted or the thread is on another CPU: retry.
     Aborted,
     /// `adjust`: the block's sequence is odd (an aborted multi-word update
-    /// must be undone first). `records`: the guard word did not match.
+    /// must be undone first).
     Recover,
     /// `adjust`: the thread has no registered rseq area.
     Unregistered,
@@ -104,8 +104,12 @@ pub(crate) struct Journal {
     /// Undo passes run on this CPU (diagnostic; an undo pass that is itself
     /// aborted counts again).
     undos: u64,
-    addr: [u64; JOURNAL_WORDS],
+    _pad: [u64; 6],
+    /// On its own cache lines, from the journal's second one: a record's
+    /// eight words are one line here as in the ring, so [`records`] saves
+    /// them with two 32-byte stores that never split a line.
     old: [u64; JOURNAL_WORDS],
+    addr: [u64; JOURNAL_WORDS],
 }
 
 /// Most words one update may write: 32 DAMON records.
@@ -115,7 +119,7 @@ const CONTIGUOUS: u64 = 1 << 63;
 const UNDOS_OFF: usize = core::mem::offset_of!(Journal, undos);
 const ADDR_OFF: usize = core::mem::offset_of!(Journal, addr);
 const OLD_OFF: usize = core::mem::offset_of!(Journal, old);
-const _: () = assert!(CONTIGUOUS > JOURNAL_WORDS as u64);
+const _: () = assert!(CONTIGUOUS > JOURNAL_WORDS as u64 && OLD_OFF % 64 == 0);
 
 impl Journal {
     /// Undo passes so far. Read racily: only the CPU's sections write it.
@@ -133,6 +137,7 @@ impl Journal {
         Self {
             n: 0,
             undos: 0,
+            _pad: [0; 6],
             addr: [0; JOURNAL_WORDS],
             old: [0; JOURNAL_WORDS],
         }
@@ -217,6 +222,11 @@ macro_rules! undo_pass {
 /// words themselves are stored by [`records`] (8 bytes at a time, or as
 /// aligned 16-byte pairs where those stores are atomic, spec §7) and by
 /// the undo pass (8 bytes at a time).
+///
+/// The processor's store throughput bounds a publication (every word of
+/// the range is stored twice: into the journal, then its new value into
+/// the ring), so on processors with AVX [`journal_record_avx`] saves the
+/// same line with two 32-byte moves instead.
 macro_rules! journal_record {
     () => {
         concat!(
@@ -228,6 +238,23 @@ macro_rules! journal_record {
             "movups xmmword ptr [{j} + {old} + {t}*8 + 16], xmm1\n",
             "movups xmmword ptr [{j} + {old} + {t}*8 + 32], xmm2\n",
             "movups xmmword ptr [{j} + {old} + {t}*8 + 48], xmm3\n",
+        )
+    };
+}
+
+/// [`journal_record`] with two 32-byte moves through `ymm0` and `ymm1`: the
+/// same line, half the stores (AVX only: [`records`] uses it where `wide`
+/// is set, which [`wide_stores_atomic`] allows only with AVX). `old` is
+/// 64-byte aligned, so neither store splits a line. The reasons wide moves
+/// are sound are those of [`journal_record`]: the 32-byte loads read ring
+/// words no one writes meanwhile, and the stores go to private memory.
+macro_rules! journal_record_avx {
+    () => {
+        concat!(
+            "vmovups ymm0, ymmword ptr [{a} + {t}*8]\n",
+            "vmovups ymm1, ymmword ptr [{a} + {t}*8 + 32]\n",
+            "vmovups ymmword ptr [{j} + {old} + {t}*8], ymm0\n",
+            "vmovups ymmword ptr [{j} + {old} + {t}*8 + 32], ymm1\n",
         )
     };
 }
@@ -442,38 +469,45 @@ pub(crate) unsafe fn multi(area: *const u8, cpu: u32, args: &MultiArgs) -> Statu
     status(st)
 }
 
-/// Arguments of [`records`], read by the section from memory.
+/// Arguments of [`records`], read by its sections from memory; it
+/// advances `regions`, `left` and `index` past every batch it commits.
 #[repr(C)]
 pub(crate) struct RecordArgs {
     /// Base of the CPU's block (its sequence word).
     pub(crate) base: *mut u64,
     /// The CPU's journal.
     pub(crate) journal: *mut Journal,
-    /// The regions to store, one record each.
+    /// The regions still to store, one record each.
     pub(crate) regions: *const Region,
-    /// Words to store: 8 per region, at most [`JOURNAL_WORDS`].
-    pub(crate) n: u64,
-    /// Byte offset in the block of the first destination word (a ring slot).
-    pub(crate) dst_off: u64,
-    /// Byte offset in the block of the guard word (`damon_next`).
-    pub(crate) guard_off: u64,
-    /// The section stores only if the guard word holds this value...
-    pub(crate) guard_val: u64,
-    /// ...and then stores this one into it.
-    pub(crate) guard_new: u64,
+    /// How many: at least 1.
+    pub(crate) left: u64,
+    /// Byte offset in the block of the ring (`damon_offset`).
+    pub(crate) ring_off: u64,
+    /// Ring slots (`damon_capacity`).
+    pub(crate) cap: u64,
+    /// Scratch of the section: words of its batch.
+    pub(crate) words: u64,
+    /// Scratch of the section: `damon_next` after its batch.
+    pub(crate) after: u64,
     /// Words 0..3 of every record (`monitor_id`, `target_id`,
     /// `aggregation`).
     pub(crate) head: [u64; 3],
-    /// Word 3 of the first record (`region_index` in its low half, which
-    /// the section adds 1 to per record, and `nr_regions`).
+    /// Word 3 of the next record (`region_index` in its low half, which
+    /// counts up by 1 per record, and `nr_regions`).
     pub(crate) index: u64,
     /// Word 7 of every record (`sample_us`, `aggr_us`).
     pub(crate) tail: u64,
     /// Non-zero: store each record as four aligned 16-byte pairs of words
     /// (only on a processor whose aligned 16-byte stores are atomic, see
-    /// [`wide_stores_atomic`]); zero: eight 8-byte stores.
+    /// [`wide_stores_atomic`]), and journal it with 32-byte moves (AVX,
+    /// which `wide` implies); zero: eight 8-byte stores, and 16-byte moves
+    /// into the journal.
     pub(crate) wide: u64,
 }
+
+/// Most records one section of [`records`] stores: its batch.
+pub(crate) const RECORD_BATCH: usize = 32;
+const _: () = assert!(RECORD_BATCH * 8 <= JOURNAL_WORDS);
 
 /// True if this processor's aligned 16-byte SSE stores (`movaps`) are
 /// single-copy atomic: Intel SDM vol. 3A §9.1.1 and AMD APM vol. 2 §7.3.2
@@ -519,11 +553,11 @@ const _: () = {
     assert!(offset_of!(RecordArgs, base) == 0);
     assert!(offset_of!(RecordArgs, journal) == 8);
     assert!(offset_of!(RecordArgs, regions) == 16);
-    assert!(offset_of!(RecordArgs, n) == 24);
-    assert!(offset_of!(RecordArgs, dst_off) == 32);
-    assert!(offset_of!(RecordArgs, guard_off) == 40);
-    assert!(offset_of!(RecordArgs, guard_val) == 48);
-    assert!(offset_of!(RecordArgs, guard_new) == 56);
+    assert!(offset_of!(RecordArgs, left) == 24);
+    assert!(offset_of!(RecordArgs, ring_off) == 32);
+    assert!(offset_of!(RecordArgs, cap) == 40);
+    assert!(offset_of!(RecordArgs, words) == 48);
+    assert!(offset_of!(RecordArgs, after) == 56);
     assert!(offset_of!(RecordArgs, head) == 64);
     assert!(offset_of!(RecordArgs, index) == 88);
     assert!(offset_of!(RecordArgs, tail) == 96);
@@ -553,37 +587,62 @@ const _: () = {
     assert!(cfg!(target_endian = "little"));
 };
 
-/// Stores DAMON records, one per region of `regions`, in a contiguous range
-/// of CPU `cpu`'s ring as one update behind the sequence word, and advances
-/// the guard word. Each record is built in the section, a record (one cache
-/// line) per turn: the constant words from the arguments, `region_index`
-/// counting up, the region's words copied; no encoded copy of the records
-/// is written first. Where aligned 16-byte stores are atomic, a record is
-/// stored as four of them (half the stores of eight words; the loop is
-/// bound by the number of stores). The old words are journaled as one contiguous range.
-/// The guard word is not journaled: it only says where the next records
-/// go, and an aborted update that advanced it merely skips slots that keep
+/// Stores DAMON records, one per region of `args.regions`, in the ring of
+/// CPU `cpu` from its `damon_next` on, in batches of up to
+/// [`RECORD_BATCH`] contiguous slots (a batch stops at the end of the
+/// ring; the next starts at slot 0). Each batch is one section, one update
+/// behind the sequence word, that also advances `damon_next`; the batches
+/// run one after the other in this one call, which returns when all are
+/// stored ([`Status::Done`]) or a section was aborted or found the thread
+/// on another CPU ([`Status::Aborted`]; `args` then describes the regions
+/// not yet stored, for a new call on the thread's CPU).
+///
+/// A section reads `damon_next` itself (after undoing an aborted update),
+/// so no other section can have moved it between the read and the
+/// stores; a value outside the ring counts as 0. Each record is built in
+/// the section, a record (one cache line) per turn: the constant words
+/// from the arguments, `region_index` counting up, the region's words
+/// copied; no encoded copy of the records is written first. Where
+/// aligned 16-byte stores are atomic, a record is stored as four of them.
+/// The old words of the batch are journaled first as one contiguous range.
+/// `damon_next` is not journaled: it only says where the next records go,
+/// and an aborted update that advanced it merely skips slots that keep
 /// their (restored) older records.
+///
+/// Between two batches the thread is outside any section (the kernel may
+/// preempt or migrate it there without an abort); the next batch stores
+/// the descriptor in `rseq_cs` again and checks the CPU again, as every
+/// section does.
 ///
 /// # Safety
 ///
-/// As for [`multi`]; `args` points at valid arguments: `base` is the block,
-/// `journal` the CPU's journal, `[dst_off, dst_off + 8n)` and `guard_off`
-/// lie inside the block, `n` is a multiple of 8, `n <= JOURNAL_WORDS`,
-/// `regions` holds `n / 8` regions, and `index` leaves room to count up
-/// `n / 8` times in its low half; `dst_off` and the block are 16-byte
-/// aligned, and `wide` is non-zero only if [`wide_stores_atomic`].
+/// As for [`multi`]; `args` points at valid arguments: `base` is the block
+/// of CPU `cpu`, `journal` that CPU's journal, the ring of `cap > 0`
+/// slots of 64 bytes at byte `ring_off` of the block (64-byte aligned, as
+/// the block) lies inside it, `left >= 1`, `regions` holds `left` regions,
+/// and `index` leaves room to count up `left` times in its low half;
+/// `wide` is non-zero only if [`wide_stores_atomic`].
 #[inline]
-pub(crate) unsafe fn records(area: *const u8, cpu: u32, args: &RecordArgs) -> Status {
-    debug_assert!(args.n % 8 == 0 && args.n as usize <= JOURNAL_WORDS);
-    debug_assert!((args.base as u64 + args.dst_off) % 16 == 0);
+pub(crate) unsafe fn records(area: *const u8, cpu: u32, args: &mut RecordArgs) -> Status {
+    debug_assert!(args.left > 0 && args.cap > 0);
+    debug_assert!((args.base as u64 + args.ring_off) % 64 == 0);
     let st: u32;
     // SAFETY: the caller's contract. Before the sequence goes odd the journal
-    // holds the old value of every word of the range, so an abort anywhere
-    // after that point is undone by the next section on this CPU.
+    // holds the old value of every word of the batch, so an abort anywhere
+    // after that point is undone by the next section on this CPU. Outside
+    // the sections only the private `args` is written.
     unsafe {
         asm!(
             rseq_descriptor!(),
+            // For the 16-byte stores: xmm4 holds words 0-1, xmm6 word 7,
+            // xmm7 adds 1 to word 3 (xmm5, words 2-3, is loaded per batch).
+            "movups xmm4, xmmword ptr [{args} + 64]",
+            "movq xmm6, qword ptr [{args} + 96]",
+            "mov {v}, 1",
+            "movq xmm7, {v}",
+            "pslldq xmm7, 8",
+            // Each batch.
+            "22:",
             "lea {t}, [rip + 6b]",
             "mov qword ptr [{rseq} + 8], {t}",
             "2:",
@@ -596,31 +655,62 @@ pub(crate) unsafe fn records(area: *const u8, cpu: u32, args: &RecordArgs) -> St
             "jz 7f",
             undo_pass!(),
             "7:",
-            // Guard word.
-            "mov {k}, qword ptr [{args} + 40]",
-            "mov {v}, qword ptr [{b} + {k}]",
-            "cmp {v}, qword ptr [{args} + 48]",
-            "jne 15f",
-            // Journal the old range.
-            "mov {a}, qword ptr [{args} + 32]",
-            "add {a}, {b}",
-            "mov qword ptr [{j} + {addr}], {a}",
-            "mov {k}, qword ptr [{args} + 24]",
+            // The first slot `{k}`: `damon_next`, or 0 if outside the ring.
+            "mov {k}, qword ptr [{b} + {next}]",
             "xor {t:e}, {t:e}",
+            "cmp {k}, qword ptr [{args} + 40]",
+            "cmovae {k}, {t}",
+            // Records `{t}`: the fewest of those left, the batch, and the
+            // slots up to the end of the ring.
+            "mov {v}, qword ptr [{args} + 40]",
+            "sub {v}, {k}",
+            "mov {t}, qword ptr [{args} + 24]",
+            "cmp {t}, {v}",
+            "cmova {t}, {v}",
+            "mov {v}, {batch}",
+            "cmp {t}, {v}",
+            "cmova {t}, {v}",
+            // `damon_next` after the batch (0 at the end of the ring).
+            "lea {v}, [{k} + {t}]",
+            "xor {a:e}, {a:e}",
+            "cmp {v}, qword ptr [{args} + 40]",
+            "cmove {v}, {a}",
+            "mov qword ptr [{args} + 56], {v}",
+            "shl {t}, 3",
+            "mov qword ptr [{args} + 48], {t}",
+            // The range: `{a}`, journaled as one.
+            "shl {k}, 6",
+            "add {k}, qword ptr [{args} + 32]",
+            "lea {a}, [{b} + {k}]",
+            "mov qword ptr [{j} + {addr}], {a}",
+            "xor {t:e}, {t:e}",
+            "cmp qword ptr [{args} + 104], 0",
+            "jne 20f",
             "12:",
-            "cmp {t}, {k}",
+            "cmp {t}, qword ptr [{args} + 48]",
             "jae 13f",
             journal_record!(),
             "add {t}, 8",
             "jmp 12b",
+            // With AVX: 32-byte moves, then the upper halves cleared (no
+            // penalty for the SSE code after this).
+            "20:",
+            "cmp {t}, qword ptr [{args} + 48]",
+            "jae 21f",
+            journal_record_avx!(),
+            "add {t}, 8",
+            "jmp 20b",
+            "21:",
+            "vzeroupper",
             "13:",
+            "mov {k}, qword ptr [{args} + 48]",
             "bts {k}, 63",
             "mov qword ptr [{j}], {k}",
             // Sequence odd (x86 TSO: stores visible in order).
             "lea {v}, [{s} + 1]",
             "mov qword ptr [{b}], {v}",
             // Store the records: `{j}` walks the regions, `{t}` the words.
-            "mov {k}, qword ptr [{args} + 24]",
+            "mov {k}, qword ptr [{args} + 48]",
             "mov {j}, qword ptr [{args} + 16]",
             "xor {t:e}, {t:e}",
             "cmp qword ptr [{args} + 104], 0",
@@ -650,16 +740,10 @@ pub(crate) unsafe fn records(area: *const u8, cpu: u32, args: &RecordArgs) -> St
             "add {j}, 24",
             "add {t}, 8",
             "jmp 14b",
-            // Aligned 16-byte stores (ring slots are 64-byte aligned): xmm4
-            // holds words 0-1, xmm5 words 2-3 (+1 to word 3 per record by
-            // xmm7), xmm6 word 7; words 4-5 and 6 come from the region.
+            // Aligned 16-byte stores (ring slots are 64-byte aligned); words
+            // 4-5 and 6 come from the region.
             "17:",
-            "movups xmm4, xmmword ptr [{args} + 64]",
             "movups xmm5, xmmword ptr [{args} + 80]",
-            "movq xmm6, qword ptr [{args} + 96]",
-            "mov {v}, 1",
-            "movq xmm7, {v}",
-            "pslldq xmm7, 8",
             "18:",
             "cmp {t}, {k}",
             "jae 16f",
@@ -675,24 +759,31 @@ pub(crate) unsafe fn records(area: *const u8, cpu: u32, args: &RecordArgs) -> St
             "add {t}, 8",
             "jmp 18b",
             "16:",
-            "mov {k}, qword ptr [{args} + 40]",
             "mov {v}, qword ptr [{args} + 56]",
-            "mov qword ptr [{b} + {k}], {v}",
+            "mov qword ptr [{b} + {next}], {v}",
             // Commit: sequence even again.
             "add {s}, 2",
             "mov qword ptr [{b}], {s}",
             "3:",
+            // Committed (outside the section): past the batch's records,
+            // and on to the next batch if any are left.
+            "mov {k}, qword ptr [{args} + 48]",
+            "shr {k}, 3",
+            "sub qword ptr [{args} + 24], {k}",
+            "add qword ptr [{args} + 88], {k}",
+            "lea {k}, [{k} + {k}*2]",
+            "shl {k}, 3",
+            "add qword ptr [{args} + 16], {k}",
+            "cmp qword ptr [{args} + 24], 0",
+            "jne 22b",
             "xor {st:e}, {st:e}",
-            "jmp 5f",
-            "15:",
-            "mov {st:e}, 2",
             "jmp 5f",
             rseq_abort_handler!(),
             rseq = in(reg) area,
             cpu = in(reg) cpu,
-            args = in(reg) args as *const RecordArgs,
-            out("xmm0") _,
-            out("xmm1") _,
+            args = in(reg) args as *mut RecordArgs,
+            out("ymm0") _,
+            out("ymm1") _,
             out("xmm2") _,
             out("xmm3") _,
             out("xmm4") _,
@@ -710,6 +801,8 @@ pub(crate) unsafe fn records(area: *const u8, cpu: u32, args: &RecordArgs) -> St
             undos = const UNDOS_OFF,
             addr = const ADDR_OFF,
             old = const OLD_OFF,
+            next = const CPU_DAMON_NEXT_WORD * 8,
+            batch = const RECORD_BATCH,
             options(nostack),
         );
     }
