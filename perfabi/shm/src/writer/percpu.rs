@@ -510,7 +510,9 @@ impl Engine {
     /// An attempt aborted after making its block's sequence odd is undone by
     /// the next section on that CPU. If this thread then commits on another
     /// CPU, nothing may run on the old one for a long time, so the thread
-    /// repairs it itself: readers must never see a quiescent block busy.
+    /// repairs every CPU it was aborted on itself (a publication of many
+    /// batches may be aborted on several): readers must never see a
+    /// quiescent block busy.
     #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
     fn run_rseq(
         &self,
@@ -519,12 +521,19 @@ impl Engine {
         mut attempt: impl FnMut(*const u8, u32) -> rseq::Status,
     ) -> Result<(), Error> {
         let area = rseq::area().ok_or(Error::NoRseq)?;
-        let mut aborted_on: Option<u32> = None;
+        // The CPUs attempts were aborted on (an attempt may cover many
+        // batches, each aborted somewhere else); past `ABORTED` of them,
+        // every block is checked.
+        const ABORTED: usize = 4;
+        let (mut aborted, mut n, mut many) = ([0u32; ABORTED], 0, false);
         loop {
             let cpu = rseq::cpu(area).ok_or(Error::NoRseq)?;
             match attempt(area, cpu) {
                 rseq::Status::Done => {
-                    if let Some(old) = aborted_on.filter(|&c| c != cpu) {
+                    if many {
+                        self.sweep(words, layout);
+                    }
+                    for &old in aborted[..n].iter().filter(|&&c| c != cpu) {
                         if self.seq_odd(words, layout, old as usize) {
                             self.repair(words, layout, old as usize);
                         }
@@ -533,7 +542,15 @@ impl Engine {
                 }
                 rseq::Status::Aborted => {
                     self.aborted();
-                    aborted_on = Some(cpu);
+                    if !aborted[..n].contains(&cpu) {
+                        match aborted.get_mut(n) {
+                            Some(slot) => {
+                                *slot = cpu;
+                                n += 1;
+                            }
+                            None => many = true,
+                        }
+                    }
                 }
                 // The guard moved: look again and retry.
                 rseq::Status::Recover | rseq::Status::Unregistered => {}
