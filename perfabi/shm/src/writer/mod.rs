@@ -21,6 +21,7 @@
 //! someone else) and, if it is not, creates it again at its path under a new
 //! epoch, with the same instances (see [`Health`]).
 
+mod counter;
 mod families;
 mod health;
 mod heartbeat;
@@ -50,6 +51,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use self::state::State;
 use crate::host::process_start_ns;
 pub use crate::host::{boottime_ns, possible_cpus};
+pub use counter::Counter;
 pub use families::{FamilyId, MemberId};
 pub use percpu::{Method, MethodChoice, UpdateStats};
 
@@ -495,8 +497,7 @@ impl Writer {
     #[inline(always)]
     fn check(&self, id: InstanceId) -> Result<(), Error> {
         match self.state.live.get(id.slot as usize) {
-            // Acquire: the slot's shape was stored before its id.
-            Some(r) if r.load(Ordering::Acquire) == id.reg_id => Ok(()),
+            Some(live) if state::registered(live, id.reg_id) => Ok(()),
             _ => Err(Error::UnknownInstance),
         }
     }
@@ -507,20 +508,26 @@ impl Writer {
     /// Inlined into the caller: with the rseq method the committed path is
     /// one straight line of about 25 instructions (the registration check,
     /// then one rseq section), with no call and no taken branch;
-    /// `perfabi/shm/benches/adjust-instructions` counts them.
+    /// `perfabi/shm/benches/adjust-instructions` counts them. A [`Counter`]
+    /// ([`counter`](Self::counter)) checks the id once and adjusts with
+    /// less work.
     #[inline(always)]
     pub fn adjust(&self, id: InstanceId, delta: i64) -> Result<(), Error> {
         self.check(id)?;
         let state = &*self.state;
-        // SAFETY: `check` found the slot in `live`, whose length is
-        // `max_instances` of `state.layout`, the engine's layout.
-        unsafe {
-            state.engine.adjust_counter(
-                || (state.words(), &state.layout),
-                id.slot as usize,
-                delta as u64,
-            )
-        }
+        // SAFETY: the word is made by `state.engine`, for a slot `check`
+        // found in `live`, whose length is `max_instances` of
+        // `state.layout`, the engine's layout.
+        unsafe { state.add(state.engine.counter(id.slot as usize), delta) }
+    }
+
+    /// A handle that adjusts `id` with less work than [`adjust`](Self::adjust)
+    /// (see [`Counter`]): `id` is checked now, and at every adjust only by
+    /// one load of its slot's registration id. `UnknownInstance` if `id` is
+    /// not live (deleted, external, or of another writer).
+    #[inline]
+    pub fn counter(&self, id: InstanceId) -> Result<Counter<'_>, Error> {
+        Counter::new(&self.state, id)
     }
 
     /// Adds several deltas as one update: a reader sees all of them or none

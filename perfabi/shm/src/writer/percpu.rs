@@ -52,6 +52,35 @@ pub(crate) struct WordDelta {
     pub(crate) val: u64,
 }
 
+/// One word of every CPU's block, with everything the fast path needs to
+/// reach the current CPU's copy of it: made by [`Engine::word`], used by
+/// [`Engine::add`] of the same engine. Copied into every handle
+/// (`Counter`), so that an adjust through a handle loads these from the
+/// handle, not through the writer's state.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Word {
+    /// CPU 0's block, in the writer's mapping (the engine's `block0`).
+    block0: *mut u64,
+    /// The word's index in a block (`< cpu_block_size / 8`).
+    index: usize,
+    /// Bytes from one CPU's block to the next.
+    stride: usize,
+    /// glibc's `__rseq_offset` (meaningful when `rseq_cpus` is not 0).
+    #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+    rseq_offset: isize,
+    /// The engine's `rseq_cpus`: `nr_cpus` if the method is rseq, else 0.
+    #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+    rseq_cpus: u32,
+}
+
+// SAFETY: a `Word` is an address in the writer's mapping and numbers; only
+// the engine that made it writes through it, under the same rules as
+// through its own `block0` (rseq sections on the block's CPU, or atomic
+// `fetch_add`), from whichever thread: see the engine's `Send`/`Sync`.
+unsafe impl Send for Word {}
+// SAFETY: as above; sharing a `Word` shares no mutable state.
+unsafe impl Sync for Word {}
+
 /// The word of a block where its counters start: right after the head, in
 /// every segment this writer lays out (asserted by [`Engine::new`]).
 const COUNTERS_WORD: usize = perfabi::layout::CPU_BLOCK_HEAD_SIZE / 8;
@@ -210,15 +239,49 @@ impl Engine {
         rustix::thread::sched_getcpu() % self.nr_cpus
     }
 
-    /// Adds `delta` to counter `slot` (a value slot, `slot <
-    /// layout.max_instances`) of the current CPU's block: the fast path of
-    /// `Writer::adjust`, inlined into its callers.
+    /// Word `index` of every CPU's block, as the fast path reaches the
+    /// current CPU's copy (see [`Word`]).
     ///
-    /// Both methods find the word from fields the engine keeps ready
-    /// (`block0`, `stride`, and for rseq `__rseq_offset` and `rseq_cpus`,
-    /// whose one load is both the test of the method and the bound of
-    /// `cpu_id`) and the constant offset of the counters in a block. With
-    /// rseq the committed path is one straight line: the section of
+    /// # Safety
+    ///
+    /// `index` is a word of a block: `index < layout.cpu_block_size / 8`,
+    /// for the layout this engine was made for.
+    #[inline(always)]
+    pub(crate) unsafe fn word(&self, index: usize) -> Word {
+        debug_assert!(index < self.stride / 8, "a word of a block");
+        Word {
+            block0: self.block0,
+            index,
+            stride: self.stride,
+            #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+            rseq_offset: self.rseq_offset,
+            #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+            rseq_cpus: self.rseq_cpus,
+        }
+    }
+
+    /// Counter `slot` of every CPU's block (see [`Self::word`]).
+    ///
+    /// # Safety
+    ///
+    /// `slot < layout.max_instances`, for the layout this engine was made
+    /// for.
+    #[inline(always)]
+    pub(crate) unsafe fn counter(&self, slot: usize) -> Word {
+        // SAFETY: a word of every block: `slot < max_instances` (the
+        // caller's contract) and every block's counter array, from
+        // `COUNTERS_WORD`, holds `max_instances` words.
+        unsafe { self.word(COUNTERS_WORD + slot) }
+    }
+
+    /// Adds `delta` to word `w` of the current CPU's block: the fast path
+    /// of `Writer::adjust`, `Counter::adjust` and every other single-word
+    /// adjust, inlined into its callers.
+    ///
+    /// `w` carries everything the committed path needs (`block0`,
+    /// `stride`, and for rseq `__rseq_offset` and `rseq_cpus`, whose one
+    /// value is both the test of the method and the bound of `cpu_id`).
+    /// With rseq the committed path is one straight line: the section of
     /// [`rseq::adjust`], then one test of its status. The segment's words
     /// and layout are needed only off that path (an abort, an odd
     /// sequence), so `segment` is called only there: the inlined code loads
@@ -226,32 +289,44 @@ impl Engine {
     ///
     /// # Safety
     ///
-    /// `slot < layout.max_instances`, `layout` being the layout `segment`
-    /// returns, the one this engine was made for.
+    /// `w` was made by this engine ([`Self::word`] or [`Self::counter`]),
+    /// and `segment` returns the segment's words and the layout this engine
+    /// was made for.
     #[inline(always)]
-    pub(crate) unsafe fn adjust_counter<'a>(
+    pub(crate) unsafe fn add<'a>(
         &self,
+        w: Word,
         segment: impl FnOnce() -> (&'a [AtomicU64], &'a Layout),
-        slot: usize,
         delta: u64,
     ) -> Result<(), Error> {
-        // A word of every block: `slot < max_instances` (the caller's
-        // contract) and every block's counter array, from `COUNTERS_WORD`,
-        // holds `max_instances` words.
-        let index = COUNTERS_WORD + slot;
         #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
-        if self.rseq_cpus != 0 {
-            // SAFETY: `index` is a word of a block (above), and rseq is the
-            // method (`rseq_cpus` is not 0).
-            let st = unsafe { self.try_adjust(index, delta) };
-            if st == rseq::Status::Done {
-                return Ok(());
-            }
-            return self.adjust_rseq_slow(segment, index, delta, st);
+        if w.rseq_cpus != 0 {
+            // SAFETY: `w` is a word of this engine's blocks (the caller's
+            // contract), and rseq is its method (`rseq_cpus` is not 0).
+            // One call of the slow path per outcome, its status a constant
+            // of the call: the committed path then sets no status (with
+            // one call, the compiler sets the status of one outcome in
+            // advance, before the section).
+            return match unsafe { Self::try_add(w, delta) } {
+                rseq::Status::Done => Ok(()),
+                rseq::Status::Aborted => self
+                    .adjust_rseq_slow::<{ rseq::Status::Aborted as u8 }, _>(
+                        segment, w.index, delta,
+                    ),
+                rseq::Status::Recover => self
+                    .adjust_rseq_slow::<{ rseq::Status::Recover as u8 }, _>(
+                        segment, w.index, delta,
+                    ),
+                rseq::Status::Unregistered => self
+                    .adjust_rseq_slow::<{ rseq::Status::Unregistered as u8 }, _>(
+                        segment, w.index, delta,
+                    ),
+            };
         }
         let _ = segment;
-        // SAFETY: `index` is a word of a block (above).
-        unsafe { self.adjust_lock(index, delta) };
+        // SAFETY: `w.index` is a word of a block (`w` was made by this
+        // engine's `word`).
+        unsafe { self.adjust_lock(w.index, delta) };
         Ok(())
     }
 
@@ -264,20 +339,10 @@ impl Engine {
         delta: u64,
     ) -> Result<(), Error> {
         assert!(index < layout.cpu_block_size / 8);
-        #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
-        if self.rseq_cpus != 0 {
-            // SAFETY: `index` is a word of a block (asserted above), and
-            // rseq is the method (`rseq_cpus` is not 0).
-            let st = unsafe { self.try_adjust(index, delta) };
-            if st == rseq::Status::Done {
-                return Ok(());
-            }
-            return self.adjust_rseq_slow(|| (words, layout), index, delta, st);
-        }
-        let _ = words;
-        // SAFETY: `index` is a word of a block (asserted above).
-        unsafe { self.adjust_lock(index, delta) };
-        Ok(())
+        // SAFETY: `index` is a word of a block (asserted above), the word
+        // is this engine's, and `words` and `layout` are the caller's
+        // segment, the one this engine was made for.
+        unsafe { self.add(self.word(index), || (words, layout), delta) }
     }
 
     /// The lock method's adjust: one `fetch_add` on word `index` of the
@@ -305,38 +370,37 @@ impl Engine {
             .fetch_add(delta, Ordering::Relaxed);
     }
 
-    /// One attempt at the rseq section that adds `delta` to word `index` of
+    /// One attempt at the rseq section that adds `delta` to word `w` of
     /// the current CPU's block.
     ///
     /// # Safety
     ///
-    /// `index` is a word of a block (`index < cpu_block_size / 8`), and
-    /// rseq is the engine's method.
+    /// `w` was made by an engine whose method is rseq.
     #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
     #[inline(always)]
-    unsafe fn try_adjust(&self, index: usize, delta: u64) -> rseq::Status {
-        debug_assert!(index < self.stride / 8, "a word of a block");
-        // SAFETY: rseq is this engine's method (the caller's contract),
-        // which it is only if glibc registered rseq (`rseq_offset` is its
-        // `__rseq_offset`) and the blocks cover every possible CPU; then
-        // `rseq_cpus` is `nr_cpus`, and the section refuses a `cpu_id >=
-        // nr_cpus`, so `block0 + cpu * stride` is CPU `cpu`'s block inside
-        // the mapping, and word `index` of it (the caller's contract) a
-        // word of that block. Only sections running on `cpu` write that
-        // block's words.
+    unsafe fn try_add(w: Word, delta: u64) -> rseq::Status {
+        debug_assert!(w.index < w.stride / 8, "a word of a block");
+        // SAFETY: `w` comes from an engine whose method is rseq (the
+        // caller's contract), which it is only if glibc registered rseq
+        // (`rseq_offset` is its `__rseq_offset`) and the blocks cover every
+        // possible CPU; then `rseq_cpus` is `nr_cpus`, and the section
+        // refuses a `cpu_id >= nr_cpus`, so `block0 + cpu * stride` is CPU
+        // `cpu`'s block inside the mapping, and word `index` of it (`w` was
+        // made by `Engine::word`) a word of that block. Only sections
+        // running on `cpu` write that block's words.
         unsafe {
             rseq::adjust(
-                self.rseq_offset,
-                self.rseq_cpus,
-                self.block0,
-                index,
-                self.stride,
+                w.rseq_offset,
+                w.rseq_cpus,
+                w.block0,
+                w.index,
+                w.stride,
                 delta,
             )
         }
     }
 
-    /// What follows an attempt of [`Self::try_adjust`] that did not commit
+    /// What follows an attempt of [`Self::try_add`] on word `index` that did not commit
     /// (`st`): count an abort, or undo an aborted multi-word update, and
     /// try again; or refuse a thread without rseq. Out of line, and called
     /// with what the caller has at hand (the segment is fetched here), so
@@ -344,13 +408,16 @@ impl Engine {
     #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
     #[cold]
     #[inline(never)]
-    fn adjust_rseq_slow<'a>(
+    fn adjust_rseq_slow<'a, const FIRST: u8, S>(
         &self,
-        segment: impl FnOnce() -> (&'a [AtomicU64], &'a Layout),
+        segment: S,
         index: usize,
         delta: u64,
-        mut st: rseq::Status,
-    ) -> Result<(), Error> {
+    ) -> Result<(), Error>
+    where
+        S: FnOnce() -> (&'a [AtomicU64], &'a Layout),
+    {
+        let mut st = rseq::Status::from_u8(FIRST);
         let (words, layout) = segment();
         debug_assert!(index < layout.cpu_block_size / 8);
         loop {
@@ -365,9 +432,9 @@ impl Engine {
                 rseq::Status::Unregistered => return Err(Error::NoRseq),
             }
             // SAFETY: `index` is a word of a block (this function's callers
-            // pass the index they tried) and rseq is the method (only its
-            // attempts come here).
-            st = unsafe { self.try_adjust(index, delta) };
+            // pass the index of the word they tried), the word is this
+            // engine's, and rseq is its method (only its attempts come here).
+            st = unsafe { Self::try_add(self.word(index), delta) };
         }
     }
 

@@ -35,11 +35,12 @@ use perfabi::layout::{DamonRecord, CPU_DAMON_NEXT_WORD};
 
 /// Outcome of one attempt at a critical section.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 pub(crate) enum Status {
     /// The update was committed.
-    Done,
+    Done = 0,
     /// The section was aborted or the thread is on another CPU: retry.
-    Aborted,
+    Aborted = 1,
     /// `adjust`: the block's sequence is odd (an aborted multi-word update
     /// must be undone first).
     Recover,
@@ -47,14 +48,23 @@ pub(crate) enum Status {
     Unregistered,
 }
 
+impl Status {
+    /// The status whose discriminant (`as u8`) is `v`.
+    #[inline(always)]
+    pub(crate) const fn from_u8(v: u8) -> Self {
+        match v {
+            0 => Status::Done,
+            1 => Status::Aborted,
+            2 => Status::Recover,
+            _ => Status::Unregistered,
+        }
+    }
+}
+
+/// The status a section left in its status register.
 #[inline(always)]
 fn status(v: u32) -> Status {
-    match v {
-        0 => Status::Done,
-        1 => Status::Aborted,
-        2 => Status::Recover,
-        _ => Status::Unregistered,
-    }
+    Status::from_u8(v.min(3) as u8)
 }
 
 #[allow(non_upper_case_globals)]
@@ -161,16 +171,26 @@ macro_rules! rseq_descriptor {
     };
 }
 
-/// The abort handler of every section: the signature the kernel checks
-/// right before the abort address (`RSEQ_SIG`, 0x53053053, behind an `ud1`
-/// prefix), then status 1 (aborted) into `{st}` and a jump to the end, `5`.
-macro_rules! rseq_abort_handler {
+/// The abort address of every section, label `4`, in `__rseq_failure`
+/// (left open: the handler follows): the signature the kernel checks right
+/// before it (`RSEQ_SIG`, 0x53053053, behind an `ud1` prefix).
+macro_rules! rseq_abort_address {
     () => {
         concat!(
             ".pushsection __rseq_failure, \"ax\"\n",
             ".byte 0x0f, 0xb9, 0x3d\n",
             ".long 0x53053053\n",
             "4:\n",
+        )
+    };
+}
+
+/// The abort handler of [`multi`] and [`records`]: at the abort address,
+/// status 1 (aborted) into `{st}` and a jump to the end, `5`.
+macro_rules! rseq_abort_handler {
+    () => {
+        concat!(
+            rseq_abort_address!(),
             "mov {st:e}, 1\n",
             "jmp 5f\n",
             ".popsection\n",
@@ -292,15 +312,16 @@ pub(crate) struct MultiArgs {
 /// [`Status::Unregistered`] without any write.
 ///
 /// This is the writer's fast path, inlined into every caller of
-/// `Writer::adjust`: the rseq area is addressed as `fs:[offset + field]`
-/// (glibc's thread pointer is the `fs` base, and `offset` is
-/// `__rseq_offset`, read once when the writer was created), and a commit
-/// falls through to the end of the block with the status register already
-/// 0, so the committed path is one straight line of 10 instructions (store
-/// the descriptor, read `cpu_id`, compare it with `nr_cpus`, find the
-/// block, test its sequence, add) with no taken branch. Every other
-/// outcome jumps to code placed out of line (in `__rseq_failure`) that sets
-/// the status and comes back.
+/// `Writer::adjust` and `Counter::adjust`: the rseq area is addressed as
+/// `fs:[offset + field]` (glibc's thread pointer is the `fs` base, and
+/// `offset` is `__rseq_offset`, read once when the writer was created), and
+/// a commit falls through to the code after the block, so the committed
+/// path is one straight line of 10 instructions (store the descriptor,
+/// read `cpu_id`, compare it with `nr_cpus`, find the block, test its
+/// sequence, add) with no taken branch and no status to set or test. Every
+/// other outcome jumps straight to the caller's code for it (`asm goto`:
+/// the `label` operands), which the compiler places out of line; the
+/// abort handler (in `__rseq_failure`) is one jump there.
 ///
 /// # Safety
 ///
@@ -319,7 +340,6 @@ pub(crate) unsafe fn adjust(
     stride: usize,
     delta: u64,
 ) -> Status {
-    let st: u32;
     // SAFETY: the caller's contract above. The section writes only word
     // `index` of the block of the CPU it runs on, only while that block's
     // sequence is even; the kernel aborts it before the `add` if the thread
@@ -328,7 +348,9 @@ pub(crate) unsafe fn adjust(
     // Linux, and glibc puts the area at `__rseq_offset` from it), so the
     // section stores its descriptor in the calling thread's `rseq_cs` and
     // reads its `cpu_id`. The descriptor and abort signature follow the
-    // Linux rseq ABI for x86_64.
+    // Linux rseq ABI for x86_64. Leaving the section by a jump (to a
+    // `label`) before its commit is allowed: the kernel only acts on a
+    // preemption inside [`2`, `3`).
     unsafe {
         asm!(
             rseq_descriptor!(),
@@ -337,25 +359,16 @@ pub(crate) unsafe fn adjust(
             "2:",
             "mov {t:e}, dword ptr fs:[{offset} + 4]",
             "cmp {t:e}, {ncpu:e}",
-            "jae 16f",
+            "jae {unregistered}",
             "imul {t}, {stride}",
             "add {t}, {block0}",
             "test byte ptr [{t}], 1",
-            "jnz 15f",
+            "jnz {odd}",
             "add qword ptr [{t} + {index} * 8], {delta}",
             "3:",
-            // Out of line: the sequence is odd (2), the thread has no rseq
-            // area (3), the kernel aborted the section (1, `4` in the
-            // abort handler). `{st}` enters as 0 (committed).
-            ".pushsection __rseq_failure, \"ax\"",
-            "15:",
-            "mov {st:e}, 2",
-            "jmp 5f",
-            "16:",
-            "mov {st:e}, 3",
-            "jmp 5f",
+            rseq_abort_address!(),
+            "jmp {aborted}",
             ".popsection",
-            rseq_abort_handler!(),
             offset = in(reg) offset,
             ncpu = in(reg) nr_cpus,
             block0 = in(reg) block0,
@@ -363,11 +376,16 @@ pub(crate) unsafe fn adjust(
             stride = in(reg) stride,
             delta = in(reg) delta,
             t = out(reg) _,
-            st = inout(reg) 0u32 => st,
+            // The thread has no rseq area.
+            unregistered = label { return Status::Unregistered },
+            // The block's sequence is odd.
+            odd = label { return Status::Recover },
+            // The kernel aborted the section.
+            aborted = label { return Status::Aborted },
             options(nostack),
         );
     }
-    status(st)
+    Status::Done
 }
 
 /// glibc's `__rseq_offset`, if glibc registered rseq for its threads.

@@ -46,6 +46,14 @@ pub(crate) struct State {
     pub(crate) aggregations: Mutex<BTreeMap<(u64, u64), u64>>,
 }
 
+/// True if `live` (a slot's entry in [`State::live`]) holds `reg_id`: the
+/// registration check of every use of an id or a handle, one load.
+#[inline(always)]
+pub(crate) fn registered(live: &AtomicU64, reg_id: u64) -> bool {
+    // Acquire: the slot's shape was stored before its id.
+    live.load(Ordering::Acquire) == reg_id
+}
+
 /// A value slot's shape word: its kind (bits 0..8) and the words of its
 /// registration (bits 32..; 1 except for a histogram member).
 pub(crate) fn shape(kind: perfabi::Kind, words: usize) -> u64 {
@@ -64,6 +72,23 @@ impl State {
         self.shape
             .get(slot as usize)
             .map_or(0, |s| (s.load(Ordering::Relaxed) >> 32) as usize)
+    }
+
+    /// Adds `delta` (wrapping) to word `w` on the current CPU: the one
+    /// path of `Writer::adjust` and `Counter::adjust` after their
+    /// registration check (see [`percpu::Engine::add`]).
+    ///
+    /// # Safety
+    ///
+    /// `w` was made by `self.engine`.
+    #[inline(always)]
+    pub(crate) unsafe fn add(&self, w: percpu::Word, delta: i64) -> Result<(), perfabi::Error> {
+        // SAFETY: `w` is this engine's (the caller's contract), and the
+        // segment and layout are the ones the engine was made for.
+        unsafe {
+            self.engine
+                .add(w, || (self.words(), &self.layout), delta as u64)
+        }
     }
 
     /// The segment as atomic words.
