@@ -2,15 +2,17 @@
 #![cfg(not(loom))]
 //! ratios the ABI issue asks for.
 //!
-//! * `adjust/*`: one thread, ns per call (rseq and lock methods, and plain
-//!   atomics for scale);
+//! * `adjust/*`: one thread, ns per call (rseq and lock methods, each
+//!   through `Writer::adjust` and through a `Counter` handle, `*_counter`;
+//!   and plain atomics for scale);
 //! * `adjust_cpu_time/*`: the same, timed with the thread's CPU clock rather
 //!   than the wall clock: on a machine shared with other work the wall
 //!   clock also counts the time the thread waited for a CPU (on 2 busy
 //!   cores, often as much again). `perfabi/shm/benches/adjust-instructions`
 //!   counts the instructions of one adjust;
 //! * `two_threads/*`: 2 threads, each `iters` updates; time per update per
-//!   thread, per-CPU `adjust` vs `fetch_add` on one shared `AtomicU64`;
+//!   thread, per-CPU `adjust` (and through a `Counter` handle) vs
+//!   `fetch_add` on one shared `AtomicU64`;
 //! * `snapshot/*`: a consistent snapshot of 1,024 counters on every CPU vs
 //!   `memcpy` of the same number of bytes;
 //! * `damon/*`: publishing one aggregation of 10,000 regions (rseq and lock
@@ -24,7 +26,7 @@
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::Barrier;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -80,8 +82,17 @@ fn adjust(c: &mut Criterion) {
             // this was written on, where the adjust itself takes 3 ns); and
             // not `unwrap`, whose panic message makes the routine too large
             // for LLVM to inline into criterion's loop.
-            g.bench_function(format!("{:?}", w.method()).to_lowercase(), |b| {
+            let method = format!("{:?}", w.method()).to_lowercase();
+            g.bench_function(&method, |b| {
                 time(b, cpu_clock, || w.adjust(black_box(id), 1).is_ok())
+            });
+            // The handle through `black_box(&c)`: every call loads what it
+            // needs from the handle, as a caller that keeps it in memory
+            // (in a loop of its own, the compiler keeps it in registers:
+            // fewer instructions still).
+            let c = w.counter(id).unwrap();
+            g.bench_function(format!("{method}_counter"), |b| {
+                time(b, cpu_clock, || black_box(&c).adjust(1).is_ok())
             });
         }
         let a = AtomicU64::new(0);
@@ -104,65 +115,64 @@ fn adjust(c: &mut Criterion) {
 /// `i` pinned to CPU `i` (so the comparison measures cache-line traffic, not
 /// the scheduler); returns the wall time of the slower one. `op` is
 /// inlined into each thread's loop (a call through `dyn Fn` would cost the
-/// adjust, whose address depends on loads, more than the `fetch_add`).
-fn two_threads<F: Fn() + Send + Sync + 'static>(iters: u64, op: Arc<F>) -> Duration {
-    let barrier = Arc::new(Barrier::new(2));
-    let hs: Vec<_> = (0..2)
-        .map(|cpu| {
-            let (b, op) = (barrier.clone(), op.clone());
-            thread::spawn(move || {
-                let mut set = rustix::thread::CpuSet::new();
-                set.set(cpu);
-                let _ = rustix::thread::sched_setaffinity(None, &set);
-                b.wait();
-                let t = Instant::now();
-                for _ in 0..iters {
-                    op();
-                }
-                t.elapsed()
+/// adjust, whose address depends on loads, more than the `fetch_add`); the
+/// threads are scoped, so `op` may borrow (a `Counter` borrows its writer).
+fn two_threads(iters: u64, op: &(impl Fn() + Sync)) -> Duration {
+    let barrier = Barrier::new(2);
+    thread::scope(|s| {
+        let hs: Vec<_> = (0..2)
+            .map(|cpu| {
+                let b = &barrier;
+                s.spawn(move || {
+                    let mut set = rustix::thread::CpuSet::new();
+                    set.set(cpu);
+                    let _ = rustix::thread::sched_setaffinity(None, &set);
+                    b.wait();
+                    let t = Instant::now();
+                    for _ in 0..iters {
+                        op();
+                    }
+                    t.elapsed()
+                })
             })
-        })
-        .collect();
-    hs.into_iter().map(|h| h.join().unwrap()).max().unwrap()
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).max().unwrap()
+    })
 }
 
 fn contention(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
-    let w = Arc::new(writer(&dir, MethodChoice::Auto, 16));
+    let w = writer(&dir, MethodChoice::Auto, 16);
     let id = w.add("x", "", Semantics::Counter).unwrap();
-    let shared = Arc::new(AtomicU64::new(0));
+    let counter = w.counter(id).unwrap();
+    let shared = AtomicU64::new(0);
     let mut g = c.benchmark_group("two_threads");
     g.throughput(Throughput::Elements(2));
     g.measurement_time(Duration::from_secs(4));
-    {
-        let w = w.clone();
-        let op = Arc::new(move || assert!(w.adjust(black_box(id), 1).is_ok()));
-        g.bench_function("percpu_adjust", |b| {
-            b.iter_custom(|iters| two_threads(iters, op.clone()))
-        });
-    }
-    {
-        let s = shared.clone();
-        let op = Arc::new(move || {
-            black_box(&s).fetch_add(1, Ordering::Relaxed);
-        });
-        g.bench_function("shared_fetch_add", |b| {
-            b.iter_custom(|iters| two_threads(iters, op.clone()))
-        });
-    }
-    {
-        // No sharing at all: what two threads cost each other on this machine.
-        let private: Arc<[crossbeam_utils::CachePadded<AtomicU64>; 2]> =
-            Arc::new(Default::default());
-        let op = Arc::new(move || {
-            let cpu = rustix::thread::sched_getcpu() & 1;
-            let a = black_box(&private[cpu]);
-            a.store(a.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        });
-        g.bench_function("baseline_private_getcpu", |b| {
-            b.iter_custom(|iters| two_threads(iters, op.clone()))
-        });
-    }
+    let op = || assert!(w.adjust(black_box(id), 1).is_ok());
+    g.bench_function("percpu_adjust", |b| {
+        b.iter_custom(|iters| two_threads(iters, &op))
+    });
+    let op = || assert!(black_box(&counter).adjust(1).is_ok());
+    g.bench_function("percpu_counter", |b| {
+        b.iter_custom(|iters| two_threads(iters, &op))
+    });
+    let op = || {
+        black_box(&shared).fetch_add(1, Ordering::Relaxed);
+    };
+    g.bench_function("shared_fetch_add", |b| {
+        b.iter_custom(|iters| two_threads(iters, &op))
+    });
+    // No sharing at all: what two threads cost each other on this machine.
+    let private: [crossbeam_utils::CachePadded<AtomicU64>; 2] = Default::default();
+    let op = || {
+        let cpu = rustix::thread::sched_getcpu() & 1;
+        let a = black_box(&private[cpu]);
+        a.store(a.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    };
+    g.bench_function("baseline_private_getcpu", |b| {
+        b.iter_custom(|iters| two_threads(iters, &op))
+    });
     g.finish();
 }
 

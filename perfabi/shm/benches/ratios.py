@@ -36,31 +36,38 @@ def line(label, value, unit="ns", note=""):
 
 
 adjust = {g: [ns(g, n, required=False) for n in
-              ["rseq", "lock", "baseline_fetch_add_uncontended", "baseline_load_store"]]
+              ["rseq", "rseq_counter", "lock", "lock_counter",
+               "baseline_fetch_add_uncontended", "baseline_load_store"]]
           for g in ["adjust", "adjust_cpu_time"]}
-percpu, shared, private = (ns("two_threads", n, required=False)
-                           for n in ["percpu_adjust", "shared_fetch_add", "baseline_private_getcpu"])
+percpu, percpu_counter, shared, private = (
+    ns("two_threads", n, required=False)
+    for n in ["percpu_adjust", "percpu_counter", "shared_fetch_add", "baseline_private_getcpu"])
 snap, memcpy = ns("snapshot", "perfabi_1024x*", required=False), ns("snapshot", "memcpy_1024x*", required=False)
 if all(v is None for v in adjust["adjust"] + adjust["adjust_cpu_time"]
        + [percpu, shared, snap, ns("damon", "publish_10000_regions", required=False)]):
     sys.exit(f"no criterion result for adjust, two_threads, snapshot or damon under {root}: "
              "run cargo bench -p perfabi-shm first")
 for group, clock in [("adjust", "wall clock"), ("adjust_cpu_time", "thread's CPU clock")]:
-    rseq, lock, fetch_add, load_store = adjust[group]
+    rseq, rseq_counter, lock, lock_counter, fetch_add, load_store = adjust[group]
     line("adjust, one thread (rseq):", rseq, note=f"(target <= 2 ns; {clock})")
+    line("  ... through a Counter handle:", rseq_counter, note=f"(target <= 2 ns; {clock})")
     line("adjust, one thread (lock method):", lock, note=f"({clock})")
+    line("  ... through a Counter handle:", lock_counter, note=f"({clock})")
     line("  baseline fetch_add, uncontended:", fetch_add, note=f"({clock})")
     line("  baseline load+store (the floor):", load_store, note=f"({clock})")
 # Written by perfabi/shm/benches/adjust-instructions (next to criterion's results).
-for name in ["bench", "rseq", "lock"]:
+for name in ["bench", "rseq", "lock", "bench-counter", "rseq-counter", "lock-counter"]:
     counted = root.parent / f"adjust-instructions-{name}.txt"
     if counted.exists():
         print(counted.read_text().strip())
 line("2 threads per-CPU adjust:", percpu, "ns/op per thread")
+line("2 threads per-CPU Counter::adjust:", percpu_counter, "ns/op per thread")
 line("2 threads shared fetch_add:", shared, "ns/op per thread")
 line("2 threads private words (floor):", private, "ns/op per thread")
 if percpu is not None and shared is not None:
     line("per-CPU vs shared throughput ratio:", shared / percpu, "x", "(target >= 3x)")
+if percpu_counter is not None and shared is not None:
+    line("  ... through a Counter handle:", shared / percpu_counter, "x", "(target >= 3x)")
 if snap is not None and memcpy is not None:
     print(f"snapshot 1024 counters x all CPUs:  {snap:6.1f} ns; memcpy {memcpy:.1f} ns")
     print(f"snapshot throughput / memcpy:       {memcpy / snap:6.2f}     (target >= 0.5)")

@@ -1,23 +1,24 @@
-//! `Writer::adjust` in a loop, for looking at the code of its fast path
-//! (`perfabi/shm/benches/adjust-instructions` traces [`hot`] under gdb and
-//! counts the instructions of one iteration) and for a rough time per call.
+//! `Writer::adjust`, or `Counter::adjust` of a handle, in a loop, for
+//! looking at the code of the fast path (`perfabi/shm/benches/adjust-instructions`
+//! traces [`hot`] or [`hot_counter`] under gdb and counts the instructions
+//! of one iteration) and for a rough time per call.
 //!
 //! ```text
-//! cargo run --release -p perfabi-shm --example adjust_loop -- [lock] [CALLS]
+//! cargo run --release -p perfabi-shm --example adjust_loop -- [lock] [counter] [CALLS]
 //! ```
 //!
-//! Prints ns per call over CALLS calls (default 100,000,000) of adjust, of
-//! a load+store and of a `fetch_add` of a private word (the floor and the
-//! lock method's core), on the CPU (thread CPU time: waiting for a CPU on a
-//! loaded machine is left out) and on the wall clock, and the update
-//! engine's slow-path counts.
+//! Prints ns per call over CALLS calls (default 100,000,000) of adjust
+//! (with `counter`: through a [`Counter`] handle), of a load+store and of a
+//! `fetch_add` of a private word (the floor and the lock method's core), on
+//! the CPU (thread CPU time: waiting for a CPU on a loaded machine is left
+//! out) and on the wall clock, and the update engine's slow-path counts.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use perfabi::Semantics;
-use perfabi_shm::writer::{Config, InstanceId, MethodChoice, Writer};
+use perfabi_shm::writer::{Config, Counter, InstanceId, MethodChoice, Writer};
 
 /// `n` adjusts of `id` by 1; false at the first refused one. Never inlined,
 /// so that its loop is one function in the disassembly.
@@ -25,6 +26,21 @@ use perfabi_shm::writer::{Config, InstanceId, MethodChoice, Writer};
 pub fn hot(w: &Writer, id: InstanceId, n: u64) -> bool {
     for _ in 0..n {
         if w.adjust(id, 1).is_err() {
+            return false;
+        }
+    }
+    true
+}
+
+/// `n` adjusts by 1 through the handle `c`; false at the first refused
+/// one. Each iteration loads what it needs from the handle (through
+/// `black_box`, as a caller that keeps it in memory; a loop like this one
+/// could otherwise keep the whole handle in registers). Never inlined, as
+/// [`hot`].
+#[inline(never)]
+pub fn hot_counter(c: &Counter<'_>, n: u64) -> bool {
+    for _ in 0..n {
+        if black_box(c).adjust(1).is_err() {
             return false;
         }
     }
@@ -63,11 +79,17 @@ fn time(calls: u64, run: impl FnOnce()) -> (f64, f64) {
 
 fn main() {
     let mut method = MethodChoice::Auto;
+    let mut handle = false;
     let mut calls = 100_000_000u64;
     for a in std::env::args().skip(1) {
         match a.as_str() {
             "lock" => method = MethodChoice::Lock,
-            n => calls = n.parse().expect("usage: adjust_loop [lock] [CALLS]"),
+            "counter" => handle = true,
+            n => {
+                calls = n
+                    .parse()
+                    .expect("usage: adjust_loop [lock] [counter] [CALLS]")
+            }
         }
     }
     let dir = tempfile::tempdir().expect("a temporary folder");
@@ -81,15 +103,24 @@ fn main() {
     };
     let w = Writer::create(dir.path().join("adjust-loop"), &cfg).expect("a segment");
     let id = w.add("x", "", Semantics::Counter).expect("an instance");
-    assert!(hot(&w, id, 1000));
-    let (adjust, adjust_wall) = time(calls, || assert!(hot(&w, black_box(id), black_box(calls))));
+    let c = w.counter(id).expect("a handle");
+    let run = |n| {
+        if handle {
+            hot_counter(&c, n)
+        } else {
+            hot(&w, black_box(id), n)
+        }
+    };
+    assert!(run(1000));
+    let (adjust, adjust_wall) = time(calls, || assert!(run(black_box(calls))));
     let a = AtomicU64::new(0);
     let (floor, floor_wall) = time(calls, || load_store(&a, black_box(calls)));
     let (lock_add, lock_add_wall) = time(calls, || fetch_add(&a, black_box(calls)));
     println!(
-        "adjust ({:?}) {adjust:.2} ns; load+store {floor:.2} ns; fetch_add {lock_add:.2} ns \
+        "adjust{} ({:?}) {adjust:.2} ns; load+store {floor:.2} ns; fetch_add {lock_add:.2} ns \
          (on the CPU; wall: {adjust_wall:.2}, {floor_wall:.2}, {lock_add_wall:.2} ns) \
          over {calls} calls; {:?}",
+        if handle { " via Counter" } else { "" },
         w.method(),
         w.update_stats()
     );
