@@ -303,24 +303,15 @@ impl Engine {
         if w.rseq_cpus != 0 {
             // SAFETY: `w` is a word of this engine's blocks (the caller's
             // contract), and rseq is its method (`rseq_cpus` is not 0).
-            // One call of the slow path per outcome, its status a constant
-            // of the call: the committed path then sets no status (with
-            // one call, the compiler sets the status of one outcome in
-            // advance, before the section).
-            return match unsafe { Self::try_add(w, delta) } {
+            let st = unsafe { Self::try_add(w, delta) };
+            // One call of the slow path per outcome, the outcome a constant
+            // of the callee: the committed path then sets nothing (with one
+            // call taking the outcome, the compiler sets one outcome's
+            // value in advance, before the section).
+            return match st {
                 rseq::Status::Done => Ok(()),
-                rseq::Status::Aborted => self
-                    .adjust_rseq_slow::<{ rseq::Status::Aborted as u8 }, _>(
-                        segment, w.index, delta,
-                    ),
-                rseq::Status::Recover => self
-                    .adjust_rseq_slow::<{ rseq::Status::Recover as u8 }, _>(
-                        segment, w.index, delta,
-                    ),
-                rseq::Status::Unregistered => self
-                    .adjust_rseq_slow::<{ rseq::Status::Unregistered as u8 }, _>(
-                        segment, w.index, delta,
-                    ),
+                rseq::Status::Aborted => self.adjust_rseq_slow::<true, _>(segment, w.index, delta),
+                rseq::Status::Recover => self.adjust_rseq_slow::<false, _>(segment, w.index, delta),
             };
         }
         let _ = segment;
@@ -400,15 +391,16 @@ impl Engine {
         }
     }
 
-    /// What follows an attempt of [`Self::try_add`] on word `index` that did not commit
-    /// (`st`): count an abort, or undo an aborted multi-word update, and
-    /// try again; or refuse a thread without rseq. Out of line, and called
-    /// with what the caller has at hand (the segment is fetched here), so
-    /// that the code inlined into `Writer::adjust`'s callers stays small.
+    /// What follows an attempt of [`Self::try_add`] on word `index` that
+    /// did not commit (`ABORTED`: the kernel aborted it; else it refused):
+    /// count an abort, or undo an aborted multi-word update, and try again;
+    /// or refuse a thread without rseq. Out of line, and called with what
+    /// the caller has at hand (the segment is fetched here), so that the
+    /// code inlined into `Writer::adjust`'s callers stays small.
     #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
     #[cold]
     #[inline(never)]
-    fn adjust_rseq_slow<'a, const FIRST: u8, S>(
+    fn adjust_rseq_slow<'a, const ABORTED: bool, S>(
         &self,
         segment: S,
         index: usize,
@@ -417,7 +409,11 @@ impl Engine {
     where
         S: FnOnce() -> (&'a [AtomicU64], &'a Layout),
     {
-        let mut st = rseq::Status::from_u8(FIRST);
+        let mut st = if ABORTED {
+            rseq::Status::Aborted
+        } else {
+            rseq::Status::Recover
+        };
         let (words, layout) = segment();
         debug_assert!(index < layout.cpu_block_size / 8);
         loop {
@@ -425,11 +421,14 @@ impl Engine {
                 rseq::Status::Done => return Ok(()),
                 rseq::Status::Aborted => self.aborted(),
                 rseq::Status::Recover => {
+                    // Refused: the thread has no rseq area (its `cpu_id` is
+                    // no CPU's), or the block's sequence is odd.
                     let area = rseq::area().ok_or(Error::NoRseq)?;
-                    let cpu = rseq::cpu(area).ok_or(Error::NoRseq)?;
+                    let cpu = rseq::cpu(area)
+                        .filter(|&c| (c as usize) < self.nr_cpus)
+                        .ok_or(Error::NoRseq)?;
                     self.multi_rseq(words, layout, area, cpu, &[]);
                 }
-                rseq::Status::Unregistered => return Err(Error::NoRseq),
             }
             // SAFETY: `index` is a word of a block (this function's callers
             // pass the index of the word they tried), the word is this
@@ -620,7 +619,7 @@ impl Engine {
                     }
                 }
                 // The guard moved: look again and retry.
-                rseq::Status::Recover | rseq::Status::Unregistered => {}
+                rseq::Status::Recover => {}
             }
         }
     }

@@ -35,36 +35,26 @@ use perfabi::layout::{DamonRecord, CPU_DAMON_NEXT_WORD};
 
 /// Outcome of one attempt at a critical section.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
 pub(crate) enum Status {
     /// The update was committed.
-    Done = 0,
+    Done,
     /// The section was aborted or the thread is on another CPU: retry.
-    Aborted = 1,
-    /// `adjust`: the block's sequence is odd (an aborted multi-word update
-    /// must be undone first).
+    Aborted,
+    /// `adjust`: refused without a write, because the block's sequence is
+    /// odd (an aborted multi-word update must be undone first) or the
+    /// thread has no registered rseq area (`cpu_id` is no CPU's); the
+    /// caller tells which.
     Recover,
-    /// `adjust`: the thread has no registered rseq area.
-    Unregistered,
-}
-
-impl Status {
-    /// The status whose discriminant (`as u8`) is `v`.
-    #[inline(always)]
-    pub(crate) const fn from_u8(v: u8) -> Self {
-        match v {
-            0 => Status::Done,
-            1 => Status::Aborted,
-            2 => Status::Recover,
-            _ => Status::Unregistered,
-        }
-    }
 }
 
 /// The status a section left in its status register.
 #[inline(always)]
 fn status(v: u32) -> Status {
-    Status::from_u8(v.min(3) as u8)
+    match v {
+        0 => Status::Done,
+        1 => Status::Aborted,
+        _ => Status::Recover,
+    }
 }
 
 #[allow(non_upper_case_globals)]
@@ -309,7 +299,7 @@ pub(crate) struct MultiArgs {
 /// The CPU is read inside the section, so the address is computed for the
 /// CPU the commit runs on: a migration after the read aborts the section.
 /// A thread whose rseq area is not registered (`cpu_id >= nr_cpus`) gets
-/// [`Status::Unregistered`] without any write.
+/// [`Status::Recover`] without any write, as a block whose sequence is odd.
 ///
 /// This is the writer's fast path, inlined into every caller of
 /// `Writer::adjust` and `Counter::adjust`: the rseq area is addressed as
@@ -359,11 +349,11 @@ pub(crate) unsafe fn adjust(
             "2:",
             "mov {t:e}, dword ptr fs:[{offset} + 4]",
             "cmp {t:e}, {ncpu:e}",
-            "jae {unregistered}",
+            "jae {refused}",
             "imul {t}, {stride}",
             "add {t}, {block0}",
             "test byte ptr [{t}], 1",
-            "jnz {odd}",
+            "jnz {refused}",
             "add qword ptr [{t} + {index} * 8], {delta}",
             "3:",
             rseq_abort_address!(),
@@ -376,10 +366,8 @@ pub(crate) unsafe fn adjust(
             stride = in(reg) stride,
             delta = in(reg) delta,
             t = out(reg) _,
-            // The thread has no rseq area.
-            unregistered = label { return Status::Unregistered },
-            // The block's sequence is odd.
-            odd = label { return Status::Recover },
+            // The thread has no rseq area, or the block's sequence is odd.
+            refused = label { return Status::Recover },
             // The kernel aborted the section.
             aborted = label { return Status::Aborted },
             options(nostack),
