@@ -9,7 +9,7 @@ use std::thread;
 use perfabi::damon::{Aggregation, Intervals, Region};
 use perfabi::layout::FLAG_CLOSED;
 use perfabi::{Error, Semantics, ValueType};
-use perfabi_shm::writer::{Config, Method, MethodChoice, Writer};
+use perfabi_shm::writer::{Config, Counter, Method, MethodChoice, Writer};
 use perfabi_test_harness::hammer::Hammer;
 
 fn small(method: MethodChoice) -> Config {
@@ -633,6 +633,77 @@ fn an_instance_table_is_decoded_again_only_when_the_generation_moves() {
     assert_eq!((t.generation(), t.instances.len()), (None, 0));
 }
 
+/// A `Counter` handle adjusts its own instance, with either method, from
+/// any number of threads at once (it is `Copy`, `Send` and `Sync`), and
+/// its updates add up with those of `Writer::adjust` on the same id.
+#[test]
+fn a_counter_handle_adjusts_its_instance() {
+    fn copy_send_sync<T: Copy + Send + Sync>(_: &T) {}
+    for m in METHODS {
+        let (_d, w) = new_writer(m);
+        if m == MethodChoice::Lock {
+            assert_eq!(w.method(), Method::Lock);
+        }
+        let a = w.add("a", "", Semantics::Counter).unwrap();
+        let b = w.add("b", "", Semantics::Instant).unwrap();
+        let ca = w.counter(a).unwrap();
+        let cb = w.counter(b).unwrap();
+        copy_send_sync(&ca);
+        assert_eq!((ca.id(), cb.id()), (a, b));
+        ca.adjust(5).unwrap();
+        cb.adjust(-2).unwrap();
+        w.adjust(a, 1).unwrap();
+        let (threads, per) = (4, 100_000u64);
+        thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(move || {
+                    for _ in 0..per {
+                        ca.adjust(1).unwrap();
+                        cb.adjust(-1).unwrap();
+                    }
+                });
+            }
+        });
+        let s = w.snapshot().unwrap();
+        assert_eq!(s.total(s.find("a").unwrap()), 6 + threads * per, "{m:?}");
+        assert_eq!(
+            s.total(s.find("b").unwrap()) as i64,
+            -2 - (threads * per) as i64,
+            "{m:?}"
+        );
+    }
+}
+
+/// A handle of a deleted instance is refused, never misapplied: once the
+/// slot is reused under a new registration id, the old handle's adjusts
+/// return `UnknownInstance` and leave the new registration's value alone,
+/// with either method; a handle of a stale id cannot be made at all.
+#[test]
+fn a_handle_of_a_deleted_id_does_not_touch_the_slots_new_registration() {
+    for m in METHODS {
+        let (_d, w) = new_writer(m);
+        let old = w.add("old", "", Semantics::Counter).unwrap();
+        let c: Counter<'_> = w.counter(old).unwrap();
+        c.adjust(3).unwrap();
+        w.del(old).unwrap();
+        assert_eq!(c.adjust(1), Err(Error::UnknownInstance), "{m:?}");
+        let new = w.add("new", "", Semantics::Counter).unwrap();
+        assert_eq!(new.slot(), old.slot(), "the freed slot is reused");
+        assert_ne!(new.reg_id(), old.reg_id());
+        for _ in 0..1000 {
+            assert_eq!(c.adjust(1), Err(Error::UnknownInstance), "{m:?}");
+        }
+        assert_eq!(w.counter(old).err(), Some(Error::UnknownInstance));
+        let s = w.snapshot().unwrap();
+        assert_eq!(s.total(s.find("new").unwrap()), 0, "{m:?}");
+        assert!(s.find("old").is_none());
+        // The new registration's own handle works.
+        w.counter(new).unwrap().adjust(2).unwrap();
+        let s = w.snapshot().unwrap();
+        assert_eq!(s.total(s.find("new").unwrap()), 2, "{m:?}");
+    }
+}
+
 /// The adjust fast path's one bounds check: an id of another writer whose
 /// slot lies past this writer's table is refused, with either method.
 #[test]
@@ -651,6 +722,7 @@ fn an_id_past_the_table_is_refused() {
         let far = ids[39];
         assert!(far.slot() as usize >= w.layout().max_instances);
         assert_eq!(w.adjust(far, 1), Err(Error::UnknownInstance));
+        assert_eq!(w.counter(far).err(), Some(Error::UnknownInstance));
         big.adjust(far, 1).unwrap();
     }
 }
@@ -697,12 +769,12 @@ fn a_thread_without_rseq_is_refused_not_misapplied() {
                     unsafe { libc::syscall(libc::SYS_rseq, area, len as u32, 1, 0x5305_3053) == 0 }
                 });
             assert!(unregistered, "{}", std::io::Error::last_os_error());
-            w.adjust(a, 1)
+            (w.adjust(a, 1), w.counter(a).unwrap().adjust(1))
         }
     })
     .join()
     .unwrap();
-    assert_eq!(r, Err(Error::NoRseq));
+    assert_eq!(r, (Err(Error::NoRseq), Err(Error::NoRseq)));
     let s = w.snapshot().unwrap();
     assert_eq!(s.total(s.find("a").unwrap()), 1);
     w.adjust(a, 1).unwrap();
