@@ -88,8 +88,10 @@ impl<'w> Counter<'w> {
     ///
     /// Inlined into the caller: with the rseq method the committed path is
     /// one load and compare of the slot's registration id, then one rseq
-    /// section, with no call and no taken branch;
-    /// `perfabi/shm/benches/adjust-instructions` counts them.
+    /// section, with no call and no taken branch: 13 instructions in a loop
+    /// that keeps the handle in registers, a few loads more where it is
+    /// read from memory; `perfabi/shm/benches/adjust-instructions --counter`
+    /// counts them.
     #[inline(always)]
     pub fn adjust(&self, delta: i64) -> Result<(), Error> {
         if !state::registered(self.live, self.id.reg_id) {

@@ -282,7 +282,8 @@ impl Engine {
     /// `stride`, and for rseq `__rseq_offset` and `rseq_cpus`, whose one
     /// value is both the test of the method and the bound of `cpu_id`).
     /// With rseq the committed path is one straight line: the section of
-    /// [`rseq::adjust`], then one test of its status. The segment's words
+    /// [`rseq::adjust`], whose other outcomes jump to the slow path (no
+    /// status to test after a commit). The segment's words
     /// and layout are needed only off that path (an abort, an odd
     /// sequence), so `segment` is called only there: the inlined code loads
     /// nothing for them.
