@@ -653,7 +653,7 @@ fn a_counter_handle_adjusts_its_instance() {
         ca.adjust(5).unwrap();
         cb.adjust(-2).unwrap();
         w.adjust(a, 1).unwrap();
-        let (threads, per) = (4, 100_000u64);
+        let (threads, per) = (4, 20_000u64);
         thread::scope(|s| {
             for _ in 0..threads {
                 s.spawn(move || {
