@@ -392,7 +392,17 @@ fn signal_storm_aborts_and_undoes_without_losing_updates() {
             sent
         })
     };
+    // 400 ms of storm; on a machine busy with other work a signal may
+    // rarely land inside a section, so with rseq it goes on until one has
+    // (up to 10 s, then the assertion below fails).
     thread::sleep(std::time::Duration::from_millis(400));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while w.method() == Method::Rseq
+        && w.update_stats().aborts == 0
+        && std::time::Instant::now() < deadline
+    {
+        thread::sleep(std::time::Duration::from_millis(50));
+    }
     stop.store(true, Ordering::Relaxed);
     let sent = signaller.join().unwrap();
     let total: u64 = workers.into_iter().map(|h| h.join().unwrap()).sum();
