@@ -3,7 +3,7 @@
 //! The core copies a run of value words with 8-byte `Relaxed` loads
 //! ([`perfabi::protocol::load_words`]): atomic loads are never merged or
 //! vectorised, so a copy costs one load and one store per word, where
-//! `memcpy` moves 16 or 32 bytes at a time. [`copy_words`] loads each
+//! `memcpy` moves 16 or 32 bytes at a time. `copy_words` loads each
 //! 16-byte aligned pair of words with one `vmovdqa`.
 //!
 //! That is an atomic load of both words, not a data race: on processors
@@ -20,7 +20,7 @@
 //! [`copier`] picks it on processors with AVX and `load_words` elsewhere.
 use perfabi::Word;
 
-/// The copier for this processor: [`copy_words`] where 16-byte aligned
+/// The copier for this processor: `copy_words` where 16-byte aligned
 /// loads are single-copy atomic (AVX), else the core's 8-byte loads.
 pub fn copier() -> perfabi::CopyWords {
     #[cfg(target_arch = "x86_64")]
