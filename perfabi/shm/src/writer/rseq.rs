@@ -785,17 +785,36 @@ pub(crate) unsafe fn records(area: *const u8, cpu: u32, args: &mut RecordArgs) -
             "xor {st:e}, {st:e}",
             "jmp 5f",
             rseq_abort_handler!(),
+            // An abort between the 32-byte moves and the `vzeroupper` above
+            // leaves the upper halves dirty (a penalty for SSE code after
+            // this on Intel): clear them here too. `{st}` is an early
+            // output, so `{args}` is still intact.
+            "cmp qword ptr [{args} + 104], 0",
+            "je 23f",
+            "vzeroupper",
+            "23:",
             rseq = in(reg) area,
             cpu = in(reg) cpu,
             args = in(reg) args as *mut RecordArgs,
+            // `vzeroupper` (the AVX journal) clears the upper halves of
+            // every ymm register: all sixteen are clobbered, not only the
+            // ones the moves name.
             out("ymm0") _,
             out("ymm1") _,
-            out("xmm2") _,
-            out("xmm3") _,
-            out("xmm4") _,
-            out("xmm5") _,
-            out("xmm6") _,
-            out("xmm7") _,
+            out("ymm2") _,
+            out("ymm3") _,
+            out("ymm4") _,
+            out("ymm5") _,
+            out("ymm6") _,
+            out("ymm7") _,
+            out("ymm8") _,
+            out("ymm9") _,
+            out("ymm10") _,
+            out("ymm11") _,
+            out("ymm12") _,
+            out("ymm13") _,
+            out("ymm14") _,
+            out("ymm15") _,
             b = out(reg) _,
             j = out(reg) _,
             s = out(reg) _,
@@ -803,7 +822,7 @@ pub(crate) unsafe fn records(area: *const u8, cpu: u32, args: &mut RecordArgs) -
             a = out(reg) _,
             v = out(reg) _,
             t = out(reg) _,
-            st = lateout(reg) st,
+            st = out(reg) st,
             undos = const UNDOS_OFF,
             addr = const ADDR_OFF,
             old = const OLD_OFF,
@@ -813,4 +832,86 @@ pub(crate) unsafe fn records(area: *const u8, cpu: u32, args: &mut RecordArgs) -
         );
     }
     status(st)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::arch::x86_64::{_mm256_loadu_pd, _mm256_storeu_pd};
+
+    #[repr(C, align(4096))]
+    struct Block([u64; 1024]);
+
+    /// Publishes with [`records`] while a 256-bit value is live in a
+    /// register (AVX code, as a caller built with `target-cpu=native`
+    /// would be), and returns that value.
+    #[target_feature(enable = "avx")]
+    unsafe fn publish_keeping_a_ymm_value(
+        area: *const u8,
+        args: &mut RecordArgs,
+        x: &[f64; 4],
+    ) -> [f64; 4] {
+        // SAFETY: AVX is enabled for this function; `x` holds 4 f64.
+        let v = unsafe { _mm256_loadu_pd(x.as_ptr()) };
+        loop {
+            let cpu = cpu(area).expect("rseq registered");
+            // SAFETY: `args` describes a private, page-aligned block with
+            // an 8-slot ring at byte 1024 and this thread's own journal;
+            // `wide` is set only where AVX was detected (the caller).
+            if unsafe { records(area, cpu, args) } == Status::Done {
+                break;
+            }
+        }
+        let mut o = [0.0; 4];
+        // SAFETY: as above, `o` holds 4 f64.
+        unsafe { _mm256_storeu_pd(o.as_mut_ptr(), v) };
+        o
+    }
+
+    /// The section's `vzeroupper` clears the upper half of every ymm
+    /// register: the asm declares them all, so a caller's 256-bit value
+    /// survives a publication.
+    #[test]
+    fn a_ymm_value_live_across_records_keeps_its_upper_half() {
+        const TEST: &str = "rseq::tests::a_ymm_value_live_across_records_keeps_its_upper_half";
+        if !std::arch::is_x86_feature_detected!("avx") {
+            perfabi_test_harness::skip(TEST, "this processor has no AVX");
+            return;
+        }
+        let Some(area) = area() else {
+            perfabi_test_harness::skip(TEST, "rseq is not registered for this thread");
+            return;
+        };
+        let mut block = Box::new(Block([0; 1024]));
+        let mut journal = Box::new(Journal::new());
+        let region = Region {
+            start: 0x1000,
+            end: 0x2000,
+            nr_accesses: 3,
+            age: 1,
+        };
+        let regions = [region; 3];
+        let mut args = RecordArgs {
+            base: block.0.as_mut_ptr(),
+            journal: &mut *journal,
+            regions: regions.as_ptr(),
+            left: 3,
+            ring_off: 1024,
+            cap: 8,
+            words: 0,
+            after: 0,
+            head: [1, 2, 3],
+            index: 3 << 32,
+            tail: 0,
+            wide: 1,
+        };
+        let x = [1.0, 2.0, 3.0, 4.0];
+        // SAFETY: AVX was detected above.
+        let got = unsafe { publish_keeping_a_ymm_value(area, &mut args, &x) };
+        assert_eq!(block.0[CPU_DAMON_NEXT_WORD], 3, "the records were stored");
+        assert_eq!(
+            got, x,
+            "records zeroed the upper half of a ymm register it did not declare"
+        );
+    }
 }
