@@ -75,9 +75,11 @@ impl Mapping {
         // files, which writers size in pages), and it lives as long as
         // `self`. Shared memory may change at any time, which is why it is
         // only ever seen as atomics (the type's safety section). Of a
-        // read-only mapping this crate only ever makes relaxed 8-byte atomic
-        // loads (through `SegmentMap::view` and the core's protocol), which
-        // Rust permits on read-only memory; the type is crate-private so
+        // read-only mapping this crate only ever makes loads that read each
+        // word whole and write nothing: relaxed 8-byte atomic loads (the
+        // core's protocol) and, on AVX processors, 16-byte loads that are
+        // single-copy atomic as a whole (`pair_loads`), both permitted on
+        // read-only memory; never a read-modify-write. The type is crate-private so
         // that no caller can store into one. A truncated page is caught by the
         // guard of exactly this range.
         unsafe { std::slice::from_raw_parts(self.map.as_ptr() as *const Word, self.map.len() / 8) }
