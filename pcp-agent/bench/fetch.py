@@ -6,7 +6,8 @@ Usage: python3 fetch.py HOST:PORT FETCHES [floor] [PIDS]
 Prints one JSON object.
 
 PIDS ("pmcd=PID,perfabi=PID") adds each side's CPU time per fetch, from
-/proc/PID/stat of pmcd and pmdaperfabi and this client's own: on a busy
+the schedstat files of pmcd's and pmdaperfabi's threads and this client's
+own process time: on a busy
 machine a latency also counts time spent waiting for a core, CPU time
 does not. (MMV runs inside pmcd: its agent's share is in pmcd's.)
 
@@ -25,10 +26,18 @@ from pcp import pmapi
 import cpmapi as api
 
 def cpu_seconds(pid):
-    """utime + stime of process PID, in seconds."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU time of all threads of process PID, in seconds: the first field
+    of each /proc/PID/task/TID/schedstat, nanoseconds on the CPU (exact,
+    where /proc/PID/stat's utime + stime come in clock ticks of 10 ms)."""
+    total = 0
+    task = "/proc/%d/task" % pid
+    for tid in os.listdir(task):
+        try:
+            with open("%s/%s/schedstat" % (task, tid)) as f:
+                total += int(f.read().split()[0])
+        except FileNotFoundError:  # the thread ended meanwhile
+            pass
+    return total / 1e9
 
 def main():
     host, n = sys.argv[1], int(sys.argv[2])
