@@ -197,7 +197,7 @@ macro_rules! undo_pass {
         concat!(
             "inc qword ptr [{j} + {undos}]\n",
             "mov {k}, qword ptr [{j}]\n",
-            "btr {k}, 63\n",
+            "btr {k}, {contiguous}\n",
             "jnc 8f\n",
             // Contiguous range at addr[0].
             "mov {a}, qword ptr [{j} + {addr}]\n",
@@ -467,6 +467,7 @@ pub(crate) unsafe fn multi(area: *const u8, cpu: u32, args: &MultiArgs) -> Statu
             t = out(reg) _,
             st = lateout(reg) st,
             undos = const UNDOS_OFF,
+            contiguous = const CONTIGUOUS.trailing_zeros(),
             addr = const ADDR_OFF,
             old = const OLD_OFF,
             options(nostack),
@@ -710,7 +711,7 @@ pub(crate) unsafe fn records(area: *const u8, cpu: u32, args: &mut RecordArgs) -
             "vzeroupper",
             "13:",
             "mov {k}, qword ptr [{args} + 48]",
-            "bts {k}, 63",
+            "bts {k}, {contiguous}",
             "mov qword ptr [{j}], {k}",
             // Sequence odd (x86 TSO: stores visible in order).
             "lea {v}, [{s} + 1]",
@@ -824,6 +825,7 @@ pub(crate) unsafe fn records(area: *const u8, cpu: u32, args: &mut RecordArgs) -
             t = out(reg) _,
             st = out(reg) st,
             undos = const UNDOS_OFF,
+            contiguous = const CONTIGUOUS.trailing_zeros(),
             addr = const ADDR_OFF,
             old = const OLD_OFF,
             next = const CPU_DAMON_NEXT_WORD * 8,
