@@ -117,7 +117,7 @@ pub fn validate_header(h: &Header, fh: &FamilyHeader, mapped_len: u64) -> Result
     check_limits(h.page_size, h.nr_cpus, h.max_instances, h.damon_capacity)?;
     if (h.header_size as usize) < HEADER_SIZE_V1_0
         || h.header_size > h.page_size
-        || h.header_size % 8 != 0
+        || !h.header_size.is_multiple_of(8)
     {
         return Err(Error::BadHeaderSize(h.header_size));
     }
@@ -135,14 +135,14 @@ pub fn validate_header(h: &Header, fh: &FamilyHeader, mapped_len: u64) -> Result
     }
     let seg = h.segment_size;
     // Instance table: page aligned, after the header page, big enough.
-    if h.instances_offset % page != 0 {
+    if !h.instances_offset.is_multiple_of(page) {
         return Err(Error::Misaligned(Section::Instances));
     }
     if h.instances_offset < page {
         return Err(Error::Overlap(Section::Header, Section::Instances));
     }
     let table_need = u64::from(h.max_instances) * INSTANCE_ENTRY_SIZE as u64;
-    if h.instances_size < table_need || h.instances_size % page != 0 {
+    if h.instances_size < table_need || !h.instances_size.is_multiple_of(page) {
         return Err(Error::BadTableSize);
     }
     let table_end = h
@@ -151,7 +151,7 @@ pub fn validate_header(h: &Header, fh: &FamilyHeader, mapped_len: u64) -> Result
         .filter(|&e| e <= seg)
         .ok_or(Error::OutOfBounds(Section::Instances))?;
     // Per-CPU area: page aligned, after the table, blocks of whole pages.
-    if h.cpu_area_offset % page != 0 {
+    if !h.cpu_area_offset.is_multiple_of(page) {
         return Err(Error::Misaligned(Section::CpuArea));
     }
     if h.cpu_area_offset < table_end {
@@ -238,13 +238,13 @@ fn validate_families(
     }
     let page = u64::from(h.page_size);
     let table = |offset: u64, size: u64, n: u32, entry: usize, after: u64, prev, this| {
-        if offset % page != 0 {
+        if !offset.is_multiple_of(page) {
             return Err(Error::Misaligned(this));
         }
         if offset < after {
             return Err(Error::Overlap(prev, this));
         }
-        if size < u64::from(n) * entry as u64 || size % page != 0 {
+        if size < u64::from(n) * entry as u64 || !size.is_multiple_of(page) {
             return Err(Error::BadFamilyTableSize(this));
         }
         offset

@@ -51,7 +51,7 @@ fn header_verdict(b: &[u8]) -> Result<(), &'static str> {
         return Err("bad-capacity");
     }
     let hsize = u32_at(b, 12);
-    if hsize < 192 || hsize > page || hsize % 8 != 0 {
+    if hsize < 192 || hsize > page || !hsize.is_multiple_of(8) {
         return Err("bad-header-size");
     }
     if u32_at(b, 40) != 128 || u32_at(b, 44) != 64 {
@@ -125,13 +125,13 @@ fn header_verdict(b: &[u8]) -> Result<(), &'static str> {
     // cpus * cbs + ca fits: checked above.
     let area_end = ca + cpus * cbs;
     let table = |off: u64, size: u64, n: u64, entry: u64, after: u64| {
-        if off % page != 0 {
+        if !off.is_multiple_of(page) {
             return Err("misaligned");
         }
         if off < after {
             return Err("overlap");
         }
-        if size % page != 0 || size < n * entry {
+        if !size.is_multiple_of(page) || size < n * entry {
             return Err("bad-table-size");
         }
         off.checked_add(size)

@@ -1184,7 +1184,7 @@ fn change_num(b: &mut [u8], at: usize, size: usize, other_at: usize, c: &Change)
     } else {
         u64::from(b[at])
     };
-    let v = if c.pick % 5 == 0 {
+    let v = if c.pick.is_multiple_of(5) {
         if size == 8 {
             u64_at(b, other_at)
         } else if size == 4 {
@@ -1213,7 +1213,7 @@ fn apply(b: &mut [u8], c: &Change) -> String {
             match f {
                 0 => {
                     // Names: also the 1.0 entry's, for rule 3.
-                    if c.pick % 7 == 0 {
+                    if c.pick.is_multiple_of(7) {
                         let src = b[entry0..entry0 + 64].to_vec();
                         b[e..e + 64].copy_from_slice(&src);
                     } else {
@@ -1243,7 +1243,7 @@ fn apply(b: &mut [u8], c: &Change) -> String {
                 11 => change_num(b, e + fam::BUCKET_LAYOUT, 4, o + fam::BUCKET_LAYOUT, c),
                 12 => {
                     // log2_first, often near its bound.
-                    if c.pick % 3 == 0 {
+                    if c.pick.is_multiple_of(3) {
                         put(b, e + fam::LOG2_FIRST, 4, 58 + c.random % 8);
                     } else {
                         change_num(b, e + fam::LOG2_FIRST, 4, o + fam::LOG2_FIRST, c)
@@ -1251,13 +1251,13 @@ fn apply(b: &mut [u8], c: &Change) -> String {
                 }
                 _ => {
                     // A bound: mostly one of the first few.
-                    let k = if c.pick % 2 == 0 {
+                    let k = if c.pick.is_multiple_of(2) {
                         (c.random % 5) as usize
                     } else {
                         (c.random % 31) as usize
                     };
                     let at = e + fam::BOUNDS + 8 * k;
-                    if c.pick % 3 == 0 && k > 0 {
+                    if c.pick.is_multiple_of(3) && k > 0 {
                         let prev = u64_at(b, at - 8);
                         put(b, at, 8, prev.wrapping_add((c.random >> 40) % 3));
                     } else {
@@ -1281,7 +1281,7 @@ fn apply(b: &mut [u8], c: &Change) -> String {
                 6 | 7 => change_num(b, e + mem::VALUE_SLOT, 4, o + mem::VALUE_SLOT, c),
                 8 => change_num(b, e + mem::INSTANCE_ID, 4, o + mem::INSTANCE_ID, c),
                 9 => change_num(b, e + mem::RESERVED0, 8, o + mem::RESERVED0, c),
-                10 | 11 if c.pick % 5 == 0 => {
+                10 | 11 if c.pick.is_multiple_of(5) => {
                     // A label named as the dimension of the member's family
                     // (rule 5), the first unused one or the first.
                     let fslot = (u32_at(b, e + mem::FAMILY) % 8) as usize;
@@ -1334,7 +1334,7 @@ fn apply(b: &mut [u8], c: &Change) -> String {
         // a family that keeps it valid but changes how its values add up.
         _ => {
             let mut what = String::new();
-            if c.pick % 2 == 0 {
+            if c.pick.is_multiple_of(2) {
                 let (slot, writes) = RESHAPES[(c.random >> 32) as usize % RESHAPES.len()];
                 for &(at, size, v) in writes {
                     put(b, g.family(slot) + at, size, v);

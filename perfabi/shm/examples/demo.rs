@@ -78,7 +78,7 @@ fn run(path: &std::path::Path, seconds: u64) -> Result<(), Box<dyn std::error::E
                         .expect("live ids");
                     w.adjust(inflight, -1).expect("live id");
                     n += 1;
-                    if n % 1024 == 0 {
+                    if n.is_multiple_of(1024) {
                         thread::sleep(Duration::from_micros(50));
                     }
                 }

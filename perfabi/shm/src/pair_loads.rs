@@ -42,7 +42,7 @@ fn copy_words(words: &[Word], start: usize, out: &mut [u64]) {
     use core::sync::atomic::Ordering::Relaxed;
     let src = &words[start..start + out.len()];
     let (mut i, n) = (0, src.len());
-    if n > 0 && src.as_ptr() as usize % 16 != 0 {
+    if n > 0 && !(src.as_ptr() as usize).is_multiple_of(16) {
         out[0] = src[0].load(Relaxed);
         i = 1;
     }

@@ -144,7 +144,10 @@ impl Ring {
         // right after the first page.
         let (off, size) = (ring.meta(DATA_OFFSET), ring.meta(DATA_SIZE));
         if size != 0 {
-            if off as usize % 8 != 0 || (off + size) as usize > len || !size.is_power_of_two() {
+            if !(off as usize).is_multiple_of(8)
+                || (off + size) as usize > len
+                || !size.is_power_of_two()
+            {
                 return Err(io::Error::other(format!(
                     "perf mmap page: data area {off}+{size} outside the {len}-byte mapping"
                 )));
@@ -162,7 +165,7 @@ impl Ring {
     }
 
     fn word(&self, offset: usize) -> &AtomicU64 {
-        debug_assert!(offset % 8 == 0 && offset + 8 <= self.len);
+        debug_assert!(offset.is_multiple_of(8) && offset + 8 <= self.len);
         // SAFETY: offset is 8-aligned and inside the live mapping (page
         // aligned, `len` bytes), which outlives &self; the kernel writes it
         // concurrently, so it is only ever accessed as an atomic.

@@ -362,7 +362,7 @@ fn signal_storm_aborts_and_undoes_without_losing_updates() {
                 while !stop.load(Ordering::Relaxed) {
                     w.adjust(a, 1).unwrap();
                     w.adjust_group(&g).unwrap();
-                    if n % 64 == 0 {
+                    if n.is_multiple_of(64) {
                         w.publish_damon(&Aggregation::new(me as u64, 0, iv, region.to_vec()))
                             .unwrap();
                     }

@@ -119,7 +119,7 @@ const CONTIGUOUS: u64 = 1 << 63;
 const UNDOS_OFF: usize = core::mem::offset_of!(Journal, undos);
 const ADDR_OFF: usize = core::mem::offset_of!(Journal, addr);
 const OLD_OFF: usize = core::mem::offset_of!(Journal, old);
-const _: () = assert!(CONTIGUOUS > JOURNAL_WORDS as u64 && OLD_OFF % 64 == 0);
+const _: () = assert!(CONTIGUOUS > JOURNAL_WORDS as u64 && OLD_OFF.is_multiple_of(64));
 
 impl Journal {
     /// Undo passes so far. Read racily: only the CPU's sections write it.
@@ -632,7 +632,7 @@ const _: () = {
 #[inline]
 pub(crate) unsafe fn records(area: *const u8, cpu: u32, args: &mut RecordArgs) -> Status {
     debug_assert!(args.left > 0 && args.cap > 0);
-    debug_assert!((args.base as u64 + args.ring_off) % 64 == 0);
+    debug_assert!((args.base as u64 + args.ring_off).is_multiple_of(64));
     let st: u32;
     // SAFETY: the caller's contract. Before the sequence goes odd the journal
     // holds the old value of every word of the batch, so an abort anywhere

@@ -27,7 +27,7 @@ pub fn seconds(ns: u64, decimals: usize) -> String {
 /// 500 ms: one).
 fn decimals(step_ns: u64) -> usize {
     (0..9)
-        .find(|&d| step_ns % 10u64.pow(9 - d as u32) == 0)
+        .find(|&d| step_ns.is_multiple_of(10u64.pow(9 - d as u32)))
         .unwrap_or(9)
 }
 
