@@ -32,9 +32,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Bencher, Criterion, Throughput};
-use perfabi::damon::Aggregation;
 use perfabi::{Buckets, FamilySpec, Semantics, Snapshot, Unit};
 use perfabi_shm::writer::{Config, MethodChoice, Writer};
+
+#[path = "fixtures/damon.rs"]
+mod damon_fixture;
 
 fn writer(dir: &tempfile::TempDir, method: MethodChoice, n: u32) -> Writer {
     let cfg = Config {
@@ -212,52 +214,21 @@ fn snapshot(c: &mut Criterion) {
 
 fn damon(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = Config {
-        max_instances: 16,
-        damon_capacity: 32_768,
-        ..Config::default()
-    };
+    let cfg = damon_fixture::config();
     let w = Writer::create(dir.path().join("damon"), &cfg).unwrap();
     let lock_cfg = Config {
         method: MethodChoice::Lock,
         ..cfg
     };
     let lock = Writer::create(dir.path().join("damon-lock"), &lock_cfg).unwrap();
-    let iv = perfabi::damon::Intervals {
-        sample_us: 5_000,
-        aggr_us: 100_000,
-    };
-    let regions: Vec<perfabi::damon::Region> = (0..10_000u64)
-        .map(|i| perfabi::damon::Region {
-            start: i << 12,
-            end: (i + 1) << 12,
-            nr_accesses: (i % 21) as u32,
-            age: 1,
-        })
-        .collect();
-    let a = Aggregation::new(1, 1, iv, regions);
+    let a = damon_fixture::aggregation();
     // Once outside the benchmarks, so the check below holds when a filter
     // leaves them out.
     w.publish_damon(&a).unwrap();
     lock.publish_damon(&a).unwrap();
-    // The floor: the same 10,000 records, already encoded, copied into a
-    // buffer of the same size (`copy_from_slice`, a memcpy).
-    let records: Vec<[u64; perfabi::layout::DAMON_RECORD_WORDS]> = a
-        .regions
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            bytemuck::cast(perfabi::damon::to_record(
-                1,
-                1,
-                7,
-                i as u32,
-                a.regions.len() as u32,
-                iv,
-                r,
-            ))
-        })
-        .collect();
+    // The floor: the same records, already encoded, copied into a buffer
+    // of the same size.
+    let records = damon_fixture::encoded(&a);
     let mut dst = vec![[0u64; perfabi::layout::DAMON_RECORD_WORDS]; records.len()];
     // `damon` on the wall clock; `damon_cpu_time` the same publications and
     // copy on the thread's CPU clock, which leaves out the time the thread
@@ -296,7 +267,10 @@ fn damon(c: &mut Criterion) {
     });
     g.finish();
     for w in [&w, &lock] {
-        assert_eq!(w.view().damon(64).aggregations[0].regions.len(), 10_000);
+        assert_eq!(
+            w.view().damon(64).aggregations[0].regions.len() as u64,
+            damon_fixture::REGIONS
+        );
     }
 }
 

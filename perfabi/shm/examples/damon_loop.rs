@@ -16,11 +16,11 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use perfabi::damon::{Aggregation, Intervals, Region};
 use perfabi::layout::DAMON_RECORD_WORDS;
 use perfabi_shm::writer::{Config, MethodChoice, Writer};
 
-const REGIONS: u64 = 10_000;
+#[path = "../benches/fixtures/damon.rs"]
+mod damon_fixture;
 
 fn cpu_ns() -> u64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
@@ -51,41 +51,12 @@ fn main() {
     }
     let dir = tempfile::tempdir().expect("a temporary folder");
     let cfg = Config {
-        max_instances: 16,
-        damon_capacity: 32_768,
         method,
-        ..Config::default()
+        ..damon_fixture::config()
     };
     let w = Writer::create(dir.path().join("damon-loop"), &cfg).expect("a segment");
-    let iv = Intervals {
-        sample_us: 5_000,
-        aggr_us: 100_000,
-    };
-    let regions: Vec<Region> = (0..REGIONS)
-        .map(|i| Region {
-            start: i << 12,
-            end: (i + 1) << 12,
-            nr_accesses: (i % 21) as u32,
-            age: 1,
-        })
-        .collect();
-    let a = Aggregation::new(1, 1, iv, regions);
-    let records: Vec<[u64; DAMON_RECORD_WORDS]> = a
-        .regions
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            bytemuck::cast(perfabi::damon::to_record(
-                1,
-                1,
-                7,
-                i as u32,
-                REGIONS as u32,
-                iv,
-                r,
-            ))
-        })
-        .collect();
+    let a = damon_fixture::aggregation();
+    let records = damon_fixture::encoded(&a);
     let mut dst = vec![[0u64; DAMON_RECORD_WORDS]; records.len()];
     let (mut publish, mut copy) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
