@@ -20,7 +20,8 @@
 //! * [`family`]: metric families and their instances (ABI 1.1), and the one
 //!   view readers present; [`mod@unit`]: units with dimension and scale;
 //! * [`name`]: the naming rules; [`trust`]: what a reader may believe about
-//!   the writer; [`error`]: every error, with its stable code.
+//!   the writer; [`error`]: every error, with its stable code;
+//! * [`text`]: untrusted bytes escaped for a log line or a terminal.
 //!
 //! Shared memory reaches this crate as a slice of [`Word`]s. Making that
 //! slice — opening, mapping and guarding a segment file — and the userspace
@@ -40,6 +41,7 @@ pub mod layout;
 pub mod name;
 pub mod protocol;
 mod sync;
+pub mod text;
 pub mod trust;
 pub mod unit;
 pub mod validate;
