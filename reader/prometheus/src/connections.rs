@@ -204,7 +204,9 @@ impl Table {
     }
 
     /// A place for a connection just accepted: at the bound, the
-    /// connection idle the longest is closed to make room; if none is
+    /// connection idle the longest is closed to make room, and its place
+    /// taken once it is closed (a connection counts until its socket is
+    /// closed, so that the bound holds for descriptors too); if none is
     /// idle, waits until one ends.
     pub(crate) async fn admit(self: &Arc<Self>) -> Slot {
         loop {
@@ -213,9 +215,6 @@ impl Table {
             let freed = self.freed.notified();
             {
                 let mut conns = self.conns();
-                if conns.open.len() >= self.limit {
-                    self.evict_oldest_idle(&mut conns);
-                }
                 if conns.open.len() < self.limit {
                     let id = conns.next;
                     conns.next += 1;
@@ -227,6 +226,10 @@ impl Table {
                         conn,
                     };
                 }
+                // One closing already makes room: evict no more.
+                if !conns.open.values().any(|c| c.state().evicted) {
+                    Self::evict_oldest_idle(&conns);
+                }
             }
             freed.await;
         }
@@ -235,10 +238,10 @@ impl Table {
     /// Closes the connection idle the longest, if any is idle (to make
     /// room, or to free a file descriptor); returns whether one was.
     pub(crate) fn close_oldest_idle(&self) -> bool {
-        self.evict_oldest_idle(&mut self.conns())
+        Self::evict_oldest_idle(&self.conns())
     }
 
-    fn evict_oldest_idle(&self, conns: &mut Conns) -> bool {
+    fn evict_oldest_idle(conns: &Conns) -> bool {
         // A connection may leave `Idle` between the look and the eviction:
         // try the next oldest then.
         loop {
@@ -250,12 +253,8 @@ impl Table {
             let Some((_, id)) = oldest else {
                 return false;
             };
-            if let Some(c) = conns.open.get(&id) {
-                if c.evict_if_idle().is_some() {
-                    // Out of the count now; its task closes it at once.
-                    conns.open.remove(&id);
-                    return true;
-                }
+            if conns.open[&id].evict_if_idle().is_some() {
+                return true; // its task closes it at once, and frees its slot
             }
         }
     }
@@ -305,8 +304,16 @@ mod tests {
         assert_eq!(c.deadline(&limits()), t3 + Duration::from_secs(3));
     }
 
-    /// At the bound, the connection idle the longest goes; one reading a
-    /// head or answering never does, however old.
+    /// Admits a connection in a task of its own (at the bound, it waits
+    /// for an evicted one to be closed, which is the test's to do).
+    fn admit_later(table: &Arc<Table>) -> tokio::task::JoinHandle<Slot> {
+        let t = Arc::clone(table);
+        tokio::spawn(async move { t.admit().await })
+    }
+
+    /// At the bound, the connection idle the longest is evicted, and the
+    /// new one takes its place once it is closed; one reading a head or
+    /// answering is never evicted, however old.
     #[tokio::test(start_paused = true)]
     async fn at_the_bound_the_oldest_idle_connection_makes_room() {
         let table = Arc::new(Table::new(3));
@@ -320,19 +327,30 @@ mod tests {
         c.conn.request();
         c.conn.body_done();
         c.conn.flushed();
-        let d = table.admit().await;
-        assert_eq!(table.len(), 3);
+        let d = admit_later(&table);
+        tokio::time::sleep(Duration::from_millis(1)).await;
         assert!(b.conn.state().evicted, "b, idle the longest, is closed");
         assert_eq!(b.conn.deadline(&limits()), b.conn.state().since);
         assert!(!a.conn.state().evicted && !c.conn.state().evicted);
-        let e = table.admit().await;
+        assert!(!d.is_finished(), "d waits for b to be closed");
+        assert_eq!(table.len(), 3);
+        drop(b);
+        let d = d.await.unwrap();
+        assert_eq!(table.len(), 3);
+        let e = admit_later(&table);
+        tokio::time::sleep(Duration::from_millis(1)).await;
         assert!(c.conn.state().evicted);
+        drop(c);
+        let e = e.await.unwrap();
         // Now a reads a head, d and e are idle: d goes next.
-        let f = table.admit().await;
+        let f = admit_later(&table);
+        tokio::time::sleep(Duration::from_millis(1)).await;
         assert!(d.conn.state().evicted && !e.conn.state().evicted);
         assert!(!a.conn.state().evicted);
-        drop((b, c, d, e, f));
-        assert_eq!(table.len(), 1);
+        drop(d);
+        let f = f.await.unwrap();
+        drop((a, e, f));
+        assert_eq!(table.len(), 0);
     }
 
     /// At the bound with nothing idle, an admission waits until a
