@@ -6,7 +6,8 @@
 //! its files before and after one test): a session of them all, the same
 //! test binary run again under `strace -f`, and every file it created,
 //! opened for writing, removed, renamed or bound a socket to, outside the
-//! session's folder, is a failure.
+//! session's folder, is a failure. (`tests/run` also hashes the machine's
+//! PCP tree before and after the whole suite: `pcp-agent/test/pcp-tree`.)
 
 mod support;
 
@@ -237,4 +238,207 @@ fn session(dir: &Path) {
     );
     drop(w);
     println!("{DONE}");
+}
+
+/// `pcp-agent/test/pcp-tree` on a made-up machine root (`PERFABI_PCP_ROOT`).
+fn pcp_tree(root: &Path, check: Option<&Path>) -> (i32, String) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("test/pcp-tree");
+    let mut c = std::process::Command::new(&script);
+    c.env("PERFABI_PCP_ROOT", root).env("HOME", "/home/t");
+    if let Some(f) = check {
+        c.arg("--check").arg(f);
+    }
+    let out = run(&mut c);
+    let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn the_pcp_tree_check_names_each_kind_of_change_and_passes_once_undone() {
+    use std::os::unix::fs::{symlink, PermissionsExt};
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    let at = |p: &str| r.join(p.trim_start_matches('/'));
+    for d in [
+        "/etc/pcp/pmcd",
+        "/var/lib/pcp/tmp/pmlogger",
+        "/var/lib/pcp/config/pmda",
+        "/var/lib/pcp/pmdas/x",
+        "/var/log/pcp/pmcd",
+        "/var/tmp",
+        "/etc/init.d",
+        "/etc/default",
+    ] {
+        std::fs::create_dir_all(at(d)).unwrap();
+    }
+    std::fs::write(at("/etc/pcp.conf"), "PCP_VAR_DIR=/var/lib/pcp\n").unwrap();
+    std::fs::write(at("/etc/pcp.env"), "# env\n").unwrap();
+    std::fs::write(at("/etc/pcp/pmcd/pmcd.conf"), "aaaa\n").unwrap();
+    std::fs::write(at("/var/log/pcp/pmcd/pmcd.log"), "log\n").unwrap();
+    symlink("/etc/pcp/x.conf", at("/var/lib/pcp/pmdas/x/x.conf")).unwrap();
+    // A file PCP's package puts outside its folders, if this machine's
+    // dpkg lists it (Debian: /etc/default/pmcd).
+    let packaged = std::process::Command::new("dpkg-query")
+        .args(["-L", "pcp"])
+        .output()
+        .is_ok_and(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .any(|l| l == "/etc/default/pmcd")
+        });
+    if packaged {
+        std::fs::write(at("/etc/default/pmcd"), "OPTS=\n").unwrap();
+    }
+
+    let found = dir.path().join("found");
+    let (code, snapshot) = pcp_tree(r, None);
+    assert_eq!(code, 0, "{snapshot}");
+    std::fs::write(&found, &snapshot).unwrap();
+    assert!(
+        snapshot.starts_with("# PCP services running: none\n"),
+        "{snapshot}"
+    );
+    for want in [
+        "/etc/pcp/pmcd/pmcd.conf",
+        "/var/lib/pcp/pmdas/x/x.conf -> /etc/pcp/x.conf",
+        "absent /run/pcp",
+    ] {
+        assert!(snapshot.contains(want), "{want} not in\n{snapshot}");
+    }
+    let (code, text) = pcp_tree(r, Some(&found));
+    assert_eq!(code, 0, "nothing changed yet: {text}");
+
+    // Each change, alone: the check fails naming the path; undone, it passes.
+    let mode = |p: &str, m: u32| {
+        std::fs::set_permissions(at(p), std::fs::Permissions::from_mode(m)).unwrap()
+    };
+    type Step<'a> = Box<dyn Fn() + 'a>;
+    let mut changes: Vec<(&str, &str, Step, Step)> = vec![
+        (
+            "content, same size",
+            "/etc/pcp/pmcd/pmcd.conf",
+            Box::new(|| std::fs::write(at("/etc/pcp/pmcd/pmcd.conf"), "bbbb\n").unwrap()),
+            Box::new(|| std::fs::write(at("/etc/pcp/pmcd/pmcd.conf"), "aaaa\n").unwrap()),
+        ),
+        (
+            "mode",
+            "/etc/pcp.conf",
+            Box::new(|| mode("/etc/pcp.conf", 0o600)),
+            Box::new(|| mode("/etc/pcp.conf", 0o644)),
+        ),
+        (
+            "a client's file in PCP_TMP_DIR",
+            "/var/lib/pcp/tmp/pmlogger/4242",
+            Box::new(|| std::fs::write(at("/var/lib/pcp/tmp/pmlogger/4242"), "").unwrap()),
+            Box::new(|| std::fs::remove_file(at("/var/lib/pcp/tmp/pmlogger/4242")).unwrap()),
+        ),
+        (
+            "an agent's cache",
+            "/var/lib/pcp/config/pmda/502.1",
+            Box::new(|| std::fs::write(at("/var/lib/pcp/config/pmda/502.1"), "1\n").unwrap()),
+            Box::new(|| std::fs::remove_file(at("/var/lib/pcp/config/pmda/502.1")).unwrap()),
+        ),
+        (
+            "a file removed",
+            "/etc/pcp.env",
+            Box::new(|| std::fs::remove_file(at("/etc/pcp.env")).unwrap()),
+            Box::new(|| {
+                std::fs::write(at("/etc/pcp.env"), "# env\n").unwrap();
+                mode("/etc/pcp.env", 0o644);
+            }),
+        ),
+        (
+            "a link retargeted",
+            "/var/lib/pcp/pmdas/x/x.conf",
+            Box::new(|| {
+                std::fs::remove_file(at("/var/lib/pcp/pmdas/x/x.conf")).unwrap();
+                symlink("/tmp/elsewhere", at("/var/lib/pcp/pmdas/x/x.conf")).unwrap();
+            }),
+            Box::new(|| {
+                std::fs::remove_file(at("/var/lib/pcp/pmdas/x/x.conf")).unwrap();
+                symlink("/etc/pcp/x.conf", at("/var/lib/pcp/pmdas/x/x.conf")).unwrap();
+            }),
+        ),
+        (
+            "a log written",
+            "/var/log/pcp/pmcd/pmcd.log",
+            Box::new(|| std::fs::write(at("/var/log/pcp/pmcd/pmcd.log"), "log\nmore\n").unwrap()),
+            Box::new(|| std::fs::write(at("/var/log/pcp/pmcd/pmcd.log"), "log\n").unwrap()),
+        ),
+        (
+            "PCP_RUN_DIR made",
+            "/run/pcp",
+            Box::new(|| std::fs::create_dir_all(at("/run/pcp")).unwrap()),
+            Box::new(|| std::fs::remove_dir(at("/run/pcp")).unwrap()),
+        ),
+        (
+            "a client's ~/.pcp",
+            "/home/t/.pcp",
+            Box::new(|| std::fs::create_dir_all(at("/home/t/.pcp/run")).unwrap()),
+            Box::new(|| std::fs::remove_dir_all(at("/home/t/.pcp")).unwrap()),
+        ),
+        (
+            "pmlogger's copy of its configuration in PCP_TMPFILE_DIR",
+            "/var/tmp/pmlogger_configAb12Cd",
+            Box::new(|| std::fs::write(at("/var/tmp/pmlogger_configAb12Cd"), "log\n").unwrap()),
+            Box::new(|| std::fs::remove_file(at("/var/tmp/pmlogger_configAb12Cd")).unwrap()),
+        ),
+    ];
+    if packaged {
+        changes.push((
+            "a packaged file outside PCP's folders",
+            "/etc/default/pmcd",
+            Box::new(|| std::fs::write(at("/etc/default/pmcd"), "OPTS=-x\n").unwrap()),
+            Box::new(|| std::fs::write(at("/etc/default/pmcd"), "OPTS=\n").unwrap()),
+        ));
+    }
+    for (what, path, plant, undo) in &changes {
+        plant();
+        let (code, text) = pcp_tree(r, Some(&found));
+        println!("{what}:\n{text}");
+        assert_eq!(code, 1, "{what}: not caught:\n{text}");
+        assert!(
+            text.contains("THE MACHINE'S PCP FILES CHANGED") && text.contains(path),
+            "{what}: {path} not named:\n{text}"
+        );
+        undo();
+        let (code, text) = pcp_tree(r, Some(&found));
+        assert_eq!(code, 0, "{what}, undone: {text}");
+    }
+
+    // While PCP's own services run, their working files are left out, and
+    // the rest is still checked; services stopping is a change too.
+    let mut pmcd = perfabi_test_harness::KillOnDrop(
+        std::process::Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .unwrap(),
+    );
+    std::fs::create_dir_all(at("/run/pcp")).unwrap();
+    std::fs::write(at("/run/pcp/pmcd.pid"), format!("{}\n", pmcd.0.id())).unwrap();
+    let (code, live) = pcp_tree(r, None);
+    assert_eq!(code, 0, "{live}");
+    assert!(
+        live.starts_with(&format!("# PCP services running: pmcd({})\n", pmcd.0.id())),
+        "{live}"
+    );
+    std::fs::write(&found, &live).unwrap();
+    std::fs::write(at("/var/lib/pcp/tmp/pmlogger/77"), "").unwrap();
+    std::fs::write(at("/var/log/pcp/pmcd/pmcd.log"), "log\nmore\n").unwrap();
+    let (code, text) = pcp_tree(r, Some(&found));
+    assert_eq!(code, 0, "a live pmcd's own files: {text}");
+    std::fs::write(at("/etc/pcp/pmcd/pmcd.conf"), "cccc\n").unwrap();
+    let (code, text) = pcp_tree(r, Some(&found));
+    assert!(
+        code == 1 && text.contains("/etc/pcp/pmcd/pmcd.conf"),
+        "{text}"
+    );
+    std::fs::write(at("/etc/pcp/pmcd/pmcd.conf"), "aaaa\n").unwrap();
+    pmcd.0.kill().unwrap();
+    pmcd.0.wait().unwrap();
+    let (code, text) = pcp_tree(r, Some(&found));
+    assert!(
+        code == 1 && text.contains("# PCP services running"),
+        "{text}"
+    );
 }
