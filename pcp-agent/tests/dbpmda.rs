@@ -1,6 +1,7 @@
 //! The agent alone, driven by dbpmda (no pmcd), as PCP's own PMDAs are
-//! tested; and its shipped help file. The agent's saved state goes to the
-//! test's own folder (`PCP_VAR_DIR`), never the machine's.
+//! tested; and its shipped help file. dbpmda, the agent and newhelp run in
+//! the test folder's private PCP environment (`support::private_env`): the
+//! agent's saved state goes to its `PCP_VAR_DIR`, never the machine's.
 
 mod support;
 
@@ -22,8 +23,7 @@ fn dbpmda(dir: &Path, segment: &Path, commands: &str) -> String {
         log.display(),
         segment.display()
     );
-    let mut child = tool("dbpmda")
-        .env("PCP_VAR_DIR", dir.join("var"))
+    let mut child = tool("dbpmda", dir)
         .arg("-n")
         .arg(&pmns)
         .arg("-ie")
@@ -167,7 +167,7 @@ fn the_shipped_help_file_is_the_agent_s_and_newhelp_accepts_it() {
         pmns += &format!("{node} {{\n    {}\n}}\n", kids.join("\n    "));
     }
     std::fs::write(dir.path().join("pmns"), pmns).unwrap();
-    let out = tool("newhelp")
+    let out = tool("newhelp", dir.path())
         .arg("-n")
         .arg(dir.path().join("pmns"))
         .arg("-o")

@@ -313,7 +313,7 @@ fn pmlogger_records_perfabi_metrics_and_pmdumplog_shows_them() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let dump = stdout(&run(tool("pmdumplog").arg(&archive)));
+    let dump = stdout(&run(tool("pmdumplog", dir.path()).arg(&archive)));
     let lines: Vec<&str> = dump
         .lines()
         .filter(|l| l.contains("(perfabi.logged.events): value 77"))
@@ -505,7 +505,9 @@ fn an_archive_across_agent_and_pmcd_restarts_keeps_each_name_s_pmid_and_instance
     );
     assert!(log.contains("counter numbers read from"), "{log}");
 
-    let dump = stdout(&run(tool("pmdumplog").args(["-a"]).arg(&archive)));
+    let dump = stdout(&run(tool("pmdumplog", dir.path())
+        .args(["-a"])
+        .arg(&archive)));
     // Each name has one PMID in the archive, each PMID one name.
     let mut pmids: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
         Default::default();
@@ -947,8 +949,7 @@ fn name_of(pmcd: &Pmcd, metric: &str, inst: u32) -> Option<String> {
         d = c.pmLookupDescs(c.pmLookupName(sys.argv[2]))[0]\n\
         try:\n    print(c.pmNameInDom(d, int(sys.argv[3])))\n\
         except pmapi.pmErr as e:\n    print('ERR', e)\n";
-    pmrep(); // checks /usr/bin/python3 has PCP's module
-    let out = stdout(&run(Command::new("/usr/bin/python3").args([
+    let out = stdout(&run(pcp_python(&pmcd.dir).args([
         "-c",
         SCRIPT,
         &pmcd.host(),
@@ -1093,7 +1094,7 @@ fn a_ten_second_pmlogger_archive_replays_in_pmrep_with_units_and_instances() {
     );
     println!("pmlogger ran {:?}", t.elapsed());
     let pmrep = |args: &[&str]| {
-        let o = run(pmrep().arg("-a").arg(&archive).args(args));
+        let o = run(pmrep(dir.path()).arg("-a").arg(&archive).args(args));
         let text = stdout(&o);
         println!("pmrep {}\n{text}", args.join(" "));
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -1,5 +1,7 @@
-//! Helpers of the agent's tests: PCP's tools, a private pmcd and pmproxy
-//! started by the project's own scripts, and segments written in-process.
+//! Helpers of the agent's tests: PCP's tools, each run in a private PCP
+//! environment ([`private_env`]) so that nothing lands in the machine's PCP
+//! folders, a private pmcd and pmproxy started by the project's own
+//! scripts, and segments written in-process.
 
 #![allow(dead_code)]
 
@@ -11,16 +13,48 @@ use std::time::{Duration, Instant};
 
 pub const AGENT: &str = env!("CARGO_BIN_EXE_pmdaperfabi");
 
-/// A PCP tool, or a failure that says how to get it.
-pub fn tool(name: &str) -> Command {
-    let found = ["/usr/bin", "/usr/lib/pcp/bin", "/usr/libexec/pcp/bin"]
+/// The private PCP environment of `dir`, as `(name, value)` pairs: the
+/// folders PCP writes into (`PCP_TMP_DIR`, `PCP_TMPFILE_DIR`,
+/// `PCP_RUN_DIR`, `PCP_LOG_DIR`, `PCP_VAR_DIR`...) moved below `dir`,
+/// which are made. Its one home is `pcp-agent/test/private-env`, which the
+/// scripts starting pmcd and pmproxy source too; every PCP program a test
+/// runs gets it ([`tool`], [`Pmcd::folders`]).
+pub fn private_env(dir: &Path) -> Vec<(String, String)> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("test/private-env");
+    let out = run(Command::new(&script).arg(dir));
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout(&out)
+        .lines()
+        .map(|l| {
+            let (k, v) = l
+                .split_once('=')
+                .unwrap_or_else(|| panic!("private-env printed {l:?}, not NAME=VALUE"));
+            (k.to_string(), v.to_string())
+        })
+        .collect()
+}
+
+/// PCP's program `name`, or a failure that says how to get it.
+fn pcp_program(name: &str) -> PathBuf {
+    ["/usr/bin", "/usr/lib/pcp/bin", "/usr/libexec/pcp/bin"]
         .iter()
         .map(|d| Path::new(d).join(name))
         .find(|p| p.exists())
         .unwrap_or_else(|| {
             panic!("PCP's {name} is missing: run tests/setup (Debian: apt-get install pcp)")
-        });
-    Command::new(found)
+        })
+}
+
+/// A PCP tool, run in the private PCP environment of `dir` ([`private_env`]).
+pub fn tool(name: &str, dir: &Path) -> Command {
+    let mut c = Command::new(pcp_program(name));
+    c.envs(private_env(dir));
+    c
 }
 
 pub fn run(cmd: &mut Command) -> Output {
@@ -111,23 +145,24 @@ impl Pmcd {
 
     /// A PCP client tool aimed at this pmcd, with its folders ([`Pmcd::folders`]).
     pub fn client(&self, name: &str) -> Command {
-        let mut c = tool(name);
+        let mut c = Command::new(pcp_program(name));
         self.folders(&mut c);
         c.arg("-h").arg(self.host());
         c
     }
 
     /// Gives `cmd` (a PCP client, or a script running some) the private
-    /// pmcd's `PCP_TMP_DIR` and `PCP_RUN_DIR`: pmlogger keeps its control
-    /// files in the one, not the machine's `/var/lib/pcp/tmp`, and its
-    /// control socket in the other, not `/run/pcp` (or `~/.pcp/run` where
-    /// that is missing).
+    /// PCP environment of the pmcd's folder, the one pmcd runs in
+    /// ([`private_env`]): pmlogger keeps its control files in its
+    /// `PCP_TMP_DIR`, not the machine's `/var/lib/pcp/tmp`, where pmcd's
+    /// `pmcd.pmlogger` metrics look; its control socket in `PCP_RUN_DIR`,
+    /// not `/run/pcp` (or `~/.pcp/run` where that is missing); the copy of
+    /// its configuration in `PCP_TMPFILE_DIR`, not `/var/tmp`.
     pub fn folders<'a>(&self, cmd: &'a mut Command) -> &'a mut Command {
-        // pmlogger's control port: on loopback only (PMLOGGER_LOCAL; it
-        // listens on every address otherwise), on a free port.
-        cmd.env("PCP_TMP_DIR", self.dir.join("tmp"))
-            .env("PCP_RUN_DIR", self.dir.join("run"))
-            .env("PMLOGGER_LOCAL", "1")
+        // pmlogger's control port: on loopback only (PMLOGGER_LOCAL, from
+        // private-env; it listens on every address otherwise), on a free
+        // port.
+        cmd.envs(private_env(&self.dir))
             .env("PMLOGGER_PORT", port().to_string())
     }
 
@@ -320,15 +355,15 @@ fn agent_profile() -> &'static Path {
     Path::new(AGENT).parent().expect("the agent is in a folder")
 }
 
-/// PCP's pmrep, run by the Python that has PCP's `pcp` module
-/// (`/usr/bin/pmrep` starts `pmpython`, which may find another Python
-/// first on PATH); a failure that says how to get it if either is missing.
-pub fn pmrep() -> Command {
+/// The Python that has PCP's `pcp` module (Debian's `/usr/bin/python3`;
+/// another Python first on PATH may lack it), run in the private PCP
+/// environment of `dir` ([`private_env`]); a failure that says how to get
+/// it if it is missing.
+pub fn pcp_python(dir: &Path) -> Command {
     let py = Path::new("/usr/bin/python3");
-    let rep = Path::new("/usr/bin/pmrep");
     assert!(
-        py.exists() && rep.exists(),
-        "pmrep or /usr/bin/python3 is missing: run tests/setup (Debian: apt-get install pcp python3-pcp)"
+        py.exists(),
+        "/usr/bin/python3 is missing: run tests/setup (Debian: apt-get install python3-pcp)"
     );
     let ok = Command::new(py)
         .args(["-c", "import pcp.pmapi"])
@@ -339,6 +374,20 @@ pub fn pmrep() -> Command {
         "/usr/bin/python3 has no pcp module: run tests/setup (Debian: apt-get install python3-pcp)"
     );
     let mut c = Command::new(py);
+    c.envs(private_env(dir));
+    c
+}
+
+/// PCP's pmrep, run by [`pcp_python`] (`/usr/bin/pmrep` starts `pmpython`,
+/// which may find another Python first on PATH) in the private PCP
+/// environment of `dir`; a failure that says how to get it if it is missing.
+pub fn pmrep(dir: &Path) -> Command {
+    let rep = Path::new("/usr/bin/pmrep");
+    assert!(
+        rep.exists(),
+        "pmrep is missing: run tests/setup (Debian: apt-get install pcp)"
+    );
+    let mut c = pcp_python(dir);
     c.arg(rep);
     c
 }

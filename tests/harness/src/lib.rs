@@ -15,6 +15,7 @@ pub mod prometheus;
 pub mod python;
 pub mod readme;
 pub mod tmux;
+pub mod trace;
 pub mod workload;
 pub mod workspace;
 
