@@ -29,6 +29,8 @@ Exit status:
      or --max-record-size)
   5  the segment is busy, its writer is gone, or it was truncated or changed
      under the reader, or no DAMON aggregation came in --duration: retry later
+     (--watch skips a sample of a busy, truncated or re-created segment and
+     goes on)
 
 PATH defaults to $PERFABI_SEGMENT, else /dev/perfabi (kernel module), else
 /dev/shm/perfabi.seg (perfabi-exportd). A segment is read only if it belongs
