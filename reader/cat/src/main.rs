@@ -289,13 +289,12 @@ fn run(args: &Args) -> Result<(), Failure> {
     let snap = seg.snapshot()?;
     if args.json {
         let info = seg.info()?;
-        let doc = serde_json::json!({
-            "segment": render::json_info(&info),
-            "generation": snap.generation,
-            "counters": render::json_counters(&snap),
-            "families": render::json_families(&snap),
-        });
-        writeln!(out, "{doc}")?;
+        // Streamed into a buffer of its own: the page is never whole in
+        // memory (stdout's own buffer would write a line, here the
+        // document, a KiB at a time).
+        let mut buffered = io::BufWriter::with_capacity(1 << 16, out);
+        render::write_json(&mut buffered, &info, &snap)?;
+        buffered.flush()?;
     } else if args.openmetrics {
         write!(
             out,
@@ -333,10 +332,7 @@ fn record(seg: &mut Segment, file: &std::path::Path, args: &Args) -> Result<(), 
             }
             Err(e) => return Err(e.into()),
         };
-        let counters = render::json_counters(&snap)
-            .into_iter()
-            .map(|c| (c.name.to_string(), c.total))
-            .collect();
+        let counters = render::counter_totals(&snap);
         let line = perfabi_record::Snapshot {
             t_ns: start.elapsed().as_nanos() as u64,
             epoch: format!("{:#018x}", snap.epoch),
