@@ -12,6 +12,9 @@ use perfabi::{FamilySpec, Kind, Semantics, Unit};
 use perfabi_shm::writer::{Config, Writer};
 use perfabi_test_harness as harness;
 
+/// Makes one case's segment at a path.
+type MakeSegment = fn(&Path) -> Writer;
+
 /// A segment of 65,536 1.0 counters on 2 CPUs (counter `i` holds `i`).
 fn counters(path: &Path) -> Writer {
     let w = Writer::create(
@@ -88,7 +91,7 @@ fn json_of_the_largest_tables_is_streamed() {
     let cat = harness::workspace::perfabi_cat();
     let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     let many = format!("{} families", nr_families());
-    let cases: [(&str, fn(&Path) -> Writer); 2] = [("65536 counters", counters), (&many, families)];
+    let cases: [(&str, MakeSegment); 2] = [("65536 counters", counters), (&many, families)];
     let mut failed = Vec::new();
     for (name, make) in cases {
         let path = dir.path().join(name.replace(' ', "-"));
