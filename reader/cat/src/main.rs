@@ -73,7 +73,8 @@ fn parse_size(s: &str) -> Result<u64, String> {
 
 /// Print the metric families, counters and DAMON regions of a perfabi
 /// segment. The table shows values in human units (bytes with KiB, MiB...;
-/// times in ns, µs, ms, s); --json and --openmetrics show them exactly.
+/// times in ns, µs, ms, s; counts exactly); --json and --openmetrics show
+/// them exactly.
 #[derive(Parser, Debug)]
 #[command(name = "perfabi-cat", version, after_help = EXIT_HELP)]
 struct Args {

@@ -17,8 +17,8 @@ pub enum Change {
     /// Units per second of a counter; `None` when the instance is new (no
     /// previous value to compare with).
     Rate(Option<f64>),
-    /// The current value of a gauge or peak.
-    Level(f64),
+    /// The current value of a gauge or peak, exactly.
+    Level(i128),
     /// A histogram's observations in the interval (per-bucket, not
     /// cumulative), with their count and sum; `None` when new.
     Observed(Option<Histogram>),
@@ -125,14 +125,11 @@ fn describe(family: &Family, change: &Change, dt: f64, full: bool) -> String {
     match change {
         Change::Rate(Some(r)) => shape.rate(*r),
         Change::Rate(None) | Change::Observed(None) => "(new)".to_string(),
-        Change::Level(v) => shape.show(*v),
+        Change::Level(v) => shape.show_whole(*v),
         Change::Observed(Some(h)) => {
             let mut s = format!("{:.1} obs/s", h.count as f64 / dt);
             if full && h.count > 0 {
-                s.push_str(&format!(
-                    "  mean {}",
-                    shape.show(h.sum as f64 / h.count as f64)
-                ));
+                s.push_str(&format!("  mean {}", human::mean(&shape, h.sum, h.count)));
                 if let Some(b) = &family.buckets {
                     for (name, q) in [("p50", 0.5), ("p99", 0.99)] {
                         if let Some(t) = human::quantile(h, b, &shape, q) {
@@ -159,7 +156,7 @@ fn change(kind: Kind, now: &Reading, then: Option<Reading>, dt: f64) -> Change {
             (Reading::Unsigned(a), Reading::Unsigned(b)) => a.wrapping_sub(b) as i64 as f64 / dt,
             _ => f64::NAN,
         })),
-        (_, now) => Change::Level(human::scalar(now)),
+        (_, now) => Change::Level(human::whole(now)),
     }
 }
 
@@ -206,7 +203,7 @@ impl Row<'_> {
     /// histogram: its observations per second; a new instance: none).
     pub fn magnitude(&self, dt: f64) -> Option<f64> {
         let factor = match Shape::of(self.family) {
-            Shape::Plain { factor }
+            Shape::Plain { factor, .. }
             | Shape::Bytes { factor }
             | Shape::Time { factor, .. }
             | Shape::BytesPerSecond { factor } => factor,
@@ -214,21 +211,25 @@ impl Row<'_> {
         };
         match &self.change {
             Change::Rate(r) => r.map(|r| r * factor),
-            Change::Level(v) => Some(v * factor),
+            Change::Level(v) => Some(*v as f64 * factor),
             Change::Observed(h) => h.as_ref().map(|h| h.count as f64 / dt),
         }
         .filter(|v| !v.is_nan())
     }
 
     /// The change in JSON, in stored units: a counter's rate per second, a
-    /// level, or a histogram's observations per second, sum per second and
-    /// mean (`null` where there is none yet).
+    /// level (exactly: it is a stored integer), or a histogram's
+    /// observations per second, sum per second and mean (`null` where there
+    /// is none yet).
     pub fn json(&self, dt: f64) -> serde_json::Value {
         let num =
             |v: f64| serde_json::Number::from_f64(v).map_or(serde_json::Value::Null, Into::into);
         match &self.change {
             Change::Rate(r) => r.map_or(serde_json::Value::Null, num),
-            Change::Level(v) => num(*v),
+            Change::Level(v) => u64::try_from(*v).map_or_else(
+                |_| i64::try_from(*v).map_or(serde_json::Value::Null, Into::into),
+                Into::into,
+            ),
             Change::Observed(None) => serde_json::Value::Null,
             Change::Observed(Some(h)) => serde_json::json!({
                 "per_s": num(h.count as f64 / dt),
