@@ -53,7 +53,7 @@ impl Shape {
                     powers: Powers::ONE,
                 }
             } else {
-                Shape::Other(f.unit_text.clone())
+                Shape::Other(crate::render::shown(&f.unit_text))
             };
         }
         let factor = u.base().1;

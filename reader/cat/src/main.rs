@@ -3,17 +3,20 @@
 
 mod damon;
 mod human;
+mod json;
 mod live;
 mod rates;
 mod render;
 mod screen;
 
 use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use perfabi::text::escape;
 use perfabi_reader::{Error, Options, Segment, Snapshot, Trust};
 
 const EXIT_HELP: &str = "\
@@ -194,7 +197,8 @@ fn main() -> ExitCode {
             ExitCode::from(exit_code(&e))
         }
         Err(Failure::Record(e)) => {
-            eprintln!("perfabi-cat: --record {e}");
+            // perfabi-shm's message quotes the path as it is: escaped whole.
+            eprintln!("perfabi-cat: --record {}", escape(e.to_string().as_bytes()));
             ExitCode::from(if e.io().is_some() { 1 } else { 2 })
         }
         Err(Failure::Damon(p)) => {
@@ -234,7 +238,7 @@ fn run(args: &Args) -> Result<(), Failure> {
     if args.info {
         let info = seg.info()?;
         if args.json {
-            writeln!(out, "{}", render::json_info(&info))?;
+            json::line(&mut out, &render::json_info(&info))?;
         } else {
             print_info(&mut out, &info)?;
         }
@@ -243,11 +247,7 @@ fn run(args: &Args) -> Result<(), Failure> {
     if args.damon {
         let read = seg.damon()?;
         if args.json {
-            writeln!(
-                out,
-                "{}",
-                serde_json::to_string(&damon_json(&read, seg.damon_dropped())).expect("plain data")
-            )?;
+            json::line(&mut out, &damon_json(&read, seg.damon_dropped()))?;
         } else {
             write!(
                 out,
@@ -355,7 +355,11 @@ fn record(seg: &mut Segment, file: &std::path::Path, args: &Args) -> Result<(), 
 fn print_info(out: &mut impl Write, info: &perfabi_reader::SegmentInfo) -> io::Result<()> {
     let h = &info.header;
     if let Some(p) = &info.path {
-        writeln!(out, "path:               {}", p.display())?;
+        writeln!(
+            out,
+            "path:               {}",
+            escape(p.as_os_str().as_bytes())
+        )?;
     }
     writeln!(out, "abi:                {}.{}", h.abi_major, h.abi_minor)?;
     writeln!(out, "epoch:              {:#018x}", h.epoch)?;
@@ -454,10 +458,9 @@ fn watch(seg: &mut Segment, out: &mut impl Write, args: &Args, secs: f64) -> Res
                     m.insert(r.member.instance.clone(), v);
                 }
             }
-            writeln!(
+            json::line(
                 out,
-                "{}",
-                serde_json::json!({ "interval_s": dt, "generation": cur.generation, "rates": rates })
+                &serde_json::json!({ "interval_s": dt, "generation": cur.generation, "rates": rates }),
             )?;
         } else {
             writeln!(out, "--- {:.2} s, generation {} ---", dt, cur.generation)?;
@@ -526,7 +529,7 @@ fn passing(e: &Error) -> bool {
 /// Says that a --watch sample was skipped, and why.
 fn skipped(out: &mut impl Write, args: &Args, e: &Error) -> io::Result<()> {
     if args.json {
-        writeln!(out, "{}", serde_json::json!({ "skipped": e.to_string() }))?;
+        json::line(out, &serde_json::json!({ "skipped": e.to_string() }))?;
     } else {
         writeln!(out, "--- sample skipped: {e} ---")?;
     }

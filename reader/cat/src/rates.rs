@@ -176,14 +176,17 @@ fn delta(now: &Histogram, then: &Histogram) -> Histogram {
 
 impl Row<'_> {
     /// The row's name: the family, and `{dimension=instance}` for a family
-    /// with a dimension.
+    /// with a dimension (escaped, see [`crate::render::shown`]).
     pub fn name(&self) -> String {
+        let shown = crate::render::shown;
         if self.member.instance.is_empty() {
-            self.family.name.clone()
+            shown(&self.family.name)
         } else {
             format!(
                 "{}{{{}={}}}",
-                self.family.name, self.family.dimension, self.member.instance
+                shown(&self.family.name),
+                shown(&self.family.dimension),
+                shown(&self.member.instance)
             )
         }
     }

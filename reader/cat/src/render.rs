@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use perfabi::family::Origin;
+use perfabi::text::escape;
 use perfabi_reader::{
     Buckets, Family, Instance, Member, Reading, SegmentInfo, Snapshot, ValueType,
 };
@@ -31,7 +32,7 @@ pub fn table(s: &Snapshot, per_cpu: bool) -> String {
         let shape = human::Shape::of(f);
         if f.members.is_empty() {
             let mut row = vec![
-                f.name.clone(),
+                shown(&f.name),
                 "-".into(),
                 f.kind.as_str().into(),
                 "-".into(),
@@ -44,14 +45,14 @@ pub fn table(s: &Snapshot, per_cpu: bool) -> String {
             let total = s.reading(f, m);
             let mut row = vec![
                 if k == 0 {
-                    f.name.clone()
+                    shown(&f.name)
                 } else {
                     String::new()
                 },
                 if m.instance.is_empty() {
                     "-".into()
                 } else {
-                    format!("{}={}", f.dimension, m.instance)
+                    format!("{}={}", shown(&f.dimension), shown(&m.instance))
                 },
                 f.kind.as_str().into(),
                 human::reading(&shape, &total),
@@ -64,8 +65,11 @@ pub fn table(s: &Snapshot, per_cpu: bool) -> String {
                 _ => String::new(),
             };
             if !m.labels.is_empty() {
-                let labels: Vec<String> =
-                    m.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                let labels: Vec<String> = m
+                    .labels
+                    .iter()
+                    .map(|(k, v)| format!("{}={}", shown(k), shown(v)))
+                    .collect();
                 if !details.is_empty() {
                     details.push_str("  ");
                 }
@@ -80,6 +84,12 @@ pub fn table(s: &Snapshot, per_cpu: bool) -> String {
         out.push_str("(no counters registered)\n");
     }
     out
+}
+
+/// A segment string in the table: validated printable ASCII already, but
+/// escaped as every outside text is (`spec/PERFABI.md` §11.7).
+pub fn shown(s: &str) -> String {
+    escape(s.as_bytes()).to_string()
 }
 
 /// Lays `rows` out in columns: the first three left-aligned, the numbers
@@ -141,8 +151,7 @@ impl Serialize for Document<'_> {
 /// newline: streamed, value by value, so that the memory it takes beside
 /// the snapshot is one value's, not the page's (`out` should be buffered).
 pub fn write_json(out: &mut impl Write, info: &SegmentInfo, snap: &Snapshot) -> io::Result<()> {
-    serde_json::to_writer(&mut *out, &Document { info, snap })?;
-    writeln!(out)
+    crate::json::line(out, &Document { info, snap })
 }
 
 /// The 1.0 counters of a snapshot: a JSON array, one object per counter.
@@ -230,6 +239,8 @@ pub fn counter_totals(s: &Snapshot) -> BTreeMap<String, serde_json::Value> {
 pub fn json_info(info: &SegmentInfo) -> serde_json::Value {
     let h = &info.header;
     serde_json::json!({
+        // JSON, written with JSON escapes for every control (crate::json):
+        // not raw
         "path": info.path.as_ref().map(|p| p.display().to_string()),
         "abi": format!("{}.{}", h.abi_major, h.abi_minor),
         "epoch": format!("{:#018x}", h.epoch),
