@@ -244,8 +244,9 @@ fn series(out: &mut String, f: &Family, e: &Exposed, labels: &[(&str, &str)], r:
     }
 }
 
-/// A histogram's samples: cumulative buckets (bounds in the exposed unit;
-/// bounds that become one number there are one bucket), `+Inf` last, then
+/// A histogram's samples: cumulative buckets (bounds in the exposed unit,
+/// exact; bounds that a scraper reads as one `f64` are one bucket, named
+/// by the largest of them, whose count it has), `+Inf` last, then
 /// `_count` (the `+Inf` bucket's count: one consistent copy's count equals
 /// it) and `_sum`.
 fn histogram(out: &mut String, f: &Family, e: &Exposed, labels: &[(&str, &str)], h: &Histogram) {
@@ -256,22 +257,24 @@ fn histogram(out: &mut String, f: &Family, e: &Exposed, labels: &[(&str, &str)],
         let _ = write!(o, "{n}");
     };
     let mut cumulative = 0u128;
-    let mut pending: Option<(String, u128)> = None;
+    // (bound as the scraper reads it, an f64; its exact text; cumulative
+    // count): bounds one f64 apart are one bucket, named by the largest.
+    let mut pending: Option<(f64, String, u128)> = None;
     for (k, &c) in h.buckets.iter().enumerate() {
         cumulative += u128::from(c);
         let Some(bound) = b.bound(k) else {
             continue;
         };
-        let le = number(i128::from(bound), e);
-        if let Some((prev, n)) = pending.take() {
-            if prev != le {
-                sample(out, e, "_bucket", labels, Some(&prev), |o| count(o, n));
+        let key = to_base(bound as f64, e.factor);
+        if let Some((prev, text, n)) = pending.take() {
+            if prev != key {
+                sample(out, e, "_bucket", labels, Some(&text), |o| count(o, n));
             }
         }
-        pending = Some((le, cumulative));
+        pending = Some((key, number(i128::from(bound), e), cumulative));
     }
-    if let Some((prev, n)) = pending {
-        sample(out, e, "_bucket", labels, Some(&prev), |o| count(o, n));
+    if let Some((_, text, n)) = pending {
+        sample(out, e, "_bucket", labels, Some(&text), |o| count(o, n));
     }
     sample(out, e, "_bucket", labels, Some("+Inf"), |o| {
         count(o, cumulative)
