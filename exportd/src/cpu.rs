@@ -12,7 +12,9 @@
 //! A tick is 10 ms: over 60 s the figure is exact to about 0.02% of a
 //! core.
 
+use perfabi::text::escape;
 use std::fmt;
+use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
 
 use crate::procfs::ProcFile;
@@ -83,7 +85,10 @@ impl Clock {
         let (utime, stime) = stat_times(&text).ok_or_else(|| {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
-                format!("{}: no utime and stime", self.file.path().display()),
+                format!(
+                    "{}: no utime and stime",
+                    escape(self.file.path().as_os_str().as_bytes())
+                ),
             )
         })?;
         Ok(Sample {

@@ -21,8 +21,10 @@
 //! | `/proc/net/dev` | [`net_dev`] | per interface: received and sent bytes and packets |
 //! | `/proc/pressure/*` | [`pressure`] | `some` and `full` totals (µs) |
 
+use perfabi::text::escape;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// The most lines a parser reads of one file; the rest is ignored. Far
@@ -113,7 +115,7 @@ impl ProcFile {
                 self.file = None;
                 return Err(std::io::Error::new(
                     e.kind(),
-                    format!("{}: {e}", self.path.display()),
+                    format!("{}: {e}", escape(self.path.as_os_str().as_bytes())),
                 ));
             }
         }

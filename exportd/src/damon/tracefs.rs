@@ -2,7 +2,9 @@
 //! `format` file, so that raw samples are decoded with the field offsets of
 //! the running kernel, never assumed ones.
 
+use perfabi::text::escape;
 use std::collections::HashMap;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// Where tracefs usually is.
@@ -26,7 +28,7 @@ pub fn root(mount: bool) -> Result<PathBuf, String> {
         .map_err(|e| {
             format!(
                 "tracefs is not mounted and mounting it at {} failed: {e} (run as root, or mount it: mount -t tracefs nodev {0})",
-                at.display()
+                escape(at.as_os_str().as_bytes())
             )
         })?;
     Ok(at.to_path_buf())
@@ -67,10 +69,11 @@ impl Format {
         let text = std::fs::read_to_string(dir.join("format")).map_err(|e| {
             format!(
                 "{}: {e} (this kernel has no {system}:{name} tracepoint)",
-                dir.join("format").display()
+                escape(dir.join("format").as_os_str().as_bytes())
             )
         })?;
-        Format::parse(&text).map_err(|e| format!("{}: {e}", dir.join("format").display()))
+        Format::parse(&text)
+            .map_err(|e| format!("{}: {e}", escape(dir.join("format").as_os_str().as_bytes())))
     }
 
     /// Parses the text of a `format` file.
@@ -83,7 +86,7 @@ impl Format {
                 id = Some(
                     v.trim()
                         .parse()
-                        .map_err(|_| format!("bad ID line {line:?}"))?,
+                        .map_err(|_| format!("bad ID line \"{}\"", escape(line.as_bytes())))?,
                 );
                 continue;
             }
@@ -113,7 +116,7 @@ impl Format {
                     fields.insert(name.to_string(), Field { offset, size });
                 }
                 (Some(_), Some(_)) => {} // arrays and strings: not needed here
-                _ => return Err(format!("bad field line {line:?}")),
+                _ => return Err(format!("bad field line \"{}\"", escape(line.as_bytes()))),
             }
         }
         Ok(Format {
@@ -127,7 +130,7 @@ impl Format {
         self.fields
             .get(name)
             .copied()
-            .ok_or_else(|| format!("the event has no field {name:?}"))
+            .ok_or_else(|| format!("the event has no field \"{}\"", escape(name.as_bytes())))
     }
 }
 
