@@ -13,7 +13,7 @@
 use std::io::{self, Write};
 
 use perfabi::text::harmless;
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 use serde_json::ser::Formatter;
 
 /// serde_json's compact form (the trait's default methods), with every
@@ -40,6 +40,37 @@ impl Formatter for Safe {
             from = at + c.len_utf8();
         }
         w.write_all(&fragment.as_bytes()[from..])
+    }
+}
+
+/// A JSON array of what the iterators that `.0` makes yield, serialized as
+/// they are made (nothing of the array is built in memory).
+pub struct Seq<F>(pub F);
+
+impl<F, I> Serialize for Seq<F>
+where
+    F: Fn() -> I,
+    I: Iterator,
+    I::Item: Serialize,
+{
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq((self.0)())
+    }
+}
+
+/// A JSON object of the (key, value) pairs that the iterators that `.0`
+/// makes yield, serialized as they are made.
+pub struct Map<F>(pub F);
+
+impl<F, I, K, V> Serialize for Map<F>
+where
+    F: Fn() -> I,
+    I: Iterator<Item = (K, V)>,
+    K: Serialize,
+    V: Serialize,
+{
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map((self.0)())
     }
 }
 

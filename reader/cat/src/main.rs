@@ -247,7 +247,9 @@ fn run(args: &Args) -> Result<(), Failure> {
     if args.damon {
         let read = seg.damon()?;
         if args.json {
-            json::line(&mut out, &damon_json(&read, seg.damon_dropped()))?;
+            let mut buffered = io::BufWriter::with_capacity(1 << 16, out);
+            render::write_damon_json(&mut buffered, &read, seg.damon_dropped())?;
+            buffered.flush()?;
         } else {
             write!(
                 out,
@@ -396,31 +398,6 @@ fn print_info(out: &mut impl Write, info: &perfabi_reader::SegmentInfo) -> io::R
     )
 }
 
-fn damon_json(read: &perfabi_reader::DamonRead, dropped: u64) -> serde_json::Value {
-    let list: Vec<_> = read
-        .aggregations
-        .iter()
-        .map(|a| {
-            serde_json::json!({
-                "monitor_id": a.monitor_id,
-                "target_id": a.target_id,
-                "aggregation": a.aggregation,
-                "sample_us": a.intervals.sample_us,
-                "aggr_us": a.intervals.aggr_us,
-                "regions": a.regions.iter().map(|r| serde_json::json!({
-                    "start": r.start, "end": r.end, "nr_accesses": r.nr_accesses,
-                    "age": r.age, "frequency": a.frequency(r),
-                })).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
-    serde_json::json!({
-        "aggregations": list,
-        "dropped_regions": dropped,
-        "busy_cpus": read.busy_cpus,
-    })
-}
-
 /// Prints per-second rates of every counter (a counter of CPU time as a
 /// percentage of one CPU), the level of every gauge and peak, and the
 /// observations per second of every histogram (with their mean, p50 and
@@ -443,25 +420,7 @@ fn watch(seg: &mut Segment, out: &mut impl Write, args: &Args, secs: f64) -> Res
         let dt = now.duration_since(prev_t).as_secs_f64();
         let rows = rates::rows(&prev, &cur, dt);
         if args.json {
-            // A family without dimension: its value under its name (as a 1.0
-            // counter always was); with one: its instances' values by
-            // instance string.
-            let mut rates = serde_json::Map::new();
-            for r in &rows {
-                let v = r.json(dt);
-                if r.member.instance.is_empty() {
-                    rates.insert(r.family.name.clone(), v);
-                } else if let serde_json::Value::Object(m) = rates
-                    .entry(r.family.name.clone())
-                    .or_insert_with(|| serde_json::Value::Object(Default::default()))
-                {
-                    m.insert(r.member.instance.clone(), v);
-                }
-            }
-            json::line(
-                out,
-                &serde_json::json!({ "interval_s": dt, "generation": cur.generation, "rates": rates }),
-            )?;
+            rates::write_json(out, &rows, dt, cur.generation)?;
         } else {
             writeln!(out, "--- {:.2} s, generation {} ---", dt, cur.generation)?;
             let width = rows

@@ -10,7 +10,11 @@ use std::collections::HashMap;
 use perfabi::family::Origin;
 use perfabi_reader::{Family, Histogram, Kind, Member, Reading, Snapshot};
 
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
+
 use crate::human::{self, Shape};
+use crate::json::Map;
 
 /// One instance's change over an interval.
 pub enum Change {
@@ -240,6 +244,74 @@ impl Row<'_> {
                 "mean": if h.count > 0 { num(h.sum as f64 / h.count as f64) } else { serde_json::Value::Null },
                 "buckets": h.buckets,
             }),
+        }
+    }
+}
+
+/// Writes one `--watch --json` line for `rows` (an interval of `dt`
+/// seconds, at `generation`) to `out`: a family without dimension has its
+/// value under its name (as a 1.0 counter always had); one with a
+/// dimension, its instances' values by instance string. Streamed, a row at
+/// a time: the rows come family by family.
+pub fn write_json(
+    out: &mut impl std::io::Write,
+    rows: &[Row<'_>],
+    dt: f64,
+    generation: u64,
+) -> std::io::Result<()> {
+    crate::json::line(
+        out,
+        &Line {
+            rows,
+            dt,
+            generation,
+        },
+    )
+}
+
+/// One `--watch --json` line (see [`write_json`]).
+struct Line<'a> {
+    rows: &'a [Row<'a>],
+    dt: f64,
+    generation: u64,
+}
+
+impl Serialize for Line<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(3))?;
+        m.serialize_entry("interval_s", &self.dt)?;
+        m.serialize_entry("generation", &self.generation)?;
+        m.serialize_entry(
+            "rates",
+            &Map(|| {
+                self.rows
+                    .chunk_by(|a, b| a.place.family() == b.place.family())
+                    .map(|family| {
+                        (
+                            &family[0].family.name,
+                            FamilyRates {
+                                rows: family,
+                                dt: self.dt,
+                            },
+                        )
+                    })
+            }),
+        )?;
+        m.end()
+    }
+}
+
+/// The rates of one family's rows in a `--watch --json` line.
+struct FamilyRates<'a> {
+    rows: &'a [Row<'a>],
+    dt: f64,
+}
+
+impl Serialize for FamilyRates<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.rows {
+            [one] if one.member.instance.is_empty() => one.json(self.dt).serialize(s),
+            rows => s.collect_map(rows.iter().map(|r| (&r.member.instance, r.json(self.dt)))),
         }
     }
 }

@@ -7,12 +7,14 @@ use std::io::{self, Write};
 use perfabi::family::Origin;
 use perfabi::text::escape;
 use perfabi_reader::{
-    Buckets, Family, Instance, Member, Reading, SegmentInfo, Snapshot, ValueType,
+    Aggregation, Buckets, DamonRead, Family, Instance, Member, Reading, SegmentInfo, Snapshot,
+    ValueType,
 };
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 
 use crate::human;
+use crate::json::{Map, Seq};
 
 /// The table: one group of rows per family, one row per instance, values
 /// in human units (bytes with IEC prefixes, times in ns/µs/ms/s); per-CPU
@@ -188,37 +190,6 @@ impl Serialize for Counter<'_> {
     }
 }
 
-/// A JSON array of what the iterators that `.0` makes yield, serialized as
-/// they are made.
-struct Seq<F>(F);
-
-impl<F, I> Serialize for Seq<F>
-where
-    F: Fn() -> I,
-    I: Iterator,
-    I::Item: Serialize,
-{
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq((self.0)())
-    }
-}
-
-/// A JSON object of the (key, value) pairs that the iterators that `.0`
-/// makes yield, serialized as they are made.
-struct Map<F>(F);
-
-impl<F, I, K, V> Serialize for Map<F>
-where
-    F: Fn() -> I,
-    I: Iterator<Item = (K, V)>,
-    K: Serialize,
-    V: Serialize,
-{
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_map((self.0)())
-    }
-}
-
 fn json_value(inst: &Instance, v: u64) -> serde_json::Value {
     match inst.value_type {
         ValueType::U64 => v.into(),
@@ -391,6 +362,66 @@ impl Serialize for MemberJson<'_> {
         m.serialize_entry(
             "per_cpu",
             &Seq(|| (0..snap.nr_cpus).map(|c| json_reading(&snap.reading_on(c, f, mem)))),
+        )?;
+        m.end()
+    }
+}
+
+/// Writes `--damon --json` to `out`, and a newline: the latest
+/// aggregations with their regions (each with its access frequency), the
+/// regions the writer dropped and the CPUs left out, streamed a region at
+/// a time (`out` should be buffered).
+pub fn write_damon_json(out: &mut impl Write, read: &DamonRead, dropped: u64) -> io::Result<()> {
+    crate::json::line(out, &DamonJson { read, dropped })
+}
+
+/// The `--damon --json` document (see [`write_damon_json`]).
+struct DamonJson<'a> {
+    read: &'a DamonRead,
+    dropped: u64,
+}
+
+impl Serialize for DamonJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(3))?;
+        m.serialize_entry(
+            "aggregations",
+            &Seq(|| self.read.aggregations.iter().map(AggregationJson)),
+        )?;
+        m.serialize_entry("dropped_regions", &self.dropped)?;
+        m.serialize_entry("busy_cpus", &self.read.busy_cpus)?;
+        m.end()
+    }
+}
+
+/// One aggregation in JSON: its ids, intervals and regions.
+struct AggregationJson<'a>(&'a Aggregation);
+
+impl Serialize for AggregationJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let a = self.0;
+        let mut m = s.serialize_map(Some(6))?;
+        m.serialize_entry("monitor_id", &a.monitor_id)?;
+        m.serialize_entry("target_id", &a.target_id)?;
+        m.serialize_entry("aggregation", &a.aggregation)?;
+        m.serialize_entry("sample_us", &a.intervals.sample_us)?;
+        m.serialize_entry("aggr_us", &a.intervals.aggr_us)?;
+        m.serialize_entry(
+            "regions",
+            &Seq(|| {
+                a.regions.iter().map(move |r| {
+                    Map(move || {
+                        [
+                            ("start", serde_json::Value::from(r.start)),
+                            ("end", r.end.into()),
+                            ("nr_accesses", r.nr_accesses.into()),
+                            ("age", r.age.into()),
+                            ("frequency", a.frequency(r).into()),
+                        ]
+                        .into_iter()
+                    })
+                })
+            }),
         )?;
         m.end()
     }
