@@ -12,13 +12,14 @@
 //! A tick is 10 ms: over 60 s the figure is exact to about 0.02% of a
 //! core.
 
-use perfabi::text::escape;
 use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
 
-use crate::procfs::ProcFile;
+use perfabi::text::escape;
 use perfabi_shm::host::stat_field;
+
+use crate::procfs::ProcFile;
 
 /// The user and system times of `/proc/PID/stat` (fields 14 and 15), in
 /// clock ticks. The command name (field 2) is in parentheses and may hold

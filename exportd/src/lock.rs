@@ -12,7 +12,6 @@
 //! again), and the daemon checks that it still does at every interval. The
 //! file is removed when the lock is released.
 
-use perfabi::text::escape;
 use std::ffi::{OsStr, OsString};
 use std::fs::{File, Permissions};
 use std::io::{Read, Seek, Write};
@@ -20,6 +19,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use perfabi::text::escape;
 use perfabi_shm::safe_open::{Access, FileId, Folder, PathError};
 use rustix::fs::{flock, FlockOperation};
 

@@ -9,7 +9,6 @@
 //! SIGINT/SIGTERM mark the segment closed; a restart creates it again at the
 //! same path with a new epoch, and readers follow.
 
-use perfabi::text::escape;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -18,6 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use perfabi::text::escape;
 use perfabi::Semantics;
 use perfabi_exportd::follow::Room;
 use perfabi_exportd::sources::{self, Need};

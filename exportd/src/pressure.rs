@@ -5,10 +5,11 @@
 //! it lacks (`cpu` `full` before 5.13), is skipped with one log line at
 //! start.
 
+use std::os::unix::ffi::OsStrExt;
+
 use perfabi::text::escape;
 use perfabi::{FamilySpec, Kind, Unit};
 use perfabi_shm::writer::{MemberId, Writer};
-use std::os::unix::ffi::OsStrExt;
 
 use crate::proc_source::{Need, Paths, SourceError};
 use crate::procfs::{self, ProcFile};

@@ -3,9 +3,10 @@
 //! other): where the files are ([`Paths`]), the room a source takes in the
 //! segment ([`Need`]) and why one cannot start ([`SourceError`]).
 
-use perfabi::text::escape;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
+
+use perfabi::text::escape;
 
 /// Where the sources read: the roots of procfs and sysfs (other folders
 /// in tests).

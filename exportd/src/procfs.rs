@@ -21,11 +21,12 @@
 //! | `/proc/net/dev` | [`net_dev`] | per interface: received and sent bytes and packets |
 //! | `/proc/pressure/*` | [`pressure`] | `some` and `full` totals (µs) |
 
-use perfabi::text::escape;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+
+use perfabi::text::escape;
 
 /// The most lines a parser reads of one file; the rest is ignored. Far
 /// more than any real file has (one line per device, IRQ, CPU or value).

@@ -12,11 +12,11 @@
 //! refuses (ids then live in memory only) anything else, such as a
 //! symbolic link planted there.
 
-use perfabi::text::escape;
 use std::ffi::{c_int, CString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use perfabi::text::escape;
 use perfabi_shm::safe_open::{euid, FileKind, Folder};
 
 use crate::ffi::*;

@@ -5,13 +5,13 @@
 //! namespace ([`Namespace`]) in step with the segment, and answers for
 //! values, help text and labels.
 
-use perfabi::text::escape;
 use std::collections::HashMap;
 use std::ffi::{c_int, c_uint, CStr, CString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use perfabi::text::escape;
 use perfabi_reader::Trust;
 
 use crate::catalog::{self, Indom, Kind, Metric, Part, INDOMS};

@@ -26,13 +26,13 @@
 //! read succeeds. Every change of state is logged once; nothing in here can
 //! take the agent down.
 
-use perfabi::text::escape;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use perfabi::damon::Aggregation;
+use perfabi::text::escape;
 use perfabi::Snapshot;
 use perfabi_reader::{Error, Liveness, Options, Segment, SegmentInfo, Trust};
 

@@ -11,13 +11,13 @@
 //! Debian, so the agent keeps its files one level down, in a folder of its
 //! own.
 
-use perfabi::text::escape;
 use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
+use perfabi::text::escape;
 use perfabi_shm::safe_open::{euid, FileKind, Folder, Problem};
 
 /// The agent's folder below PCP's `PCP_VAR_DIR` (`/var/lib/pcp` on most

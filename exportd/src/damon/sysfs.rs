@@ -9,11 +9,11 @@
 //! refuses before writing anything. On exit it turns its kdamond off and
 //! removes it.
 
-use perfabi::text::escape;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use perfabi::damon::{Aggregation, Intervals, Region};
+use perfabi::text::escape;
 use perfabi_shm::writer::Writer;
 
 use super::DamonCounters;

@@ -2,10 +2,11 @@
 //! `format` file, so that raw samples are decoded with the field offsets of
 //! the running kernel, never assumed ones.
 
-use perfabi::text::escape;
 use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+
+use perfabi::text::escape;
 
 /// Where tracefs usually is.
 pub const MOUNTS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
