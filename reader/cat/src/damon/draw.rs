@@ -72,7 +72,10 @@ pub fn render(
     let dims = dims(cfg, screen, n);
     let sections = sections(timelines, cfg, dims)?;
     Ok(if cfg.json {
-        format!("{}\n", report::json(&sections, preface.json))
+        let mut line = Vec::new();
+        crate::json::line(&mut line, &report::json(&sections, preface.json))
+            .map_err(|e| e.to_string())?;
+        String::from_utf8(line).map_err(|e| e.to_string())?
     } else {
         report::text(
             &sections,
