@@ -1,6 +1,7 @@
 //! Values for people: a family's unit applied (bytes with IEC prefixes,
 //! times in ns/µs/ms/s, counts plain), rates, and a histogram's summary.
 
+use perfabi::text::escape;
 use perfabi::unit::{Powers, QUANTITY_PAGES, QUANTITY_PLAIN, QUANTITY_RATIO};
 use perfabi_reader::{decimal, Buckets, Family, Histogram, Reading, Unit};
 
@@ -53,7 +54,7 @@ impl Shape {
                     powers: Powers::ONE,
                 }
             } else {
-                Shape::Other(crate::render::shown(&f.unit_text))
+                Shape::Other(shown(&f.unit_text))
             };
         }
         let factor = u.base().1;
@@ -123,6 +124,13 @@ impl Shape {
             Shape::Other(u) => format!("{} {u}/s", rate_number(per_s)),
         }
     }
+}
+
+/// A segment string for people (a name, an instance, a label, a unit):
+/// validated printable ASCII already, but escaped as every outside text is
+/// (`spec/PERFABI.md` §11.7).
+pub fn shown(s: &str) -> String {
+    escape(s.as_bytes()).to_string()
 }
 
 /// Whether a family of times named `name` counts CPU time: its name has

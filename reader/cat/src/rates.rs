@@ -180,9 +180,9 @@ fn delta(now: &Histogram, then: &Histogram) -> Histogram {
 
 impl Row<'_> {
     /// The row's name: the family, and `{dimension=instance}` for a family
-    /// with a dimension (escaped, see [`crate::render::shown`]).
+    /// with a dimension (escaped, see [`human::shown`]).
     pub fn name(&self) -> String {
-        let shown = crate::render::shown;
+        let shown = human::shown;
         if self.member.instance.is_empty() {
             shown(&self.family.name)
         } else {

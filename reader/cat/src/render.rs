@@ -5,7 +5,6 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use perfabi::family::Origin;
-use perfabi::text::escape;
 use perfabi_reader::{
     Aggregation, Buckets, DamonRead, Family, Instance, Member, Reading, SegmentInfo, Snapshot,
     ValueType,
@@ -13,7 +12,7 @@ use perfabi_reader::{
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 
-use crate::human;
+use crate::human::{self, shown};
 use crate::json::{Map, Seq};
 
 /// The table: one group of rows per family, one row per instance, values
@@ -86,12 +85,6 @@ pub fn table(s: &Snapshot, per_cpu: bool) -> String {
         out.push_str("(no counters registered)\n");
     }
     out
-}
-
-/// A segment string in the table: validated printable ASCII already, but
-/// escaped as every outside text is (`spec/PERFABI.md` §11.7).
-pub fn shown(s: &str) -> String {
-    escape(s.as_bytes()).to_string()
 }
 
 /// Lays `rows` out in columns: the first three left-aligned, the numbers
