@@ -13,10 +13,13 @@
 //! core.
 
 use std::fmt;
+use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
 
-use crate::procfs::ProcFile;
+use perfabi::text::escape;
 use perfabi_shm::host::stat_field;
+
+use crate::procfs::ProcFile;
 
 /// The user and system times of `/proc/PID/stat` (fields 14 and 15), in
 /// clock ticks. The command name (field 2) is in parentheses and may hold
@@ -83,7 +86,10 @@ impl Clock {
         let (utime, stime) = stat_times(&text).ok_or_else(|| {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
-                format!("{}: no utime and stime", self.file.path().display()),
+                format!(
+                    "{}: no utime and stime",
+                    escape(self.file.path().as_os_str().as_bytes())
+                ),
             )
         })?;
         Ok(Sample {

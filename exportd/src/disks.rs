@@ -177,6 +177,7 @@ impl Disks {
     /// device name `!`, as in `cciss!c0d0`).
     fn sys_path(&mut self, name: &str, file: &str) {
         self.path.clear();
+        // not raw: builds the path to open, not a message
         let _ = write!(self.path, "{}/block/", self.paths.sys.display());
         self.path
             .extend(name.chars().map(|c| if c == '/' { '!' } else { c }));

@@ -20,6 +20,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use perfabi::text::escape;
 use perfabi::Semantics;
 use perfabi_shm::writer::{FamilyId, InstanceId, MemberId, Writer};
 
@@ -69,7 +70,14 @@ impl Room {
                 Self::SKIPPED
             );
         } else {
-            eprintln!("perfabi-exportd: {what} {name}: {}", why());
+            // The kernel takes any byte but `/` and NUL in a device name
+            // (an interface named ESC ] 0 ; … BEL retitles the terminal
+            // that reads this log): escaped.
+            eprintln!(
+                "perfabi-exportd: {what} {}: {}",
+                escape(name.as_bytes()),
+                why()
+            );
         }
         self.logged.insert(key);
     }

@@ -91,6 +91,7 @@ impl IrqNames {
         n.seen = self.pass;
         if n.instance.is_empty() || n.tail != tail {
             self.path.clear();
+            // not raw: builds the path to open, not a message
             let _ = write!(self.path, "{}/kernel/irq/{irq}/actions", self.sys.display());
             self.actions.clear();
             if let Ok(f) = std::fs::File::open(&self.path) {

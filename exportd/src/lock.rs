@@ -15,9 +15,11 @@
 use std::ffi::{OsStr, OsString};
 use std::fs::{File, Permissions};
 use std::io::{Read, Seek, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use perfabi::text::escape;
 use perfabi_shm::safe_open::{Access, FileId, Folder, PathError};
 use rustix::fs::{flock, FlockOperation};
 
@@ -46,7 +48,7 @@ impl std::fmt::Display for LockError {
                 "another perfabi-exportd ({}) already writes this path (it holds {}): \
                  stop it first, or choose another --path",
                 pid.map_or("pid unknown".to_string(), |p| format!("pid {p}")),
-                path.display()
+                escape(path.as_os_str().as_bytes())
             ),
             Self::Refused(e) => write!(f, "lock file: {e}"),
             Self::Io(m) => f.write_str(m),
@@ -70,11 +72,17 @@ impl PathLock {
         name.push(".lock");
         let path = PathBuf::from(name);
         let refused = |e: PathError| match e.io() {
-            Some(io) => LockError::Io(format!("cannot open lock file {}: {io}", path.display())),
+            Some(io) => LockError::Io(format!(
+                "cannot open lock file {}: {io}",
+                escape(path.as_os_str().as_bytes())
+            )),
             None => LockError::Refused(e),
         };
         let io = |what: &str, e: std::io::Error| {
-            LockError::Io(format!("lock file {}: {what}: {e}", path.display()))
+            LockError::Io(format!(
+                "lock file {}: {what}: {e}",
+                escape(path.as_os_str().as_bytes())
+            ))
         };
         let (folder, name) = Folder::of(&path).map_err(refused)?;
         for _ in 0..16 {
@@ -112,7 +120,7 @@ impl PathLock {
         }
         Err(LockError::Io(format!(
             "lock file {} kept being replaced while it was being locked",
-            path.display()
+            escape(path.as_os_str().as_bytes())
         )))
     }
 

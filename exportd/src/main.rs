@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use perfabi::text::escape;
 use perfabi::Semantics;
 use perfabi_exportd::follow::Room;
 use perfabi_exportd::sources::{self, Need};
@@ -366,7 +367,7 @@ fn read_record(
 /// reached through no other user's symbolic link, and in which other users
 /// cannot replace files.
 fn check_path(path: &Path) -> Result<(), String> {
-    let shown = path.display();
+    let shown = escape(path.as_os_str().as_bytes());
     if path.as_os_str().as_bytes().ends_with(b"/") || path.file_name().is_none() {
         return Err(format!(
             "--path {shown}: names a folder, not a segment file"
@@ -408,11 +409,11 @@ fn run(args: &Args, plan: Plan, started: Instant) -> Result<(), Fail> {
     )?;
     eprintln!(
         "perfabi-exportd: writing {} (epoch {:#x}, {} CPUs, every {:?}; lock {})",
-        args.path.display(),
+        escape(args.path.as_os_str().as_bytes()),
         daemon.w.epoch(),
         daemon.w.layout().nr_cpus,
         plan.interval,
-        lock.path().display()
+        escape(lock.path().as_os_str().as_bytes())
     );
     let result = daemon.serve(&lock, plan.interval, plan.cpu_report);
     let (mut clock, refreshes) = (cpu::Clock::new(), daemon.done);
@@ -430,7 +431,7 @@ fn run(args: &Args, plan: Plan, started: Instant) -> Result<(), Fail> {
     if result.is_ok() {
         eprintln!(
             "perfabi-exportd: stopped; {} marked closed",
-            args.path.display()
+            escape(args.path.as_os_str().as_bytes())
         );
     }
     result
@@ -551,7 +552,7 @@ impl Daemon {
                 self.stop.set();
                 return Err(Fail::Runtime(format!(
                     "lock file {} was removed or replaced: stopping, so that two daemons never write one path",
-                    lock.path().display()
+                    escape(lock.path().as_os_str().as_bytes())
                 )));
             }
             next += interval;
@@ -615,13 +616,13 @@ impl Daemon {
                 *last_damage = None;
                 eprintln!(
                     "perfabi-exportd: {} was damaged by someone else ({why}): created it again (epoch {epoch:#x})",
-                    self.path.display()
+                    escape(self.path.as_os_str().as_bytes())
                 );
             }
             Health::Damaged { why, error } => {
                 let line = format!(
                     "{} was damaged by someone else ({why}) and cannot be created again: {error}; retrying every interval",
-                    self.path.display()
+                    escape(self.path.as_os_str().as_bytes())
                 );
                 if last_damage.as_ref() != Some(&line) {
                     eprintln!("perfabi-exportd: {line}");

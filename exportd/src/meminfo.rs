@@ -3,6 +3,9 @@
 //! this kernel's `/proc/meminfo` lacks is skipped with one log line at
 //! start.
 
+use std::os::unix::ffi::OsStrExt;
+
+use perfabi::text::escape;
 use perfabi::{FamilySpec, Kind, Unit};
 use perfabi_shm::writer::{MemberId, Writer};
 
@@ -64,7 +67,7 @@ impl MemSource {
         for (family, line) in FAMILIES.iter().filter(|f| !present.contains(f)) {
             eprintln!(
                 "perfabi-exportd: {}: no {line} line: {family} not published",
-                path.display()
+                escape(path.as_os_str().as_bytes())
             );
         }
         let members = present

@@ -5,6 +5,9 @@
 //! it lacks (`cpu` `full` before 5.13), is skipped with one log line at
 //! start.
 
+use std::os::unix::ffi::OsStrExt;
+
+use perfabi::text::escape;
 use perfabi::{FamilySpec, Kind, Unit};
 use perfabi_shm::writer::{MemberId, Writer};
 
@@ -47,7 +50,7 @@ fn present(paths: &Paths, log: bool) -> Vec<(&'static str, ProcFile, bool, bool)
             if log && wanted && !has {
                 eprintln!(
                     "perfabi-exportd: {}: no {line} total: kernel.all.pressure.{res}.{line}.total not published",
-                    f.path().display()
+                    escape(f.path().as_os_str().as_bytes())
                 );
             }
         }
@@ -121,7 +124,7 @@ impl PressureSource {
                     if result.is_ok() {
                         result = Err(std::io::Error::new(
                             e.kind(),
-                            format!("{}: {e}", f.file.path().display()),
+                            format!("{}: {e}", escape(f.file.path().as_os_str().as_bytes())),
                         ));
                     }
                     continue;

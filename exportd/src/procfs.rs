@@ -23,7 +23,10 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+
+use perfabi::text::escape;
 
 /// The most lines a parser reads of one file; the rest is ignored. Far
 /// more than any real file has (one line per device, IRQ, CPU or value).
@@ -113,7 +116,7 @@ impl ProcFile {
                 self.file = None;
                 return Err(std::io::Error::new(
                     e.kind(),
-                    format!("{}: {e}", self.path.display()),
+                    format!("{}: {e}", escape(self.path.as_os_str().as_bytes())),
                 ));
             }
         }

@@ -427,3 +427,61 @@ fn every_published_family_is_the_tables_and_every_userspace_row_is_published() {
         user_rows.len()
     );
 }
+
+/// Interfaces named with terminal controls, which the kernel accepts
+/// (`ESC ] 0 ; pwn BEL` retitles a terminal, `ESC [ 2 J` clears it): the
+/// daemon skips them (no instance string can hold them) and logs each
+/// once, escaped, so that its log holds no control byte at all.
+#[test]
+fn interfaces_named_with_terminal_controls_are_logged_escaped() {
+    let test = "interfaces_named_with_terminal_controls_are_logged_escaped";
+    if !runnable(test, &["ip"]) {
+        return;
+    }
+    let ns = Netns(format!("perfabi-esc-{}", std::process::id()));
+    run_ok("ip", &["netns", "add", &ns.0]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let daemon = spawn_under(&["ip", "netns", "exec", &ns.0], &path, &[], || {
+        path.exists()
+    });
+    let (title, clear) = ("\x1b]0;pwn\x07", "\x1b[2J");
+    run_ok(
+        "ip",
+        &[
+            "-n", &ns.0, "link", "add", "name", title, "type", "veth", "peer", "name", clear,
+        ],
+    );
+    // Counted as skipped at the next refresh.
+    let mut seg = Segment::open(&path).unwrap();
+    let skipped = wait_for(Duration::from_secs(30), || {
+        seg.snapshot().ok().is_some_and(|snap| {
+            snap.find("exportd.skipped_instances")
+                .is_some_and(|i| snap.total(i) >= 2)
+        })
+    });
+    let out = stop(daemon);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        skipped.is_some(),
+        "the two interfaces were not skipped: {log}"
+    );
+    for shown in ["\\u{1b}]0;pwn\\u{7}", "\\u{1b}[2J"] {
+        assert!(
+            log.lines()
+                .any(|l| l.contains(&format!("interface {shown}: its name cannot be"))),
+            "{shown} not logged escaped: {log:?}"
+        );
+    }
+    let controls: Vec<u8> = out
+        .stderr
+        .iter()
+        .copied()
+        .filter(|&b| b != b'\n' && (b < 0x20 || b == 0x7f))
+        .collect();
+    assert!(controls.is_empty(), "control bytes {controls:?} in {log:?}");
+    println!(
+        "EXPORTD-ESCAPE two interfaces named with terminal controls logged escaped, {} log lines, no control byte",
+        log.lines().count()
+    );
+}

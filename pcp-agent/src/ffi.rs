@@ -498,6 +498,7 @@ impl Pcp {
             return None;
         }
         // SAFETY: non-null, NUL-terminated (above).
+        // not raw: a conversion of libpcp's configuration text, not a message
         Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
     }
 
@@ -526,6 +527,7 @@ impl Pcp {
             return format!("PCP error {code}");
         }
         // SAFETY: p points at buf, NUL-terminated by pmErrStr_r.
+        // not raw: libpcp's own fixed error text
         unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
     }
 }
@@ -613,6 +615,7 @@ impl Pcp {
         // stays until the cache changes; copied at once.
         Some(
             unsafe { CStr::from_ptr(name) }
+                // not raw: a conversion of the cache's name, not a message
                 .to_string_lossy()
                 .into_owned(),
         )
@@ -636,6 +639,7 @@ fn dlerror() -> String {
         return "unknown error".into();
     }
     // SAFETY: non-null, NUL-terminated (above).
+    // not raw: the C library's text about the PCP library it loads
     unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
 }
 

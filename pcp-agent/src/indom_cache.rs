@@ -13,8 +13,10 @@
 //! symbolic link planted there.
 
 use std::ffi::{c_int, CString};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use perfabi::text::escape;
 use perfabi_shm::safe_open::{euid, FileKind, Folder};
 
 use crate::ffi::*;
@@ -53,7 +55,7 @@ impl CachedIndom {
                     (n < 0).then(|| {
                         format!(
                             "instance ids not loaded from {}: {}",
-                            c.file().display(),
+                            escape(c.file().as_os_str().as_bytes()),
                             pcp.err_str(n)
                         )
                     })
@@ -91,19 +93,23 @@ impl CachedIndom {
         let name = path.file_name().expect("a file name");
         match folder.stat(name) {
             Ok(None) => Ok(false),
-            Err(e) => Err(format!("{}: {e}", path.display())),
-            Ok(Some(e)) if e.kind != FileKind::Regular => {
-                Err(format!("{} is {}", path.display(), e.kind.describe()))
-            }
+            Err(e) => Err(format!("{}: {e}", escape(path.as_os_str().as_bytes()))),
+            Ok(Some(e)) if e.kind != FileKind::Regular => Err(format!(
+                "{} is {}",
+                escape(path.as_os_str().as_bytes()),
+                e.kind.describe()
+            )),
             Ok(Some(e)) if e.uid != euid() => Err(format!(
                 "{} belongs to uid {}, not to this user (uid {})",
-                path.display(),
+                escape(path.as_os_str().as_bytes()),
                 e.uid,
                 euid()
             )),
-            Ok(Some(e)) if e.nlink != 1 => {
-                Err(format!("{} has {} hard links", path.display(), e.nlink))
-            }
+            Ok(Some(e)) if e.nlink != 1 => Err(format!(
+                "{} has {} hard links",
+                escape(path.as_os_str().as_bytes()),
+                e.nlink
+            )),
             Ok(Some(_)) => Ok(true),
         }
     }
@@ -165,7 +171,7 @@ impl CachedIndom {
         if n < 0 {
             return Err(format!(
                 "instance ids not saved to {}: {}",
-                self.file().display(),
+                escape(self.file().as_os_str().as_bytes()),
                 self.pcp.err_str(n)
             ));
         }

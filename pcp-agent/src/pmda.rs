@@ -7,9 +7,11 @@
 
 use std::collections::HashMap;
 use std::ffi::{c_int, c_uint, CStr, CString};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use perfabi::text::escape;
 use perfabi_reader::Trust;
 
 use crate::catalog::{self, Indom, Kind, Metric, Part, INDOMS};
@@ -277,6 +279,7 @@ impl Agent {
             values_ok: true,
             last_state_problem: None,
             abi: cstring(""),
+            // not raw: the path handed to libpcp, not a message
             path: cstring(&segment.display().to_string()),
         }
     }
@@ -864,7 +867,10 @@ pub fn run(
     agent.refresh(daemon.tables());
     pcp.notify(
         LOG_INFO,
-        &format!("serving {} (domain {domain})", segment.display()),
+        &format!(
+            "serving {} (domain {domain})",
+            escape(segment.as_os_str().as_bytes())
+        ),
     );
     daemon.serve(agent)
 }
@@ -902,7 +908,7 @@ fn open_state(pcp: &'static Pcp, domain: u32) -> (Option<StateDir>, CounterNames
                     &format!(
                         "{} counter numbers read from {}",
                         n.len(),
-                        state.path().join(&file).display()
+                        escape(state.path().join(&file).as_os_str().as_bytes())
                     ),
                 );
                 n
@@ -915,7 +921,7 @@ fn open_state(pcp: &'static Pcp, domain: u32) -> (Option<StateDir>, CounterNames
                     LOG_ERR,
                     &format!(
                         "{}: {e}; counters are numbered anew (the file is {kept})",
-                        state.path().join(&file).display()
+                        escape(state.path().join(&file).as_os_str().as_bytes())
                     ),
                 );
                 CounterNames::default()

@@ -26,11 +26,13 @@
 //! read succeeds. Every change of state is logged once; nothing in here can
 //! take the agent down.
 
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use perfabi::damon::Aggregation;
+use perfabi::text::escape;
 use perfabi::Snapshot;
 use perfabi_reader::{Error, Liveness, Options, Segment, SegmentInfo, Trust};
 
@@ -190,7 +192,7 @@ impl Source {
                     let info = self.reading.info.as_ref().map(|i| i.header);
                     log(format!(
                         "{}: mapped (epoch {:#x}, {} CPUs){}",
-                        self.path.display(),
+                        escape(self.path.as_os_str().as_bytes()),
                         info.map_or(0, |h| h.epoch),
                         info.map_or(0, |h| h.nr_cpus),
                         if p.is_empty() {
@@ -217,7 +219,7 @@ impl Source {
             if !self.held {
                 log(format!(
                     "{}: {}; answering with the values of the last good read for at most {} s",
-                    self.path.display(),
+                    escape(self.path.as_os_str().as_bytes()),
                     failure.what,
                     self.hold.as_secs_f64()
                 ));
@@ -239,7 +241,7 @@ impl Source {
         if self.reading.info.is_some() {
             log(format!(
                 "{}: {problem}{}; serving no values until it is back",
-                self.path.display(),
+                escape(self.path.as_os_str().as_bytes()),
                 if self.held && transient {
                     " (held values expired)"
                 } else {
@@ -249,7 +251,7 @@ impl Source {
         } else if self.last_problem.as_deref() != Some(problem.as_str()) {
             log(format!(
                 "{}: {problem}; will retry at every request",
-                self.path.display()
+                escape(self.path.as_os_str().as_bytes())
             ));
         }
         self.last_problem = Some(problem);

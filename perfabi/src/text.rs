@@ -63,15 +63,33 @@ fn write_char(f: &mut Formatter<'_>, c: char) -> fmt::Result {
         '\t' => f.write_str("\\t"),
         '\n' => f.write_str("\\n"),
         '\r' => f.write_str("\\r"),
-        // Quotes are harmless to a terminal: as themselves.
-        '"' | '\'' => f.write_char(c),
-        ' '..='~' => f.write_char(c),
+        _ if !harmless(c) => write!(f, "\\u{{{:x}}}", u32::from(c)),
+        _ => f.write_char(c),
+    }
+}
+
+/// Whether a terminal shows `c` as itself, the rule of [`escape`] for
+/// every character but `\`: printable ASCII (quotes too), and any other
+/// character the standard library's tables call printable. Not: controls
+/// (C0, DEL, C1), format characters (bidirectional overrides, zero-width
+/// characters), unassigned code points, a combining mark. A format with
+/// escapes of its own (JSON's `\u`) uses it to escape the same characters
+/// its own way.
+///
+/// ```
+/// use perfabi::text::harmless;
+/// assert!(harmless('a') && harmless('"') && harmless('é') && harmless('\\'));
+/// assert!(!harmless('\u{1b}') && !harmless('\u{7f}') && !harmless('\u{9b}'));
+/// assert!(!harmless('\u{202e}') && !harmless('\n'));
+/// ```
+pub fn harmless(c: char) -> bool {
+    match c {
+        ' '..='~' => true,
         // `escape_debug` prints a character as itself exactly when the
         // standard library's tables call it printable; anything else
         // (controls, format characters, unassigned, a mark that would
         // combine with the character before it) is shown by number.
-        _ if c.escape_debug().next() == Some('\\') => write!(f, "\\u{{{:x}}}", u32::from(c)),
-        _ => f.write_char(c),
+        _ => c.escape_debug().next() != Some('\\'),
     }
 }
 

@@ -26,6 +26,39 @@ const SPACE: [&str; 7] = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
 const TIME: [&str; 6] = ["ns", "us", "ms", "s", "min", "h"];
 /// Seconds in one unit of each time scale.
 const TIME_SECONDS: [f64; 6] = [1e-9, 1e-6, 1e-3, 1.0, 60.0, 3600.0];
+/// The same seconds exactly, as powers of 2, 3 and 5 ([`Powers`]).
+const TIME_POWERS: [(i32, i32, i32); 6] = [
+    (-9, 0, -9),
+    (-6, 0, -6),
+    (-3, 0, -3),
+    (0, 0, 0),
+    (2, 1, 1),
+    (4, 2, 2),
+];
+
+/// A unit's factor to its base unit exactly: `2^two × 3^three × 5^five`.
+/// Every factor of §5.2 is one (`1024^k`, `10^k`, the time scales from
+/// `10^-9` to `3600` seconds, and their powers), so a stored integer in
+/// the base unit has an exact decimal whenever `three` is not negative
+/// (a unit per minute or per hour may have none).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Powers {
+    /// Power of 2.
+    pub two: i32,
+    /// Power of 3.
+    pub three: i32,
+    /// Power of 5.
+    pub five: i32,
+}
+
+impl Powers {
+    /// The factor 1: no conversion.
+    pub const ONE: Powers = Powers {
+        two: 0,
+        three: 0,
+        five: 0,
+    };
+}
 
 impl Unit {
     /// No unit: a plain number.
@@ -168,6 +201,26 @@ impl Unit {
     }
 }
 
+impl Unit {
+    /// The factor of [`Unit::base`] exactly, as powers of 2, 3 and 5
+    /// (`KiB` → `2^10`; `µs` → `2^-6 × 5^-6`; `min` → `2^2 × 3 × 5`).
+    pub fn base_powers(&self) -> Powers {
+        let (dim_space, dim_time, dim_count) = (
+            i32::from(self.dim_space),
+            i32::from(self.dim_time),
+            i32::from(self.dim_count),
+        );
+        let space = 10 * i32::from(self.scale_space) * dim_space;
+        let (t2, t3, t5) = TIME_POWERS[usize::from(self.scale_time) % TIME_POWERS.len()];
+        let count = i32::from(self.scale_count) * dim_count;
+        Powers {
+            two: space + t2 * dim_time + count,
+            three: t3 * dim_time,
+            five: t5 * dim_time + count,
+        }
+    }
+}
+
 fn push_part(out: &mut String, name: &str, power: i8) {
     if !out.is_empty() {
         out.push('_');
@@ -250,6 +303,57 @@ impl fmt::Display for Unit {
 mod tests {
     use super::*;
     use alloc::string::ToString;
+
+    /// The exact factor is the float one, for every unit §5.2 allows.
+    #[test]
+    fn exact_powers_are_the_factor() {
+        let mut seen = 0;
+        for dims in 0..7i8.pow(3) {
+            let (ds, dt, dc) = (dims % 7 - 3, dims / 7 % 7 - 3, dims / 49 - 3);
+            for (ss, st, sc) in (0..7u8)
+                .flat_map(|a| (0..6u8).flat_map(move |b| (-8..=7i8).map(move |c| (a, b, c))))
+            {
+                let u = Unit::new(ds, dt, dc, ss, st, sc, QUANTITY_PLAIN);
+                if !u.check() {
+                    continue;
+                }
+                let p = u.base_powers();
+                let pow = |x: f64, n: i32| {
+                    let r = (0..n.unsigned_abs()).fold(1.0, |r, _| r * x);
+                    if n < 0 {
+                        1.0 / r
+                    } else {
+                        r
+                    }
+                };
+                let exact = pow(2.0, p.two) * pow(3.0, p.three) * pow(5.0, p.five);
+                let factor = u.base().1;
+                assert!(
+                    ((exact - factor) / factor).abs() < 1e-12,
+                    "{u:?}: {p:?} is {exact}, base() {factor}"
+                );
+                seen += 1;
+            }
+        }
+        assert!(seen > 1000, "{seen}");
+        assert_eq!(Unit::NONE.base_powers(), Powers::ONE);
+        assert_eq!(
+            Unit::KIB.base_powers(),
+            Powers {
+                two: 10,
+                three: 0,
+                five: 0
+            }
+        );
+        assert_eq!(
+            Unit::US.base_powers(),
+            Powers {
+                two: -6,
+                three: 0,
+                five: -6
+            }
+        );
+    }
 
     #[test]
     fn checks() {

@@ -1,8 +1,12 @@
-//! The reader's errors: each says what went wrong and what to do.
+//! The reader's errors: each says what went wrong and what to do, with
+//! every path and name in it escaped for a terminal or a log.
 
 use std::fmt;
 use std::io;
-use std::path::PathBuf;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use perfabi::text::{escape, Escaped};
 use std::time::Duration;
 
 /// Everything a read can report.
@@ -131,55 +135,71 @@ impl Error {
     }
 }
 
+/// A path in a message: escaped (`spec/PERFABI.md` §11.7), for a folder of
+/// segments that other users write may hold a file named with terminal
+/// controls.
+fn shown(p: &Path) -> Escaped<'_> {
+    escape(p.as_os_str().as_bytes())
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::NotFound(p) => write!(f, "no segment at {}: is the exporter running?", p.display()),
+            Self::NotFound(p) => write!(f, "no segment at {}: is the exporter running?", shown(p)),
             Self::Io(p, e) if e.kind() == io::ErrorKind::PermissionDenied => {
-                write!(f, "cannot read {}: permission denied (run as its owner or a member of its group)", p.display())
+                write!(f, "cannot read {}: permission denied (run as its owner or a member of its group)", shown(p))
             }
             // An empty path: the error says so, with nothing to quote.
-            Self::Io(p, e) if p.as_os_str().is_empty() => write!(f, "{e}"),
-            Self::Io(p, e) => write!(f, "cannot use {}: {e}", p.display()),
+            Self::Io(p, e) if p.as_os_str().is_empty() => {
+                write!(f, "{}", escape(e.to_string().as_bytes()))
+            }
+            // The OS's message, escaped too: an error made with text of
+            // its own may quote a name.
+            Self::Io(p, e) => write!(
+                f,
+                "cannot use {}: {}",
+                shown(p),
+                escape(e.to_string().as_bytes())
+            ),
             Self::Symlink(p) => write!(
                 f,
                 "refusing {}: it is a symbolic link (give the segment's own path; links are not followed)",
-                p.display()
+                shown(p)
             ),
             Self::ForeignLink { path, uid } => write!(
                 f,
                 "refusing {}: the way to it goes through a symbolic link of uid {uid} \
                  (links are followed only if root or this user owns them)",
-                path.display()
+                shown(path)
             ),
-            Self::Raced(p) => write!(f, "{} was replaced while it was being opened; try again", p.display()),
+            Self::Raced(p) => write!(f, "{} was replaced while it was being opened; try again", shown(p)),
             Self::NotASegmentFile(p, kind) => write!(
                 f,
                 "{} is {kind}, not a perfabi segment (a regular file, or the kernel module's /dev/perfabi)",
-                p.display()
+                shown(p)
             ),
             Self::Writable(p, mode) => write!(
                 f,
                 "refusing {}: mode {mode:o} lets others write it (chmod go-w, or ask its writer to create it 0644)",
-                p.display()
+                shown(p)
             ),
             Self::Untrusted { path, uid } => write!(
                 f,
                 "refusing {}: it belongs to uid {uid}, whom this reader does not trust \
                  (it trusts its own uid and root; trust that uid explicitly to read it)",
-                path.display()
+                shown(path)
             ),
             Self::Sparse { path, at } => write!(
                 f,
                 "refusing {}: it has a hole at byte {at} (writers fill their whole segment; \
                  this one was not made by a writer, or was truncated and grown again)",
-                path.display()
+                shown(path)
             ),
             Self::TooLarge { path, size, limit } => write!(
                 f,
                 "refusing {}: its segment is {size} bytes, more than the limit of {limit} \
                  (raise the reader's limit to read it)",
-                path.display()
+                shown(path)
             ),
             Self::Abi(e) => write!(f, "bad segment: {e}"),
             Self::Busy(e) => write!(f, "segment busy, try again: {e}"),
@@ -194,14 +214,22 @@ impl fmt::Display for Error {
                 silent_for.as_secs_f64()
             ),
             Self::Closed => f.write_str("the writer closed the segment; values are final"),
-            Self::Truncated(p) => write!(f, "{} was truncated while mapped; reading again re-opens it", p.display()),
+            Self::Truncated(p) => write!(f, "{} was truncated while mapped; reading again re-opens it", shown(p)),
             Self::HeaderChanged(p) => write!(
                 f,
                 "the header of {} changed under the reader (zeroed, overwritten or created again); reading again re-opens it",
-                p.display()
+                shown(p)
             ),
-            Self::NoSuchCounter(n) => write!(f, "no counter named {n:?} (perfabi-cat lists them)"),
-            Self::NoSuchFamily(n) => write!(f, "no metric family named {n:?} (perfabi-cat lists them)"),
+            Self::NoSuchCounter(n) => write!(
+                f,
+                "no counter named \"{}\" (perfabi-cat lists them)",
+                escape(n.as_bytes())
+            ),
+            Self::NoSuchFamily(n) => write!(
+                f,
+                "no metric family named \"{}\" (perfabi-cat lists them)",
+                escape(n.as_bytes())
+            ),
         }
     }
 }

@@ -13,7 +13,10 @@
 //!   `_count` and `_sum`.
 //! * `# UNIT` only when the family name already ends with `_<base unit>`
 //!   ([`perfabi::Unit::base`]: `bytes`, `seconds`, …): values (and `le`
-//!   bounds, and sums) are then converted to the base unit. Otherwise there
+//!   bounds, and sums) are then converted to the base unit, each the exact
+//!   decimal of the stored integer times the unit's factor
+//!   (`18446744073709551615` ms is `18446744073709551.615`), never an `f64`
+//!   approximation. Otherwise there
 //!   is no `UNIT` line, values are as stored, and the help text ends with
 //!   `(unit: <unit>)`.
 //! * Labels: `cpu` for per-CPU samples (`--cpu`), the family's dimension with
@@ -25,8 +28,9 @@
 
 use std::fmt::Write as _;
 
-use crate::{Family, Histogram, Kind, Member, Reading, Snapshot, ValueType};
+use crate::{decimal, Family, Histogram, Kind, Member, Reading, Snapshot, ValueType};
 use perfabi::family::Origin;
+use perfabi::unit::Powers;
 
 /// How one family is exposed.
 struct Exposed {
@@ -38,6 +42,8 @@ struct Exposed {
     unit: Option<String>,
     /// What one stored unit is worth in the base unit (1 without `UNIT`).
     factor: f64,
+    /// `factor` exactly ([`Powers::ONE`] without `UNIT`).
+    powers: Powers,
 }
 
 fn exposed(f: &Family) -> Exposed {
@@ -60,6 +66,7 @@ fn exposed(f: &Family) -> Exposed {
             typ,
             unit: Some(unit),
             factor,
+            powers: f.unit.base_powers(),
         }
     } else {
         Exposed {
@@ -67,6 +74,7 @@ fn exposed(f: &Family) -> Exposed {
             typ,
             unit: None,
             factor: 1.0,
+            powers: Powers::ONE,
         }
     }
 }
@@ -118,8 +126,9 @@ fn escape_text_help(s: &str) -> String {
     s.replace('\\', "\\\\").replace('\n', "\\n")
 }
 
-/// A number in base units: exact for whole numbers, else the shortest text
-/// that reads back as the same `f64` (`1e-9`, `0.25`).
+/// A number in base units that has no exact decimal (see [`number`]):
+/// whole numbers below 2^53 as such, else the shortest text that reads back
+/// as the same `f64` (`1e-9`, `0.25`).
 fn float_text(x: f64) -> String {
     if x.is_finite() && x.fract() == 0.0 && x.abs() < 9e15 {
         format!("{}", x as i64)
@@ -140,21 +149,28 @@ fn to_base(v: f64, factor: f64) -> f64 {
     }
 }
 
-/// Writes a stored value converted by `factor` (kept exact when it is 1).
-fn write_value(out: &mut String, r: &Reading, factor: f64) {
-    let _ = match (r, factor == 1.0) {
-        (Reading::Unsigned(v), true) => write!(out, "{v}"),
-        (Reading::Signed(v), true) => write!(out, "{v}"),
-        (Reading::Unsigned(v), false) => {
-            out.push_str(&float_text(to_base(*v as f64, factor)));
-            Ok(())
+/// A stored integer in the exposed unit, exactly: the integer itself, or
+/// the exact decimal of it times the unit's factor
+/// (`18446744073709551615` ms is `18446744073709551.615` s), never an
+/// `f64`'s approximation. Only a value of a unit per minute or per hour
+/// whose seconds have no finite decimal is the shortest `f64` text.
+fn number(v: i128, e: &Exposed) -> String {
+    if e.powers == Powers::ONE {
+        return v.to_string();
+    }
+    decimal::scaled(v, e.powers).unwrap_or_else(|| float_text(to_base(v as f64, e.factor)))
+}
+
+/// Writes a stored value in the exposed unit (see [`number`]); a
+/// histogram's count.
+fn write_value(out: &mut String, r: &Reading, e: &Exposed) {
+    match r {
+        Reading::Unsigned(v) => out.push_str(&number(i128::from(*v), e)),
+        Reading::Signed(v) => out.push_str(&number(i128::from(*v), e)),
+        Reading::Histogram(h) => {
+            let _ = write!(out, "{}", h.count);
         }
-        (Reading::Signed(v), false) => {
-            out.push_str(&float_text(to_base(*v as f64, factor)));
-            Ok(())
-        }
-        (Reading::Histogram(h), _) => write!(out, "{}", h.count),
-    };
+    }
 }
 
 /// Writes `v` escaped as a label value: backslash, double quote and
@@ -223,15 +239,14 @@ fn sample(
 fn series(out: &mut String, f: &Family, e: &Exposed, labels: &[(&str, &str)], r: &Reading) {
     match (r, e.typ) {
         (Reading::Histogram(h), _) => histogram(out, f, e, labels, h),
-        (_, "counter") => sample(out, e, "_total", labels, None, |o| {
-            write_value(o, r, e.factor)
-        }),
-        _ => sample(out, e, "", labels, None, |o| write_value(o, r, e.factor)),
+        (_, "counter") => sample(out, e, "_total", labels, None, |o| write_value(o, r, e)),
+        _ => sample(out, e, "", labels, None, |o| write_value(o, r, e)),
     }
 }
 
-/// A histogram's samples: cumulative buckets (bounds in the exposed unit;
-/// bounds that become one number there are one bucket), `+Inf` last, then
+/// A histogram's samples: cumulative buckets (bounds in the exposed unit,
+/// exact; bounds that a scraper reads as one `f64` are one bucket, named
+/// by the largest of them, whose count it has), `+Inf` last, then
 /// `_count` (the `+Inf` bucket's count: one consistent copy's count equals
 /// it) and `_sum`.
 fn histogram(out: &mut String, f: &Family, e: &Exposed, labels: &[(&str, &str)], h: &Histogram) {
@@ -242,35 +257,31 @@ fn histogram(out: &mut String, f: &Family, e: &Exposed, labels: &[(&str, &str)],
         let _ = write!(o, "{n}");
     };
     let mut cumulative = 0u128;
-    let mut pending: Option<(f64, u128)> = None;
+    // (bound as the scraper reads it, an f64; its exact text; cumulative
+    // count): bounds one f64 apart are one bucket, named by the largest.
+    let mut pending: Option<(f64, String, u128)> = None;
     for (k, &c) in h.buckets.iter().enumerate() {
         cumulative += u128::from(c);
         let Some(bound) = b.bound(k) else {
             continue;
         };
-        let le = to_base(bound as f64, e.factor);
-        if let Some((prev, n)) = pending {
-            if prev != le {
-                let t = float_text(prev);
-                sample(out, e, "_bucket", labels, Some(&t), |o| count(o, n));
+        let key = to_base(bound as f64, e.factor);
+        if let Some((prev, text, n)) = pending.take() {
+            if prev != key {
+                sample(out, e, "_bucket", labels, Some(&text), |o| count(o, n));
             }
         }
-        pending = Some((le, cumulative));
+        pending = Some((key, number(i128::from(bound), e), cumulative));
     }
-    if let Some((prev, n)) = pending {
-        let t = float_text(prev);
-        sample(out, e, "_bucket", labels, Some(&t), |o| count(o, n));
+    if let Some((_, text, n)) = pending {
+        sample(out, e, "_bucket", labels, Some(&text), |o| count(o, n));
     }
     sample(out, e, "_bucket", labels, Some("+Inf"), |o| {
         count(o, cumulative)
     });
     sample(out, e, "_count", labels, None, |o| count(o, cumulative));
     sample(out, e, "_sum", labels, None, |o| {
-        if e.factor == 1.0 {
-            let _ = write!(o, "{}", h.sum);
-        } else {
-            o.push_str(&float_text(to_base(h.sum as f64, e.factor)));
-        }
+        o.push_str(&number(i128::from(h.sum), e))
     });
 }
 

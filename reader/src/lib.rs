@@ -43,6 +43,7 @@
 //! and contains no `unsafe` code.
 #![forbid(unsafe_code)]
 
+pub mod decimal;
 mod error;
 pub mod exposition;
 pub mod liveness;

@@ -227,7 +227,22 @@ impl Segment {
                     });
                 if moved || resized || lost || damaged {
                     let path = path.clone();
-                    (self.map, self.found) = map_path(&path, &self.opts)?;
+                    // The very file this reader mapped, now shorter: it was
+                    // truncated under the reader (a writer re-creates its
+                    // segment under a new inode, renamed over the path),
+                    // which a later read may find re-created, not a file
+                    // that never was a segment.
+                    let shrunk = !moved && self.map.file_len().is_some_and(|len| now.len < len);
+                    let mapped = match map_path(&path, &self.opts) {
+                        Err(Error::NotASegmentFile(..) | Error::Abi(_) | Error::Sparse { .. })
+                            if shrunk =>
+                        {
+                            self.stats.truncations += 1;
+                            return Err(Error::Truncated(path));
+                        }
+                        r => r?,
+                    };
+                    (self.map, self.found) = mapped;
                     self.remap = false;
                     self.names.clear();
                     self.stats.remaps += 1;

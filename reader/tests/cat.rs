@@ -479,3 +479,127 @@ fn a_segment_busy_for_good_ends_a_counted_watch() {
     assert!(out.status.success(), "{:?}: {text}", out.status);
     assert_eq!(text.matches("sample skipped").count(), 3, "{text}");
 }
+
+/// Lines a child writes to its stdout, as they come, read by a thread.
+fn lines_of(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let out = child.stdout.take().expect("stdout piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits up to `limit` for a line of `rx` that `want` accepts; the lines
+/// seen before it are appended to `seen`.
+fn line_where(
+    rx: &std::sync::mpsc::Receiver<String>,
+    limit: Duration,
+    seen: &mut Vec<String>,
+    want: impl Fn(&str) -> bool,
+) -> bool {
+    let end = std::time::Instant::now() + limit;
+    while let Some(left) = end.checked_duration_since(std::time::Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(l) => {
+                let hit = want(&l);
+                seen.push(l);
+                if hit {
+                    return true;
+                }
+            }
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
+/// The owner truncates the segment to 0 bytes under a piped `--watch`,
+/// and its writer creates it again a moment later: the samples in between
+/// are skipped (said so), the watch goes on and reads the new segment, as
+/// `--help` promises (exit 5, "truncated ... retry later", never exit 4,
+/// "malformed"). A file that was never a segment is still exit 4.
+#[test]
+fn a_segment_truncated_to_nothing_costs_a_watch_samples_not_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    // No heartbeat promised and none sent by a thread: the segment is
+    // created again only when this test calls `heartbeat`.
+    let w = Writer::create(
+        &path,
+        &Config {
+            max_instances: 8,
+            damon_capacity: 0,
+            heartbeat_interval: Duration::ZERO,
+            auto_heartbeat: false,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    let id = w.add("ticks", "count", Semantics::Counter).unwrap();
+    w.adjust(id, 1).unwrap();
+    let mut watch = perfabi_test_harness::KillOnDrop(
+        Command::new(perfabi_test_harness::workspace::perfabi_cat())
+            .arg(&path)
+            .args(["--watch", "0.05"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let rx = lines_of(&mut watch.0);
+    let mut seen = Vec::new();
+    let limit = Duration::from_secs(30);
+    assert!(
+        line_where(&rx, limit, &mut seen, |l| l.starts_with("ticks")),
+        "no sample: {seen:?}"
+    );
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    let skipped = line_where(&rx, limit, &mut seen, |l| l.contains("sample skipped"));
+    let running = watch.0.try_wait().unwrap().is_none();
+    // The writer notices and creates its segment again (a new epoch).
+    assert!(matches!(
+        w.heartbeat(),
+        perfabi_shm::writer::Health::Recreated { .. }
+    ));
+    w.adjust(id, 1).unwrap();
+    let mark = seen.len();
+    let again = line_where(&rx, limit, &mut seen, |l| l.starts_with("ticks"));
+    let still = watch.0.try_wait().unwrap();
+    let _ = watch.0.kill();
+    let mut err = String::new();
+    if let Some(mut e) = watch.0.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut err);
+    }
+    println!(
+        "--watch across a truncation to 0: {} lines, skipped said: {skipped}, running: {running}, read again: {again}",
+        seen.len()
+    );
+    assert!(skipped && running, "exited: {still:?} {err} after {seen:?}");
+    assert!(
+        again && still.is_none(),
+        "after the segment was created again: {still:?} {err} {:?}",
+        &seen[mark..]
+    );
+    // A file that never was a segment: still "malformed", exit 4.
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, b"").unwrap();
+    let out = cat(&[empty.to_str().unwrap(), "--watch", "0.05", "--count", "2"]);
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -136,7 +136,8 @@ fn every_kind(path: &Path) -> Writer {
         w.observe(&get, v).unwrap();
     }
     w.add_member(rpc, "put", &[("service", "api")]).unwrap();
-    // Bounds 2^60 and 2^60 + 1 are one number in a float: one bucket.
+    // Bounds 2^60 and 2^60 + 1 are one number in a float: one bucket, named
+    // exactly by the larger.
     let blob = fam(FamilySpec::histogram(
         "blob.size",
         "Blob sizes",

@@ -9,9 +9,11 @@
 //! refuses before writing anything. On exit it turns its kdamond off and
 //! removes it.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use perfabi::damon::{Aggregation, Intervals, Region};
+use perfabi::text::escape;
 use perfabi_shm::writer::Writer;
 
 use super::DamonCounters;
@@ -63,11 +65,12 @@ pub fn running_kdamonds() -> Vec<(u32, String)> {
 fn read(p: &Path) -> Result<String, String> {
     std::fs::read_to_string(p)
         .map(|s| s.trim().to_string())
-        .map_err(|e| format!("{}: {e}", p.display()))
+        .map_err(|e| format!("{}: {e}", escape(p.as_os_str().as_bytes())))
 }
 
 fn write(p: &Path, v: &str) -> Result<(), String> {
-    std::fs::write(p, v).map_err(|e| format!("writing {v:?} to {}: {e}", p.display()))
+    std::fs::write(p, v)
+        .map_err(|e| format!("writing {v:?} to {}: {e}", escape(p.as_os_str().as_bytes())))
 }
 
 /// Whether the source could run here, and if not, why (nothing is changed).
@@ -76,7 +79,12 @@ pub fn check(admin: &Path) -> Result<(), String> {
     let n: u32 = read(&kd.join("nr_kdamonds"))
         .map_err(|e| format!("DAMON sysfs is not available ({e})"))?
         .parse()
-        .map_err(|_| format!("{}: not a number", kd.join("nr_kdamonds").display()))?;
+        .map_err(|_| {
+            format!(
+                "{}: not a number",
+                escape(kd.join("nr_kdamonds").as_os_str().as_bytes())
+            )
+        })?;
     if n > 0 {
         let each: Vec<String> = (0..n)
             .map(|i| {
@@ -185,7 +193,7 @@ impl OwnKdamond {
         write(&self.dir.join("state"), "update_schemes_tried_regions")?;
         let tried = self.dir.join("contexts/0/schemes/0/tried_regions");
         let mut idx: Vec<u32> = std::fs::read_dir(&tried)
-            .map_err(|e| format!("{}: {e}", tried.display()))?
+            .map_err(|e| format!("{}: {e}", escape(tried.as_os_str().as_bytes())))?
             .flatten()
             .filter_map(|e| e.file_name().to_str()?.parse().ok())
             .collect();
@@ -194,9 +202,9 @@ impl OwnKdamond {
         for i in idx {
             let d = tried.join(i.to_string());
             let num = |k: &str| -> Result<u64, String> {
-                read(&d.join(k))?
-                    .parse()
-                    .map_err(|_| format!("{}: not a number", d.join(k).display()))
+                read(&d.join(k))?.parse().map_err(|_| {
+                    format!("{}: not a number", escape(d.join(k).as_os_str().as_bytes()))
+                })
             };
             regions.push(Region {
                 start: num("start")?,

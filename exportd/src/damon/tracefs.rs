@@ -3,7 +3,10 @@
 //! the running kernel, never assumed ones.
 
 use std::collections::HashMap;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+
+use perfabi::text::escape;
 
 /// Where tracefs usually is.
 pub const MOUNTS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
@@ -26,7 +29,7 @@ pub fn root(mount: bool) -> Result<PathBuf, String> {
         .map_err(|e| {
             format!(
                 "tracefs is not mounted and mounting it at {} failed: {e} (run as root, or mount it: mount -t tracefs nodev {0})",
-                at.display()
+                escape(at.as_os_str().as_bytes())
             )
         })?;
     Ok(at.to_path_buf())
@@ -67,10 +70,11 @@ impl Format {
         let text = std::fs::read_to_string(dir.join("format")).map_err(|e| {
             format!(
                 "{}: {e} (this kernel has no {system}:{name} tracepoint)",
-                dir.join("format").display()
+                escape(dir.join("format").as_os_str().as_bytes())
             )
         })?;
-        Format::parse(&text).map_err(|e| format!("{}: {e}", dir.join("format").display()))
+        Format::parse(&text)
+            .map_err(|e| format!("{}: {e}", escape(dir.join("format").as_os_str().as_bytes())))
     }
 
     /// Parses the text of a `format` file.
@@ -83,7 +87,7 @@ impl Format {
                 id = Some(
                     v.trim()
                         .parse()
-                        .map_err(|_| format!("bad ID line {line:?}"))?,
+                        .map_err(|_| format!("bad ID line \"{}\"", escape(line.as_bytes())))?,
                 );
                 continue;
             }
@@ -113,7 +117,7 @@ impl Format {
                     fields.insert(name.to_string(), Field { offset, size });
                 }
                 (Some(_), Some(_)) => {} // arrays and strings: not needed here
-                _ => return Err(format!("bad field line {line:?}")),
+                _ => return Err(format!("bad field line \"{}\"", escape(line.as_bytes()))),
             }
         }
         Ok(Format {
@@ -127,7 +131,7 @@ impl Format {
         self.fields
             .get(name)
             .copied()
-            .ok_or_else(|| format!("the event has no field {name:?}"))
+            .ok_or_else(|| format!("the event has no field \"{}\"", escape(name.as_bytes())))
     }
 }
 

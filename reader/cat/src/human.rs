@@ -1,8 +1,9 @@
 //! Values for people: a family's unit applied (bytes with IEC prefixes,
 //! times in ns/µs/ms/s, counts plain), rates, and a histogram's summary.
 
-use perfabi::unit::{QUANTITY_PAGES, QUANTITY_PLAIN, QUANTITY_RATIO};
-use perfabi_reader::{Buckets, Family, Histogram, Reading, Unit};
+use perfabi::text::escape;
+use perfabi::unit::{Powers, QUANTITY_PAGES, QUANTITY_PLAIN, QUANTITY_RATIO};
+use perfabi_reader::{decimal, Buckets, Family, Histogram, Reading, Unit};
 
 /// How the values of a unit are shown.
 #[derive(Clone, Debug, PartialEq)]
@@ -11,6 +12,8 @@ pub enum Shape {
     Plain {
         /// What one stored unit is worth (a count scaled by `10^k`).
         factor: f64,
+        /// `factor` exactly.
+        powers: Powers,
     },
     /// Bytes: shown with IEC prefixes.
     Bytes {
@@ -46,9 +49,12 @@ impl Shape {
         let u = f.unit;
         if u == Unit::NONE {
             return if f.unit_text.is_empty() {
-                Shape::Plain { factor: 1.0 }
+                Shape::Plain {
+                    factor: 1.0,
+                    powers: Powers::ONE,
+                }
             } else {
-                Shape::Other(f.unit_text.clone())
+                Shape::Other(shown(&f.unit_text))
             };
         }
         let factor = u.base().1;
@@ -59,17 +65,20 @@ impl Shape {
                 cpu: is_cpu_time(&f.name),
             },
             (1, -1, 0, QUANTITY_PLAIN) => Shape::BytesPerSecond { factor },
-            (0, 0, 1, QUANTITY_PLAIN) => Shape::Plain { factor },
+            (0, 0, 1, QUANTITY_PLAIN) => Shape::Plain {
+                factor,
+                powers: u.base_powers(),
+            },
             (0, 0, 1, QUANTITY_PAGES) => Shape::Pages,
             (0, 0, 0, QUANTITY_RATIO) => Shape::Ratio,
             _ => Shape::Other(u.to_string()),
         }
     }
 
-    /// `v` stored units, for people.
+    /// `v` stored units (a mean: not a whole number), for people.
     pub fn show(&self, v: f64) -> String {
         match self {
-            Shape::Plain { factor } => number(v * factor),
+            Shape::Plain { factor, .. } => number(v * factor),
             Shape::Bytes { factor } => bytes(v * factor),
             Shape::Time { factor, .. } => time_ns(v * factor),
             Shape::BytesPerSecond { factor } => format!("{}/s", bytes(v * factor)),
@@ -79,12 +88,28 @@ impl Shape {
         }
     }
 
+    /// `v` stored units, a whole number (a value, a sum, a bound), for
+    /// people: a plain number, pages or a number of another unit exactly,
+    /// whatever its size (`18446744073709551615`, `-9223372036854775808`;
+    /// a count scaled by `10^-3` as its exact decimal); bytes and times
+    /// with their prefixes, as [`show`](Self::show).
+    pub fn show_whole(&self, v: i128) -> String {
+        match self {
+            Shape::Plain { factor, powers } => {
+                decimal::scaled(v, *powers).unwrap_or_else(|| number(v as f64 * factor))
+            }
+            Shape::Pages => format!("{v} pages"),
+            Shape::Other(u) => format!("{v} {u}"),
+            _ => self.show(v as f64),
+        }
+    }
+
     /// A rate of `per_s` stored units per second, for people: a counter of
     /// CPU time as a percentage of one CPU (`% CPU`), another time as a
     /// percentage of one second (`%`), bytes as bytes per second.
     pub fn rate(&self, per_s: f64) -> String {
         match self {
-            Shape::Plain { factor } => format!("{}/s", rate_number(per_s * factor)),
+            Shape::Plain { factor, .. } => format!("{}/s", rate_number(per_s * factor)),
             Shape::Bytes { factor } => format!("{}/s", bytes(per_s * factor)),
             // Nanoseconds per second: 1e9 is one CPU (or, for a stall,
             // the whole second).
@@ -101,6 +126,13 @@ impl Shape {
     }
 }
 
+/// A segment string for people (a name, an instance, a label, a unit):
+/// validated printable ASCII already, but escaped as every outside text is
+/// (`spec/PERFABI.md` §11.7).
+pub fn shown(s: &str) -> String {
+    escape(s.as_bytes()).to_string()
+}
+
 /// Whether a family of times named `name` counts CPU time: its name has
 /// the words `cpu` and `time` in a row (`kernel.cpu.time`,
 /// `task.cpu_time`) or `cputime`. A stall on the CPU
@@ -114,12 +146,18 @@ pub fn is_cpu_time(name: &str) -> bool {
         || words.windows(2).any(|w| w[0] == "cpu" && w[1] == "time")
 }
 
-/// A number: whole numbers exactly, others with one decimal.
+/// A number that is not a stored integer (a mean, a value times a float
+/// factor): whole numbers below 10^15 as such, others with one decimal.
+/// Stored integers go through [`Shape::show_whole`], exact at any size.
 fn number(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{v:.0}")
-    } else {
+    } else if v.abs() < 1e15 {
         format!("{v:.1}")
+    } else {
+        // Past 2^53 an f64 holds no decimal of it, nor every unit: its
+        // digits would look exact and not be.
+        format!("{v:.3e}")
     }
 }
 
@@ -168,17 +206,21 @@ pub fn time_ns(ns: f64) -> String {
         format!("{:.1} µs", ns / 1e3)
     } else if a < 1e9 {
         format!("{:.1} ms", ns / 1e6)
-    } else {
+    } else if a < 1e22 {
         format!("{:.2} s", ns / 1e9)
+    } else {
+        // Seconds with two decimals past 2^53 hundredths: digits an f64
+        // does not hold (see `number`).
+        format!("{:.3e} s", ns / 1e9)
     }
 }
 
-/// A reading as a number (a histogram: its count).
-pub fn scalar(r: &Reading) -> f64 {
+/// A reading as a whole number, exactly (a histogram: its count).
+pub fn whole(r: &Reading) -> i128 {
     match r {
-        Reading::Unsigned(v) => *v as f64,
-        Reading::Signed(v) => *v as f64,
-        Reading::Histogram(h) => h.count as f64,
+        Reading::Unsigned(v) => i128::from(*v),
+        Reading::Signed(v) => i128::from(*v),
+        Reading::Histogram(h) => i128::from(h.count),
     }
 }
 
@@ -186,7 +228,18 @@ pub fn scalar(r: &Reading) -> f64 {
 pub fn reading(shape: &Shape, r: &Reading) -> String {
     match r {
         Reading::Histogram(h) => format!("{} obs", h.count),
-        r => shape.show(scalar(r)),
+        r => shape.show_whole(whole(r)),
+    }
+}
+
+/// The mean of `count` observations that sum to `sum` (`count` not 0):
+/// exactly when it is a whole number, else as [`Shape::show`] shows a
+/// fraction.
+pub fn mean(shape: &Shape, sum: u64, count: u64) -> String {
+    if sum.is_multiple_of(count) {
+        shape.show_whole((sum / count).into())
+    } else {
+        shape.show(sum as f64 / count as f64)
     }
 }
 
@@ -204,9 +257,9 @@ pub fn quantile(h: &Histogram, b: &Buckets, shape: &Shape, q: f64) -> Option<Str
         seen += u128::from(c);
         if seen >= rank {
             return Some(match b.bound(k) {
-                Some(bound) => format!("≤{}", shape.show(bound as f64)),
+                Some(bound) => format!("≤{}", shape.show_whole(bound.into())),
                 None => match k.checked_sub(1).and_then(|p| b.bound(p)) {
-                    Some(last) => format!(">{}", shape.show(last as f64)),
+                    Some(last) => format!(">{}", shape.show_whole(last.into())),
                     None => "any".to_string(),
                 },
             });
@@ -227,8 +280,8 @@ pub fn histogram_summary(h: &Histogram, f: &Family) -> String {
     }
     let mut s = format!(
         "sum {}  mean {}",
-        shape.show(h.sum as f64),
-        shape.show(h.sum as f64 / h.count as f64)
+        shape.show_whole(h.sum.into()),
+        mean(&shape, h.sum, h.count)
     );
     for (name, q) in [("p50", 0.5), ("p99", 0.99)] {
         if let Some(t) = quantile(h, b, &shape, q) {
@@ -260,7 +313,14 @@ mod tests {
         };
         // Half a CPU: 0.5 s of CPU time per second.
         assert_eq!(ns.rate(5e8), "50.0% CPU");
-        assert_eq!(Shape::Plain { factor: 1.0 }.show(42.0), "42");
+        assert_eq!(
+            Shape::Plain {
+                factor: 1.0,
+                powers: Powers::ONE,
+            }
+            .show(42.0),
+            "42"
+        );
         assert_eq!(Shape::Ratio.show(1.0), "100.0%");
     }
 
@@ -290,7 +350,10 @@ mod tests {
         let b = Shape::Bytes { factor: 1.0 };
         assert_eq!(b.rate(100.0), "100 B/s");
         assert_eq!(b.rate(3.0 * 1024.0 * 1024.0), "3.0 MiB/s");
-        let count = Shape::Plain { factor: 1.0 };
+        let count = Shape::Plain {
+            factor: 1.0,
+            powers: Powers::ONE,
+        };
         assert_eq!(count.rate(35.0), "35.0/s");
         assert_eq!(count.rate(999.9), "999.9/s");
         assert_eq!(count.rate(5_000.0), "5.0 k/s");
@@ -330,7 +393,10 @@ mod tests {
             sum: 0,
             buckets: vec![50, 49, 1],
         };
-        let plain = Shape::Plain { factor: 1.0 };
+        let plain = Shape::Plain {
+            factor: 1.0,
+            powers: Powers::ONE,
+        };
         assert_eq!(quantile(&h, &b, &plain, 0.5).unwrap(), "≤10");
         assert_eq!(quantile(&h, &b, &plain, 0.99).unwrap(), "≤100");
         assert_eq!(quantile(&h, &b, &plain, 1.0).unwrap(), ">100");

@@ -3,17 +3,20 @@
 
 mod damon;
 mod human;
+mod json;
 mod live;
 mod rates;
 mod render;
 mod screen;
 
 use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use perfabi::text::escape;
 use perfabi_reader::{Error, Options, Segment, Snapshot, Trust};
 
 const EXIT_HELP: &str = "\
@@ -29,6 +32,8 @@ Exit status:
      or --max-record-size)
   5  the segment is busy, its writer is gone, or it was truncated or changed
      under the reader, or no DAMON aggregation came in --duration: retry later
+     (--watch skips a sample of a busy, truncated or re-created segment and
+     goes on)
 
 PATH defaults to $PERFABI_SEGMENT, else /dev/perfabi (kernel module), else
 /dev/shm/perfabi.seg (perfabi-exportd). A segment is read only if it belongs
@@ -71,7 +76,8 @@ fn parse_size(s: &str) -> Result<u64, String> {
 
 /// Print the metric families, counters and DAMON regions of a perfabi
 /// segment. The table shows values in human units (bytes with KiB, MiB...;
-/// times in ns, µs, ms, s); --json and --openmetrics show them exactly.
+/// times in ns, µs, ms, s; counts exactly); --json and --openmetrics show
+/// them exactly.
 #[derive(Parser, Debug)]
 #[command(name = "perfabi-cat", version, after_help = EXIT_HELP)]
 struct Args {
@@ -191,7 +197,8 @@ fn main() -> ExitCode {
             ExitCode::from(exit_code(&e))
         }
         Err(Failure::Record(e)) => {
-            eprintln!("perfabi-cat: --record {e}");
+            // perfabi-shm's message quotes the path as it is: escaped whole.
+            eprintln!("perfabi-cat: --record {}", escape(e.to_string().as_bytes()));
             ExitCode::from(if e.io().is_some() { 1 } else { 2 })
         }
         Err(Failure::Damon(p)) => {
@@ -231,7 +238,7 @@ fn run(args: &Args) -> Result<(), Failure> {
     if args.info {
         let info = seg.info()?;
         if args.json {
-            writeln!(out, "{}", render::json_info(&info))?;
+            json::line(&mut out, &render::json_info(&info))?;
         } else {
             print_info(&mut out, &info)?;
         }
@@ -240,11 +247,9 @@ fn run(args: &Args) -> Result<(), Failure> {
     if args.damon {
         let read = seg.damon()?;
         if args.json {
-            writeln!(
-                out,
-                "{}",
-                serde_json::to_string(&damon_json(&read, seg.damon_dropped())).expect("plain data")
-            )?;
+            let mut buffered = io::BufWriter::with_capacity(1 << 16, out);
+            render::write_damon_json(&mut buffered, &read, seg.damon_dropped())?;
+            buffered.flush()?;
         } else {
             write!(
                 out,
@@ -287,13 +292,12 @@ fn run(args: &Args) -> Result<(), Failure> {
     let snap = seg.snapshot()?;
     if args.json {
         let info = seg.info()?;
-        let doc = serde_json::json!({
-            "segment": render::json_info(&info),
-            "generation": snap.generation,
-            "counters": render::json_counters(&snap),
-            "families": render::json_families(&snap),
-        });
-        writeln!(out, "{doc}")?;
+        // Streamed into a buffer of its own: the page is never whole in
+        // memory (stdout's own buffer would write a line, here the
+        // document, a KiB at a time).
+        let mut buffered = io::BufWriter::with_capacity(1 << 16, out);
+        render::write_json(&mut buffered, &info, &snap)?;
+        buffered.flush()?;
     } else if args.openmetrics {
         write!(
             out,
@@ -331,10 +335,7 @@ fn record(seg: &mut Segment, file: &std::path::Path, args: &Args) -> Result<(), 
             }
             Err(e) => return Err(e.into()),
         };
-        let counters = render::json_counters(&snap)
-            .into_iter()
-            .map(|c| (c.name.to_string(), c.total))
-            .collect();
+        let counters = render::counter_totals(&snap);
         let line = perfabi_record::Snapshot {
             t_ns: start.elapsed().as_nanos() as u64,
             epoch: format!("{:#018x}", snap.epoch),
@@ -356,7 +357,11 @@ fn record(seg: &mut Segment, file: &std::path::Path, args: &Args) -> Result<(), 
 fn print_info(out: &mut impl Write, info: &perfabi_reader::SegmentInfo) -> io::Result<()> {
     let h = &info.header;
     if let Some(p) = &info.path {
-        writeln!(out, "path:               {}", p.display())?;
+        writeln!(
+            out,
+            "path:               {}",
+            escape(p.as_os_str().as_bytes())
+        )?;
     }
     writeln!(out, "abi:                {}.{}", h.abi_major, h.abi_minor)?;
     writeln!(out, "epoch:              {:#018x}", h.epoch)?;
@@ -393,31 +398,6 @@ fn print_info(out: &mut impl Write, info: &perfabi_reader::SegmentInfo) -> io::R
     )
 }
 
-fn damon_json(read: &perfabi_reader::DamonRead, dropped: u64) -> serde_json::Value {
-    let list: Vec<_> = read
-        .aggregations
-        .iter()
-        .map(|a| {
-            serde_json::json!({
-                "monitor_id": a.monitor_id,
-                "target_id": a.target_id,
-                "aggregation": a.aggregation,
-                "sample_us": a.intervals.sample_us,
-                "aggr_us": a.intervals.aggr_us,
-                "regions": a.regions.iter().map(|r| serde_json::json!({
-                    "start": r.start, "end": r.end, "nr_accesses": r.nr_accesses,
-                    "age": r.age, "frequency": a.frequency(r),
-                })).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
-    serde_json::json!({
-        "aggregations": list,
-        "dropped_regions": dropped,
-        "busy_cpus": read.busy_cpus,
-    })
-}
-
 /// Prints per-second rates of every counter (a counter of CPU time as a
 /// percentage of one CPU), the level of every gauge and peak, and the
 /// observations per second of every histogram (with their mean, p50 and
@@ -440,26 +420,7 @@ fn watch(seg: &mut Segment, out: &mut impl Write, args: &Args, secs: f64) -> Res
         let dt = now.duration_since(prev_t).as_secs_f64();
         let rows = rates::rows(&prev, &cur, dt);
         if args.json {
-            // A family without dimension: its value under its name (as a 1.0
-            // counter always was); with one: its instances' values by
-            // instance string.
-            let mut rates = serde_json::Map::new();
-            for r in &rows {
-                let v = r.json(dt);
-                if r.member.instance.is_empty() {
-                    rates.insert(r.family.name.clone(), v);
-                } else if let serde_json::Value::Object(m) = rates
-                    .entry(r.family.name.clone())
-                    .or_insert_with(|| serde_json::Value::Object(Default::default()))
-                {
-                    m.insert(r.member.instance.clone(), v);
-                }
-            }
-            writeln!(
-                out,
-                "{}",
-                serde_json::json!({ "interval_s": dt, "generation": cur.generation, "rates": rates })
-            )?;
+            rates::write_json(out, &rows, dt, cur.generation)?;
         } else {
             writeln!(out, "--- {:.2} s, generation {} ---", dt, cur.generation)?;
             let width = rows
@@ -527,7 +488,7 @@ fn passing(e: &Error) -> bool {
 /// Says that a --watch sample was skipped, and why.
 fn skipped(out: &mut impl Write, args: &Args, e: &Error) -> io::Result<()> {
     if args.json {
-        writeln!(out, "{}", serde_json::json!({ "skipped": e.to_string() }))?;
+        json::line(out, &serde_json::json!({ "skipped": e.to_string() }))?;
     } else {
         writeln!(out, "--- sample skipped: {e} ---")?;
     }

@@ -10,15 +10,19 @@ use std::collections::HashMap;
 use perfabi::family::Origin;
 use perfabi_reader::{Family, Histogram, Kind, Member, Reading, Snapshot};
 
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
+
 use crate::human::{self, Shape};
+use crate::json::Map;
 
 /// One instance's change over an interval.
 pub enum Change {
     /// Units per second of a counter; `None` when the instance is new (no
     /// previous value to compare with).
     Rate(Option<f64>),
-    /// The current value of a gauge or peak.
-    Level(f64),
+    /// The current value of a gauge or peak, exactly.
+    Level(i128),
     /// A histogram's observations in the interval (per-bucket, not
     /// cumulative), with their count and sum; `None` when new.
     Observed(Option<Histogram>),
@@ -125,14 +129,11 @@ fn describe(family: &Family, change: &Change, dt: f64, full: bool) -> String {
     match change {
         Change::Rate(Some(r)) => shape.rate(*r),
         Change::Rate(None) | Change::Observed(None) => "(new)".to_string(),
-        Change::Level(v) => shape.show(*v),
+        Change::Level(v) => shape.show_whole(*v),
         Change::Observed(Some(h)) => {
             let mut s = format!("{:.1} obs/s", h.count as f64 / dt);
             if full && h.count > 0 {
-                s.push_str(&format!(
-                    "  mean {}",
-                    shape.show(h.sum as f64 / h.count as f64)
-                ));
+                s.push_str(&format!("  mean {}", human::mean(&shape, h.sum, h.count)));
                 if let Some(b) = &family.buckets {
                     for (name, q) in [("p50", 0.5), ("p99", 0.99)] {
                         if let Some(t) = human::quantile(h, b, &shape, q) {
@@ -159,7 +160,7 @@ fn change(kind: Kind, now: &Reading, then: Option<Reading>, dt: f64) -> Change {
             (Reading::Unsigned(a), Reading::Unsigned(b)) => a.wrapping_sub(b) as i64 as f64 / dt,
             _ => f64::NAN,
         })),
-        (_, now) => Change::Level(human::scalar(now)),
+        (_, now) => Change::Level(human::whole(now)),
     }
 }
 
@@ -179,14 +180,17 @@ fn delta(now: &Histogram, then: &Histogram) -> Histogram {
 
 impl Row<'_> {
     /// The row's name: the family, and `{dimension=instance}` for a family
-    /// with a dimension.
+    /// with a dimension (escaped, see [`human::shown`]).
     pub fn name(&self) -> String {
+        let shown = human::shown;
         if self.member.instance.is_empty() {
-            self.family.name.clone()
+            shown(&self.family.name)
         } else {
             format!(
                 "{}{{{}={}}}",
-                self.family.name, self.family.dimension, self.member.instance
+                shown(&self.family.name),
+                shown(&self.family.dimension),
+                shown(&self.member.instance)
             )
         }
     }
@@ -206,7 +210,7 @@ impl Row<'_> {
     /// histogram: its observations per second; a new instance: none).
     pub fn magnitude(&self, dt: f64) -> Option<f64> {
         let factor = match Shape::of(self.family) {
-            Shape::Plain { factor }
+            Shape::Plain { factor, .. }
             | Shape::Bytes { factor }
             | Shape::Time { factor, .. }
             | Shape::BytesPerSecond { factor } => factor,
@@ -214,21 +218,25 @@ impl Row<'_> {
         };
         match &self.change {
             Change::Rate(r) => r.map(|r| r * factor),
-            Change::Level(v) => Some(v * factor),
+            Change::Level(v) => Some(*v as f64 * factor),
             Change::Observed(h) => h.as_ref().map(|h| h.count as f64 / dt),
         }
         .filter(|v| !v.is_nan())
     }
 
     /// The change in JSON, in stored units: a counter's rate per second, a
-    /// level, or a histogram's observations per second, sum per second and
-    /// mean (`null` where there is none yet).
+    /// level (exactly: it is a stored integer), or a histogram's
+    /// observations per second, sum per second and mean (`null` where there
+    /// is none yet).
     pub fn json(&self, dt: f64) -> serde_json::Value {
         let num =
             |v: f64| serde_json::Number::from_f64(v).map_or(serde_json::Value::Null, Into::into);
         match &self.change {
             Change::Rate(r) => r.map_or(serde_json::Value::Null, num),
-            Change::Level(v) => num(*v),
+            Change::Level(v) => u64::try_from(*v).map_or_else(
+                |_| i64::try_from(*v).map_or(serde_json::Value::Null, Into::into),
+                Into::into,
+            ),
             Change::Observed(None) => serde_json::Value::Null,
             Change::Observed(Some(h)) => serde_json::json!({
                 "per_s": num(h.count as f64 / dt),
@@ -236,6 +244,74 @@ impl Row<'_> {
                 "mean": if h.count > 0 { num(h.sum as f64 / h.count as f64) } else { serde_json::Value::Null },
                 "buckets": h.buckets,
             }),
+        }
+    }
+}
+
+/// Writes one `--watch --json` line for `rows` (an interval of `dt`
+/// seconds, at `generation`) to `out`: a family without dimension has its
+/// value under its name (as a 1.0 counter always had); one with a
+/// dimension, its instances' values by instance string. Streamed, a row at
+/// a time: the rows come family by family.
+pub fn write_json(
+    out: &mut impl std::io::Write,
+    rows: &[Row<'_>],
+    dt: f64,
+    generation: u64,
+) -> std::io::Result<()> {
+    crate::json::line(
+        out,
+        &Line {
+            rows,
+            dt,
+            generation,
+        },
+    )
+}
+
+/// One `--watch --json` line (see [`write_json`]).
+struct Line<'a> {
+    rows: &'a [Row<'a>],
+    dt: f64,
+    generation: u64,
+}
+
+impl Serialize for Line<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(3))?;
+        m.serialize_entry("interval_s", &self.dt)?;
+        m.serialize_entry("generation", &self.generation)?;
+        m.serialize_entry(
+            "rates",
+            &Map(|| {
+                self.rows
+                    .chunk_by(|a, b| a.place.family() == b.place.family())
+                    .map(|family| {
+                        (
+                            &family[0].family.name,
+                            FamilyRates {
+                                rows: family,
+                                dt: self.dt,
+                            },
+                        )
+                    })
+            }),
+        )?;
+        m.end()
+    }
+}
+
+/// The rates of one family's rows in a `--watch --json` line.
+struct FamilyRates<'a> {
+    rows: &'a [Row<'a>],
+    dt: f64,
+}
+
+impl Serialize for FamilyRates<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.rows {
+            [one] if one.member.instance.is_empty() => one.json(self.dt).serialize(s),
+            rows => s.collect_map(rows.iter().map(|r| (&r.member.instance, r.json(self.dt)))),
         }
     }
 }

@@ -1,12 +1,19 @@
-//! Rendering a snapshot: a table for people, and JSON.
+//! Rendering a snapshot: a table for people, and JSON (streamed).
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::io::{self, Write};
 
 use perfabi::family::Origin;
-use perfabi_reader::{Buckets, Family, Instance, Reading, SegmentInfo, Snapshot, ValueType};
+use perfabi_reader::{
+    Aggregation, Buckets, DamonRead, Family, Instance, Member, Reading, SegmentInfo, Snapshot,
+    ValueType,
+};
+use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 
-use crate::human;
+use crate::human::{self, shown};
+use crate::json::{Map, Seq};
 
 /// The table: one group of rows per family, one row per instance, values
 /// in human units (bytes with IEC prefixes, times in ns/µs/ms/s); per-CPU
@@ -26,7 +33,7 @@ pub fn table(s: &Snapshot, per_cpu: bool) -> String {
         let shape = human::Shape::of(f);
         if f.members.is_empty() {
             let mut row = vec![
-                f.name.clone(),
+                shown(&f.name),
                 "-".into(),
                 f.kind.as_str().into(),
                 "-".into(),
@@ -39,14 +46,14 @@ pub fn table(s: &Snapshot, per_cpu: bool) -> String {
             let total = s.reading(f, m);
             let mut row = vec![
                 if k == 0 {
-                    f.name.clone()
+                    shown(&f.name)
                 } else {
                     String::new()
                 },
                 if m.instance.is_empty() {
                     "-".into()
                 } else {
-                    format!("{}={}", f.dimension, m.instance)
+                    format!("{}={}", shown(&f.dimension), shown(&m.instance))
                 },
                 f.kind.as_str().into(),
                 human::reading(&shape, &total),
@@ -59,8 +66,11 @@ pub fn table(s: &Snapshot, per_cpu: bool) -> String {
                 _ => String::new(),
             };
             if !m.labels.is_empty() {
-                let labels: Vec<String> =
-                    m.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                let labels: Vec<String> = m
+                    .labels
+                    .iter()
+                    .map(|(k, v)| format!("{}={}", shown(k), shown(v)))
+                    .collect();
                 if !details.is_empty() {
                     details.push_str("  ");
                 }
@@ -112,18 +122,65 @@ fn columns(rows: &[Vec<String>]) -> String {
     out
 }
 
-/// One counter in JSON.
-#[derive(Serialize)]
-pub struct JsonCounter<'a> {
-    /// Instance name.
-    pub name: &'a str,
-    unit: &'a str,
-    semantics: &'static str,
-    #[serde(rename = "type")]
-    value_type: &'static str,
-    /// Total over CPUs.
-    pub total: serde_json::Value,
-    per_cpu: Vec<serde_json::Value>,
+/// The `--json` document of a snapshot, serialized as it is written by
+/// [`write_json`]: the segment's header, the generation, the 1.0 counters
+/// and the families. Nothing of it is built in memory but one value (a
+/// histogram's buckets, a family's unit) at a time.
+struct Document<'a> {
+    info: &'a SegmentInfo,
+    snap: &'a Snapshot,
+}
+
+impl Serialize for Document<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(4))?;
+        m.serialize_entry("segment", &json_info(self.info))?;
+        m.serialize_entry("generation", &self.snap.generation)?;
+        m.serialize_entry("counters", &Counters(self.snap))?;
+        m.serialize_entry("families", &Families(self.snap))?;
+        m.end()
+    }
+}
+
+/// Writes the `--json` document of `snap` (segment `info`) to `out`, and a
+/// newline: streamed, value by value, so that the memory it takes beside
+/// the snapshot is one value's, not the page's (`out` should be buffered).
+pub fn write_json(out: &mut impl Write, info: &SegmentInfo, snap: &Snapshot) -> io::Result<()> {
+    crate::json::line(out, &Document { info, snap })
+}
+
+/// The 1.0 counters of a snapshot: a JSON array, one object per counter.
+struct Counters<'a>(&'a Snapshot);
+
+impl Serialize for Counters<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let snap = self.0;
+        s.collect_seq(snap.instances.iter().map(|i| Counter { snap, i }))
+    }
+}
+
+/// One counter in JSON: name, unit, semantics, type, total and per-CPU
+/// values.
+struct Counter<'a> {
+    snap: &'a Snapshot,
+    i: &'a Instance,
+}
+
+impl Serialize for Counter<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (snap, i) = (self.snap, self.i);
+        let mut m = s.serialize_map(Some(6))?;
+        m.serialize_entry("name", &i.name)?;
+        m.serialize_entry("unit", &i.unit)?;
+        m.serialize_entry("semantics", i.semantics.as_str())?;
+        m.serialize_entry("type", i.value_type.as_str())?;
+        m.serialize_entry("total", &json_value(i, snap.total(i)))?;
+        m.serialize_entry(
+            "per_cpu",
+            &Seq(|| snap.per_cpu(i).map(|v| json_value(i, v))),
+        )?;
+        m.end()
+    }
 }
 
 fn json_value(inst: &Instance, v: u64) -> serde_json::Value {
@@ -133,18 +190,12 @@ fn json_value(inst: &Instance, v: u64) -> serde_json::Value {
     }
 }
 
-/// The counters of a snapshot as JSON values.
-pub fn json_counters(s: &Snapshot) -> Vec<JsonCounter<'_>> {
+/// The total of every counter of a snapshot by name, as a recording's line
+/// holds them.
+pub fn counter_totals(s: &Snapshot) -> BTreeMap<String, serde_json::Value> {
     s.instances
         .iter()
-        .map(|i| JsonCounter {
-            name: &i.name,
-            unit: &i.unit,
-            semantics: i.semantics.as_str(),
-            value_type: i.value_type.as_str(),
-            total: json_value(i, s.total(i)),
-            per_cpu: s.per_cpu(i).map(|v| json_value(i, v)).collect(),
-        })
+        .map(|i| (i.name.clone(), json_value(i, s.total(i))))
         .collect()
 }
 
@@ -152,6 +203,8 @@ pub fn json_counters(s: &Snapshot) -> Vec<JsonCounter<'_>> {
 pub fn json_info(info: &SegmentInfo) -> serde_json::Value {
     let h = &info.header;
     serde_json::json!({
+        // JSON, written with JSON escapes for every control (crate::json):
+        // not raw
         "path": info.path.as_ref().map(|p| p.display().to_string()),
         "abi": format!("{}.{}", h.abi_major, h.abi_minor),
         "epoch": format!("{:#018x}", h.epoch),
@@ -234,46 +287,135 @@ pub fn json_reading(r: &Reading) -> serde_json::Value {
 /// unit, value type, buckets, and its instances by instance string (`""`
 /// for the one instance of a family without dimension), each with its
 /// labels, total and per-CPU values.
-pub fn json_families(s: &Snapshot) -> serde_json::Value {
-    let mut fams = serde_json::Map::new();
-    for f in &s.families {
-        let mut instances = serde_json::Map::new();
-        for m in &f.members {
-            let labels: serde_json::Map<String, serde_json::Value> = m
-                .labels
+struct Families<'a>(&'a Snapshot);
+
+impl Serialize for Families<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let snap = self.0;
+        s.collect_map(
+            snap.families
                 .iter()
-                .map(|(k, v)| (k.clone(), v.clone().into()))
-                .collect();
-            instances.insert(
-                m.instance.clone(),
-                serde_json::json!({
-                    "instance_id": m.instance_id,
-                    "reg_id": m.reg_id,
-                    "labels": labels,
-                    "total": json_reading(&s.reading(f, m)),
-                    "per_cpu": (0..s.nr_cpus)
-                        .map(|c| json_reading(&s.reading_on(c, f, m)))
-                        .collect::<Vec<_>>(),
-                }),
-            );
-        }
-        fams.insert(
-            f.name.clone(),
-            serde_json::json!({
-                "origin": match f.origin {
-                    Origin::Entry(_) => "entry",
-                    Origin::Family(_) => "family",
-                },
-                "reg_id": f.reg_id,
-                "kind": f.kind.as_str(),
-                "help": f.help,
-                "dimension": f.dimension,
-                "unit": json_unit(f),
-                "type": f.value_type.as_str(),
-                "buckets": f.buckets.as_ref().map(json_buckets),
-                "instances": instances,
-            }),
-        );
+                .map(|f| (&f.name, FamilyJson { snap, f })),
+        )
     }
-    fams.into()
+}
+
+/// One family in JSON (see [`Families`]).
+struct FamilyJson<'a> {
+    snap: &'a Snapshot,
+    f: &'a Family,
+}
+
+impl Serialize for FamilyJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (snap, f) = (self.snap, self.f);
+        let mut m = s.serialize_map(Some(9))?;
+        m.serialize_entry(
+            "origin",
+            match f.origin {
+                Origin::Entry(_) => "entry",
+                Origin::Family(_) => "family",
+            },
+        )?;
+        m.serialize_entry("reg_id", &f.reg_id)?;
+        m.serialize_entry("kind", f.kind.as_str())?;
+        m.serialize_entry("help", &f.help)?;
+        m.serialize_entry("dimension", &f.dimension)?;
+        m.serialize_entry("unit", &json_unit(f))?;
+        m.serialize_entry("type", f.value_type.as_str())?;
+        m.serialize_entry("buckets", &f.buckets.as_ref().map(json_buckets))?;
+        m.serialize_entry(
+            "instances",
+            &Map(|| {
+                f.members
+                    .iter()
+                    .map(move |m| (&m.instance, MemberJson { snap, f, m }))
+            }),
+        )?;
+        m.end()
+    }
+}
+
+/// One instance of a family in JSON: ids, labels, total and per-CPU
+/// readings.
+struct MemberJson<'a> {
+    snap: &'a Snapshot,
+    f: &'a Family,
+    m: &'a Member,
+}
+
+impl Serialize for MemberJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (snap, f, mem) = (self.snap, self.f, self.m);
+        let mut m = s.serialize_map(Some(5))?;
+        m.serialize_entry("instance_id", &mem.instance_id)?;
+        m.serialize_entry("reg_id", &mem.reg_id)?;
+        m.serialize_entry("labels", &Map(|| mem.labels.iter().map(|(k, v)| (k, v))))?;
+        m.serialize_entry("total", &json_reading(&snap.reading(f, mem)))?;
+        m.serialize_entry(
+            "per_cpu",
+            &Seq(|| (0..snap.nr_cpus).map(|c| json_reading(&snap.reading_on(c, f, mem)))),
+        )?;
+        m.end()
+    }
+}
+
+/// Writes `--damon --json` to `out`, and a newline: the latest
+/// aggregations with their regions (each with its access frequency), the
+/// regions the writer dropped and the CPUs left out, streamed a region at
+/// a time (`out` should be buffered).
+pub fn write_damon_json(out: &mut impl Write, read: &DamonRead, dropped: u64) -> io::Result<()> {
+    crate::json::line(out, &DamonJson { read, dropped })
+}
+
+/// The `--damon --json` document (see [`write_damon_json`]).
+struct DamonJson<'a> {
+    read: &'a DamonRead,
+    dropped: u64,
+}
+
+impl Serialize for DamonJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(3))?;
+        m.serialize_entry(
+            "aggregations",
+            &Seq(|| self.read.aggregations.iter().map(AggregationJson)),
+        )?;
+        m.serialize_entry("dropped_regions", &self.dropped)?;
+        m.serialize_entry("busy_cpus", &self.read.busy_cpus)?;
+        m.end()
+    }
+}
+
+/// One aggregation in JSON: its ids, intervals and regions.
+struct AggregationJson<'a>(&'a Aggregation);
+
+impl Serialize for AggregationJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let a = self.0;
+        let mut m = s.serialize_map(Some(6))?;
+        m.serialize_entry("monitor_id", &a.monitor_id)?;
+        m.serialize_entry("target_id", &a.target_id)?;
+        m.serialize_entry("aggregation", &a.aggregation)?;
+        m.serialize_entry("sample_us", &a.intervals.sample_us)?;
+        m.serialize_entry("aggr_us", &a.intervals.aggr_us)?;
+        m.serialize_entry(
+            "regions",
+            &Seq(|| {
+                a.regions.iter().map(move |r| {
+                    Map(move || {
+                        [
+                            ("start", serde_json::Value::from(r.start)),
+                            ("end", r.end.into()),
+                            ("nr_accesses", r.nr_accesses.into()),
+                            ("age", r.age.into()),
+                            ("frequency", a.frequency(r).into()),
+                        ]
+                        .into_iter()
+                    })
+                })
+            }),
+        )?;
+        m.end()
+    }
 }

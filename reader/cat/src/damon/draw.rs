@@ -3,8 +3,10 @@
 //! [`super::layout`], as text or one line of JSON ([`super::report`](mod@super::report)), or
 //! the one section as an image ([`super::plot`]) written to `--output`.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use perfabi::text::escape;
 use perfabi_record::damon::Workload;
 
 use super::layout::{dims, Dims, IMAGE};
@@ -70,7 +72,10 @@ pub fn render(
     let dims = dims(cfg, screen, n);
     let sections = sections(timelines, cfg, dims)?;
     Ok(if cfg.json {
-        format!("{}\n", report::json(&sections, preface.json))
+        let mut line = Vec::new();
+        crate::json::line(&mut line, &report::json(&sections, preface.json))
+            .map_err(|e| e.to_string())?;
+        String::from_utf8(line).map_err(|e| e.to_string())?
     } else {
         report::text(
             &sections,
@@ -118,7 +123,7 @@ pub fn image(
     }
     .map_err(Problem::Usage)?;
     plot::write(path, &bytes).map_err(Problem::Image)?;
-    eprintln!("perfabi-cat: wrote {}", path.display());
+    eprintln!("perfabi-cat: wrote {}", escape(path.as_os_str().as_bytes()));
     Ok(())
 }
 

@@ -4,9 +4,11 @@
 //! report goes (stdout as text or JSON, or an image file).
 
 use std::io::{self, IsTerminal, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use crossterm::terminal;
+use perfabi::text::escape;
 use perfabi_reader::{Options, Segment};
 use perfabi_record::damon::read_file;
 
@@ -47,8 +49,12 @@ pub fn run(cfg: &Config, path: &Path, opts: Options) -> Result<(), Failure> {
             intervals,
         } => {
             let record = read_file(path, *limit, *intervals).map_err(Problem::Record)?;
-            let timelines = timeline::from_record(&record.aggregations)
-                .map_err(|why| Problem::Malformed(format!("--from {}: {why}", path.display())))?;
+            let timelines = timeline::from_record(&record.aggregations).map_err(|why| {
+                Problem::Malformed(format!(
+                    "--from {}: {why}",
+                    escape(path.as_os_str().as_bytes())
+                ))
+            })?;
             let timelines: Vec<&Timeline> = timelines.iter().collect();
             return once(
                 &timelines,
@@ -66,7 +72,7 @@ pub fn run(cfg: &Config, path: &Path, opts: Options) -> Result<(), Failure> {
         None => {
             eprintln!(
                 "perfabi-cat: collecting DAMON aggregations from {} for {} (--duration)",
-                path.display(),
+                escape(path.as_os_str().as_bytes()),
                 crate::human::time_ns(duration.as_nanos() as f64)
             );
             let mut c = Collector::new(cfg.window);
@@ -78,7 +84,7 @@ pub fn run(cfg: &Config, path: &Path, opts: Options) -> Result<(), Failure> {
             if timelines.is_empty() {
                 return Err(Problem::Silent(format!(
                     "no DAMON aggregation in {} during {} (is a DAMON source publishing?)",
-                    path.display(),
+                    escape(path.as_os_str().as_bytes()),
                     crate::human::time_ns(duration.as_nanos() as f64)
                 ))
                 .into());

@@ -57,10 +57,9 @@ pub fn lines(seg: &mut Segment, cfg: &Config, period: Duration) -> Result<(), Fa
                 writeln!(out, "--- {:.2} s ---", elapsed.as_secs_f64())?;
                 out.write_all(text.as_bytes())?;
             }
-            (Err(why), true) => writeln!(
-                out,
-                "{}",
-                serde_json::json!({ "elapsed_s": elapsed.as_secs_f64(), "waiting": why })
+            (Err(why), true) => crate::json::line(
+                &mut out,
+                &serde_json::json!({ "elapsed_s": elapsed.as_secs_f64(), "waiting": why }),
             )?,
             (Err(why), false) => writeln!(out, "--- {:.2} s: {why} ---", elapsed.as_secs_f64())?,
         }
