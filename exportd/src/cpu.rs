@@ -13,11 +13,10 @@
 //! core.
 
 use std::fmt;
-use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
 
-use perfabi::text::escape;
 use perfabi_shm::host::stat_field;
+use perfabi_shm::safe_open::escape_path;
 
 use crate::procfs::ProcFile;
 
@@ -86,10 +85,7 @@ impl Clock {
         let (utime, stime) = stat_times(&text).ok_or_else(|| {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
-                format!(
-                    "{}: no utime and stime",
-                    escape(self.file.path().as_os_str().as_bytes())
-                ),
+                format!("{}: no utime and stime", escape_path(self.file.path())),
             )
         })?;
         Ok(Sample {

@@ -15,11 +15,10 @@
 use std::ffi::{OsStr, OsString};
 use std::fs::{File, Permissions};
 use std::io::{Read, Seek, Write};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use perfabi::text::escape;
+use perfabi_shm::safe_open::escape_path;
 use perfabi_shm::safe_open::{Access, FileId, Folder, PathError};
 use rustix::fs::{flock, FlockOperation};
 
@@ -48,7 +47,7 @@ impl std::fmt::Display for LockError {
                 "another perfabi-exportd ({}) already writes this path (it holds {}): \
                  stop it first, or choose another --path",
                 pid.map_or("pid unknown".to_string(), |p| format!("pid {p}")),
-                escape(path.as_os_str().as_bytes())
+                escape_path(path)
             ),
             Self::Refused(e) => write!(f, "lock file: {e}"),
             Self::Io(m) => f.write_str(m),
@@ -74,15 +73,12 @@ impl PathLock {
         let refused = |e: PathError| match e.io() {
             Some(io) => LockError::Io(format!(
                 "cannot open lock file {}: {io}",
-                escape(path.as_os_str().as_bytes())
+                escape_path(&path)
             )),
             None => LockError::Refused(e),
         };
         let io = |what: &str, e: std::io::Error| {
-            LockError::Io(format!(
-                "lock file {}: {what}: {e}",
-                escape(path.as_os_str().as_bytes())
-            ))
+            LockError::Io(format!("lock file {}: {what}: {e}", escape_path(&path)))
         };
         let (folder, name) = Folder::of(&path).map_err(refused)?;
         for _ in 0..16 {
@@ -120,7 +116,7 @@ impl PathLock {
         }
         Err(LockError::Io(format!(
             "lock file {} kept being replaced while it was being locked",
-            escape(path.as_os_str().as_bytes())
+            escape_path(&path)
         )))
     }
 

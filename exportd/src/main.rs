@@ -17,12 +17,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use perfabi::text::escape;
 use perfabi::Semantics;
 use perfabi_exportd::follow::Room;
 use perfabi_exportd::sources::{self, Need};
 use perfabi_exportd::stop::Stop;
 use perfabi_exportd::{cpu, damon, host, lock, procfs};
+use perfabi_shm::safe_open::escape_path;
 use perfabi_shm::writer::{Config, Health, Writer};
 
 /// Publish host statistics and DAMON region statistics as a perfabi segment.
@@ -367,7 +367,7 @@ fn read_record(
 /// reached through no other user's symbolic link, and in which other users
 /// cannot replace files.
 fn check_path(path: &Path) -> Result<(), String> {
-    let shown = escape(path.as_os_str().as_bytes());
+    let shown = escape_path(path);
     if path.as_os_str().as_bytes().ends_with(b"/") || path.file_name().is_none() {
         return Err(format!(
             "--path {shown}: names a folder, not a segment file"
@@ -409,11 +409,11 @@ fn run(args: &Args, plan: Plan, started: Instant) -> Result<(), Fail> {
     )?;
     eprintln!(
         "perfabi-exportd: writing {} (epoch {:#x}, {} CPUs, every {:?}; lock {})",
-        escape(args.path.as_os_str().as_bytes()),
+        escape_path(&args.path),
         daemon.w.epoch(),
         daemon.w.layout().nr_cpus,
         plan.interval,
-        escape(lock.path().as_os_str().as_bytes())
+        escape_path(lock.path())
     );
     let result = daemon.serve(&lock, plan.interval, plan.cpu_report);
     let (mut clock, refreshes) = (cpu::Clock::new(), daemon.done);
@@ -431,7 +431,7 @@ fn run(args: &Args, plan: Plan, started: Instant) -> Result<(), Fail> {
     if result.is_ok() {
         eprintln!(
             "perfabi-exportd: stopped; {} marked closed",
-            escape(args.path.as_os_str().as_bytes())
+            escape_path(&args.path)
         );
     }
     result
@@ -552,7 +552,7 @@ impl Daemon {
                 self.stop.set();
                 return Err(Fail::Runtime(format!(
                     "lock file {} was removed or replaced: stopping, so that two daemons never write one path",
-                    escape(lock.path().as_os_str().as_bytes())
+                    escape_path(lock.path())
                 )));
             }
             next += interval;
@@ -616,13 +616,13 @@ impl Daemon {
                 *last_damage = None;
                 eprintln!(
                     "perfabi-exportd: {} was damaged by someone else ({why}): created it again (epoch {epoch:#x})",
-                    escape(self.path.as_os_str().as_bytes())
+                    escape_path(&self.path)
                 );
             }
             Health::Damaged { why, error } => {
                 let line = format!(
                     "{} was damaged by someone else ({why}) and cannot be created again: {error}; retrying every interval",
-                    escape(self.path.as_os_str().as_bytes())
+                    escape_path(&self.path)
                 );
                 if last_damage.as_ref() != Some(&line) {
                     eprintln!("perfabi-exportd: {line}");

@@ -3,10 +3,8 @@
 //! this kernel's `/proc/meminfo` lacks is skipped with one log line at
 //! start.
 
-use std::os::unix::ffi::OsStrExt;
-
-use perfabi::text::escape;
 use perfabi::{FamilySpec, Kind, Unit};
+use perfabi_shm::safe_open::escape_path;
 use perfabi_shm::writer::{MemberId, Writer};
 
 use crate::proc_source::{Need, Paths, SourceError};
@@ -67,7 +65,7 @@ impl MemSource {
         for (family, line) in FAMILIES.iter().filter(|f| !present.contains(f)) {
             eprintln!(
                 "perfabi-exportd: {}: no {line} line: {family} not published",
-                escape(path.as_os_str().as_bytes())
+                escape_path(&path)
             );
         }
         let members = present

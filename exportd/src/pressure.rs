@@ -5,10 +5,8 @@
 //! it lacks (`cpu` `full` before 5.13), is skipped with one log line at
 //! start.
 
-use std::os::unix::ffi::OsStrExt;
-
-use perfabi::text::escape;
 use perfabi::{FamilySpec, Kind, Unit};
+use perfabi_shm::safe_open::escape_path;
 use perfabi_shm::writer::{MemberId, Writer};
 
 use crate::proc_source::{Need, Paths, SourceError};
@@ -50,7 +48,7 @@ fn present(paths: &Paths, log: bool) -> Vec<(&'static str, ProcFile, bool, bool)
             if log && wanted && !has {
                 eprintln!(
                     "perfabi-exportd: {}: no {line} total: kernel.all.pressure.{res}.{line}.total not published",
-                    escape(f.path().as_os_str().as_bytes())
+                    escape_path(f.path())
                 );
             }
         }
@@ -124,7 +122,7 @@ impl PressureSource {
                     if result.is_ok() {
                         result = Err(std::io::Error::new(
                             e.kind(),
-                            format!("{}: {e}", escape(f.file.path().as_os_str().as_bytes())),
+                            format!("{}: {e}", escape_path(f.file.path())),
                         ));
                     }
                     continue;

@@ -3,10 +3,9 @@
 //! other): where the files are ([`Paths`]), the room a source takes in the
 //! segment ([`Need`]) and why one cannot start ([`SourceError`]).
 
-use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-use perfabi::text::escape;
+use perfabi_shm::safe_open::escape_path;
 
 /// Where the sources read: the roots of procfs and sysfs (other folders
 /// in tests).
@@ -71,7 +70,7 @@ pub enum SourceError {
 impl std::fmt::Display for SourceError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Read(p, e) => write!(f, "cannot read {}: {e}", escape(p.as_os_str().as_bytes())),
+            Self::Read(p, e) => write!(f, "cannot read {}: {e}", escape_path(p)),
             Self::Io(e) => write!(f, "cannot read {e}"),
             Self::UnknownVmstat(n) => write!(f, "--vmstat {n}: no such counter in /proc/vmstat"),
             Self::DuplicateVmstat(n) => write!(f, "--vmstat {n} is given twice"),

@@ -23,10 +23,9 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use perfabi::text::escape;
+use perfabi_shm::safe_open::escape_path;
 
 /// The most lines a parser reads of one file; the rest is ignored. Far
 /// more than any real file has (one line per device, IRQ, CPU or value).
@@ -116,7 +115,7 @@ impl ProcFile {
                 self.file = None;
                 return Err(std::io::Error::new(
                     e.kind(),
-                    format!("{}: {e}", escape(self.path.as_os_str().as_bytes())),
+                    format!("{}: {e}", escape_path(&self.path)),
                 ));
             }
         }

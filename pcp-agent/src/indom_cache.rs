@@ -13,10 +13,9 @@
 //! symbolic link planted there.
 
 use std::ffi::{c_int, CString};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use perfabi::text::escape;
+use perfabi_shm::safe_open::escape_path;
 use perfabi_shm::safe_open::{euid, FileKind, Folder};
 
 use crate::ffi::*;
@@ -55,7 +54,7 @@ impl CachedIndom {
                     (n < 0).then(|| {
                         format!(
                             "instance ids not loaded from {}: {}",
-                            escape(c.file().as_os_str().as_bytes()),
+                            escape_path(&c.file()),
                             pcp.err_str(n)
                         )
                     })
@@ -93,23 +92,19 @@ impl CachedIndom {
         let name = path.file_name().expect("a file name");
         match folder.stat(name) {
             Ok(None) => Ok(false),
-            Err(e) => Err(format!("{}: {e}", escape(path.as_os_str().as_bytes()))),
-            Ok(Some(e)) if e.kind != FileKind::Regular => Err(format!(
-                "{} is {}",
-                escape(path.as_os_str().as_bytes()),
-                e.kind.describe()
-            )),
+            Err(e) => Err(format!("{}: {e}", escape_path(&path))),
+            Ok(Some(e)) if e.kind != FileKind::Regular => {
+                Err(format!("{} is {}", escape_path(&path), e.kind.describe()))
+            }
             Ok(Some(e)) if e.uid != euid() => Err(format!(
                 "{} belongs to uid {}, not to this user (uid {})",
-                escape(path.as_os_str().as_bytes()),
+                escape_path(&path),
                 e.uid,
                 euid()
             )),
-            Ok(Some(e)) if e.nlink != 1 => Err(format!(
-                "{} has {} hard links",
-                escape(path.as_os_str().as_bytes()),
-                e.nlink
-            )),
+            Ok(Some(e)) if e.nlink != 1 => {
+                Err(format!("{} has {} hard links", escape_path(&path), e.nlink))
+            }
             Ok(Some(_)) => Ok(true),
         }
     }
@@ -171,7 +166,7 @@ impl CachedIndom {
         if n < 0 {
             return Err(format!(
                 "instance ids not saved to {}: {}",
-                escape(self.file().as_os_str().as_bytes()),
+                escape_path(&self.file()),
                 self.pcp.err_str(n)
             ));
         }

@@ -7,12 +7,11 @@
 
 use std::collections::HashMap;
 use std::ffi::{c_int, c_uint, CStr, CString};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use perfabi::text::escape;
 use perfabi_reader::Trust;
+use perfabi_shm::safe_open::escape_path;
 
 use crate::catalog::{self, Indom, Kind, Metric, Part, INDOMS};
 use crate::counter_names::{self, CounterNames};
@@ -867,10 +866,7 @@ pub fn run(
     agent.refresh(daemon.tables());
     pcp.notify(
         LOG_INFO,
-        &format!(
-            "serving {} (domain {domain})",
-            escape(segment.as_os_str().as_bytes())
-        ),
+        &format!("serving {} (domain {domain})", escape_path(segment)),
     );
     daemon.serve(agent)
 }
@@ -908,7 +904,7 @@ fn open_state(pcp: &'static Pcp, domain: u32) -> (Option<StateDir>, CounterNames
                     &format!(
                         "{} counter numbers read from {}",
                         n.len(),
-                        escape(state.path().join(&file).as_os_str().as_bytes())
+                        escape_path(&state.path().join(&file))
                     ),
                 );
                 n
@@ -921,7 +917,7 @@ fn open_state(pcp: &'static Pcp, domain: u32) -> (Option<StateDir>, CounterNames
                     LOG_ERR,
                     &format!(
                         "{}: {e}; counters are numbered anew (the file is {kept})",
-                        escape(state.path().join(&file).as_os_str().as_bytes())
+                        escape_path(&state.path().join(&file))
                     ),
                 );
                 CounterNames::default()

@@ -26,15 +26,14 @@
 //! read succeeds. Every change of state is logged once; nothing in here can
 //! take the agent down.
 
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use perfabi::damon::Aggregation;
-use perfabi::text::escape;
 use perfabi::Snapshot;
 use perfabi_reader::{Error, Liveness, Options, Segment, SegmentInfo, Trust};
+use perfabi_shm::safe_open::escape_path;
 
 /// How long after the last good read its values are still served while
 /// reads fail for a transient reason.
@@ -192,7 +191,7 @@ impl Source {
                     let info = self.reading.info.as_ref().map(|i| i.header);
                     log(format!(
                         "{}: mapped (epoch {:#x}, {} CPUs){}",
-                        escape(self.path.as_os_str().as_bytes()),
+                        escape_path(&self.path),
                         info.map_or(0, |h| h.epoch),
                         info.map_or(0, |h| h.nr_cpus),
                         if p.is_empty() {
@@ -219,7 +218,7 @@ impl Source {
             if !self.held {
                 log(format!(
                     "{}: {}; answering with the values of the last good read for at most {} s",
-                    escape(self.path.as_os_str().as_bytes()),
+                    escape_path(&self.path),
                     failure.what,
                     self.hold.as_secs_f64()
                 ));
@@ -241,7 +240,7 @@ impl Source {
         if self.reading.info.is_some() {
             log(format!(
                 "{}: {problem}{}; serving no values until it is back",
-                escape(self.path.as_os_str().as_bytes()),
+                escape_path(&self.path),
                 if self.held && transient {
                     " (held values expired)"
                 } else {
@@ -251,7 +250,7 @@ impl Source {
         } else if self.last_problem.as_deref() != Some(problem.as_str()) {
             log(format!(
                 "{}: {problem}; will retry at every request",
-                escape(self.path.as_os_str().as_bytes())
+                escape_path(&self.path)
             ));
         }
         self.last_problem = Some(problem);

@@ -13,11 +13,10 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
-use perfabi::text::escape;
+use perfabi_shm::safe_open::escape_path;
 use perfabi_shm::safe_open::{euid, FileKind, Folder, Problem};
 
 /// The agent's folder below PCP's `PCP_VAR_DIR` (`/var/lib/pcp` on most
@@ -44,10 +43,7 @@ impl StateDir {
         {
             // Refused or failed below; say the first reason.
             if !path.is_dir() {
-                return Err(format!(
-                    "cannot create {}: {e}",
-                    escape(path.as_os_str().as_bytes())
-                ));
+                return Err(format!("cannot create {}: {e}", escape_path(path)));
             }
         }
         let folder = Folder::open(path).map_err(|e| e.to_string())?;
@@ -137,7 +133,7 @@ impl StateDir {
     }
 
     fn shown(&self, name: &str) -> String {
-        escape(self.folder.path().join(name).as_os_str().as_bytes()).to_string()
+        escape_path(&self.folder.path().join(name)).to_string()
     }
 }
 

@@ -3,10 +3,10 @@
 
 use std::fmt;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use perfabi::text::{escape, Escaped};
+use perfabi::text::escape;
+use perfabi_shm::safe_open::escape_path;
 use std::time::Duration;
 
 /// Everything a read can report.
@@ -135,19 +135,12 @@ impl Error {
     }
 }
 
-/// A path in a message: escaped (`spec/PERFABI.md` §11.7), for a folder of
-/// segments that other users write may hold a file named with terminal
-/// controls.
-fn shown(p: &Path) -> Escaped<'_> {
-    escape(p.as_os_str().as_bytes())
-}
-
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::NotFound(p) => write!(f, "no segment at {}: is the exporter running?", shown(p)),
+            Self::NotFound(p) => write!(f, "no segment at {}: is the exporter running?", escape_path(p)),
             Self::Io(p, e) if e.kind() == io::ErrorKind::PermissionDenied => {
-                write!(f, "cannot read {}: permission denied (run as its owner or a member of its group)", shown(p))
+                write!(f, "cannot read {}: permission denied (run as its owner or a member of its group)", escape_path(p))
             }
             // An empty path: the error says so, with nothing to quote.
             Self::Io(p, e) if p.as_os_str().is_empty() => {
@@ -158,48 +151,48 @@ impl fmt::Display for Error {
             Self::Io(p, e) => write!(
                 f,
                 "cannot use {}: {}",
-                shown(p),
+                escape_path(p),
                 escape(e.to_string().as_bytes())
             ),
             Self::Symlink(p) => write!(
                 f,
                 "refusing {}: it is a symbolic link (give the segment's own path; links are not followed)",
-                shown(p)
+                escape_path(p)
             ),
             Self::ForeignLink { path, uid } => write!(
                 f,
                 "refusing {}: the way to it goes through a symbolic link of uid {uid} \
                  (links are followed only if root or this user owns them)",
-                shown(path)
+                escape_path(path)
             ),
-            Self::Raced(p) => write!(f, "{} was replaced while it was being opened; try again", shown(p)),
+            Self::Raced(p) => write!(f, "{} was replaced while it was being opened; try again", escape_path(p)),
             Self::NotASegmentFile(p, kind) => write!(
                 f,
                 "{} is {kind}, not a perfabi segment (a regular file, or the kernel module's /dev/perfabi)",
-                shown(p)
+                escape_path(p)
             ),
             Self::Writable(p, mode) => write!(
                 f,
                 "refusing {}: mode {mode:o} lets others write it (chmod go-w, or ask its writer to create it 0644)",
-                shown(p)
+                escape_path(p)
             ),
             Self::Untrusted { path, uid } => write!(
                 f,
                 "refusing {}: it belongs to uid {uid}, whom this reader does not trust \
                  (it trusts its own uid and root; trust that uid explicitly to read it)",
-                shown(path)
+                escape_path(path)
             ),
             Self::Sparse { path, at } => write!(
                 f,
                 "refusing {}: it has a hole at byte {at} (writers fill their whole segment; \
                  this one was not made by a writer, or was truncated and grown again)",
-                shown(path)
+                escape_path(path)
             ),
             Self::TooLarge { path, size, limit } => write!(
                 f,
                 "refusing {}: its segment is {size} bytes, more than the limit of {limit} \
                  (raise the reader's limit to read it)",
-                shown(path)
+                escape_path(path)
             ),
             Self::Abi(e) => write!(f, "bad segment: {e}"),
             Self::Busy(e) => write!(f, "segment busy, try again: {e}"),
@@ -214,11 +207,11 @@ impl fmt::Display for Error {
                 silent_for.as_secs_f64()
             ),
             Self::Closed => f.write_str("the writer closed the segment; values are final"),
-            Self::Truncated(p) => write!(f, "{} was truncated while mapped; reading again re-opens it", shown(p)),
+            Self::Truncated(p) => write!(f, "{} was truncated while mapped; reading again re-opens it", escape_path(p)),
             Self::HeaderChanged(p) => write!(
                 f,
                 "the header of {} changed under the reader (zeroed, overwritten or created again); reading again re-opens it",
-                shown(p)
+                escape_path(p)
             ),
             Self::NoSuchCounter(n) => write!(
                 f,

@@ -9,11 +9,10 @@
 //! refuses before writing anything. On exit it turns its kdamond off and
 //! removes it.
 
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use perfabi::damon::{Aggregation, Intervals, Region};
-use perfabi::text::escape;
+use perfabi_shm::safe_open::escape_path;
 use perfabi_shm::writer::Writer;
 
 use super::DamonCounters;
@@ -65,12 +64,11 @@ pub fn running_kdamonds() -> Vec<(u32, String)> {
 fn read(p: &Path) -> Result<String, String> {
     std::fs::read_to_string(p)
         .map(|s| s.trim().to_string())
-        .map_err(|e| format!("{}: {e}", escape(p.as_os_str().as_bytes())))
+        .map_err(|e| format!("{}: {e}", escape_path(p)))
 }
 
 fn write(p: &Path, v: &str) -> Result<(), String> {
-    std::fs::write(p, v)
-        .map_err(|e| format!("writing {v:?} to {}: {e}", escape(p.as_os_str().as_bytes())))
+    std::fs::write(p, v).map_err(|e| format!("writing {v:?} to {}: {e}", escape_path(p)))
 }
 
 /// Whether the source could run here, and if not, why (nothing is changed).
@@ -79,12 +77,7 @@ pub fn check(admin: &Path) -> Result<(), String> {
     let n: u32 = read(&kd.join("nr_kdamonds"))
         .map_err(|e| format!("DAMON sysfs is not available ({e})"))?
         .parse()
-        .map_err(|_| {
-            format!(
-                "{}: not a number",
-                escape(kd.join("nr_kdamonds").as_os_str().as_bytes())
-            )
-        })?;
+        .map_err(|_| format!("{}: not a number", escape_path(&kd.join("nr_kdamonds"))))?;
     if n > 0 {
         let each: Vec<String> = (0..n)
             .map(|i| {
@@ -193,7 +186,7 @@ impl OwnKdamond {
         write(&self.dir.join("state"), "update_schemes_tried_regions")?;
         let tried = self.dir.join("contexts/0/schemes/0/tried_regions");
         let mut idx: Vec<u32> = std::fs::read_dir(&tried)
-            .map_err(|e| format!("{}: {e}", escape(tried.as_os_str().as_bytes())))?
+            .map_err(|e| format!("{}: {e}", escape_path(&tried)))?
             .flatten()
             .filter_map(|e| e.file_name().to_str()?.parse().ok())
             .collect();
@@ -202,9 +195,9 @@ impl OwnKdamond {
         for i in idx {
             let d = tried.join(i.to_string());
             let num = |k: &str| -> Result<u64, String> {
-                read(&d.join(k))?.parse().map_err(|_| {
-                    format!("{}: not a number", escape(d.join(k).as_os_str().as_bytes()))
-                })
+                read(&d.join(k))?
+                    .parse()
+                    .map_err(|_| format!("{}: not a number", escape_path(&d.join(k))))
             };
             regions.push(Region {
                 start: num("start")?,

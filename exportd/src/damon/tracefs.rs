@@ -3,10 +3,10 @@
 //! the running kernel, never assumed ones.
 
 use std::collections::HashMap;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use perfabi::text::escape;
+use perfabi_shm::safe_open::escape_path;
 
 /// Where tracefs usually is.
 pub const MOUNTS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
@@ -29,7 +29,7 @@ pub fn root(mount: bool) -> Result<PathBuf, String> {
         .map_err(|e| {
             format!(
                 "tracefs is not mounted and mounting it at {} failed: {e} (run as root, or mount it: mount -t tracefs nodev {0})",
-                escape(at.as_os_str().as_bytes())
+                escape_path(at)
             )
         })?;
     Ok(at.to_path_buf())
@@ -70,11 +70,10 @@ impl Format {
         let text = std::fs::read_to_string(dir.join("format")).map_err(|e| {
             format!(
                 "{}: {e} (this kernel has no {system}:{name} tracepoint)",
-                escape(dir.join("format").as_os_str().as_bytes())
+                escape_path(&dir.join("format"))
             )
         })?;
-        Format::parse(&text)
-            .map_err(|e| format!("{}: {e}", escape(dir.join("format").as_os_str().as_bytes())))
+        Format::parse(&text).map_err(|e| format!("{}: {e}", escape_path(&dir.join("format"))))
     }
 
     /// Parses the text of a `format` file.

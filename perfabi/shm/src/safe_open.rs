@@ -184,7 +184,7 @@ impl PathError {
 
 impl std::fmt::Display for PathError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let p = self.path.display();
+        let p = escape_path(&self.path);
         match &self.problem {
             Problem::Symlink => write!(
                 f,
@@ -230,6 +230,13 @@ impl std::error::Error for PathError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         self.io().map(|e| e as _)
     }
+}
+
+/// A path for a message or a log line: escaped as every untrusted text is
+/// ([`perfabi::text::escape`], `spec/PERFABI.md` §11.7), since a folder
+/// others write may hold a name with terminal controls in it.
+pub fn escape_path(path: &Path) -> perfabi::text::Escaped<'_> {
+    perfabi::text::escape(path.as_os_str().as_bytes())
 }
 
 /// The caller's effective uid.

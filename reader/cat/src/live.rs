@@ -18,11 +18,10 @@ mod fit;
 mod keys;
 
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
 
-use perfabi::text::escape;
 use perfabi_reader::{Liveness, Segment, Snapshot};
+use perfabi_shm::safe_open::escape_path;
 use ratatui::backend::CrosstermBackend;
 use ratatui::Terminal;
 
@@ -144,10 +143,9 @@ struct Snapshots {
 /// not passing (the terminal is restored first).
 pub fn run(seg: &mut Segment, cfg: &Config) -> Result<(), Failure> {
     let stop = screen::stop_on_signals()?;
-    let path = seg.path().map_or_else(
-        || "(segment)".to_string(),
-        |p| escape(p.as_os_str().as_bytes()).to_string(),
-    );
+    let path = seg
+        .path()
+        .map_or_else(|| "(segment)".to_string(), |p| escape_path(p).to_string());
     let _screen = Screen::enter()?;
     let mut term = Terminal::new(CrosstermBackend::new(io::stdout()))?;
     let mut view = View::new(cfg.per_cpu);

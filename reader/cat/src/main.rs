@@ -10,14 +10,13 @@ mod render;
 mod screen;
 
 use std::io::{self, Write};
-use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use perfabi::text::escape;
 use perfabi_reader::{Error, Options, Segment, Snapshot, Trust};
+use perfabi_shm::safe_open::escape_path;
 
 const EXIT_HELP: &str = "\
 Exit status:
@@ -197,8 +196,8 @@ fn main() -> ExitCode {
             ExitCode::from(exit_code(&e))
         }
         Err(Failure::Record(e)) => {
-            // perfabi-shm's message quotes the path as it is: escaped whole.
-            eprintln!("perfabi-cat: --record {}", escape(e.to_string().as_bytes()));
+            // perfabi-shm's message escapes the path itself.
+            eprintln!("perfabi-cat: --record {e}");
             ExitCode::from(if e.io().is_some() { 1 } else { 2 })
         }
         Err(Failure::Damon(p)) => {
@@ -357,11 +356,7 @@ fn record(seg: &mut Segment, file: &std::path::Path, args: &Args) -> Result<(), 
 fn print_info(out: &mut impl Write, info: &perfabi_reader::SegmentInfo) -> io::Result<()> {
     let h = &info.header;
     if let Some(p) = &info.path {
-        writeln!(
-            out,
-            "path:               {}",
-            escape(p.as_os_str().as_bytes())
-        )?;
+        writeln!(out, "path:               {}", escape_path(p))?;
     }
     writeln!(out, "abi:                {}.{}", h.abi_major, h.abi_minor)?;
     writeln!(out, "epoch:              {:#018x}", h.epoch)?;

@@ -1,13 +1,13 @@
 //! The segment an endpoint serves: a snapshot per scrape, rendered, or the
 //! one-line reason it could not be read.
 
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use perfabi::text::escape;
 use perfabi_reader::exposition::{self, Format};
 use perfabi_reader::{Options, Segment, Snapshot};
+use perfabi_shm::safe_open::escape_path;
 
 /// The segment an endpoint serves, opened at the first scrape and again
 /// after a failed one.
@@ -48,7 +48,7 @@ impl Reading {
                 self.snapshot = Snapshot::default();
                 Err(format!(
                     "cannot read {}: {}",
-                    escape(path.as_os_str().as_bytes()),
+                    escape_path(path),
                     escape(e.to_string().as_bytes())
                 ))
             }
@@ -108,7 +108,7 @@ impl Endpoint {
             (Ok(_), Some(_)) => {
                 eprintln!(
                     "perfabi-prometheus: {} readable again",
-                    escape(self.path.as_os_str().as_bytes())
+                    escape_path(&self.path)
                 );
                 *last = None;
             }

@@ -2,19 +2,18 @@
 //! Prometheus over HTTP (`/metrics`).
 
 use std::net::SocketAddr;
-use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use perfabi::text::escape;
 use perfabi_prometheus::{
     connections_within, listen, raise_open_file_limit, serve, Endpoint, Limits, MAX_CONNECTIONS,
     MAX_REQUESTS,
 };
 use perfabi_reader::{Options, Trust};
+use perfabi_shm::safe_open::escape_path;
 
 const AFTER_HELP: &str = "\
 GET /metrics answers one consistent snapshot per scrape, in OpenMetrics
@@ -142,7 +141,7 @@ fn main() -> ExitCode {
     let addr = listener.local_addr().unwrap_or(args.listen);
     eprintln!(
         "perfabi-prometheus: serving {} at http://{addr}/metrics",
-        escape(path.as_os_str().as_bytes())
+        escape_path(&path)
     );
     let endpoint = Arc::new(Endpoint::new(path, opts, args.cpu));
     match serve(listener, endpoint, usize::from(args.threads), limits) {

@@ -4,7 +4,6 @@
 //! read or too many scrapes are in flight.
 
 use std::convert::Infallible;
-use std::os::unix::ffi::OsStrExt;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -12,7 +11,7 @@ use std::task::{Context, Poll};
 use hyper::body::{Body, Bytes, Frame, Incoming, SizeHint};
 use hyper::header::{HeaderValue, ACCEPT, ALLOW, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
-use perfabi::text::escape;
+use perfabi_shm::safe_open::escape_path;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::connections::Conn;
@@ -66,7 +65,7 @@ impl Routes {
         if path == "/" {
             let index = format!(
                 "perfabi-prometheus: the metrics of {} at /metrics\n",
-                escape(self.endpoint.path().as_os_str().as_bytes())
+                escape_path(self.endpoint.path())
             );
             return Ok(text(StatusCode::OK, index, done));
         }

@@ -8,7 +8,8 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use perfabi::damon::Intervals;
-use perfabi_shm::safe_open::{self, PathError, Problem};
+use perfabi::text::escape;
+use perfabi_shm::safe_open::{self, escape_path, PathError, Problem};
 
 use super::{parse_bytes, ParseError, Record};
 
@@ -117,23 +118,25 @@ impl ReadError {
             ReadError::TooLarge { path, bytes, limit } => write!(
                 f,
                 "refusing {}: {bytes} bytes, more than the limit of {limit} ({raise} to read it)",
-                path.display()
+                escape_path(path)
             ),
             ReadError::Grew { path, limit } => write!(
                 f,
                 "{}: it grew past the limit of {limit} bytes while being read",
-                path.display()
+                escape_path(path)
             ),
-            ReadError::Io { path, error } => write!(f, "{}: {error}", path.display()),
+            ReadError::Io { path, error } => write!(f, "{}: {error}", escape_path(path)),
             ReadError::Inflates { path, limit } => {
-                write!(f, "{}: ", path.display())?;
+                write!(f, "{}: ", escape_path(path))?;
                 super::inflates(f, *limit, raise)
             }
-            ReadError::Malformed { path, why } => write!(f, "{}: {why}", path.display()),
+            ReadError::Malformed { path, why } => {
+                write!(f, "{}: {}", escape_path(path), escape(why.as_bytes()))
+            }
             ReadError::Empty { path } => write!(
                 f,
                 "{}: no complete damon_aggregated aggregation in it",
-                path.display()
+                escape_path(path)
             ),
         }
     }

@@ -227,7 +227,7 @@ impl Writer {
             if md.is_dir() {
                 return Err(CreateError::Io(io::Error::new(
                     io::ErrorKind::InvalidInput,
-                    format!("{} is a directory", path.display()),
+                    format!("{} is a directory", crate::safe_open::escape_path(path)),
                 )));
             }
         }

@@ -78,7 +78,7 @@ impl Place {
                     e.kind(),
                     format!(
                         "cannot fill a {len}-byte segment in {}: {e}",
-                        self.folder.path().display()
+                        crate::safe_open::escape_path(self.folder.path())
                     ),
                 ))
             }

@@ -3,11 +3,10 @@
 //! [`super::layout`], as text or one line of JSON ([`super::report`](mod@super::report)), or
 //! the one section as an image ([`super::plot`]) written to `--output`.
 
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use perfabi::text::escape;
 use perfabi_record::damon::Workload;
+use perfabi_shm::safe_open::escape_path;
 
 use super::layout::{dims, Dims, IMAGE};
 use super::options::Config;
@@ -123,7 +122,7 @@ pub fn image(
     }
     .map_err(Problem::Usage)?;
     plot::write(path, &bytes).map_err(Problem::Image)?;
-    eprintln!("perfabi-cat: wrote {}", escape(path.as_os_str().as_bytes()));
+    eprintln!("perfabi-cat: wrote {}", escape_path(path));
     Ok(())
 }
 

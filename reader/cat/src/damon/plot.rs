@@ -23,7 +23,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use perfabi::text::escape;
+use perfabi_shm::safe_open::escape_path;
 use perfabi_shm::safe_open::{FileKind, Folder};
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 use plotters::coord::types::RangedCoordf64;
@@ -55,7 +55,7 @@ pub fn format_of(path: &Path) -> Result<Format, String> {
         Some("png") => Ok(Format::Png),
         _ => Err(format!(
             "{}: the image format comes from the file's extension: .svg or .png",
-            escape(path.as_os_str().as_bytes())
+            escape_path(path)
         )),
     }
 }
@@ -160,11 +160,9 @@ pub fn wss(
 /// never written through). Mode 0644 less the umask. A one-line error
 /// naming the path otherwise; no temporary file is left behind.
 pub fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    let failed =
-        |e: io::Error| format!("cannot write {}: {e}", escape(path.as_os_str().as_bytes()));
-    // perfabi-shm's message quotes the path as it is: escaped whole.
-    let (folder, name) =
-        Folder::of(path).map_err(|e| escape(e.to_string().as_bytes()).to_string())?;
+    let failed = |e: io::Error| format!("cannot write {}: {e}", escape_path(path));
+    // perfabi-shm's message escapes the path itself.
+    let (folder, name) = Folder::of(path).map_err(|e| e.to_string())?;
     // Only a regular file is replaced: renaming over a link, a device or
     // a FIFO would swap out what it is (`--output /dev/stdout` as root
     // would replace the system's /dev/stdout link with a file).
@@ -172,7 +170,7 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
         if e.kind != FileKind::Regular {
             return Err(format!(
                 "{} is {}, not a regular file: perfabi-cat writes images only over regular files (choose another path)",
-                escape(path.as_os_str().as_bytes()),
+                escape_path(path),
                 e.kind.describe()
             ));
         }

@@ -3,7 +3,6 @@
 
 use std::fmt;
 
-use perfabi::text::escape;
 use perfabi_record::damon::ReadError;
 
 use crate::Failure;
@@ -47,12 +46,9 @@ impl fmt::Display for Problem {
             | Problem::Silent(why)
             | Problem::Malformed(why)
             | Problem::Image(why) => f.write_str(why),
-            // perfabi-record's message quotes the path and the record's
-            // text as they are: escaped whole.
-            Problem::Record(e) => {
-                let why = e.advising("raise --max-record-size").to_string();
-                write!(f, "--from {}", escape(why.as_bytes()))
-            }
+            // perfabi-record's message escapes the path and the record's
+            // text itself.
+            Problem::Record(e) => write!(f, "--from {}", e.advising("raise --max-record-size")),
         }
     }
 }

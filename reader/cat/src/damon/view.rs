@@ -4,13 +4,12 @@
 //! report goes (stdout as text or JSON, or an image file).
 
 use std::io::{self, IsTerminal, Write};
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use crossterm::terminal;
-use perfabi::text::escape;
 use perfabi_reader::{Options, Segment};
 use perfabi_record::damon::read_file;
+use perfabi_shm::safe_open::escape_path;
 
 use super::collect::Collector;
 use super::draw::{image, render, Preface};
@@ -50,10 +49,7 @@ pub fn run(cfg: &Config, path: &Path, opts: Options) -> Result<(), Failure> {
         } => {
             let record = read_file(path, *limit, *intervals).map_err(Problem::Record)?;
             let timelines = timeline::from_record(&record.aggregations).map_err(|why| {
-                Problem::Malformed(format!(
-                    "--from {}: {why}",
-                    escape(path.as_os_str().as_bytes())
-                ))
+                Problem::Malformed(format!("--from {}: {why}", escape_path(path)))
             })?;
             let timelines: Vec<&Timeline> = timelines.iter().collect();
             return once(
@@ -72,7 +68,7 @@ pub fn run(cfg: &Config, path: &Path, opts: Options) -> Result<(), Failure> {
         None => {
             eprintln!(
                 "perfabi-cat: collecting DAMON aggregations from {} for {} (--duration)",
-                escape(path.as_os_str().as_bytes()),
+                escape_path(path),
                 crate::human::time_ns(duration.as_nanos() as f64)
             );
             let mut c = Collector::new(cfg.window);
@@ -84,7 +80,7 @@ pub fn run(cfg: &Config, path: &Path, opts: Options) -> Result<(), Failure> {
             if timelines.is_empty() {
                 return Err(Problem::Silent(format!(
                     "no DAMON aggregation in {} during {} (is a DAMON source publishing?)",
-                    escape(path.as_os_str().as_bytes()),
+                    escape_path(path),
                     crate::human::time_ns(duration.as_nanos() as f64)
                 ))
                 .into());
