@@ -232,6 +232,10 @@ impl Segment {
                     // segment under a new inode, renamed over the path),
                     // which a later read may find re-created, not a file
                     // that never was a segment.
+                    // Likewise the very file whose header changed under the
+                    // reader, now malformed: damaged in place after
+                    // publication, which its writer repairs at its next
+                    // heartbeat (spec §11.5): read again.
                     let shrunk = !moved && self.map.file_len().is_some_and(|len| now.len < len);
                     let mapped = match map_path(&path, &self.opts) {
                         Err(Error::NotASegmentFile(..) | Error::Abi(_) | Error::Sparse { .. })
@@ -239,6 +243,9 @@ impl Segment {
                         {
                             self.stats.truncations += 1;
                             return Err(Error::Truncated(path));
+                        }
+                        Err(Error::Abi(_)) if !moved && damaged => {
+                            return Err(Error::HeaderChanged(path));
                         }
                         r => r?,
                     };

@@ -527,6 +527,44 @@ fn line_where(
 /// "malformed"). A file that was never a segment is still exit 4.
 #[test]
 fn a_segment_truncated_to_nothing_costs_a_watch_samples_not_its_end() {
+    watch_goes_on_after(|path| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+    });
+    // A file that never was a segment: still "malformed", exit 4.
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, b"").unwrap();
+    let out = cat(&[empty.to_str().unwrap(), "--watch", "0.05", "--count", "2"]);
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The header page zeroed in place (same file, same length): damage after
+/// publication, which the writer repairs at its heartbeat (spec §11.5).
+/// Piped `--watch` exited 4 ("bad magic") on it.
+#[test]
+fn a_header_zeroed_in_place_costs_a_watch_samples_not_its_end() {
+    watch_goes_on_after(|path| {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        f.write_all_at(&[0u8; 4096], 0).unwrap();
+    });
+}
+
+/// Piped `perfabi-cat --watch` on a live segment that `damage` then harms:
+/// a sample is skipped, the watch goes on, and once the writer created its
+/// segment again (its heartbeat, called by the test) the values are read
+/// again.
+fn watch_goes_on_after(damage: impl FnOnce(&Path)) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("seg");
     // No heartbeat promised and none sent by a thread: the segment is
@@ -560,12 +598,7 @@ fn a_segment_truncated_to_nothing_costs_a_watch_samples_not_its_end() {
         line_where(&rx, limit, &mut seen, |l| l.starts_with("ticks")),
         "no sample: {seen:?}"
     );
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&path)
-        .unwrap()
-        .set_len(0)
-        .unwrap();
+    damage(&path);
     let skipped = line_where(&rx, limit, &mut seen, |l| l.contains("sample skipped"));
     let running = watch.0.try_wait().unwrap().is_none();
     // The writer notices and creates its segment again (a new epoch).
@@ -583,7 +616,7 @@ fn a_segment_truncated_to_nothing_costs_a_watch_samples_not_its_end() {
         let _ = std::io::Read::read_to_string(&mut e, &mut err);
     }
     println!(
-        "--watch across a truncation to 0: {} lines, skipped said: {skipped}, running: {running}, read again: {again}",
+        "--watch across damage: {} lines, skipped said: {skipped}, running: {running}, read again: {again}",
         seen.len()
     );
     assert!(skipped && running, "exited: {still:?} {err} after {seen:?}");
@@ -591,15 +624,5 @@ fn a_segment_truncated_to_nothing_costs_a_watch_samples_not_its_end() {
         again && still.is_none(),
         "after the segment was created again: {still:?} {err} {:?}",
         &seen[mark..]
-    );
-    // A file that never was a segment: still "malformed", exit 4.
-    let empty = dir.path().join("empty");
-    std::fs::write(&empty, b"").unwrap();
-    let out = cat(&[empty.to_str().unwrap(), "--watch", "0.05", "--count", "2"]);
-    assert_eq!(
-        out.status.code(),
-        Some(4),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
 }
