@@ -14,7 +14,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use crate::entry::Instance;
-use crate::error::{Error, FamilyField, MemberField, Named};
+use crate::error::{EntryField, Error, FamilyField, MemberField, Named};
 use crate::layout::*;
 use crate::name;
 use crate::unit::Unit;
@@ -476,16 +476,18 @@ impl Family {
 }
 
 /// Builds the families readers present from a consistent copy of the
-/// tables, checking the rules that span entries (§5.4): distinct
-/// registration ids, names distinct to consumers, members of live families
-/// with distinct instances and disjoint value slots inside `used`.
-/// `O(n log n)` in the live entries; run outside the generation window.
+/// tables, checking the rules that span entries (§5.4, in its order): the
+/// 1.0 entries' rules of §5 (rule 1), then distinct registration ids,
+/// names distinct to consumers, members of live families with distinct
+/// instances and disjoint value slots inside `used`. `O(n log n)` in the
+/// live entries; run outside the generation window.
 pub fn assemble(
     entries: &[Instance],
     defs: &[FamilyDef],
     members: &[MemberDef],
     used: usize,
 ) -> Result<Vec<Family>, Error> {
+    entries_unique(entries)?;
     // Family registration ids, then names against families and entries.
     let mut ids: Vec<(u64, u32)> = defs.iter().map(|d| (d.reg_id, d.slot)).collect();
     ids.sort_unstable();
@@ -506,7 +508,9 @@ pub fn assemble(
     names.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(order(a.1).cmp(&order(b.1))));
     for w in names.windows(2) {
         if w[0].0 == w[1].0 {
-            return Err(clash(w[0].1, w[1].1));
+            if let Some(e) = family_clash(w[0].1, w[1].1) {
+                return Err(e);
+            }
         }
     }
     // Dotted prefixes: sorted, a prefix comes right before a name it
@@ -528,12 +532,12 @@ pub fn assemble(
         {
             stack.pop();
         }
-        if let Some(&(_, above)) = stack
+        if let Some(e) = stack
             .iter()
             .rev()
-            .find(|(_, a)| matches!(a, Named::Family(_)) || matches!(at, Named::Family(_)))
+            .find_map(|&(_, above)| family_clash(above, at))
         {
-            return Err(clash(above, at));
+            return Err(e);
         }
         stack.push((n, at));
     }
@@ -668,15 +672,45 @@ fn order(n: Named) -> (u8, u32) {
     }
 }
 
-/// The error for two clashing names, `a` before `b` in (entries, families)
-/// order. Two entries clash as in ABI 1.0.
-fn clash(a: Named, b: Named) -> Error {
+/// The error for two clashing names (one clash key, or one a dotted
+/// prefix of the other) of which at least one is a family's (§5.4 rule
+/// 3): the family (the later of two) and the other name. `None` for two
+/// entries: their names are rule 1's ([`entries_unique`]), and one may be a
+/// dotted prefix of the other.
+fn family_clash(a: Named, b: Named) -> Option<Error> {
     let (a, b) = if order(a) <= order(b) { (a, b) } else { (b, a) };
     match (a, b) {
-        (Named::Entry(x), Named::Entry(y)) => Error::NameClash { slot: y, other: x },
-        (other, Named::Family(f)) => Error::FamilyClash { family: f, other },
-        (Named::Family(f), other) => Error::FamilyClash { family: f, other },
+        (other, Named::Family(family)) => Some(Error::FamilyClash { family, other }),
+        (Named::Family(_), Named::Entry(_)) | (Named::Entry(_), Named::Entry(_)) => None,
     }
+}
+
+/// The 1.0 rules of spec §5 across live entries (§5.4 rule 1), the one
+/// place two entries are compared: distinct registration ids (`bad-entry`,
+/// `reg_id`, naming the later slot of the two with the smallest shared id),
+/// then distinct clash keys (`name-clash`, naming the two with the smallest
+/// shared key). `O(n log n)` in the live entries.
+fn entries_unique(live: &[Instance]) -> Result<(), Error> {
+    let mut ids: Vec<(u64, u32)> = live.iter().map(|i| (i.reg_id, i.slot)).collect();
+    ids.sort_unstable();
+    if let Some(w) = ids.windows(2).find(|w| w[0].0 == w[1].0) {
+        return Err(Error::BadEntry {
+            slot: w[0].1.max(w[1].1),
+            field: EntryField::RegId,
+        });
+    }
+    let mut keys: Vec<(String, u32)> = live
+        .iter()
+        .map(|i| (name::clash_key(&i.name), i.slot))
+        .collect();
+    keys.sort_unstable();
+    if let Some(w) = keys.windows(2).find(|w| w[0].0 == w[1].0) {
+        return Err(Error::NameClash {
+            slot: w[1].1,
+            other: w[0].1,
+        });
+    }
+    Ok(())
 }
 
 /// The value of one member: its total over CPUs, or one CPU's.

@@ -6,7 +6,7 @@
 //! on this with mapping, re-mapping and liveness; the userspace writer uses it
 //! to read back its own segment.
 
-use alloc::string::{String, ToString};
+use alloc::string::ToString;
 use alloc::vec::Vec;
 
 use crate::damon::{self, DamonRead};
@@ -528,7 +528,7 @@ impl<'a> SegmentView<'a> {
         let ((fresh, used), g) = r.ok_or(Error::BusyMetadata)?;
         // Outside the generation window: the sorts do not widen it.
         if fresh? {
-            table.families = checked(&table.instances, &raw, used)?;
+            table.families = raw.assemble(&table.instances, used)?;
             table.needs = SlotsNeeded::of(slots_needed(&table.families), &table.families);
         } else {
             table.needs = SlotsNeeded::of(needs, &table.families);
@@ -541,7 +541,7 @@ impl<'a> SegmentView<'a> {
     /// keeps the decoded tables if they were decoded at `cached == Some(g)`
     /// and their values fit in `used` slots (`needs`), else decodes them
     /// again. `Ok(true)`: decoded afresh, still to be checked by
-    /// [`checked`] (outside the window).
+    /// [`RawFamilies::assemble`] (outside the window).
     fn table_at(
         &self,
         g: u64,
@@ -617,7 +617,7 @@ impl<'a> SegmentView<'a> {
             // window: the sorts do not widen it.
             Ok(Some(((Ok(fresh), used), g))) => {
                 if fresh {
-                    checked(&instances, &raw, used).map(|f| {
+                    raw.assemble(&instances, used).map(|f| {
                         needs = slots_needed(&f);
                         families = f;
                         (used, g)
@@ -735,6 +735,15 @@ struct RawFamilies {
     members: Vec<MemberDef>,
 }
 
+impl RawFamilies {
+    /// The families of a consistent copy of the tables (the 1.0 entries
+    /// `instances`, these entries, `used` value slots), every rule spanning
+    /// entries checked ([`family::assemble`]: spec §5, §5.4).
+    fn assemble(&self, instances: &[Instance], used: usize) -> Result<Vec<Family>, Error> {
+        family::assemble(instances, &self.defs, &self.members, used)
+    }
+}
+
 /// Value slots the families' members reach (a cached table is reused only
 /// while `instances_used` still covers them).
 fn slots_needed(families: &[Family]) -> usize {
@@ -746,38 +755,5 @@ fn slots_needed(families: &[Family]) -> usize {
         .unwrap_or(0)
 }
 
-/// The rules spanning entries (spec §5, §5.4), on a consistent copy: the
-/// 1.0 entries' uniqueness, then the families assembled.
-fn checked(instances: &[Instance], raw: &RawFamilies, used: usize) -> Result<Vec<Family>, Error> {
-    unique(instances)?;
-    family::assemble(instances, &raw.defs, &raw.members, used)
-}
-
 /// Re-exported so users of [`SegmentView`] need not import the protocol.
 pub use protocol::DEFAULT_RETRIES;
-
-/// Live entries must have distinct registration ids and names that are
-/// distinct to consumers (spec §5): `O(n log n)` in the live entries, run
-/// on a consistent copy once the generation window closed.
-fn unique(live: &[Instance]) -> Result<(), Error> {
-    let mut ids: Vec<(u64, u32)> = live.iter().map(|i| (i.reg_id, i.slot)).collect();
-    ids.sort_unstable();
-    if let Some(w) = ids.windows(2).find(|w| w[0].0 == w[1].0) {
-        return Err(Error::BadEntry {
-            slot: w[0].1.max(w[1].1),
-            field: EntryField::RegId,
-        });
-    }
-    let mut keys: Vec<(String, u32)> = live
-        .iter()
-        .map(|i| (name::clash_key(&i.name), i.slot))
-        .collect();
-    keys.sort_unstable();
-    if let Some(w) = keys.windows(2).find(|w| w[0].0 == w[1].0) {
-        return Err(Error::NameClash {
-            slot: w[1].1,
-            other: w[0].1,
-        });
-    }
-    Ok(())
-}
