@@ -737,11 +737,11 @@ pub struct Histogram {
 }
 
 impl Histogram {
-    /// Whether `count` equals the sum of the buckets, as every consistent
-    /// copy of one CPU's values does (§7.1: one observation is one
-    /// multi-word update).
+    /// Whether `count` equals the wrapping sum of the buckets, as in every
+    /// consistent copy of one CPU's values (§5.1: one observation is one
+    /// multi-word update); [`check_histograms`] refuses a copy where not.
     pub fn consistent(&self) -> bool {
-        self.buckets.iter().fold(0u64, |a, &b| a.wrapping_add(b)) == self.count
+        count_is_bucket_sum(self.count, &self.buckets)
     }
 
     /// From a member's words on one CPU: count, sum, buckets.
@@ -752,6 +752,91 @@ impl Histogram {
             buckets: w.get(2..).map(<[u64]>::to_vec).unwrap_or_default(),
         }
     }
+}
+
+/// Spec §5.1's rule for one copy of a histogram's values: `count` is the
+/// sum of the buckets modulo 2^64 (each word wraps, so their sum does).
+fn count_is_bucket_sum(count: u64, buckets: &[u64]) -> bool {
+    buckets.iter().fold(0u64, |a, &b| a.wrapping_add(b)) == count
+}
+
+/// Where one histogram member's values are in a CPU's row of copied
+/// values: its count, sum and buckets at `at..at + words`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HistogramPlace {
+    /// Index of the member's first word (its count) in a row.
+    pub at: usize,
+    /// Its words: count, sum and one per bucket.
+    pub words: usize,
+    /// The member's slot in the member table, named by
+    /// [`Error::BadHistogram`].
+    pub slot: u32,
+}
+
+impl HistogramPlace {
+    /// The place of member `m`'s values in a row where they start at `at`.
+    pub fn of(m: &Member, at: usize) -> Self {
+        Self {
+            at,
+            words: m.words as usize,
+            // A histogram is always a family table member (a 1.0 entry is
+            // a counter or a gauge).
+            slot: m.slot.unwrap_or_default(),
+        }
+    }
+}
+
+/// Every histogram member of `families`, with its index among its
+/// family's members, in the order readers present them.
+pub fn histogram_members(families: &[Family]) -> impl Iterator<Item = (usize, &Member)> {
+    families
+        .iter()
+        .filter(|f| f.kind == Kind::Histogram)
+        .flat_map(|f| f.members.iter().enumerate())
+}
+
+/// Spec §5.1, the one check of the histogram values a reader serves: in a
+/// consistent copy of a CPU's values every histogram member's `count`
+/// equals the sum of its buckets, modulo 2^64. `row` is CPU `cpu`'s copy;
+/// `places` say where the histograms are in it (a snapshot's are its
+/// [`crate::Snapshot::histogram_places`]; a reader of some members' runs
+/// places those it read), in the order readers present the members. The
+/// first place that breaks the rule is the error ([`Error::BadHistogram`],
+/// naming the member slot and the CPU). Reads the histograms' words only.
+/// Totals add consistent copies element by element, so they are
+/// consistent too.
+pub fn check_histogram_row(
+    places: &[HistogramPlace],
+    cpu: usize,
+    row: &[u64],
+) -> Result<(), Error> {
+    for p in places {
+        if let Some([count, _sum, buckets @ ..]) = row.get(p.at..p.at + p.words) {
+            if !count_is_bucket_sum(*count, buckets) {
+                return Err(Error::BadHistogram {
+                    slot: p.slot,
+                    cpu: cpu as u32,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// [`check_histogram_row`] for every CPU's row of `rows` (`stride` words
+/// each, CPU 0 first), CPU by CPU: the first copy that breaks the rule is
+/// the error.
+pub fn check_histograms(
+    places: &[HistogramPlace],
+    rows: &[u64],
+    stride: usize,
+) -> Result<(), Error> {
+    if places.is_empty() || stride == 0 {
+        return Ok(());
+    }
+    rows.chunks_exact(stride)
+        .enumerate()
+        .try_for_each(|(cpu, row)| check_histogram_row(places, cpu, row))
 }
 
 impl Reading {

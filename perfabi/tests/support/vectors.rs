@@ -872,6 +872,32 @@ mod families {
             i.member_field(6, mem("instance"), b"not valid\0");
             i
         }));
+        // §5.1: in every consistent copy of a CPU's values a histogram's
+        // count is the sum of its buckets, modulo 2^64. Member 4 (log2) has
+        // its values at 5..11, member 5 (explicit) at 11..17.
+        v.push(("histogram_count_not_its_buckets", {
+            let mut i = base();
+            i.value(1, 5, 2); // CPU 1: count 2, buckets 0, 0, 1, 0
+            i
+        }));
+        let wrapped = |count: u64| {
+            let mut i = base();
+            // CPU 1: buckets u64::MAX and 2, whose sum wraps to 1.
+            for (k, w) in [count, 7, u64::MAX, 2, 0, 0].into_iter().enumerate() {
+                i.value(1, 11 + k, w);
+            }
+            i
+        };
+        v.push(("histogram_buckets_wrap_to_their_count_is_valid", wrapped(1)));
+        v.push(("histogram_count_one_off_its_wrapped_buckets", wrapped(2)));
+        // CPU by CPU, on each the members in order: CPU 0's copy of member
+        // 5 is named before CPU 1's of member 4.
+        v.push(("histogram_two_broken_names_the_first_cpu", {
+            let mut i = base();
+            i.value(1, 5, 2);
+            i.value(0, 11, 3); // CPU 0: count 3, buckets 1, 1, 0, 0
+            i
+        }));
         // §8 step 14: the tables' geometry.
         v.push((
             "families_misaligned",
@@ -967,13 +993,9 @@ mod families {
                         let show = |r: Reading| match r {
                             Reading::Unsigned(v) => v.to_string(),
                             Reading::Signed(v) => v.to_string(),
-                            Reading::Histogram(h) => format!(
-                                "count={} sum={} buckets={:?}{}",
-                                h.count,
-                                h.sum,
-                                h.buckets,
-                                if h.consistent() { "" } else { " INCONSISTENT" }
-                            ),
+                            Reading::Histogram(h) => {
+                                format!("count={} sum={} buckets={:?}", h.count, h.sum, h.buckets)
+                            }
                         };
                         let per: Vec<String> = (0..s.nr_cpus)
                             .map(|c| show(s.reading_on(c, f, m)))
