@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use perfabi::damon::Aggregation;
-use perfabi::Snapshot;
+use perfabi::{HistogramPlace, Snapshot};
 use perfabi_reader::{Error, Liveness, Options, Segment, SegmentInfo, Trust};
 use perfabi_shm::safe_open::escape_path;
 
@@ -122,6 +122,8 @@ pub struct Source {
     base: Instant,
     /// The rows a fetch's runs are copied into (reused).
     rows: Vec<u64>,
+    /// Where the rows hold histograms, for a fetch's check (reused).
+    histograms: Vec<HistogramPlace>,
     /// Whether `reading` is held over a transient error.
     pub held: bool,
     /// Requests answered with held values.
@@ -158,6 +160,7 @@ impl Source {
             read_at: Vec::new(),
             base: Instant::now(),
             rows: Vec::new(),
+            histograms: Vec::new(),
             held: false,
             held_reads: 0,
             busy: 0,
@@ -376,7 +379,24 @@ impl Source {
                 return Values::Moved;
             }
             self.rows.resize(s.nr_cpus * stride, 0);
-            match seg.read_ranges(runs, &mut self.rows) {
+            let read = seg.read_ranges(runs, &mut self.rows).and_then(|g| {
+                if g == s.generation {
+                    // The histogram values served are consistent copies
+                    // (spec §5.1): checked before they replace the held
+                    // ones, at their places in the rows.
+                    self.histograms.clear();
+                    self.histograms
+                        .extend(s.histogram_places().iter().filter_map(|p| {
+                            Some(HistogramPlace {
+                                at: run_offset(runs, p.at, p.words)?,
+                                ..*p
+                            })
+                        }));
+                    perfabi::family::check_histograms(&self.histograms, &self.rows, stride)?;
+                }
+                Ok(g)
+            });
+            match read {
                 Ok(g) if g == s.generation => {
                     for (cpu, row) in self.rows.chunks_exact(stride.max(1)).enumerate() {
                         let out = &mut s.values[cpu * s.slots..(cpu + 1) * s.slots];
@@ -479,6 +499,20 @@ fn merge_newest(old: &[Aggregation], new: Vec<Aggregation>) -> Vec<Aggregation> 
     by.into_values().collect()
 }
 
+/// Where the `words` values from slot `first` on are in a CPU's row of
+/// the values of `runs` (each run's slots after the earlier runs'), if one
+/// run holds them all.
+fn run_offset(runs: &[(usize, usize)], first: usize, words: usize) -> Option<usize> {
+    let mut at = 0;
+    for &(src, len) in runs {
+        if src <= first && first + words <= src + len {
+            return Some(at + first - src);
+        }
+        at += len;
+    }
+    None
+}
+
 /// The two readings decode the tables each in their own cache; keeps one
 /// decoding per generation. A writer that changes its tables without a
 /// generation change (anything is possible in a file its owner writes)
@@ -503,9 +537,9 @@ fn share_tables(last: &mut perfabi::Snapshot, next: &mut perfabi::Snapshot) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use perfabi::Semantics;
+    use perfabi::{Buckets, FamilySpec, Semantics, Unit};
     use perfabi_shm::writer::{Config, Writer};
-    use perfabi_test_harness::forge::set_cpu_sequence;
+    use perfabi_test_harness::forge::{add_to_value, set_cpu_sequence};
     use std::os::unix::fs::FileExt;
 
     /// A segment with one counter at 42, written by nobody afterwards.
@@ -698,6 +732,55 @@ mod tests {
         s.refresh(Instant::now(), &mut log);
         assert_eq!(slot_total(&s, other_slot), 6);
         assert!(s.reading.snapshot.find("late").is_some());
+    }
+
+    /// Spec §5.1: a fetch's read in which a histogram's count is not its
+    /// buckets' sum (the test adds 1 to CPU 0's count behind the writer)
+    /// replaces no value: it fails like any read of a malformed segment
+    /// (logged with its reason, the last good values held), and once the
+    /// count is its buckets' sum again the values are read again.
+    #[test]
+    fn a_fetch_whose_histogram_count_is_not_its_buckets_sum_replaces_no_value() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("seg");
+        let w = Writer::create(
+            &path,
+            &Config {
+                heartbeat_interval: Duration::ZERO,
+                auto_heartbeat: false,
+                max_families: 2,
+                max_members: 2,
+                ..Config::default()
+            },
+        )
+        .unwrap();
+        let spec = FamilySpec::histogram("lat", "", "", Unit::NS, Buckets::Explicit(vec![10]));
+        let m = w.add_member(w.add_family(&spec).unwrap(), "", &[]).unwrap();
+        w.observe(&m, 5).unwrap();
+        w.observe(&m, 50).unwrap();
+        let mut s = Source::new(&path, Trust::OwnerOrRoot);
+        let mut logs = Vec::new();
+        let mut log = |l: String| logs.push(l);
+        let t = Instant::now();
+        s.refresh(t, &mut log);
+        let member = &s.reading.snapshot.family("lat").unwrap().members[0];
+        let runs = [(member.value_slot as usize, member.words as usize)];
+        assert_eq!(s.read_values(&runs, t, &mut log), Values::Read);
+        let good = s.reading.snapshot.values.clone();
+        add_to_value(&path, 0, runs[0].0 as u64, 1);
+        s.refresh(t, &mut log);
+        assert_eq!(s.read_values(&runs, t, &mut log), Values::Held);
+        assert!(s.held);
+        assert_eq!(s.reading.snapshot.values, good, "no value replaced");
+        add_to_value(&path, 0, runs[0].0 as u64, u64::MAX);
+        s.refresh(t, &mut log);
+        assert_eq!(s.read_values(&runs, t, &mut log), Values::Read);
+        assert!(!s.held);
+        assert_eq!(s.reading.snapshot.values, good);
+        assert!(
+            logs[1].contains("histogram count is not the sum of its buckets in CPU 0"),
+            "{logs:#?}"
+        );
     }
 
     #[test]

@@ -266,6 +266,15 @@ pub enum Error {
         /// What it clashes with.
         other: Named,
     },
+    /// In a consistent copy of a CPU's values, a histogram member's `count`
+    /// is not the wrapping sum of its buckets (spec §5.1): a broken or
+    /// hostile writer, since one observation is one multi-word update.
+    BadHistogram {
+        /// The member's slot in the member table.
+        slot: u32,
+        /// The CPU whose copy breaks the rule.
+        cpu: u32,
+    },
     /// `instances_size` is smaller than `max_instances` entries or not whole
     /// pages.
     BadTableSize,
@@ -343,6 +352,7 @@ impl Error {
             Self::NameClash { .. } | Self::FamilyClash { .. } => "name-clash",
             Self::BadFamily { .. } => "bad-family",
             Self::BadMember { .. } => "bad-member",
+            Self::BadHistogram { .. } => "bad-histogram",
             Self::BadHelp => "bad-help",
             Self::BadLabelKey => "bad-label-key",
             Self::BadInstance => "bad-instance",
@@ -416,6 +426,10 @@ impl fmt::Display for Error {
             ),
             Self::BadFamily { slot, field } => write!(f, "family slot {slot}: {}", field.problem()),
             Self::BadMember { slot, field } => write!(f, "member slot {slot}: {}", field.problem()),
+            Self::BadHistogram { slot, cpu } => write!(
+                f,
+                "member slot {slot}: histogram count is not the sum of its buckets in CPU {cpu}'s consistent copy (the writer is broken or hostile)"
+            ),
             Self::FamilyClash { family, other } => write!(
                 f,
                 "family slot {family} and {other} have names that are one name to consumers (same once dots are underscores and _total, _count, ... are taken off, or one is a dotted prefix of the other)"

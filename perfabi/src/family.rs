@@ -14,7 +14,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use crate::entry::Instance;
-use crate::error::{Error, FamilyField, MemberField, Named};
+use crate::error::{EntryField, Error, FamilyField, MemberField, Named};
 use crate::layout::*;
 use crate::name;
 use crate::unit::Unit;
@@ -476,16 +476,18 @@ impl Family {
 }
 
 /// Builds the families readers present from a consistent copy of the
-/// tables, checking the rules that span entries (§5.4): distinct
-/// registration ids, names distinct to consumers, members of live families
-/// with distinct instances and disjoint value slots inside `used`.
-/// `O(n log n)` in the live entries; run outside the generation window.
+/// tables, checking the rules that span entries (§5.4, in its order): the
+/// 1.0 entries' rules of §5 (rule 1), then distinct registration ids,
+/// names distinct to consumers, members of live families with distinct
+/// instances and disjoint value slots inside `used`. `O(n log n)` in the
+/// live entries; run outside the generation window.
 pub fn assemble(
     entries: &[Instance],
     defs: &[FamilyDef],
     members: &[MemberDef],
     used: usize,
 ) -> Result<Vec<Family>, Error> {
+    entries_unique(entries)?;
     // Family registration ids, then names against families and entries.
     let mut ids: Vec<(u64, u32)> = defs.iter().map(|d| (d.reg_id, d.slot)).collect();
     ids.sort_unstable();
@@ -506,7 +508,9 @@ pub fn assemble(
     names.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(order(a.1).cmp(&order(b.1))));
     for w in names.windows(2) {
         if w[0].0 == w[1].0 {
-            return Err(clash(w[0].1, w[1].1));
+            if let Some(e) = family_clash(w[0].1, w[1].1) {
+                return Err(e);
+            }
         }
     }
     // Dotted prefixes: sorted, a prefix comes right before a name it
@@ -528,12 +532,12 @@ pub fn assemble(
         {
             stack.pop();
         }
-        if let Some(&(_, above)) = stack
+        if let Some(e) = stack
             .iter()
             .rev()
-            .find(|(_, a)| matches!(a, Named::Family(_)) || matches!(at, Named::Family(_)))
+            .find_map(|&(_, above)| family_clash(above, at))
         {
-            return Err(clash(above, at));
+            return Err(e);
         }
         stack.push((n, at));
     }
@@ -668,15 +672,45 @@ fn order(n: Named) -> (u8, u32) {
     }
 }
 
-/// The error for two clashing names, `a` before `b` in (entries, families)
-/// order. Two entries clash as in ABI 1.0.
-fn clash(a: Named, b: Named) -> Error {
+/// The error for two clashing names (one clash key, or one a dotted
+/// prefix of the other) of which at least one is a family's (§5.4 rule
+/// 3): the family (the later of two) and the other name. `None` for two
+/// entries: their names are rule 1's ([`entries_unique`]), and one may be a
+/// dotted prefix of the other.
+fn family_clash(a: Named, b: Named) -> Option<Error> {
     let (a, b) = if order(a) <= order(b) { (a, b) } else { (b, a) };
     match (a, b) {
-        (Named::Entry(x), Named::Entry(y)) => Error::NameClash { slot: y, other: x },
-        (other, Named::Family(f)) => Error::FamilyClash { family: f, other },
-        (Named::Family(f), other) => Error::FamilyClash { family: f, other },
+        (other, Named::Family(family)) => Some(Error::FamilyClash { family, other }),
+        (Named::Family(_), Named::Entry(_)) | (Named::Entry(_), Named::Entry(_)) => None,
     }
+}
+
+/// The 1.0 rules of spec §5 across live entries (§5.4 rule 1), the one
+/// place two entries are compared: distinct registration ids (`bad-entry`,
+/// `reg_id`, naming the later slot of the two with the smallest shared id),
+/// then distinct clash keys (`name-clash`, naming the two with the smallest
+/// shared key). `O(n log n)` in the live entries.
+fn entries_unique(live: &[Instance]) -> Result<(), Error> {
+    let mut ids: Vec<(u64, u32)> = live.iter().map(|i| (i.reg_id, i.slot)).collect();
+    ids.sort_unstable();
+    if let Some(w) = ids.windows(2).find(|w| w[0].0 == w[1].0) {
+        return Err(Error::BadEntry {
+            slot: w[0].1.max(w[1].1),
+            field: EntryField::RegId,
+        });
+    }
+    let mut keys: Vec<(String, u32)> = live
+        .iter()
+        .map(|i| (name::clash_key(&i.name), i.slot))
+        .collect();
+    keys.sort_unstable();
+    if let Some(w) = keys.windows(2).find(|w| w[0].0 == w[1].0) {
+        return Err(Error::NameClash {
+            slot: w[1].1,
+            other: w[0].1,
+        });
+    }
+    Ok(())
 }
 
 /// The value of one member: its total over CPUs, or one CPU's.
@@ -703,11 +737,11 @@ pub struct Histogram {
 }
 
 impl Histogram {
-    /// Whether `count` equals the sum of the buckets, as every consistent
-    /// copy of one CPU's values does (§7.1: one observation is one
-    /// multi-word update).
+    /// Whether `count` equals the wrapping sum of the buckets, as in every
+    /// consistent copy of one CPU's values (§5.1: one observation is one
+    /// multi-word update); [`check_histograms`] refuses a copy where not.
     pub fn consistent(&self) -> bool {
-        self.buckets.iter().fold(0u64, |a, &b| a.wrapping_add(b)) == self.count
+        count_is_bucket_sum(self.count, &self.buckets)
     }
 
     /// From a member's words on one CPU: count, sum, buckets.
@@ -718,6 +752,91 @@ impl Histogram {
             buckets: w.get(2..).map(<[u64]>::to_vec).unwrap_or_default(),
         }
     }
+}
+
+/// Spec §5.1's rule for one copy of a histogram's values: `count` is the
+/// sum of the buckets modulo 2^64 (each word wraps, so their sum does).
+fn count_is_bucket_sum(count: u64, buckets: &[u64]) -> bool {
+    buckets.iter().fold(0u64, |a, &b| a.wrapping_add(b)) == count
+}
+
+/// Where one histogram member's values are in a CPU's row of copied
+/// values: its count, sum and buckets at `at..at + words`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HistogramPlace {
+    /// Index of the member's first word (its count) in a row.
+    pub at: usize,
+    /// Its words: count, sum and one per bucket.
+    pub words: usize,
+    /// The member's slot in the member table, named by
+    /// [`Error::BadHistogram`].
+    pub slot: u32,
+}
+
+impl HistogramPlace {
+    /// The place of member `m`'s values in a row where they start at `at`.
+    pub fn of(m: &Member, at: usize) -> Self {
+        Self {
+            at,
+            words: m.words as usize,
+            // A histogram is always a family table member (a 1.0 entry is
+            // a counter or a gauge).
+            slot: m.slot.unwrap_or_default(),
+        }
+    }
+}
+
+/// Every histogram member of `families`, with its index among its
+/// family's members, in the order readers present them.
+pub fn histogram_members(families: &[Family]) -> impl Iterator<Item = (usize, &Member)> {
+    families
+        .iter()
+        .filter(|f| f.kind == Kind::Histogram)
+        .flat_map(|f| f.members.iter().enumerate())
+}
+
+/// Spec §5.1, the one check of the histogram values a reader serves: in a
+/// consistent copy of a CPU's values every histogram member's `count`
+/// equals the sum of its buckets, modulo 2^64. `row` is CPU `cpu`'s copy;
+/// `places` say where the histograms are in it (a snapshot's are its
+/// [`crate::Snapshot::histogram_places`]; a reader of some members' runs
+/// places those it read), in the order readers present the members. The
+/// first place that breaks the rule is the error ([`Error::BadHistogram`],
+/// naming the member slot and the CPU). Reads the histograms' words only.
+/// Totals add consistent copies element by element, so they are
+/// consistent too.
+pub fn check_histogram_row(
+    places: &[HistogramPlace],
+    cpu: usize,
+    row: &[u64],
+) -> Result<(), Error> {
+    for p in places {
+        if let Some([count, _sum, buckets @ ..]) = row.get(p.at..p.at + p.words) {
+            if !count_is_bucket_sum(*count, buckets) {
+                return Err(Error::BadHistogram {
+                    slot: p.slot,
+                    cpu: cpu as u32,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// [`check_histogram_row`] for every CPU's row of `rows` (`stride` words
+/// each, CPU 0 first), CPU by CPU: the first copy that breaks the rule is
+/// the error.
+pub fn check_histograms(
+    places: &[HistogramPlace],
+    rows: &[u64],
+    stride: usize,
+) -> Result<(), Error> {
+    if places.is_empty() || stride == 0 {
+        return Ok(());
+    }
+    rows.chunks_exact(stride)
+        .enumerate()
+        .try_for_each(|(cpu, row)| check_histogram_row(places, cpu, row))
 }
 
 impl Reading {

@@ -48,7 +48,7 @@ pub mod validate;
 pub mod view;
 
 pub use error::{EntryField, Error, FamilyField, MemberField, Named, Section};
-pub use family::{Buckets, Family, FamilySpec, Histogram, Member, Reading};
+pub use family::{Buckets, Family, FamilySpec, Histogram, HistogramPlace, Member, Reading};
 pub use geometry::{Geometry, Sizes, WriterIdentity};
 pub use layout::{Kind, Semantics, Unit, ValueType};
 pub use validate::{validate, validate_header, validate_prefix, FamilyTables, Layout};

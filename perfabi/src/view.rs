@@ -6,13 +6,13 @@
 //! on this with mapping, re-mapping and liveness; the userspace writer uses it
 //! to read back its own segment.
 
-use alloc::string::{String, ToString};
+use alloc::string::ToString;
 use alloc::vec::Vec;
 
 use crate::damon::{self, DamonRead};
 pub use crate::entry::Instance;
 use crate::error::{EntryField, Error};
-use crate::family::{self, Family, FamilyDef, Member, MemberDef, Reading};
+use crate::family::{self, Family, FamilyDef, HistogramPlace, Member, MemberDef, Reading};
 use crate::layout::*;
 use crate::name;
 use crate::protocol::{self, gen_read, load_words, seq_read, Sound};
@@ -71,12 +71,12 @@ pub struct Snapshot {
     pub slots: usize,
     /// `values[cpu * slots + slot]`.
     pub values: Vec<u64>,
-    /// Value slots `families` reach, found when they were decoded (so a
-    /// snapshot of an unchanged table does not walk its members again: a
-    /// caller that edits `families` of a snapshot it reuses in place
-    /// should clear them, which makes the next snapshot decode the table
-    /// afresh).
-    needs: SlotsNeeded,
+    /// The value slots `families` reach and where their histograms are,
+    /// found when they were decoded (so a snapshot of an unchanged table
+    /// does not walk its members again: a caller that edits `families` of
+    /// a snapshot it reuses in place should clear them, which makes the
+    /// next snapshot decode the table afresh).
+    facts: TableFacts,
 }
 
 impl Snapshot {
@@ -114,6 +114,16 @@ impl Snapshot {
     /// maximum for a peak; bucket by bucket for a histogram).
     pub fn reading(&self, f: &Family, m: &Member) -> Reading {
         Reading::total_words(f, (0..self.nr_cpus).map(|c| self.words(c, m)))
+    }
+    /// Where the histogram members of `families` have their values in a
+    /// CPU's row of `values` (at their value slots), in the order
+    /// [`family::check_histograms`] checks them: as found when the table
+    /// was decoded, or found again if `families` was replaced since. A
+    /// reader that copies some of those values again (a fetch of some
+    /// members' runs) checks them with these places.
+    pub fn histogram_places(&mut self) -> &[HistogramPlace] {
+        self.facts.refresh(&self.families);
+        &self.facts.histograms
     }
 }
 
@@ -161,48 +171,62 @@ pub struct InstanceTable {
     pub families: Vec<Family>,
     /// (epoch, generation) of `instances`; `None`: nothing cached.
     at: Option<(u64, u64)>,
-    /// Value slots `families` reach, found when they were decoded.
-    needs: SlotsNeeded,
+    /// What `families` imply, found when they were decoded.
+    facts: TableFacts,
 }
 
-/// The value slots a decoded family table reaches ([`slots_needed`]), with
-/// the identity of the very table it was found for (where its buffer is,
-/// and its length): moving a `Vec` keeps its buffer; swapping or assigning
-/// another one (as an agent that shares decoded tables between two
-/// snapshots does) changes it, and that table is walked again. Not part of
-/// a snapshot's or table's value: any two compare equal (a clone has equal
-/// contents, in another buffer).
-#[derive(Clone, Copy, Debug, Default)]
-struct SlotsNeeded {
+/// What a decoded family table implies, found once: the value slots its
+/// members reach ([`slots_needed`]) and where its histograms' values are
+/// in a CPU's row of a snapshot ([`HistogramPlace`]s at their value
+/// slots). Kept with the identity of the very table it was found for
+/// (where its buffer is, and its length): moving a `Vec` keeps its buffer;
+/// swapping or assigning another one (as an agent that shares decoded
+/// tables between two snapshots does) changes it, and that table is
+/// walked again. Not part of a snapshot's or table's value: any two
+/// compare equal (a clone has equal contents, in another buffer).
+#[derive(Clone, Debug, Default)]
+struct TableFacts {
     slots: usize,
+    histograms: Vec<HistogramPlace>,
     table: (usize, usize),
 }
 
-impl PartialEq for SlotsNeeded {
-    fn eq(&self, _: &SlotsNeeded) -> bool {
+impl PartialEq for TableFacts {
+    fn eq(&self, _: &TableFacts) -> bool {
         true
     }
 }
 
-impl Eq for SlotsNeeded {}
+impl Eq for TableFacts {}
 
-impl SlotsNeeded {
-    /// `slots`, known to be what `families` reach.
-    fn of(slots: usize, families: &[Family]) -> Self {
-        Self {
-            slots,
-            table: (families.as_ptr() as usize, families.len()),
+impl TableFacts {
+    /// The facts of `families`, walked.
+    fn of(families: &[Family]) -> Self {
+        let mut facts = Self::default();
+        facts.find(families);
+        facts
+    }
+
+    /// Makes these the facts of `families`: the kept ones if they were
+    /// found for them, else walked again.
+    fn refresh(&mut self, families: &[Family]) {
+        if Self::identity(families) != self.table {
+            self.find(families);
         }
     }
 
-    /// The slots `families` reach: the kept count if it was found for
-    /// them, else walked again.
-    fn get(&self, families: &[Family]) -> usize {
-        if Self::of(0, families).table == self.table {
-            self.slots
-        } else {
-            slots_needed(families)
-        }
+    fn find(&mut self, families: &[Family]) {
+        self.slots = slots_needed(families);
+        self.histograms.clear();
+        self.histograms.extend(
+            family::histogram_members(families)
+                .map(|(_, m)| HistogramPlace::of(m, m.value_slot as usize)),
+        );
+        self.table = Self::identity(families);
+    }
+
+    fn identity(families: &[Family]) -> (usize, usize) {
+        (families.as_ptr() as usize, families.len())
     }
 }
 
@@ -217,7 +241,7 @@ impl InstanceTable {
         self.instances.clear();
         self.families.clear();
         self.at = None;
-        self.needs = SlotsNeeded::default();
+        self.facts = TableFacts::default();
     }
 }
 
@@ -344,7 +368,9 @@ impl<'a> SegmentView<'a> {
     /// (between two equal even loads of its sequence word), so a
     /// histogram observation is seen whole. Returns the generation; the
     /// caller checks that its runs still describe that generation's
-    /// members. The cost is the runs' words, not the slots before them.
+    /// members, and checks the histogram values it serves from them with
+    /// [`family::check_histograms`]. The cost is the runs' words, not the
+    /// slots before them.
     pub fn read_ranges(
         &self,
         runs: &[(usize, usize)],
@@ -517,7 +543,8 @@ impl<'a> SegmentView<'a> {
             .map(|(_, g)| g);
         table.at = None;
         let mut raw = RawFamilies::default();
-        let needs = table.needs.get(&table.families);
+        table.facts.refresh(&table.families);
+        let needs = table.facts.slots;
         let r = gen_read::<Sound, _, Error>(self.gen1(), self.gen2(), retries, |g| {
             let used = self.used();
             Ok((
@@ -528,10 +555,8 @@ impl<'a> SegmentView<'a> {
         let ((fresh, used), g) = r.ok_or(Error::BusyMetadata)?;
         // Outside the generation window: the sorts do not widen it.
         if fresh? {
-            table.families = checked(&table.instances, &raw, used)?;
-            table.needs = SlotsNeeded::of(slots_needed(&table.families), &table.families);
-        } else {
-            table.needs = SlotsNeeded::of(needs, &table.families);
+            table.families = raw.assemble(&table.instances, used)?;
+            table.facts = TableFacts::of(&table.families);
         }
         table.at = Some((self.layout.epoch, g));
         Ok(g)
@@ -541,7 +566,7 @@ impl<'a> SegmentView<'a> {
     /// keeps the decoded tables if they were decoded at `cached == Some(g)`
     /// and their values fit in `used` slots (`needs`), else decodes them
     /// again. `Ok(true)`: decoded afresh, still to be checked by
-    /// [`checked`] (outside the window).
+    /// [`RawFamilies::assemble`] (outside the window).
     fn table_at(
         &self,
         g: u64,
@@ -571,6 +596,8 @@ impl<'a> SegmentView<'a> {
 
     /// Copies counters `0..out.len()` of `cpu` between two equal even loads of
     /// its sequence word. `cpu < nr_cpus` and `out.len() <= max_instances`.
+    /// Raw words: a caller serving histogram values from them checks them
+    /// with [`family::check_histograms`].
     pub fn read_cpu_counters(
         &self,
         cpu: usize,
@@ -589,7 +616,9 @@ impl<'a> SegmentView<'a> {
 
     /// Fills `snap` with a consistent snapshot. Instance metadata is decoded
     /// again only when the generation differs from the one `snap` holds, so
-    /// repeated snapshots of an unchanged table copy values only.
+    /// repeated snapshots of an unchanged table copy values only. A copy in
+    /// which a histogram's count is not its buckets' sum is refused
+    /// ([`Error::BadHistogram`], by [`family::check_histograms`]).
     pub fn snapshot_into(&self, snap: &mut Snapshot, retries: u32) -> Result<(), Error> {
         let nr_cpus = self.layout.nr_cpus;
         let same_table = snap.epoch == self.layout.epoch && !snap.families.is_empty();
@@ -598,7 +627,9 @@ impl<'a> SegmentView<'a> {
         } else {
             None
         };
-        let mut needs = snap.needs.get(&snap.families);
+        let mut facts = core::mem::take(&mut snap.facts);
+        facts.refresh(&snap.families);
+        let needs = facts.slots;
         let mut instances = core::mem::take(&mut snap.instances);
         let mut families = core::mem::take(&mut snap.families);
         let mut values = core::mem::take(&mut snap.values);
@@ -607,31 +638,42 @@ impl<'a> SegmentView<'a> {
             let used = self.used();
             let decoded = self.table_at(g, used, cached_gen, needs, &mut instances, &mut raw);
             values.resize(nr_cpus * used, 0);
+            // The values served are consistent copies: a histogram's count
+            // is its buckets' sum on every CPU (spec §5.1). With the tables
+            // kept, each CPU's row is checked while it is fresh in the
+            // cache (a failure counts only if the window proves
+            // consistent); tables decoded afresh, after the window.
+            let kept = matches!(decoded, Ok(false)).then_some(&facts.histograms[..]);
+            let mut histograms = Ok(());
             for cpu in 0..nr_cpus {
-                self.read_cpu_counters(cpu, &mut values[cpu * used..(cpu + 1) * used], retries)?;
+                let row = &mut values[cpu * used..(cpu + 1) * used];
+                self.read_cpu_counters(cpu, row, retries)?;
+                if let (Some(places), Ok(())) = (kept, &histograms) {
+                    histograms = family::check_histogram_row(places, cpu, row);
+                }
             }
-            Ok((decoded, used))
+            Ok((decoded, used, histograms))
         });
         let ok = match r {
             // The rules spanning entries are checked outside the generation
             // window: the sorts do not widen it.
-            Ok(Some(((Ok(fresh), used), g))) => {
-                if fresh {
-                    checked(&instances, &raw, used).map(|f| {
-                        needs = slots_needed(&f);
+            Ok(Some(((Ok(fresh), used, histograms), g))) => {
+                let checked = if fresh {
+                    raw.assemble(&instances, used).and_then(|f| {
+                        facts = TableFacts::of(&f);
                         families = f;
-                        (used, g)
+                        family::check_histograms(&facts.histograms, &values, used)
                     })
                 } else {
-                    Ok((used, g))
-                }
+                    histograms
+                };
+                checked.map(|()| (used, g))
             }
-            Ok(Some(((Err(e), _), _))) | Err(e) => Err(e),
+            Ok(Some(((Err(e), _, _), _))) | Err(e) => Err(e),
             Ok(None) => Err(Error::BusyMetadata),
         };
         match ok {
             Ok((used, g)) => {
-                let needs = SlotsNeeded::of(needs, &families);
                 *snap = Snapshot {
                     generation: g,
                     epoch: self.layout.epoch,
@@ -640,7 +682,7 @@ impl<'a> SegmentView<'a> {
                     nr_cpus,
                     slots: used,
                     values,
-                    needs,
+                    facts,
                 };
                 Ok(())
             }
@@ -735,6 +777,15 @@ struct RawFamilies {
     members: Vec<MemberDef>,
 }
 
+impl RawFamilies {
+    /// The families of a consistent copy of the tables (the 1.0 entries
+    /// `instances`, these entries, `used` value slots), every rule spanning
+    /// entries checked ([`family::assemble`]: spec §5, §5.4).
+    fn assemble(&self, instances: &[Instance], used: usize) -> Result<Vec<Family>, Error> {
+        family::assemble(instances, &self.defs, &self.members, used)
+    }
+}
+
 /// Value slots the families' members reach (a cached table is reused only
 /// while `instances_used` still covers them).
 fn slots_needed(families: &[Family]) -> usize {
@@ -746,38 +797,5 @@ fn slots_needed(families: &[Family]) -> usize {
         .unwrap_or(0)
 }
 
-/// The rules spanning entries (spec §5, §5.4), on a consistent copy: the
-/// 1.0 entries' uniqueness, then the families assembled.
-fn checked(instances: &[Instance], raw: &RawFamilies, used: usize) -> Result<Vec<Family>, Error> {
-    unique(instances)?;
-    family::assemble(instances, &raw.defs, &raw.members, used)
-}
-
 /// Re-exported so users of [`SegmentView`] need not import the protocol.
 pub use protocol::DEFAULT_RETRIES;
-
-/// Live entries must have distinct registration ids and names that are
-/// distinct to consumers (spec §5): `O(n log n)` in the live entries, run
-/// on a consistent copy once the generation window closed.
-fn unique(live: &[Instance]) -> Result<(), Error> {
-    let mut ids: Vec<(u64, u32)> = live.iter().map(|i| (i.reg_id, i.slot)).collect();
-    ids.sort_unstable();
-    if let Some(w) = ids.windows(2).find(|w| w[0].0 == w[1].0) {
-        return Err(Error::BadEntry {
-            slot: w[0].1.max(w[1].1),
-            field: EntryField::RegId,
-        });
-    }
-    let mut keys: Vec<(String, u32)> = live
-        .iter()
-        .map(|i| (name::clash_key(&i.name), i.slot))
-        .collect();
-    keys.sort_unstable();
-    if let Some(w) = keys.windows(2).find(|w| w[0].0 == w[1].0) {
-        return Err(Error::NameClash {
-            slot: w[1].1,
-            other: w[0].1,
-        });
-    }
-    Ok(())
-}

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use perfabi::{Buckets, Error, FamilySpec, Kind, Semantics, Unit, ValueType};
 use perfabi_reader::Segment;
 use perfabi_shm::writer::{Config, Writer};
+use perfabi_test_harness::forge::add_to_value;
 use perfabi_test_harness::python::{openmetrics_parsers, python_with};
 use serde_json::Value;
 use support::*;
@@ -497,6 +498,48 @@ fn names_one_dot_or_underscore_apart_are_never_both_live() {
         assert!(out.stdout.is_empty());
     }
     println!("6 clashing names refused by the writer; a forged clash refused by the reader");
+}
+
+/// Spec §5.1: a histogram whose count is not its buckets' sum in a
+/// consistent copy (here the test adds 1 to CPU 0's count behind the
+/// writer) is shown by no output. The table and `--json` showed the stored
+/// count while OpenMetrics' `_count` was the `+Inf` bucket; now every mode
+/// fails with the same `bad-histogram` message (exit 4) and prints nothing.
+#[test]
+fn a_histogram_whose_count_is_not_its_buckets_sum_is_shown_by_no_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let _w = every_kind(&path);
+    let p = path.to_str().unwrap();
+    let modes: [&[&str]; 6] = [
+        &[],
+        &["--cpu"],
+        &["--json"],
+        &["--json", "--cpu"],
+        &["--openmetrics"],
+        &["--openmetrics", "--cpu"],
+    ];
+    let run = |mode: &[&str]| cat(&[&[p][..], mode].concat());
+    for mode in modes {
+        ok(run(mode));
+    }
+    let f = Segment::open(&path)
+        .unwrap()
+        .family("rpc.latency_seconds")
+        .unwrap();
+    let get = f.member("get").unwrap();
+    add_to_value(&path, 0, u64::from(get.value_slot), 1);
+    let want = format!(
+        "member slot {}: histogram count is not the sum of its buckets in CPU 0's consistent copy",
+        get.slot.unwrap()
+    );
+    for mode in modes {
+        let out = run(mode);
+        let msg = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(4), "{mode:?}: {msg}");
+        assert!(msg.contains(&want), "{mode:?}: {msg}");
+        assert!(out.stdout.is_empty(), "{mode:?}");
+    }
 }
 
 #[test]

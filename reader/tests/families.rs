@@ -14,6 +14,7 @@ use perfabi_reader::{
     Buckets, Error, Family, FamilyValues, Histogram, Kind, Reading, Segment, Semantics, Unit,
 };
 use perfabi_shm::writer::{Config, Writer};
+use perfabi_test_harness::forge::add_to_value;
 use support::*;
 
 use perfabi::FamilySpec;
@@ -188,6 +189,57 @@ fn a_family_handle_reads_what_the_snapshot_reads() {
         assert_eq!(h.family(), f);
         same_as_snapshot(h.family(), &out, &snap);
     }
+}
+
+/// Spec §5.1: a consistent copy in which a histogram's count is not the
+/// sum of its buckets (a broken or hostile writer; here the test, adding 1
+/// to CPU 1's count behind the writer) is served by no read: a snapshot
+/// decoding the tables afresh, one keeping them from an earlier read, and
+/// the family's handle all fail with `bad-histogram`, naming the member
+/// slot and the CPU. The handle of another family still reads; once the
+/// count is its buckets' sum again, everything does.
+#[test]
+fn a_histogram_whose_count_is_not_its_buckets_sum_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let w = Writer::create(
+        &path,
+        &Config {
+            nr_cpus: Some(2),
+            ..config()
+        },
+    )
+    .unwrap();
+    every_kind(&w);
+    let mut seg = Segment::open(&path).unwrap();
+    let mut kept = seg.snapshot().unwrap();
+    let mut lat = seg.family_handle("disk.latency").unwrap();
+    let mut rx = seg.family_handle("disk.read_bytes").unwrap();
+    let mut out = FamilyValues::default();
+    seg.read_family(&mut lat, &mut out).unwrap();
+    let m = &lat.family().members[0];
+    let want = perfabi::Error::BadHistogram {
+        slot: m.slot.unwrap(),
+        cpu: 1,
+    };
+    let count = u64::from(m.value_slot);
+    add_to_value(&path, 1, count, 1);
+    let refused = |r: Result<(), Error>| {
+        let e = r.unwrap_err();
+        assert!(matches!(e, Error::Abi(a) if a == want), "{e}");
+        assert_eq!(e.code(), "bad-histogram");
+    };
+    refused(seg.snapshot_into(&mut kept));
+    refused(seg.snapshot().map(drop));
+    refused(seg.read_family(&mut lat, &mut out).map(drop));
+    assert!(out.is_empty(), "a refused read leaves no values");
+    seg.read_family(&mut rx, &mut out).unwrap();
+    assert_eq!(out.len(), 2);
+
+    add_to_value(&path, 1, count, u64::MAX);
+    seg.snapshot_into(&mut kept).unwrap();
+    seg.read_family(&mut lat, &mut out).unwrap();
+    same_as_snapshot(lat.family(), &out, &kept);
 }
 
 #[test]

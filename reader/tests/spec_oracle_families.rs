@@ -4,7 +4,8 @@
 //! counts (`instances_used`, `families_used`, `members_used`) or per-CPU
 //! values changed, and the reader's verdict must be the one
 //! `spec/PERFABI.md` gives (§5.1–§5.4, §8 "Hidden fields", §11.6): the code
-//! and, for `bad-family`/`bad-member`, the slot and the field. Where the
+//! and, for `bad-family`/`bad-member`, the slot and the field (for
+//! `bad-histogram`, the member slot and the CPU). Where the
 //! segment is valid, the families, members and values the reader presents
 //! must be those of the image, and totals those of §5.1 (wrapping sum; the
 //! maximum, as the value type compares, for a peak; element by element for
@@ -220,6 +221,8 @@ enum Verdict {
     Ok,
     Code(&'static str),
     At(&'static str, u32, &'static str),
+    /// `bad-histogram`: the member slot and the CPU.
+    Histogram(u32, u32),
 }
 
 impl Verdict {
@@ -234,6 +237,7 @@ impl Verdict {
     fn key_slot(&self) -> String {
         match self {
             Verdict::At(_, s, f) => format!("slot {s} {f}"),
+            Verdict::Histogram(s, c) => format!("member slot {s} cpu {c}"),
             v => v.key(),
         }
     }
@@ -242,6 +246,7 @@ impl Verdict {
             Verdict::Ok => "ok".into(),
             Verdict::Code(c) => (*c).into(),
             Verdict::At(c, _, f) => format!("{c}/{f}"),
+            Verdict::Histogram(..) => "bad-histogram".into(),
         }
     }
 }
@@ -761,6 +766,21 @@ fn oracle(b: &[u8]) -> Result<Vec<PFamily>, Fault> {
             .collect();
         out.push(f.p);
     }
+    // §5.1: in every consistent copy of a CPU's values, a histogram's count
+    // is the sum of its buckets modulo 2^64; checked after the entries, CPU
+    // by CPU, on each the members in the order presented; the first named.
+    for cpu in 0..g.cpus {
+        for f in out.iter().filter(|f| f.kind == 4) {
+            for m in &f.members {
+                let word = |k: usize| u64_at(b, g.value(cpu, m.value_slot as usize + k));
+                let buckets = (2..m.words as usize).fold(0u64, |a, k| a.wrapping_add(word(k)));
+                if word(0) != buckets {
+                    let slot = m.slot.expect("a histogram is a member of the table");
+                    return Err(Verdict::Histogram(slot, cpu as u32).at("histogram"));
+                }
+            }
+        }
+    }
     Ok(out)
 }
 
@@ -809,6 +829,15 @@ fn error_matches(e: &Error, want: &Verdict) -> Result<(), String> {
                 && e.to_string()
                     .starts_with(&format!("{prefix} slot {slot}: "));
             ok.then_some(()).ok_or(format!("{shown} [{got_field}]"))
+        }
+        Verdict::Histogram(slot, cpu) => {
+            let ok =
+                *e == Error::BadHistogram {
+                    slot: *slot,
+                    cpu: *cpu,
+                } && e.code() == "bad-histogram"
+                    && e.to_string().starts_with(&format!("member slot {slot}: "));
+            ok.then_some(()).ok_or(shown)
         }
     }
 }
@@ -1600,6 +1629,7 @@ fn every_family_and_member_change_gets_the_spec_s_verdict() {
         "bad-member/value_slot (rule 6)",
         "bad-member/instance (rule 7)",
         "bad-member/instance_id (rule 7)",
+        "bad-histogram (histogram)",
     ] {
         assert!(seen.contains_key(key), "no case ended in {key}: {seen:?}");
     }

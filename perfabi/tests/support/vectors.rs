@@ -79,8 +79,13 @@ fn entry(
 /// complete DAMON aggregation split over both CPUs' rings plus a newer,
 /// incomplete one that readers must ignore.
 pub fn base() -> Image {
-    let mut img = Image(vec![0u8; GEOMETRY.sizes().unwrap().segment_size as usize]);
-    let h = GEOMETRY
+    base_of(GEOMETRY)
+}
+
+/// [`base`]'s contents in a segment of geometry `g`, placed canonically.
+fn base_of(g: Geometry) -> Image {
+    let mut img = Image(vec![0u8; g.sizes().unwrap().segment_size as usize]);
+    let h = g
         .header(&WriterIdentity {
             epoch: 0x5eed_0000_0000_0001,
             pid: 4242,
@@ -330,6 +335,7 @@ pub fn all() -> Vec<(&'static str, Vec<u8>)> {
         "counters_overlap_head",
         with_header(|h| h.counters_offset = 64),
     ));
+    placement(&mut v);
     // Spec §5: entry rules, each field named.
     let field = |f: usize| move |i: &Image| i.layout().instance_word(0) * 8 + f;
     v.push(("bad_entry_state", {
@@ -377,6 +383,76 @@ pub fn all() -> Vec<(&'static str, Vec<u8>)> {
     }));
     families::all(&mut v);
     v.into_iter().map(|(n, i)| (n, i.0)).collect()
+}
+
+/// Spec §8 steps 11-13: every rule about where a section lies, at its
+/// boundary. `valid_basic` is at most of them (the table starts at a page
+/// and holds exactly `max_instances` entries, the per-CPU area starts where
+/// it ends and ends at `segment_size`, a block is one page, the counters
+/// start at 128 and the ring right after them); these images add the other
+/// side of each rule, one word (or, where alignment allows no less, one
+/// page or record) past it, and the legal boundaries `valid_basic` does not
+/// reach.
+fn placement(v: &mut Vec<(&'static str, Image)>) {
+    // Step 11: the instance table.
+    v.push((
+        "instances_misaligned_by_a_word",
+        with_header(|h| h.instances_offset += 8),
+    ));
+    v.push((
+        "table_size_a_word_past_whole_pages",
+        with_header(|h| h.instances_size += 8),
+    ));
+    // The table may end at segment_size (step 11 holds); the per-CPU area,
+    // which follows it, then cannot (step 12).
+    v.push((
+        "instances_at_segment_end_cpu_area_past_it",
+        with_header(|h| h.segment_size = h.instances_offset + h.instances_size),
+    ));
+    v.push((
+        "instances_a_word_past_segment_end",
+        with_header(|h| h.segment_size = h.instances_offset + h.instances_size - 8),
+    ));
+    // Step 12: the per-CPU area.
+    v.push((
+        "cpu_area_misaligned_by_a_word",
+        with_header(|h| h.cpu_area_offset += 8),
+    ));
+    v.push((
+        "block_size_a_word_past_its_pages",
+        with_header(|h| h.cpu_block_size += 8),
+    ));
+    v.push((
+        "cpu_area_a_word_past_segment_end",
+        with_header(|h| h.segment_size -= 8),
+    ));
+    // Step 13: inside a block.
+    v.push((
+        "damon_misaligned_by_a_word",
+        with_header(|h| h.damon_offset += 8),
+    ));
+    // 33 counters end at 128 + 264 = 392: a ring at 384 (aligned) covers
+    // the last counter.
+    v.push(("counters_overlap_damon_by_a_word", {
+        let mut i = base_of(Geometry {
+            max_instances: 33,
+            ..GEOMETRY
+        });
+        i.set_header(|h| {
+            assert_eq!(h.counters_offset + 8 * h.max_instances, 392);
+            h.damon_offset = 384;
+        });
+        i
+    }));
+    // The ring at 384 of 58 records ends at 4,096, the block's end.
+    v.push((
+        "damon_ends_at_block_end_is_valid",
+        with_header(|h| h.damon_capacity = 58),
+    ));
+    v.push((
+        "damon_a_record_past_block_end",
+        with_header(|h| h.damon_capacity = 59),
+    ));
 }
 
 /// Decodes an image the way a reader does (validate, then read through the
@@ -872,6 +948,32 @@ mod families {
             i.member_field(6, mem("instance"), b"not valid\0");
             i
         }));
+        // §5.1: in every consistent copy of a CPU's values a histogram's
+        // count is the sum of its buckets, modulo 2^64. Member 4 (log2) has
+        // its values at 5..11, member 5 (explicit) at 11..17.
+        v.push(("histogram_count_not_its_buckets", {
+            let mut i = base();
+            i.value(1, 5, 2); // CPU 1: count 2, buckets 0, 0, 1, 0
+            i
+        }));
+        let wrapped = |count: u64| {
+            let mut i = base();
+            // CPU 1: buckets u64::MAX and 2, whose sum wraps to 1.
+            for (k, w) in [count, 7, u64::MAX, 2, 0, 0].into_iter().enumerate() {
+                i.value(1, 11 + k, w);
+            }
+            i
+        };
+        v.push(("histogram_buckets_wrap_to_their_count_is_valid", wrapped(1)));
+        v.push(("histogram_count_one_off_its_wrapped_buckets", wrapped(2)));
+        // CPU by CPU, on each the members in order: CPU 0's copy of member
+        // 5 is named before CPU 1's of member 4.
+        v.push(("histogram_two_broken_names_the_first_cpu", {
+            let mut i = base();
+            i.value(1, 5, 2);
+            i.value(0, 11, 3); // CPU 0: count 3, buckets 1, 1, 0, 0
+            i
+        }));
         // §8 step 14: the tables' geometry.
         v.push((
             "families_misaligned",
@@ -892,6 +994,59 @@ mod families {
         v.push((
             "members_overlap_families",
             with_tables(|f| f.members_offset = f.families_offset),
+        ));
+        // Each rule of step 14 at its boundary (`family_every_kind` is at
+        // most: the family table starts where the per-CPU area ends and
+        // holds exactly max_families entries, the member table starts
+        // where it ends and ends at segment_size), and one word, entry or
+        // page past it.
+        v.push((
+            "families_table_one_entry_short",
+            with_tables(|f| f.max_families += 1),
+        ));
+        v.push((
+            "families_table_a_word_past_whole_pages",
+            with_tables(|f| f.families_size += 8),
+        ));
+        let without_members = |seg_end: i64| {
+            let mut i = with_tables(|f| f.max_members = 0);
+            i.set_header(|h| h.segment_size = (h.segment_size as i64 - 4096 + seg_end) as u64);
+            i
+        };
+        v.push(("families_end_at_segment_end_is_valid", without_members(0)));
+        v.push(("families_a_word_past_segment_end", without_members(-8)));
+        v.push((
+            "members_misaligned_by_a_word",
+            with_tables(|f| f.members_offset += 8),
+        ));
+        // 10 members of 384 bytes fit in a page, 11 do not.
+        v.push((
+            "members_table_full_is_valid",
+            with_tables(|f| f.max_members = 10),
+        ));
+        v.push((
+            "members_table_one_entry_short",
+            with_tables(|f| f.max_members = 11),
+        ));
+        v.push(("members_a_word_past_segment_end", {
+            let mut i = base();
+            i.set_header(|h| h.segment_size -= 8);
+            i
+        }));
+        // §5.3, §5.4 rules 5 and 6: member 5's six values at 13..19 end at
+        // instances_used (19); member 5 at 10..16 overlaps member 4's
+        // values (5..11) by one word.
+        v.push(("member_values_end_at_instances_used_is_valid", {
+            let mut i = with_member(5, mem("value_slot"), &13u32);
+            for (k, w) in [2u64, 5 + 50, 1, 1, 0, 0].into_iter().enumerate() {
+                i.value(0, 13 + k, w);
+                i.value(1, 13 + k, 0);
+            }
+            i
+        }));
+        v.push((
+            "member_overlaps_previous_by_a_word",
+            with_member(5, mem("value_slot"), &10u32),
         ));
         v.push((
             "family_entry_size_wrong",
@@ -967,13 +1122,9 @@ mod families {
                         let show = |r: Reading| match r {
                             Reading::Unsigned(v) => v.to_string(),
                             Reading::Signed(v) => v.to_string(),
-                            Reading::Histogram(h) => format!(
-                                "count={} sum={} buckets={:?}{}",
-                                h.count,
-                                h.sum,
-                                h.buckets,
-                                if h.consistent() { "" } else { " INCONSISTENT" }
-                            ),
+                            Reading::Histogram(h) => {
+                                format!("count={} sum={} buckets={:?}", h.count, h.sum, h.buckets)
+                            }
                         };
                         let per: Vec<String> = (0..s.nr_cpus)
                             .map(|c| show(s.reading_on(c, f, m)))

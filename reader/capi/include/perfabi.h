@@ -153,8 +153,8 @@ typedef enum perfabi_error {
   PERFABI_E_UNSUPPORTED_MAJOR = 19,
   /**
    * Any other code of `spec/PERFABI.md` §8: the segment breaks the
-   * spec (`bad-magic`, `out-of-bounds`, `bad-family`...; the code
-   * string says which).
+   * spec (`bad-magic`, `out-of-bounds`, `bad-family`, `bad-histogram`...;
+   * the code string says which).
    */
   PERFABI_E_MALFORMED = 20,
   /**

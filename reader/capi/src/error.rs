@@ -70,8 +70,8 @@ pub enum perfabi_error {
     /// library does not know.
     PERFABI_E_UNSUPPORTED_MAJOR = 19,
     /// Any other code of `spec/PERFABI.md` §8: the segment breaks the
-    /// spec (`bad-magic`, `out-of-bounds`, `bad-family`...; the code
-    /// string says which).
+    /// spec (`bad-magic`, `out-of-bounds`, `bad-family`, `bad-histogram`...;
+    /// the code string says which).
     PERFABI_E_MALFORMED = 20,
     /// `invalid-argument`: a NULL pointer, a string that is not UTF-8, an
     /// index out of range, or an object used with a segment it does not
@@ -466,6 +466,7 @@ mod tests {
         }
         for (c, e) in [
             ("bad-magic", PERFABI_E_MALFORMED),
+            ("bad-histogram", PERFABI_E_MALFORMED),
             ("busy-cpu", PERFABI_E_BUSY),
         ] {
             assert_eq!(perfabi_error::of_code(c), e);

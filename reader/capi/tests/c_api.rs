@@ -21,6 +21,7 @@ use perfabi::{Buckets, FamilySpec, Kind, Reading, Semantics, Unit, ValueType};
 use perfabi_c::perfabi_error::{self, *};
 use perfabi_reader::Segment;
 use perfabi_shm::writer::{Config, Writer};
+use perfabi_test_harness::forge::add_to_value;
 use perfabi_test_harness::{readme, run_limited, workspace, Finished, KillOnDrop};
 
 const CRATE: &str = env!("CARGO_MANIFEST_DIR");
@@ -903,6 +904,37 @@ fn open_from_c(checks: &Path, path: &Path) -> (i32, String, String) {
         "{strerror}"
     );
     (c, n, format!("{m} / {strerror}"))
+}
+
+/// Spec §5.1: a histogram whose count is not its buckets' sum in a
+/// consistent copy (the test adds 1 to CPU 1's count of `capi.latency`
+/// `put` behind the writer) is refused from C as from Rust: the snapshot
+/// fails, its code string `bad-histogram`, its message the reader's.
+#[test]
+fn a_histogram_whose_count_is_not_its_buckets_sum_is_refused_from_c() {
+    let Some(c) = Checks::new(
+        "a_histogram_whose_count_is_not_its_buckets_sum_is_refused_from_c",
+        true,
+    ) else {
+        return;
+    };
+    let (checks, path) = (&c.checks, &c.seg);
+    let f = Segment::open(path).unwrap().family("capi.latency").unwrap();
+    let put = f.member("put").unwrap();
+    add_to_value(path, 1, u64::from(put.value_slot), 1);
+    let out = run(checks, &["dump", path.to_str().unwrap()]);
+    assert_sanitizers_quiet(&out);
+    assert_eq!(out.code(), Some(1), "{}\n{}", out.stdout, out.stderr);
+    let want = format!(
+        "checks: snapshot: bad segment: member slot {}: histogram count is not the sum of its buckets in CPU 1's consistent copy",
+        put.slot.unwrap()
+    );
+    assert!(out.stderr.starts_with(&want), "{}", out.stderr);
+    assert!(
+        out.stderr.trim_end().ends_with("[bad-histogram]"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]

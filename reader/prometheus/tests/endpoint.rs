@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use perfabi::{Buckets, FamilySpec, Kind, Semantics, Unit};
 use perfabi_shm::writer::{Config, Writer};
+use perfabi_test_harness::forge::add_to_value;
 use perfabi_test_harness::prometheus::{self, Prometheus};
 use perfabi_test_harness::python::{openmetrics_parsers, python_with};
 use perfabi_test_harness::{readme, run_limited, workload, workspace, Paced};
@@ -351,6 +352,40 @@ fn a_truncated_segment_is_503_and_a_restarted_writer_200() {
     assert_eq!(p.status, 200, "{}", p.body);
     assert!(p.body.contains("perfabi_queue_depth 7"), "{}", p.body);
     println!("PROMETHEUS-RECOVERED 200 after the writer restarted");
+}
+
+/// Spec §5.1: a histogram whose count is not its buckets' sum in a
+/// consistent copy (the test adds 1 to CPU 0's count behind the writer) is
+/// served in neither format: 503 with the `bad-histogram` reason, and 200
+/// again once the count is its buckets' sum.
+#[test]
+fn a_histogram_whose_count_is_not_its_buckets_sum_is_503() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let w = families(&path);
+    let (_e, addr) = endpoint(&path);
+    assert_eq!(get(addr, "/metrics", None).status, 200);
+    let snap = w.snapshot().unwrap();
+    let m = &snap.family("rpc.latency").unwrap().members[0];
+    let count = u64::from(m.value_slot);
+    add_to_value(&path, 0, count, 1);
+    let want = format!(
+        "member slot {}: histogram count is not the sum of its buckets in CPU 0's consistent copy",
+        m.slot.unwrap()
+    );
+    for accept in [None, Some(OPENMETRICS)] {
+        let p = get(addr, "/metrics", accept);
+        assert_eq!(p.status, 503, "{accept:?}: {}", p.body);
+        assert_eq!(p.body.lines().count(), 1, "one line: {:?}", p.body);
+        assert!(p.body.contains(&want), "{}", p.body);
+    }
+    add_to_value(&path, 0, count, u64::MAX);
+    let p = until_status(addr, 200);
+    assert!(
+        p.body.contains("perfabi_rpc_latency_count 100"),
+        "{}",
+        p.body
+    );
 }
 
 #[test]

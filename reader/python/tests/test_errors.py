@@ -139,6 +139,18 @@ def test_trust_uid_must_be_uids(writer: Path) -> None:
             perfabi.Segment(writer, trust_uid=wrong)  # type: ignore[arg-type]
 
 
+def test_a_histogram_whose_count_is_not_its_buckets_sum(tmp_path: Path) -> None:
+    # spec/vectors: CPU 1's copy of member 4 has count 2, buckets 0, 0, 1, 0.
+    vectors = Path(__file__).resolve().parents[3] / "spec" / "vectors"
+    path = tmp_path / "bad.seg"
+    shutil.copyfile(vectors / "histogram_count_not_its_buckets.bin", path)
+    seg = perfabi.Segment(path, require_live=False)
+    with pytest.raises(perfabi.AbiError) as e:
+        seg.snapshot()
+    assert (e.value.code, e.value.transient) == ("bad-histogram", False)
+    assert "member slot 4: histogram count is not the sum of its buckets in CPU 1" in str(e.value)
+
+
 def test_bad_arguments(writer: Path) -> None:
     for busy_timeout in (-1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="busy_timeout"):

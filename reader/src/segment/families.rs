@@ -5,7 +5,7 @@
 //! Every ABI 1.0 entry is a family of one instance (with an empty instance
 //! string), so a handle works the same on a 1.0 segment.
 
-use perfabi::{Family, InstanceTable, Reading, SegmentView};
+use perfabi::{Family, HistogramPlace, InstanceTable, Reading, SegmentView};
 
 use super::{patiently, Segment};
 use crate::error::Error;
@@ -37,6 +37,9 @@ pub struct FamilyHandle {
     places: Vec<(u32, u32)>,
     /// Words of one CPU's row: the members' words, all together.
     stride: usize,
+    /// Where a row holds the histogram members' values, checked at every
+    /// read ([`perfabi::family::check_histograms`]).
+    histograms: Vec<HistogramPlace>,
 }
 
 impl FamilyHandle {
@@ -48,6 +51,7 @@ impl FamilyHandle {
             ranges: Vec::new(),
             places: Vec::new(),
             stride: 0,
+            histograms: Vec::new(),
         };
         h.plan();
         h
@@ -81,6 +85,12 @@ impl FamilyHandle {
             dst += len;
         }
         self.stride = dst;
+        self.histograms.clear();
+        let places = &self.places;
+        self.histograms.extend(
+            perfabi::family::histogram_members(core::slice::from_ref(&self.family))
+                .map(|(k, m)| HistogramPlace::of(m, places[k].0 as usize)),
+        );
     }
 
     /// Resolves the handle again from `families`, decoded at generation
@@ -99,7 +109,9 @@ impl FamilyHandle {
     /// One attempt at a read: the values of every instance on every CPU,
     /// inside one metadata generation (`spec/PERFABI.md` §7.4), by the
     /// core's [`SegmentView::read_ranges`] of the handle's runs (each CPU's
-    /// runs one consistent copy, so a histogram observation is seen whole).
+    /// runs one consistent copy, so a histogram observation is seen whole;
+    /// a copy where a histogram's count is not its buckets' sum is refused,
+    /// [`perfabi::family::check_histograms`]).
     /// If the generation is not the one the runs were resolved at, they are
     /// resolved again from the tables of the current generation
     /// ([`SegmentView::instances_into`]) and the read is made again.
@@ -118,6 +130,8 @@ impl FamilyHandle {
             out.words.resize(n * self.stride, 0);
             let g = view.read_ranges(&self.ranges, &mut out.words, retries)?;
             if self.generation == Some(g) {
+                // Served only as consistent copies (spec §5.1).
+                perfabi::family::check_histograms(&self.histograms, &out.words, self.stride)?;
                 out.places.clone_from(&self.places);
                 out.stride = self.stride;
                 out.nr_cpus = n;

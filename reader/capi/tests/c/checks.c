@@ -115,8 +115,11 @@ static int dump(const char *path)
 	if (perfabi_open(path, NULL, &seg) != PERFABI_OK)
 		return die("open");
 	perfabi_snapshot *s;
-	if (perfabi_snapshot_take(seg, &s) != PERFABI_OK)
-		return die("snapshot");
+	if (perfabi_snapshot_take(seg, &s) != PERFABI_OK) {
+		int failed = die("snapshot");
+		perfabi_close(seg);
+		return failed;
+	}
 	uint32_t cpus = (uint32_t)perfabi_snapshot_nr_cpus(s);
 	printf("cpus %u\n", (unsigned)cpus);
 	for (size_t i = 0; i < perfabi_snapshot_nr_families(s); i++) {

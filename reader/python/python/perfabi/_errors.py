@@ -103,8 +103,8 @@ class NotASegmentError(Error):
 
 class AbiError(Error):
     """The segment is malformed or of an ABI this reader does not know
-    (``code`` names the broken rule, such as ``"bad-magic"`` or
-    ``"unsupported-major"``)."""
+    (``code`` names the broken rule, such as ``"bad-magic"``,
+    ``"bad-histogram"`` or ``"unsupported-major"``)."""
 
 
 class BusyError(Error):
