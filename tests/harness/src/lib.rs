@@ -6,6 +6,7 @@
 //! images perfabi-cat draws, read back ([`image`]), and a terminal for its
 //! views redrawn in place ([`tmux`]).
 
+pub mod deadline;
 pub mod forge;
 pub mod hammer;
 pub mod http;
