@@ -64,8 +64,15 @@ impl Deadline {
     /// fails saying so and how long it waited.
     #[track_caller]
     pub fn assert(&self, reached: bool, what: impl Display) {
-        assert!(
-            reached,
+        if !reached {
+            self.fail(what);
+        }
+    }
+
+    /// Fails the test: the witness `what` was not reached, after how long.
+    #[track_caller]
+    pub fn fail(&self, what: impl Display) -> ! {
+        panic!(
             "not reached in {:.1?} (limit {:?}): {what}",
             self.elapsed(),
             self.limit
