@@ -138,6 +138,8 @@ impl fmt::Display for Error {
             Self::Io(p, e) if e.kind() == io::ErrorKind::PermissionDenied => {
                 write!(f, "cannot read {}: permission denied (run as its owner or a member of its group)", p.display())
             }
+            // An empty path: the error says so, with nothing to quote.
+            Self::Io(p, e) if p.as_os_str().is_empty() => write!(f, "{e}"),
             Self::Io(p, e) => write!(f, "cannot use {}: {e}", p.display()),
             Self::Symlink(p) => write!(
                 f,

@@ -571,6 +571,10 @@ fn map_error(path: &Path, e: MapError, opts: &Options) -> Error {
         MapError::TooShort => {
             Error::NotASegmentFile(path, "a file too short to hold a segment header")
         }
+        MapError::ShortRead { .. } => Error::NotASegmentFile(
+            path,
+            "a file holding fewer bytes than its size says (a /sys or /proc file?)",
+        ),
     }
 }
 

@@ -143,6 +143,31 @@ fn refuses_missing_writable_and_foreign_files() {
     ));
 }
 
+/// Paths that name no segment get a message that says why: an empty path
+/// (it said "cannot use : names a folder, not a file"), a sysfs attribute
+/// whose size says a page and which holds one line (it said "failed to fill
+/// whole buffer"), a /proc file of size 0.
+#[test]
+fn an_empty_path_or_a_pseudo_file_is_told_as_such() {
+    let e = Segment::open("").err().unwrap();
+    assert_eq!(
+        (e.code(), e.to_string().as_str()),
+        ("io", "the path is empty: name a file")
+    );
+    let e = Segment::open("/sys/devices/system/cpu/online")
+        .err()
+        .unwrap();
+    assert!(matches!(e, Error::NotASegmentFile(..)), "{e}");
+    assert!(
+        e.to_string()
+            .contains("a file holding fewer bytes than its size says"),
+        "{e}"
+    );
+    let e = Segment::open("/proc/self/stat").err().unwrap();
+    assert!(matches!(e, Error::NotASegmentFile(..)), "{e}");
+    assert!(e.to_string().contains("too short"), "{e}");
+}
+
 #[test]
 fn reads_a_memfd_passed_as_a_file_descriptor() {
     let w = Writer::create_memfd("reader-test", &config()).unwrap();

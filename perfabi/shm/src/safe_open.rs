@@ -219,6 +219,8 @@ impl std::fmt::Display for PathError {
             }
             Problem::Changed => write!(f, "refusing {p}: it was replaced while being opened"),
             Problem::Refused => write!(f, "refusing {p}"),
+            // An empty path: the error says so, with nothing to quote.
+            Problem::Io(e) if self.path.as_os_str().is_empty() => write!(f, "{e}"),
             Problem::Io(e) => write!(f, "cannot use {p}: {e}"),
         }
     }
@@ -297,6 +299,15 @@ impl Folder {
     /// The folder of `path` and the name of its last component (which must
     /// be a name: not `..`, not empty, no trailing `/`).
     pub fn of(path: &Path) -> Result<(Folder, OsString), PathError> {
+        if path.as_os_str().is_empty() {
+            return Err(PathError::new(
+                path,
+                Problem::Io(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "the path is empty: name a file",
+                )),
+            ));
+        }
         let name = path
             .file_name()
             .filter(|_| !path.as_os_str().as_bytes().ends_with(b"/"))

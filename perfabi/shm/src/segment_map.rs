@@ -53,6 +53,14 @@ pub enum MapError {
     Changed,
     /// A file too short to hold a header.
     TooShort,
+    /// A file that holds fewer bytes than its size says: a pseudo-file of
+    /// `/sys` or `/proc` (a sysfs attribute says 4096 and holds a line).
+    ShortRead {
+        /// The size `fstat` gave.
+        len: u64,
+        /// The bytes a read found.
+        got: usize,
+    },
 }
 
 impl SegmentMap {
@@ -72,7 +80,10 @@ impl SegmentMap {
                 // The 1.1 header's 256 bytes where the file has them.
                 let mut h = [0u8; HEADER_SIZE_V1_1];
                 let n = (len.min(HEADER_SIZE_V1_1 as u64)) as usize;
-                file.read_exact_at(&mut h[..n], 0).map_err(MapError::Io)?;
+                let got = read_at_most(&file, &mut h[..n]).map_err(MapError::Io)?;
+                if got < n {
+                    return Err(MapError::ShortRead { len, got });
+                }
                 perfabi::validate_prefix(&h[..n], u64::MAX)
                     .map_err(MapError::Abi)?
                     .segment_size as u64
@@ -215,6 +226,21 @@ impl SegmentMap {
 
 /// The offset of the first hole of `file` (`len` if it has none, or if the
 /// filesystem cannot tell).
+/// Fills `buf` from the start of `file` with `pread`, stopping early at
+/// the end of the file; returns the bytes read.
+fn read_at_most(file: &File, buf: &mut [u8]) -> io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read_at(&mut buf[got..], got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
 fn first_hole(file: &File, len: u64) -> io::Result<u64> {
     match rustix::fs::seek(file, rustix::fs::SeekFrom::Hole(0)) {
         Ok(at) => Ok(at.min(len)),

@@ -962,7 +962,27 @@ fn opening_bad_paths_from_c_gives_the_readers_codes() {
         .contains(&c),
         "{c} {n}: {m}"
     );
+
+    // An empty path says so (it said "cannot use : names a folder, not a
+    // file").
+    let (c, n, m) = open_from_c(checks, Path::new(""));
+    assert_eq!((c, n.as_str()), (code(PERFABI_E_IO), "io"), "{m}");
+    assert!(m.starts_with("the path is empty: name a file /"), "{m}");
+
+    // A sysfs attribute: 4096 bytes by its size, a line by its content (it
+    // said "failed to fill whole buffer").
+    let sysfs = Path::new(SYSFS_FILE);
+    let (c, n, m) = open_from_c(checks, sysfs);
+    assert_eq!(
+        (c, n.as_str()),
+        (code(PERFABI_E_NOT_A_SEGMENT_FILE), "not-a-segment-file"),
+        "{m}"
+    );
+    assert!(m.contains("holding fewer bytes than its size says"), "{m}");
 }
+
+/// A sysfs file every Linux has: its size says a page, it holds one line.
+const SYSFS_FILE: &str = "/sys/devices/system/cpu/online";
 
 /// A call that fails once its thread's thread-local storage is gone — in
 /// a pthread key's destructor, in an atexit() handler — returns its code

@@ -1,13 +1,19 @@
 //! perfabi-prometheus: serve a perfabi segment's metric families to
 //! Prometheus over HTTP (`/metrics`).
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Parser;
-use perfabi_prometheus::{serve, Endpoint};
+use perfabi::text::escape;
+use perfabi_prometheus::{
+    connections_within, listen, raise_open_file_limit, serve, Endpoint, Limits, MAX_CONNECTIONS,
+    MAX_REQUESTS,
+};
 use perfabi_reader::{Options, Trust};
 
 const AFTER_HELP: &str = "\
@@ -15,11 +21,27 @@ GET /metrics answers one consistent snapshot per scrape, in OpenMetrics
 1.0.0 if the Accept header asks for it (Prometheus does), else in the
 Prometheus text format 0.0.4; 503 with a one-line reason when the segment
 cannot be read (no writer, busy, gone, truncated, untrusted). GET / is a
-short index.
+short index. HEAD is answered wherever GET is (the same head, no body);
+another method is 405, another path 404. Connections are kept alive.
+
+Deadlines: a request head must arrive whole within --read-timeout of its
+first byte, an answer must be sent whole within --write-timeout of the
+request, and a connection may sit idle (before a request, between two) for
+--idle-timeout; past its deadline a connection is closed. At
+--max-connections open, a new connection closes the one idle the longest
+(if none is idle, it waits its turn in the listen queue). At start the
+soft limit on open files is raised to the hard one; --max-connections is
+lowered (and says so) if that limit cannot hold them.
 
 SEGMENT defaults to $PERFABI_SEGMENT, else /dev/perfabi (kernel module),
 else /dev/shm/perfabi.seg (perfabi-exportd). A segment is read only if it
-belongs to this user or root (see --trust-uid).";
+belongs to this user or root (see --trust-uid).
+
+Exit status: 1 if it cannot listen or its runtime fails, 2 for bad
+arguments; otherwise it serves until stopped.";
+
+/// Longest deadline a flag takes, in seconds (an hour).
+const MAX_TIMEOUT_SECS: f64 = 3600.0;
 
 /// Serve a perfabi segment to Prometheus: GET /metrics.
 #[derive(Parser, Debug)]
@@ -35,10 +57,32 @@ struct Args {
     /// One series per CPU (label `cpu`) instead of one total per instance.
     #[arg(long)]
     cpu: bool,
-    /// Connections answered at once (1 to 16); more wait their turn.
+    /// Threads serving the connections (1 to 16); as many more take the
+    /// snapshots and render the pages.
     #[arg(long, value_name = "N", default_value_t = 2,
           value_parser = clap::value_parser!(u16).range(1..=16))]
     threads: u16,
+    /// Seconds a request head may take, from its first byte to its end.
+    #[arg(long, value_name = "SECS", default_value = "5", value_parser = parse_secs)]
+    read_timeout: Duration,
+    /// Seconds an answer may take, from the request to the last byte sent
+    /// (a client reading slowly is cut off).
+    #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse_secs)]
+    write_timeout: Duration,
+    /// Seconds a connection may sit idle before its first request or
+    /// between two.
+    #[arg(long, value_name = "SECS", default_value = "120", value_parser = parse_secs)]
+    idle_timeout: Duration,
+    /// Most connections open at once; at the bound, a new one closes the
+    /// one idle the longest.
+    #[arg(long, value_name = "N", default_value_t = MAX_CONNECTIONS as u32,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    max_connections: u32,
+    /// Most scrapes in flight at once (each holds its page until sent);
+    /// more are answered 503 at once.
+    #[arg(long, value_name = "N", default_value_t = MAX_REQUESTS as u32,
+          value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    max_requests: u32,
     /// Also read segments owned by this uid (repeatable); by default only
     /// this user's and root's are read.
     #[arg(long, value_name = "UID")]
@@ -46,6 +90,20 @@ struct Args {
     /// Read segments of any owner.
     #[arg(long, conflicts_with = "trust_uid")]
     trust_anyone: bool,
+}
+
+/// A `--*-timeout SECS`: seconds, fractions allowed, 0.01 to an hour.
+fn parse_secs(s: &str) -> Result<Duration, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if v.is_finite() && (0.01..=MAX_TIMEOUT_SECS).contains(&v) {
+        Ok(Duration::from_secs_f64(v))
+    } else {
+        Err(format!(
+            "{s} must be between 0.01 and {MAX_TIMEOUT_SECS} seconds"
+        ))
+    }
 }
 
 fn main() -> ExitCode {
@@ -58,7 +116,23 @@ fn main() -> ExitCode {
         trust: Trust::from_flags(args.trust_anyone, &args.trust_uid),
         ..Options::default()
     };
-    let listener = match TcpListener::bind(args.listen) {
+    let wanted = args.max_connections as usize;
+    let open_files = raise_open_file_limit();
+    let max_connections = connections_within(wanted, open_files);
+    if let (true, Some(n)) = (max_connections < wanted, open_files) {
+        eprintln!(
+            "perfabi-prometheus: --max-connections {wanted} lowered to {max_connections}: \
+             the open-file limit is {n} (raise it with ulimit -n or LimitNOFILE=)"
+        );
+    }
+    let limits = Limits {
+        read_timeout: args.read_timeout,
+        write_timeout: args.write_timeout,
+        idle_timeout: args.idle_timeout,
+        max_connections,
+        max_requests: args.max_requests as usize,
+    };
+    let listener = match listen(args.listen) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("perfabi-prometheus: cannot listen on {}: {e}", args.listen);
@@ -68,10 +142,10 @@ fn main() -> ExitCode {
     let addr = listener.local_addr().unwrap_or(args.listen);
     eprintln!(
         "perfabi-prometheus: serving {} at http://{addr}/metrics",
-        path.display()
+        escape(path.as_os_str().as_bytes())
     );
     let endpoint = Arc::new(Endpoint::new(path, opts, args.cpu));
-    match serve(listener, endpoint, usize::from(args.threads)) {
+    match serve(listener, endpoint, usize::from(args.threads), limits) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("perfabi-prometheus: {e}");

@@ -3,7 +3,7 @@
 //! prometheus_client), 503 for a truncated segment and 200 again once the
 //! writer restarts, bounded requests, and a real Prometheus scraping it.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -14,35 +14,16 @@ use perfabi::{Buckets, FamilySpec, Kind, Semantics, Unit};
 use perfabi_shm::writer::{Config, Writer};
 use perfabi_test_harness::prometheus::{self, Prometheus};
 use perfabi_test_harness::python::{openmetrics_parsers, python_with};
-use perfabi_test_harness::{readme, run_limited, workload, workspace, KillOnDrop, Paced};
+use perfabi_test_harness::{readme, run_limited, workload, workspace, Paced};
+
+mod common;
 
 /// `perfabi-prometheus SEGMENT --listen 127.0.0.1:0`, and the address it
 /// says it serves.
-fn endpoint(segment: &Path) -> (KillOnDrop, SocketAddr) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_perfabi-prometheus"))
-        .arg(segment)
-        .args(["--listen", "127.0.0.1:0"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start perfabi-prometheus");
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let guard = KillOnDrop(child);
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|s| s.strip_suffix("/metrics\n"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .parse()
-        .unwrap();
-    // Keep reading its log (echoed) so that it never blocks on a full pipe.
-    std::thread::spawn(move || {
-        for l in stderr.lines().map_while(Result::ok) {
-            eprintln!("[endpoint] {l}");
-        }
-    });
-    (guard, addr)
+fn endpoint(segment: &Path) -> (common::Running, SocketAddr) {
+    let e = common::start(segment, &[]);
+    let addr = e.addr;
+    (e, addr)
 }
 
 /// A response: status code, content type, body.
@@ -52,32 +33,21 @@ struct Page {
     body: String,
 }
 
-/// Sends `request` as is and reads the whole response.
+/// Sends `request` as is on a new connection and reads the response (by
+/// its `Content-Length`: the connection may be kept alive).
 fn raw(addr: SocketAddr, request: &[u8]) -> Page {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    s.write_all(request).unwrap();
-    let mut bytes = Vec::new();
-    s.read_to_end(&mut bytes).unwrap();
-    let text = String::from_utf8(bytes).unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").expect("a response head");
-    let status = head[9..12].parse().unwrap();
-    let content_type = head
-        .lines()
-        .find_map(|l| l.strip_prefix("Content-Type: "))
-        .unwrap_or("")
-        .to_string();
-    let length: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("Content-Length: "))
-        .unwrap()
+    let mut s = common::connect(addr);
+    let r = common::exchange(&mut s, request).unwrap();
+    let length: usize = r
+        .header("Content-Length")
+        .expect("a Content-Length")
         .parse()
         .unwrap();
-    assert_eq!(length, body.len(), "Content-Length");
+    assert_eq!(length, r.body.len(), "Content-Length");
     Page {
-        status,
-        content_type,
-        body: body.to_string(),
+        status: r.status,
+        content_type: r.header("Content-Type").unwrap_or("").to_string(),
+        body: r.body,
     }
 }
 

@@ -14,7 +14,10 @@ use std::time::Duration;
 use perfabi_reader as reader;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyString;
+use std::os::unix::ffi::OsStrExt;
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::types::{PyBool, PyBytes, PyInt, PyString};
 
 use crate::convert::{self, Families, SnapshotReadings};
 use crate::errors;
@@ -49,11 +52,60 @@ pub struct Segment {
     families: Families,
 }
 
-/// `trust_uid`: one uid or several.
-#[derive(FromPyObject)]
-enum Uids {
-    One(u32),
-    Many(Vec<u32>),
+/// The path argument as the `os` module takes paths: a `str`, `bytes`
+/// or an `os.PathLike` giving either (`os.fspath`); a NUL byte is a
+/// `ValueError`, as in `open()`.
+fn path_arg(path: &Bound<'_, PyAny>) -> PyResult<PathBuf> {
+    let py = path.py();
+    let path = py.import("os")?.getattr("fspath")?.call1((path,))?;
+    let path = match path.cast::<PyBytes>() {
+        Ok(b) => PathBuf::from(std::ffi::OsStr::from_bytes(b.as_bytes())),
+        // A str: PyO3 encodes it as the file system encoding does
+        // (surrogate escapes give back the bytes `os.fsdecode` took).
+        Err(_) => path.extract::<PathBuf>()?,
+    };
+    if path.as_os_str().as_bytes().contains(&0) {
+        return Err(PyValueError::new_err("embedded null byte in the path"));
+    }
+    Ok(path)
+}
+
+/// The `trust_uid` argument: a uid, or an iterable of uids; each an `int`
+/// in `0..=4294967294` (`(uid_t) -1` names nobody). Anything else is a
+/// `TypeError` or `ValueError` that says what was wrong.
+fn uids_arg(arg: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
+    fn one(v: &Bound<'_, PyAny>) -> PyResult<u32> {
+        if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
+            return Err(PyTypeError::new_err(format!(
+                "trust_uid: a uid is an int, not {}",
+                v.get_type().name()?
+            )));
+        }
+        match v.extract::<u32>() {
+            Ok(u) if u != u32::MAX => Ok(u),
+            _ => Err(PyValueError::new_err(format!(
+                "trust_uid: {v} is not a uid (0 to 4294967294)"
+            ))),
+        }
+    }
+    if arg.is_instance_of::<PyInt>() {
+        return one(arg).map(|u| vec![u]);
+    }
+    if arg.is_instance_of::<PyString>() || arg.is_instance_of::<PyBytes>() {
+        return Err(PyTypeError::new_err(format!(
+            "trust_uid is a uid or a sequence of uids, not {}",
+            arg.get_type().name()?
+        )));
+    }
+    let items = arg.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "trust_uid is a uid or a sequence of uids, not {}",
+            arg.get_type()
+                .name()
+                .map_or_else(|_| "that".into(), |n| n.to_string())
+        ))
+    })?;
+    items.map(|v| one(&v?)).collect()
 }
 
 impl Segment {
@@ -91,8 +143,8 @@ impl Segment {
     #[pyo3(signature = (path=None, *, trust_uid=None, trust_anyone=false, busy_timeout=0.2, require_live=true))]
     fn new(
         py: Python<'_>,
-        path: Option<PathBuf>,
-        trust_uid: Option<Uids>,
+        path: Option<&Bound<'_, PyAny>>,
+        trust_uid: Option<&Bound<'_, PyAny>>,
         trust_anyone: bool,
         busy_timeout: f64,
         require_live: bool,
@@ -102,11 +154,8 @@ impl Segment {
                 "busy_timeout is seconds, 0 or more: not {busy_timeout}"
             ))
         })?;
-        let uids = match trust_uid {
-            None => Vec::new(),
-            Some(Uids::One(u)) => vec![u],
-            Some(Uids::Many(us)) => us,
-        };
+        let uids = trust_uid.map(uids_arg).transpose()?.unwrap_or_default();
+        let path = path.map(path_arg).transpose()?;
         let opts = reader::Options {
             trust: reader::Trust::from_flags(trust_anyone, &uids),
             busy_timeout,
@@ -219,9 +268,11 @@ impl Segment {
         (handles, self.families.len())
     }
 
-    /// `with Segment(...) as seg:` closes it at the end of the block.
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
+    /// `with Segment(...) as seg:` closes it at the end of the block. A
+    /// closed `Segment` is a `ValueError`, as a closed file is.
+    fn __enter__(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
+        slf.get().with(slf.py(), |_, _| Ok(()))?;
+        Ok(slf)
     }
 
     /// Closes the segment (exceptions of the block go on).

@@ -9,7 +9,7 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import perfabi
 import pytest
@@ -86,6 +86,59 @@ def test_what_cannot_be_a_segment(tmp_path: Path) -> None:
         assert (e.value.code, e.value.transient) == (code, False), path
 
 
+def test_paths_as_the_os_module_takes_them(writer: Path) -> None:
+    class BytesPath:
+        def __fspath__(self) -> bytes:
+            return os.fsencode(writer)
+
+    paths: list[str | bytes | os.PathLike[str] | os.PathLike[bytes]] = [
+        str(writer),
+        writer,
+        os.fsencode(writer),
+        BytesPath(),
+    ]
+    for path in paths:
+        with perfabi.Segment(path) as seg:
+            assert seg.path == str(writer)
+            assert seg.read("app.ticks").values
+    # A name that is not UTF-8, as bytes and as os.fsdecode gives it.
+    odd = os.fsencode(writer.parent) + b"/\xff\x1b.seg"
+    for name in (odd, os.fsdecode(odd)):
+        with pytest.raises(perfabi.NotFoundError):
+            perfabi.Segment(name)
+    for empty in ("", b""):
+        with pytest.raises(perfabi.IoError, match="^the path is empty: name a file$"):
+            perfabi.Segment(empty)
+    with pytest.raises(ValueError, match="null byte"):
+        perfabi.Segment(str(writer) + "\0x")
+    with pytest.raises(TypeError, match="os.PathLike"):
+        perfabi.Segment(5)  # type: ignore[arg-type]
+
+
+def test_a_pseudo_file_is_not_a_segment() -> None:
+    # A sysfs attribute: its size says a page, it holds a line.
+    with pytest.raises(perfabi.NotASegmentError, match="fewer bytes than its size says"):
+        perfabi.Segment("/sys/devices/system/cpu/online")
+
+
+def test_trust_uid_must_be_uids(writer: Path) -> None:
+    uids: list[int | list[int] | tuple[int] | Iterator[int]] = [
+        0,
+        [0, 1],
+        (65534,),
+        iter([4294967294]),
+    ]
+    for uid in uids:
+        perfabi.Segment(writer, trust_uid=uid).close()
+    bad: int | list[int]
+    for bad in (2**40, -1, 4294967295, [1, 2**64]):
+        with pytest.raises(ValueError, match="is not a uid"):
+            perfabi.Segment(writer, trust_uid=bad)
+    for wrong in (True, 1.5, "0", b"0", [1, "x"], object()):
+        with pytest.raises(TypeError, match="trust_uid"):
+            perfabi.Segment(writer, trust_uid=wrong)  # type: ignore[arg-type]
+
+
 def test_bad_arguments(writer: Path) -> None:
     for busy_timeout in (-1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="busy_timeout"):
@@ -106,6 +159,10 @@ def test_a_closed_segment(writer: Path) -> None:
         seg.nr_cpus
     seg.close()  # again: nothing
     assert seg.path == str(writer)
+    # Entering a closed Segment is refused, as entering a closed file is.
+    with pytest.raises(ValueError, match="closed"):
+        with seg:
+            pass
 
 
 def test_the_segment_default_path(writer: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -87,12 +87,31 @@ pub fn get_within(
         format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{extra}\r\n")
             .as_bytes(),
     )?;
-    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
     let mut r = BufReader::new(Deadline { stream: s, until });
+    read_response(&mut r, false)
+}
+
+/// Reads one response from `r`: the head, then the body by
+/// `Content-Length`, by chunks or to the end; with `head_only` (the answer
+/// to a `HEAD`), the head alone, whatever length it announces. On a
+/// kept-alive connection the next response follows. An error if the head
+/// is over [`MAX_HEAD`] or the body over [`MAX_BODY`]; the caller bounds
+/// the time (a read timeout on the socket).
+pub fn read_response(r: &mut impl BufRead, head_only: bool) -> std::io::Result<Response> {
+    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
     let mut head = String::new();
     loop {
         let mut line = String::new();
-        if (&mut r).take(MAX_HEAD as u64).read_line(&mut line)? == 0 || line == "\r\n" {
+        if (&mut *r).take(MAX_HEAD as u64).read_line(&mut line)? == 0 {
+            if head.is_empty() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "closed before a response",
+                ));
+            }
+            break;
+        }
+        if line == "\r\n" {
             break;
         }
         head.push_str(&line);
@@ -110,6 +129,9 @@ pub fn get_within(
         head,
         body: String::new(),
     };
+    if head_only {
+        return Ok(resp);
+    }
     let mut body = Vec::new();
     if resp
         .header("Transfer-Encoding")
@@ -117,7 +139,7 @@ pub fn get_within(
     {
         loop {
             let mut size = String::new();
-            (&mut r).take(1024).read_line(&mut size)?;
+            (&mut *r).take(1024).read_line(&mut size)?;
             let n = usize::from_str_radix(size.trim().split(';').next().unwrap_or(""), 16)
                 .map_err(|_| bad("a bad chunk size"))?;
             if n > MAX_BODY - body.len() {

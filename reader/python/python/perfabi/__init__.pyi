@@ -6,7 +6,7 @@
 
 from os import PathLike
 from types import TracebackType
-from typing import Sequence, final
+from typing import Iterable, final
 
 from perfabi._errors import AbiError as AbiError
 from perfabi._errors import BusyError as BusyError
@@ -93,17 +93,18 @@ class Segment:
 
     def __new__(
         cls,
-        path: str | PathLike[str] | None = None,
+        path: str | bytes | PathLike[str] | PathLike[bytes] | None = None,
         *,
-        trust_uid: int | Sequence[int] | None = None,
+        trust_uid: int | Iterable[int] | None = None,
         trust_anyone: bool = False,
         busy_timeout: float = 0.2,
         require_live: bool = True,
     ) -> Segment:
-        """Opens the segment at path (default: default_path()).
+        """Opens the segment at path (default: default_path()): a str,
+        bytes or os.PathLike, as the os module takes paths.
 
         trust_uid, trust_anyone: whose files to believe besides this user's
-        and root's. busy_timeout: seconds a read waits for a busy writer
+        and root's (a uid, or uids: ints from 0 to 4294967294). busy_timeout: seconds a read waits for a busy writer
         before BusyError. require_live: reads of a gone writer's segment
         raise StaleError or ClosedError rather than return its last values.
         """

@@ -1,0 +1,374 @@
+//! The open connections: what each is doing (idle, reading a head,
+//! answering) and since when, hence its deadline; and the bound on how many
+//! are open, kept by closing the one idle the longest.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::limits::Limits;
+
+/// What a connection is doing, as far as its deadline goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for the first byte of a request (after the accept, or after
+    /// the last answer was handed whole to the kernel).
+    Idle,
+    /// Between the first byte of a request head and its end.
+    Head,
+    /// From the end of the head to the last byte of the answer handed to
+    /// the kernel.
+    Answer,
+}
+
+#[derive(Debug)]
+struct State {
+    phase: Phase,
+    /// When `phase` began.
+    since: Instant,
+    /// The answer's body was dropped by hyper (sent to its buffer, or not
+    /// to be sent): the answer ends at the next flush.
+    body_done: bool,
+    /// Closed to make room for a new connection: its task drops it.
+    evicted: bool,
+    /// Closed in the middle of a request or an answer, its deadline
+    /// passed: what the kernel still holds for it is dropped, not sent.
+    aborted: bool,
+}
+
+/// One connection's phase, shared by its I/O (which sees the bytes), its
+/// service (which sees the requests and answers) and its task (which
+/// closes it when its deadline passes or it is evicted).
+#[derive(Debug)]
+pub(crate) struct Conn {
+    state: Mutex<State>,
+    /// Notified when the deadline may have moved or the connection was
+    /// evicted: its task re-reads it.
+    changed: Notify,
+}
+
+impl Conn {
+    fn new() -> Self {
+        Self {
+            state: Mutex::new(State {
+                phase: Phase::Idle,
+                since: Instant::now(),
+                body_done: false,
+                evicted: false,
+                aborted: false,
+            }),
+            changed: Notify::new(),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn enter(&self, s: &mut State, phase: Phase) {
+        s.phase = phase;
+        s.since = Instant::now();
+        self.changed.notify_one();
+    }
+
+    /// Bytes of a request arrived: an idle connection now reads a head.
+    pub(crate) fn bytes_read(&self) {
+        let mut s = self.state();
+        if s.phase == Phase::Idle && !s.evicted {
+            self.enter(&mut s, Phase::Head);
+        }
+    }
+
+    /// A whole request head was read: the answer begins.
+    pub(crate) fn request(&self) {
+        let mut s = self.state();
+        s.body_done = false;
+        self.enter(&mut s, Phase::Answer);
+    }
+
+    /// hyper dropped the answer's body: what is left of it sits in hyper's
+    /// buffer, handed to the kernel before the next flush completes.
+    pub(crate) fn body_done(&self) {
+        self.state().body_done = true;
+    }
+
+    /// Everything hyper had buffered was handed to the kernel: an answer
+    /// whose body is done has been sent, and the connection is idle.
+    pub(crate) fn flushed(&self) {
+        let mut s = self.state();
+        if s.phase == Phase::Answer && s.body_done {
+            s.body_done = false;
+            self.enter(&mut s, Phase::Idle);
+        }
+    }
+
+    /// When the connection must be closed: the end of its phase's time, or
+    /// now if it was evicted.
+    pub(crate) fn deadline(&self, limits: &Limits) -> Instant {
+        let s = self.state();
+        if s.evicted {
+            return s.since; // in the past
+        }
+        s.since
+            + match s.phase {
+                Phase::Idle => limits.idle_timeout,
+                Phase::Head => limits.read_timeout,
+                Phase::Answer => limits.write_timeout,
+            }
+    }
+
+    /// Its deadline passed (its task closes it now): a connection reading a
+    /// head or answering is aborted, an idle one closed in good order.
+    pub(crate) fn expire(&self) {
+        let mut s = self.state();
+        s.aborted = s.phase != Phase::Idle;
+    }
+
+    /// Whether it is closed by [`Conn::expire`] in the middle of a request
+    /// or an answer.
+    pub(crate) fn aborted(&self) -> bool {
+        self.state().aborted
+    }
+
+    /// Waits until the deadline may have moved.
+    pub(crate) async fn changed(&self) {
+        self.changed.notified().await;
+    }
+
+    /// Evicts the connection if it is idle; returns when it became idle.
+    fn evict_if_idle(&self) -> Option<Instant> {
+        let mut s = self.state();
+        (s.phase == Phase::Idle && !s.evicted).then(|| {
+            s.evicted = true;
+            self.changed.notify_one();
+            s.since
+        })
+    }
+
+    /// When it became idle, if it is.
+    fn idle_since(&self) -> Option<Instant> {
+        let s = self.state();
+        (s.phase == Phase::Idle && !s.evicted).then_some(s.since)
+    }
+}
+
+/// The open connections, at most `limit`.
+#[derive(Debug)]
+pub(crate) struct Table {
+    limit: usize,
+    conns: Mutex<Conns>,
+    /// A connection ended: an accept waiting for room may go on.
+    freed: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Conns {
+    next: u64,
+    open: HashMap<u64, Arc<Conn>>,
+}
+
+/// A connection's place in the [`Table`], given back when dropped.
+pub(crate) struct Slot {
+    table: Arc<Table>,
+    id: u64,
+    /// The connection's phase.
+    pub(crate) conn: Arc<Conn>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.table.conns().open.remove(&self.id);
+        self.table.freed.notify_one();
+    }
+}
+
+impl Table {
+    /// A table of at most `limit` connections (at least one).
+    pub(crate) fn new(limit: usize) -> Self {
+        Self {
+            limit: limit.max(1),
+            conns: Mutex::new(Conns::default()),
+            freed: Notify::new(),
+        }
+    }
+
+    fn conns(&self) -> MutexGuard<'_, Conns> {
+        self.conns.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How many connections are open.
+    pub(crate) fn len(&self) -> usize {
+        self.conns().open.len()
+    }
+
+    /// A place for a connection just accepted: at the bound, the
+    /// connection idle the longest is closed to make room, and its place
+    /// taken once it is closed (a connection counts until its socket is
+    /// closed, so that the bound holds for descriptors too); if none is
+    /// idle, waits until one ends.
+    pub(crate) async fn admit(self: &Arc<Self>) -> Slot {
+        loop {
+            // Registered before looking, so that a connection ending after
+            // the look wakes this wait.
+            let freed = self.freed.notified();
+            {
+                let mut conns = self.conns();
+                if conns.open.len() < self.limit {
+                    let id = conns.next;
+                    conns.next += 1;
+                    let conn = Arc::new(Conn::new());
+                    conns.open.insert(id, Arc::clone(&conn));
+                    return Slot {
+                        table: Arc::clone(self),
+                        id,
+                        conn,
+                    };
+                }
+                // One closing already makes room: evict no more.
+                if !conns.open.values().any(|c| c.state().evicted) {
+                    Self::evict_oldest_idle(&conns);
+                }
+            }
+            freed.await;
+        }
+    }
+
+    /// Closes the connection idle the longest, if any is idle (to make
+    /// room, or to free a file descriptor); returns whether one was.
+    pub(crate) fn close_oldest_idle(&self) -> bool {
+        Self::evict_oldest_idle(&self.conns())
+    }
+
+    fn evict_oldest_idle(conns: &Conns) -> bool {
+        // A connection may leave `Idle` between the look and the eviction:
+        // try the next oldest then.
+        loop {
+            let oldest = conns
+                .open
+                .iter()
+                .filter_map(|(id, c)| c.idle_since().map(|t| (t, *id)))
+                .min();
+            let Some((_, id)) = oldest else {
+                return false;
+            };
+            if conns.open[&id].evict_if_idle().is_some() {
+                return true; // its task closes it at once, and frees its slot
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn limits() -> Limits {
+        Limits {
+            read_timeout: Duration::from_secs(1),
+            write_timeout: Duration::from_secs(2),
+            idle_timeout: Duration::from_secs(3),
+            ..Limits::default()
+        }
+    }
+
+    /// Idle, then a head, then an answer, then idle again once the body is
+    /// done and flushed: each phase's deadline, counted from its start.
+    #[tokio::test(start_paused = true)]
+    async fn each_phase_has_its_deadline() {
+        let table = Arc::new(Table::new(4));
+        let slot = table.admit().await;
+        let c = &slot.conn;
+        let t0 = Instant::now();
+        assert_eq!(c.deadline(&limits()), t0 + Duration::from_secs(3));
+        tokio::time::advance(Duration::from_millis(500)).await;
+        c.bytes_read();
+        let t1 = Instant::now();
+        assert_eq!(c.deadline(&limits()), t1 + Duration::from_secs(1));
+        c.bytes_read(); // more of the same head: the deadline stays
+        assert_eq!(c.deadline(&limits()), t1 + Duration::from_secs(1));
+        tokio::time::advance(Duration::from_millis(500)).await;
+        c.request();
+        let t2 = Instant::now();
+        assert_eq!(c.deadline(&limits()), t2 + Duration::from_secs(2));
+        c.flushed(); // the head of the answer flushed, the body not done
+        c.bytes_read(); // a pipelined request: still answering
+        assert_eq!(c.deadline(&limits()), t2 + Duration::from_secs(2));
+        tokio::time::advance(Duration::from_millis(500)).await;
+        c.body_done();
+        assert_eq!(c.deadline(&limits()), t2 + Duration::from_secs(2));
+        c.flushed();
+        let t3 = Instant::now();
+        assert_eq!(c.deadline(&limits()), t3 + Duration::from_secs(3));
+    }
+
+    /// Admits a connection in a task of its own (at the bound, it waits
+    /// for an evicted one to be closed, which is the test's to do).
+    fn admit_later(table: &Arc<Table>) -> tokio::task::JoinHandle<Slot> {
+        let t = Arc::clone(table);
+        tokio::spawn(async move { t.admit().await })
+    }
+
+    /// At the bound, the connection idle the longest is evicted, and the
+    /// new one takes its place once it is closed; one reading a head or
+    /// answering is never evicted, however old.
+    #[tokio::test(start_paused = true)]
+    async fn at_the_bound_the_oldest_idle_connection_makes_room() {
+        let table = Arc::new(Table::new(3));
+        let a = table.admit().await;
+        a.conn.bytes_read(); // oldest, but reading a head
+        tokio::time::advance(Duration::from_millis(10)).await;
+        let b = table.admit().await;
+        tokio::time::advance(Duration::from_millis(10)).await;
+        let c = table.admit().await;
+        // b became idle before c; c answers and goes idle again after b.
+        c.conn.request();
+        c.conn.body_done();
+        c.conn.flushed();
+        let d = admit_later(&table);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert!(b.conn.state().evicted, "b, idle the longest, is closed");
+        assert_eq!(b.conn.deadline(&limits()), b.conn.state().since);
+        assert!(!a.conn.state().evicted && !c.conn.state().evicted);
+        assert!(!d.is_finished(), "d waits for b to be closed");
+        assert_eq!(table.len(), 3);
+        drop(b);
+        let d = d.await.unwrap();
+        assert_eq!(table.len(), 3);
+        let e = admit_later(&table);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert!(c.conn.state().evicted);
+        drop(c);
+        let e = e.await.unwrap();
+        // Now a reads a head, d and e are idle: d goes next.
+        let f = admit_later(&table);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert!(d.conn.state().evicted && !e.conn.state().evicted);
+        assert!(!a.conn.state().evicted);
+        drop(d);
+        let f = f.await.unwrap();
+        drop((a, e, f));
+        assert_eq!(table.len(), 0);
+    }
+
+    /// At the bound with nothing idle, an admission waits until a
+    /// connection ends.
+    #[tokio::test(start_paused = true)]
+    async fn with_nothing_idle_an_admission_waits_for_room() {
+        let table = Arc::new(Table::new(1));
+        let a = table.admit().await;
+        a.conn.request();
+        let t = Arc::clone(&table);
+        let waiting = tokio::spawn(async move { t.admit().await });
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(!waiting.is_finished());
+        assert!(!a.conn.state().evicted);
+        drop(a);
+        let b = waiting.await.unwrap();
+        assert_eq!(table.len(), 1);
+        drop(b);
+        assert_eq!(table.len(), 0);
+    }
+}

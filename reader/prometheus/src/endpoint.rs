@@ -1,0 +1,187 @@
+//! The segment an endpoint serves: a snapshot per scrape, rendered, or the
+//! one-line reason it could not be read.
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use perfabi::text::escape;
+use perfabi_reader::exposition::{self, Format};
+use perfabi_reader::{Options, Segment, Snapshot};
+
+/// The segment an endpoint serves, opened at the first scrape and again
+/// after a failed one.
+pub struct Endpoint {
+    path: PathBuf,
+    opts: Options,
+    per_cpu: bool,
+    reading: Mutex<Reading>,
+    last_error: Mutex<Option<String>>,
+}
+
+/// The open segment and the snapshot buffer the scrapes fill: while the
+/// metadata generation stays the same, a scrape copies the values only and
+/// keeps the families decoded by an earlier one (`Segment::snapshot_into`).
+#[derive(Default)]
+struct Reading {
+    segment: Option<Segment>,
+    snapshot: Snapshot,
+}
+
+impl Reading {
+    /// Fills `self.snapshot` (opening the segment if needed); on failure,
+    /// the one-line reason, and the segment and the buffer's decoded
+    /// metadata are dropped so that the next scrape opens it again.
+    fn refresh(&mut self, path: &Path, opts: &Options) -> Result<&Snapshot, String> {
+        let result = match self.segment.as_mut() {
+            Some(seg) => seg.snapshot_into(&mut self.snapshot),
+            None => Segment::open_with(path, opts.clone()).and_then(|mut seg| {
+                let r = seg.snapshot_into(&mut self.snapshot);
+                self.segment = Some(seg);
+                r
+            }),
+        };
+        match result {
+            Ok(()) => Ok(&self.snapshot),
+            Err(e) => {
+                self.segment = None;
+                self.snapshot = Snapshot::default();
+                Err(format!(
+                    "cannot read {}: {}",
+                    escape(path.as_os_str().as_bytes()),
+                    escape(e.to_string().as_bytes())
+                ))
+            }
+        }
+    }
+}
+
+impl Endpoint {
+    /// An endpoint for the segment at `path`, read with `opts`; with
+    /// `per_cpu`, one series per CPU (label `cpu`) instead of totals.
+    pub fn new(path: impl Into<PathBuf>, opts: Options, per_cpu: bool) -> Self {
+        Self {
+            path: path.into(),
+            opts,
+            per_cpu,
+            reading: Mutex::new(Reading::default()),
+            last_error: Mutex::new(None),
+        }
+    }
+
+    /// The segment's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// One snapshot of the segment (opening it if needed); on failure, the
+    /// one-line reason, and the segment is dropped so that the next scrape
+    /// opens it again.
+    pub fn snapshot(&self) -> Result<Snapshot, String> {
+        let mut reading = self.reading.lock().unwrap_or_else(|p| p.into_inner());
+        reading.refresh(&self.path, &self.opts).cloned()
+    }
+
+    /// One scrape: a snapshot rendered in `format`, or the reason it failed
+    /// (one line, its untrusted parts escaped with
+    /// [`perfabi::text::escape`]). Scrapes take turns: the snapshot is
+    /// rendered from the endpoint's one buffer before the next scrape
+    /// refills it.
+    pub fn scrape(&self, format: Format) -> Result<String, String> {
+        let mut reading = self.reading.lock().unwrap_or_else(|p| p.into_inner());
+        let snap = reading.refresh(&self.path, &self.opts)?;
+        let mut page = String::with_capacity(64 * 1024);
+        exposition::render_into(&mut page, snap, self.per_cpu, format);
+        Ok(page)
+    }
+
+    /// Logs `result`'s failure to stderr when it differs from the last one
+    /// logged (a writer that stays away is logged once, not every scrape),
+    /// and a recovery once.
+    pub(crate) fn log(&self, result: &Result<String, String>) {
+        let mut last = self.last_error.lock().unwrap_or_else(|p| p.into_inner());
+        match (result, last.as_ref()) {
+            (Err(e), prev) if prev != Some(e) => {
+                eprintln!("perfabi-prometheus: {e} (answering 503)");
+                *last = Some(e.clone());
+            }
+            (Ok(_), Some(_)) => {
+                eprintln!(
+                    "perfabi-prometheus: {} readable again",
+                    escape(self.path.as_os_str().as_bytes())
+                );
+                *last = None;
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The endpoint keeps the families decoded by an earlier scrape while
+    /// the metadata generation stays; an instance added, a value changed or
+    /// an instance deleted between two scrapes must show in the next one.
+    #[test]
+    fn a_scrape_shows_what_changed_since_the_last_one() {
+        use perfabi::{FamilySpec, Kind, Unit};
+        use perfabi_shm::writer::{Config, Writer};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("seg");
+        let cfg = Config {
+            max_instances: 64,
+            max_families: 4,
+            max_members: 16,
+            damon_capacity: 0,
+            ..Config::default()
+        };
+        let w = Writer::create(&path, &cfg).unwrap();
+        let spec = FamilySpec::new("io.ops", "Ops", "dev", Kind::Counter, Unit::COUNT);
+        let fam = w.add_family(&spec).unwrap();
+        let a = w.add_member(fam, "a", &[]).unwrap();
+        w.member_add(&a, 5).unwrap();
+        let e = Endpoint::new(&path, Options::default(), false);
+        let page = e.scrape(Format::OpenMetrics).unwrap();
+        assert!(
+            page.contains("perfabi_io_ops_total{dev=\"a\"} 5\n"),
+            "{page}"
+        );
+
+        w.member_add(&a, 1).unwrap();
+        let b = w.add_member(fam, "b", &[]).unwrap();
+        w.member_add(&b, 3).unwrap();
+        let page = e.scrape(Format::OpenMetrics).unwrap();
+        assert!(
+            page.contains("perfabi_io_ops_total{dev=\"a\"} 6\n"),
+            "{page}"
+        );
+        assert!(
+            page.contains("perfabi_io_ops_total{dev=\"b\"} 3\n"),
+            "{page}"
+        );
+
+        w.del_member(&a).unwrap();
+        let page = e.scrape(Format::Prometheus).unwrap();
+        assert!(!page.contains("dev=\"a\""), "{page}");
+        assert!(
+            page.contains("perfabi_io_ops_total{dev=\"b\"} 3\n"),
+            "{page}"
+        );
+        assert_eq!(e.snapshot().unwrap().families.len(), 1);
+    }
+
+    /// A path with a line break and terminal controls gives a reason on one
+    /// line with neither in it.
+    #[test]
+    fn reasons_are_one_escaped_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a\nb\x1b]0;pwn\x07");
+        let e = Endpoint::new(&path, Options::default(), false);
+        let reason = e.scrape(Format::Prometheus).unwrap_err();
+        assert_eq!(reason.lines().count(), 1, "{reason:?}");
+        assert!(!reason.contains(['\x1b', '\x07']), "{reason:?}");
+        assert!(reason.contains("a\\nb\\u{1b}]0;pwn\\u{7}"), "{reason:?}");
+    }
+}

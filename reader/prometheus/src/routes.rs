@@ -1,0 +1,166 @@
+//! What the endpoint answers: `GET` and `HEAD` of `/metrics` (a scrape)
+//! and `/` (a one-line index), `405` with `Allow` for another method on
+//! those paths, `404` for any other path, `503` when the segment cannot be
+//! read or too many scrapes are in flight.
+
+use std::convert::Infallible;
+use std::os::unix::ffi::OsStrExt;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use hyper::body::{Body, Bytes, Frame, Incoming, SizeHint};
+use hyper::header::{HeaderValue, ACCEPT, ALLOW, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use perfabi::text::escape;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::connections::Conn;
+use crate::negotiate::negotiate;
+use crate::Endpoint;
+
+/// What every answer needs: the segment, and the bound on scrapes in
+/// flight.
+pub(crate) struct Routes {
+    endpoint: Arc<Endpoint>,
+    scrapes: Arc<Semaphore>,
+    max_requests: usize,
+}
+
+const TEXT: &str = "text/plain; charset=utf-8";
+
+impl Routes {
+    /// Routes to `endpoint`, with at most `max_requests` scrapes in flight.
+    pub(crate) fn new(endpoint: Arc<Endpoint>, max_requests: usize) -> Self {
+        let max_requests = max_requests.clamp(1, Semaphore::MAX_PERMITS);
+        Self {
+            endpoint,
+            scrapes: Arc::new(Semaphore::new(max_requests)),
+            max_requests,
+        }
+    }
+
+    /// The answer to `req` on connection `conn` (whose phase it moves to
+    /// answering, and back to idle once the answer's body is done).
+    pub(crate) async fn answer(
+        &self,
+        req: Request<Incoming>,
+        conn: Arc<Conn>,
+    ) -> Result<Response<Page>, Infallible> {
+        conn.request();
+        let done = Done(conn);
+        let path = req.uri().path();
+        if path != "/" && path != "/metrics" {
+            return Ok(text(
+                StatusCode::NOT_FOUND,
+                "not found: try /metrics\n",
+                done,
+            ));
+        }
+        if req.method() != Method::GET && req.method() != Method::HEAD {
+            let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n", done);
+            r.headers_mut()
+                .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+            return Ok(r);
+        }
+        if path == "/" {
+            let index = format!(
+                "perfabi-prometheus: the metrics of {} at /metrics\n",
+                escape(self.endpoint.path().as_os_str().as_bytes())
+            );
+            return Ok(text(StatusCode::OK, index, done));
+        }
+        let Ok(permit) = Arc::clone(&self.scrapes).try_acquire_owned() else {
+            let busy = format!(
+                "{} scrapes in flight already (--max-requests): try again\n",
+                self.max_requests
+            );
+            return Ok(text(StatusCode::SERVICE_UNAVAILABLE, busy, done));
+        };
+        let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
+        let format = negotiate(accept);
+        // The snapshot and its rendering are CPU work (a large page takes
+        // a good part of a second): on a thread of their own, so that no
+        // other connection waits for them.
+        let endpoint = Arc::clone(&self.endpoint);
+        let scrape = tokio::task::spawn_blocking(move || {
+            let result = endpoint.scrape(format);
+            endpoint.log(&result);
+            result
+        });
+        Ok(match scrape.await {
+            Ok(Ok(page)) => {
+                let mut r = Response::new(Page::new(page, done, Some(permit)));
+                r.headers_mut().insert(
+                    CONTENT_TYPE,
+                    HeaderValue::from_static(format.content_type()),
+                );
+                r
+            }
+            Ok(Err(reason)) => text(StatusCode::SERVICE_UNAVAILABLE, reason + "\n", done),
+            Err(e) => text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the scrape failed: {e}\n"),
+                done,
+            ),
+        })
+    }
+}
+
+/// A plain-text answer.
+fn text(status: StatusCode, body: impl Into<String>, done: Done) -> Response<Page> {
+    let mut r = Response::new(Page::new(body.into(), done, None));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(TEXT));
+    r
+}
+
+/// Tells the connection, when dropped, that its answer's body is done.
+pub(crate) struct Done(Arc<Conn>);
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        self.0.body_done();
+    }
+}
+
+/// An answer's body: the whole page in one frame (hyper writes it from
+/// this very buffer; `Content-Length` is its length, for `HEAD` too). It
+/// holds its scrape's place among the [`Routes::new`] `max_requests` until
+/// hyper drops it.
+pub(crate) struct Page {
+    data: Option<Bytes>,
+    _done: Done,
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+impl Page {
+    fn new(body: String, done: Done, permit: Option<OwnedSemaphorePermit>) -> Self {
+        Self {
+            data: (!body.is_empty()).then(|| Bytes::from(body)),
+            _done: done,
+            _permit: permit,
+        }
+    }
+}
+
+impl Body for Page {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Poll::Ready(self.get_mut().data.take().map(|d| Ok(Frame::data(d))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.data.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.data.as_ref().map_or(0, |d| d.len() as u64))
+    }
+}

@@ -1,0 +1,199 @@
+//! The server: hyper's HTTP/1.1 on a tokio runtime, one task per
+//! connection, each closed when the deadline of what it is doing passes
+//! ([`Limits`]), at most [`Limits::max_connections`] of them.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use rustix::io::Errno;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::Instant;
+
+use crate::connections::{Slot, Table};
+use crate::limits::{Limits, MAX_HEAD, MAX_HEADERS};
+use crate::routes::Routes;
+use crate::watched::Watched;
+use crate::Endpoint;
+
+/// Connections the kernel completes and queues for `accept` while the
+/// endpoint is busy (its listen backlog; the kernel caps it at
+/// `net.core.somaxconn`).
+pub const BACKLOG: i32 = 1024;
+
+/// Most bytes of an answer the kernel holds unsent for a connection
+/// (`TCP_NOTSENT_LOWAT`): the rest stays in the endpoint, where the send
+/// deadline counts it. Without it the kernel takes up to 4 MiB
+/// (`net.ipv4.tcp_wmem`) of a page at once, and a slow reader would hold
+/// that, past the deadline, once the answer looked sent.
+pub const UNSENT_LOWAT: u32 = 128 << 10;
+
+/// How long accepting pauses after the process ran out of file
+/// descriptors (or the kernel of memory) for a new connection.
+const STARVED_PAUSE: Duration = Duration::from_millis(100);
+
+/// A TCP listener on `addr` with a listen queue of [`BACKLOG`]
+/// connections (the standard library's `bind` queues 128).
+pub fn listen(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(BACKLOG)?;
+    Ok(socket.into())
+}
+
+/// Serves `endpoint` on `listener` until the listener fails for good:
+/// `threads` threads (at least one) serve the connections, and as many
+/// more take snapshots and render pages, within `limits`.
+pub fn serve(
+    listener: std::net::TcpListener,
+    endpoint: Arc<Endpoint>,
+    threads: usize,
+    limits: Limits,
+) -> io::Result<()> {
+    let threads = threads.max(1);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .max_blocking_threads(threads)
+        .thread_name("perfabi-http")
+        .enable_io()
+        .enable_time()
+        .build()?;
+    runtime.block_on(run(listener, endpoint, limits))
+}
+
+/// Everything a connection's task needs.
+struct Shared {
+    routes: Routes,
+    http: http1::Builder,
+    limits: Limits,
+}
+
+/// The accept loop.
+async fn run(
+    listener: std::net::TcpListener,
+    endpoint: Arc<Endpoint>,
+    limits: Limits,
+) -> io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let listener = TcpListener::from_std(listener)?;
+    let mut http = http1::Builder::new();
+    http.keep_alive(true)
+        .half_close(true)
+        .max_buf_size(MAX_HEAD)
+        .max_header_size(MAX_HEAD)
+        .max_headers(MAX_HEADERS)
+        .title_case_headers(true)
+        // The deadlines are the connection task's (hyper's one timeout
+        // counts idle time and the head together).
+        .header_read_timeout(None);
+    let shared = Arc::new(Shared {
+        routes: Routes::new(endpoint, limits.max_requests),
+        http,
+        limits,
+    });
+    let table = Arc::new(Table::new(limits.max_connections));
+    let mut starved = false;
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => {
+                if starved {
+                    eprintln!("perfabi-prometheus: accepting connections again");
+                    starved = false;
+                }
+                stream
+            }
+            // The connection is still queued: close an idle one to free a
+            // descriptor, and pause rather than spin on it.
+            Err(e) if is_starved(&e) => {
+                if !starved {
+                    eprintln!(
+                        "perfabi-prometheus: cannot accept a connection ({e}) with {} open: \
+                         closing idle ones, pausing {} ms each time",
+                        table.len(),
+                        STARVED_PAUSE.as_millis()
+                    );
+                    starved = true;
+                }
+                table.close_oldest_idle();
+                tokio::time::sleep(STARVED_PAUSE).await;
+                continue;
+            }
+            // That connection is gone (reset before accept): the next.
+            Err(e) if is_gone(&e) => continue,
+            Err(e) => return Err(e),
+        };
+        let slot = table.admit().await;
+        tokio::spawn(connection(stream, slot, Arc::clone(&shared)));
+    }
+}
+
+/// Serves one connection until it closes, fails, or the deadline of what
+/// it is doing passes (or it is evicted to make room).
+async fn connection(stream: TcpStream, slot: Slot, shared: Arc<Shared>) {
+    // The answer's head and body leave in one write, but a kept-alive
+    // connection's next small answer must not wait for an ACK.
+    let _ = stream.set_nodelay(true);
+    let _ = socket2::SockRef::from(&stream).set_tcp_notsent_lowat(UNSENT_LOWAT);
+    let conn = Arc::clone(&slot.conn);
+    let io = TokioIo::new(Watched::new(stream, Arc::clone(&conn)));
+    let service = {
+        let shared = Arc::clone(&shared);
+        let conn = Arc::clone(&conn);
+        service_fn(move |req| {
+            let shared = Arc::clone(&shared);
+            let conn = Arc::clone(&conn);
+            async move { shared.routes.answer(req, conn).await }
+        })
+    };
+    let served = shared.http.serve_connection(io, service);
+    tokio::pin!(served);
+    loop {
+        let deadline = conn.deadline(&shared.limits);
+        if deadline <= Instant::now() {
+            conn.expire();
+            break; // dropping the connection closes it
+        }
+        tokio::select! {
+            // Closed by the client, failed, or done (no keep-alive).
+            _ = served.as_mut() => break,
+            () = tokio::time::sleep_until(deadline) => {}
+            () = conn.changed() => {}
+        }
+    }
+    drop(slot);
+}
+
+/// Out of file descriptors or memory: the connection stays queued.
+fn is_starved(e: &io::Error) -> bool {
+    Errno::from_io_error(e)
+        .is_some_and(|n| [Errno::MFILE, Errno::NFILE, Errno::NOBUFS, Errno::NOMEM].contains(&n))
+}
+
+/// The queued connection failed before it was accepted (accept(2) says to
+/// go on with the next one after these).
+fn is_gone(e: &io::Error) -> bool {
+    Errno::from_io_error(e).is_some_and(|n| {
+        [
+            Errno::CONNABORTED,
+            Errno::CONNRESET,
+            Errno::INTR,
+            Errno::AGAIN,
+            Errno::PERM,
+            Errno::PROTO,
+            Errno::NOPROTOOPT,
+            Errno::NETDOWN,
+            Errno::NETUNREACH,
+            Errno::HOSTDOWN,
+            Errno::HOSTUNREACH,
+            Errno::NONET,
+            Errno::OPNOTSUPP,
+        ]
+        .contains(&n)
+    })
+}

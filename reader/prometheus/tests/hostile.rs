@@ -1,0 +1,410 @@
+//! perfabi-prometheus under attack and under load (issue 30): idle and
+//! half-sent connections, clients reading a large page slowly, the bound
+//! on open connections, keep-alive with its deadlines, `HEAD` and the
+//! answers to other methods and paths, log lines of an untrusted path, and
+//! an open-file limit below the connection bound.
+//!
+//! Every wait is bounded by time (generous: the machine may be busy); the
+//! figures (how fast, how many) are the bench's,
+//! `reader/prometheus/benches/hostile-clients`.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use perfabi::{Buckets, FamilySpec, Kind, Unit};
+use perfabi_shm::writer::{Config, Writer};
+use perfabi_test_harness::http;
+
+mod common;
+use common::{ask, closed_within, connect, exchange, start, start_under};
+
+/// A writer whose page has `members` counter series of one family, each
+/// with a label: about 90 bytes of page per member.
+fn segment(path: &Path, members: u32) -> Writer {
+    let w = Writer::create(
+        path,
+        &Config {
+            max_instances: members + 8,
+            max_families: 4,
+            max_members: members + 8,
+            damon_capacity: 0,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    let fam = w
+        .add_family(&FamilySpec::new(
+            "net.rx_bytes",
+            "Bytes received",
+            "device",
+            Kind::Counter,
+            Unit::BYTES,
+        ))
+        .unwrap();
+    for i in 0..members {
+        let m = w
+            .add_member(fam, &format!("dev{i:06}"), &[("driver", "virtio_net")])
+            .unwrap();
+        w.member_add(&m, i64::from(i) * 1000).unwrap();
+    }
+    w
+}
+
+/// A writer whose page is large: `members` histogram series of 20 buckets
+/// (about 1.7 KB of page per member).
+fn large_segment(path: &Path, members: u32) -> Writer {
+    let w = Writer::create(
+        path,
+        &Config {
+            // A histogram member's slots: its buckets, +Inf, sum, count.
+            max_instances: members * 24 + 8,
+            max_families: 4,
+            max_members: members + 8,
+            damon_capacity: 0,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    let bounds = (0..20).map(|b| 1u64 << b).collect();
+    let fam = w
+        .add_family(&FamilySpec::histogram(
+            "rpc.latency",
+            "RPC latency",
+            "handler",
+            Unit::NS,
+            Buckets::Explicit(bounds),
+        ))
+        .unwrap();
+    for i in 0..members {
+        let m = w.add_member(fam, &format!("h{i:05}"), &[]).unwrap();
+        w.observe(&m, u64::from(i)).unwrap();
+    }
+    w
+}
+
+/// A scrape on a new connection, which must be answered whole, 200,
+/// within `within`; how long it took.
+fn scrape_within(addr: SocketAddr, within: Duration) -> Duration {
+    let t = Instant::now();
+    let r = http::get_within(addr, "/metrics", &[], within)
+        .unwrap_or_else(|e| panic!("no scrape within {within:?}: {e}"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    t.elapsed()
+}
+
+/// 200 connections open and silent, and 20 that sent half a request head
+/// and stopped: scrapes on new connections are answered at once, none
+/// waiting for those (the old endpoint's 2 workers each waited 5 s for a
+/// head, so a scrape queued behind them took minutes).
+#[test]
+fn idle_and_half_sent_connections_delay_no_scrape() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let _w = segment(&path, 100);
+    let e = start(&path, &[]);
+    let mut held = Vec::new();
+    for _ in 0..200 {
+        held.push(TcpStream::connect(e.addr).unwrap());
+    }
+    for _ in 0..20 {
+        let mut s = TcpStream::connect(e.addr).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: */*")
+            .unwrap();
+        held.push(s);
+    }
+    let mut slowest = Duration::ZERO;
+    for _ in 0..10 {
+        slowest = slowest.max(scrape_within(e.addr, Duration::from_secs(5)));
+    }
+    println!(
+        "PROMETHEUS-IDLE 10 scrapes beside 200 idle and 20 half-sent connections, slowest {slowest:.1?}"
+    );
+    drop(held);
+}
+
+/// Clients that ask for a 2 MB page and read it 4 KiB at a time, every
+/// 0.5 s, with a 4 KiB receive buffer: more of them than the old endpoint
+/// had workers. Other scrapes are answered meanwhile, and each slow reader
+/// is cut off once the send deadline (`--write-timeout 2`) passes, before
+/// it got the page.
+#[test]
+fn slow_readers_delay_no_scrape_and_are_cut_off_at_the_send_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let t = Instant::now();
+    let _w = large_segment(&path, 2_000);
+    println!("segment in {:?}", t.elapsed());
+    let e = start(&path, &["--write-timeout", "2"]);
+    let page = http::get(e.addr, "/metrics", &[]).unwrap().body.len();
+    assert!(page > 2_000_000, "a page of {page} bytes");
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..4)
+        .map(|_| {
+            let sock =
+                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+            sock.set_recv_buffer_size(4096).unwrap();
+            sock.connect(&e.addr.into()).unwrap();
+            let mut s: TcpStream = sock.into();
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+                .unwrap();
+            s.set_read_timeout(Some(Duration::from_millis(100)))
+                .unwrap();
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let t = Instant::now();
+                let mut got = 0;
+                let mut buf = [0u8; 4096];
+                // Up to 30 s: far past the deadline.
+                while t.elapsed() < Duration::from_secs(30) && !stop.load(Ordering::Relaxed) {
+                    match s.read(&mut buf) {
+                        Ok(0) => return Some((got, t.elapsed())),
+                        Ok(n) => got += n,
+                        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                            return Some((got, t.elapsed()))
+                        }
+                        Err(_) => {} // nothing yet
+                    }
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+                None
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    let mut scrapes = 0;
+    let mut slowest = Duration::ZERO;
+    while t.elapsed() < Duration::from_secs(3) {
+        slowest = slowest.max(scrape_within(e.addr, Duration::from_secs(5)));
+        scrapes += 1;
+    }
+    let cut: Vec<_> = readers.into_iter().map(|r| r.join().unwrap()).collect();
+    stop.store(true, Ordering::Relaxed);
+    println!(
+        "PROMETHEUS-SLOW-READERS {scrapes} scrapes of {page} bytes beside 4 slow readers, \
+         slowest {slowest:.1?}; the readers (bytes read, cut after): {cut:?}"
+    );
+    for c in cut {
+        let (got, after) = c.expect("a slow reader still connected after 30 s");
+        assert!(got < page, "a slow reader got the whole page ({got} bytes)");
+        assert!(
+            after < Duration::from_secs(20),
+            "a slow reader cut after {after:?}"
+        );
+    }
+}
+
+/// `--max-connections 4`: two idle connections, one in the middle of a
+/// head, one more idle; a fifth connection is served, and the one idle the
+/// longest is closed to make room, not the one reading a head (which is
+/// answered when it ends its head) nor the newer idle ones.
+#[test]
+fn at_the_bound_the_connection_idle_the_longest_is_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let _w = segment(&path, 10);
+    let e = start(&path, &["--max-connections", "4", "--read-timeout", "60"]);
+    let pause = || std::thread::sleep(Duration::from_millis(200));
+    let mut c1 = connect(e.addr);
+    pause();
+    let mut c2 = connect(e.addr);
+    pause();
+    let mut c3 = connect(e.addr);
+    c3.write_all(b"GET /metrics HTTP/1.1\r\n").unwrap();
+    pause();
+    let mut c4 = connect(e.addr);
+    pause();
+
+    let mut c5 = connect(e.addr);
+    let r = ask(&mut c5, "GET", "/", None).unwrap();
+    assert_eq!(r.status, 200);
+    assert!(closed_within(&mut c1, Duration::from_secs(5)), "c1 open");
+    for (name, c) in [("c2", &mut c2), ("c3", &mut c3), ("c4", &mut c4)] {
+        assert!(
+            !closed_within(c, Duration::from_millis(300)),
+            "{name} closed"
+        );
+    }
+    // c3 ends its head and is answered; it is idle from then on, after c2
+    // and c4 (idle since their accept) and c5.
+    let r = exchange(&mut c3, b"Host: x\r\n\r\n").unwrap();
+    assert_eq!(r.status, 200);
+    let mut c6 = connect(e.addr);
+    assert_eq!(ask(&mut c6, "GET", "/metrics", None).unwrap().status, 200);
+    assert!(closed_within(&mut c2, Duration::from_secs(5)), "c2 open");
+    for (name, c) in [("c3", &mut c3), ("c4", &mut c4), ("c5", &mut c5)] {
+        assert!(
+            !closed_within(c, Duration::from_millis(300)),
+            "{name} closed"
+        );
+    }
+    // The kept-alive ones still serve.
+    assert_eq!(ask(&mut c5, "GET", "/metrics", None).unwrap().status, 200);
+    println!("PROMETHEUS-BOUND at 4 connections, the idle-longest closed twice, the others served");
+}
+
+/// Two requests on one connection, the second after longer than the send
+/// deadline (an idle connection is not answering); then the connection is
+/// closed once it has been idle for `--idle-timeout`, not before.
+#[test]
+fn a_kept_alive_connection_serves_again_until_idle_too_long() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let _w = segment(&path, 10);
+    let e = start(&path, &["--write-timeout", "1", "--idle-timeout", "4"]);
+    let mut s = connect(e.addr);
+    let first = ask(&mut s, "GET", "/metrics", None).unwrap();
+    assert_eq!(first.status, 200);
+    std::thread::sleep(Duration::from_millis(1500));
+    let second = ask(&mut s, "GET", "/metrics", None).unwrap();
+    assert_eq!(second.status, 200);
+    assert_eq!(first.body, second.body);
+    let t = Instant::now();
+    assert!(
+        closed_within(&mut s, Duration::from_secs(15)),
+        "idle for 15 s and still open"
+    );
+    let idle = t.elapsed();
+    // The deadline counts from the server's flush, before this client got
+    // the answer: allow it 2 s of delay, no more than the idle time.
+    assert!(idle > Duration::from_secs(2), "closed after {idle:?} idle");
+    println!("PROMETHEUS-KEEP-ALIVE two requests on one connection, closed after {idle:.1?} idle");
+}
+
+/// `HEAD` of `/metrics` and `/` gives the head `GET` gives (status, type,
+/// length) and no body: the next answer on the same connection follows
+/// the head at once. Other methods on those paths are 405 with `Allow`;
+/// other paths are 404 whatever the method.
+#[test]
+fn head_is_get_without_a_body_and_other_methods_are_405() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let _w = segment(&path, 10);
+    let e = start(&path, &[]);
+    let mut s = connect(e.addr);
+    for p in ["/metrics", "/"] {
+        let get = ask(&mut s, "GET", p, None).unwrap();
+        let head = ask(&mut s, "HEAD", p, None).unwrap();
+        assert_eq!(get.status, 200, "{}", get.body);
+        assert_eq!(head.status, 200, "HEAD {p}: {}", head.head);
+        for h in ["Content-Type", "Content-Length"] {
+            assert_eq!(head.header(h), get.header(h), "HEAD {p}: {h}");
+        }
+        assert_eq!(
+            get.header("Content-Length"),
+            Some(get.body.len().to_string().as_str())
+        );
+        // Had HEAD sent a body, this would read it as a response.
+        let next = ask(&mut s, "GET", "/", None).unwrap();
+        assert_eq!(next.status, 200, "after HEAD {p}: {}", next.head);
+    }
+    for (method, p, status) in [
+        ("POST", "/metrics", 405),
+        ("PUT", "/", 405),
+        ("DELETE", "/metrics?x=1", 405),
+        ("POST", "/nosuch", 404),
+        ("GET", "/nosuch", 404),
+        ("HEAD", "/nosuch", 404),
+    ] {
+        let mut s = connect(e.addr);
+        let r = ask(&mut s, method, p, None).unwrap();
+        assert_eq!(r.status, status, "{method} {p}: {}", r.head);
+        if status == 405 {
+            assert_eq!(r.header("Allow"), Some("GET, HEAD"), "{method} {p}");
+        }
+    }
+    println!("PROMETHEUS-METHODS HEAD as GET without a body; 405 with Allow; 404");
+}
+
+/// A segment path with terminal controls and a line break: the log lines
+/// and the 503's reason show them escaped (`perfabi::text::escape`), never
+/// as the bytes themselves.
+#[test]
+fn an_untrusted_path_is_logged_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg\x1b]0;pwn\x07\x1b[2J\nFAKE LINE");
+    let e = start(&path, &[]);
+    let r = http::get(e.addr, "/metrics", &[]).unwrap();
+    assert_eq!(r.status, 503);
+    assert!(
+        r.body
+            .contains("seg\\u{1b}]0;pwn\\u{7}\\u{1b}[2J\\nFAKE LINE"),
+        "{}",
+        r.body
+    );
+    assert_eq!(r.body.lines().count(), 1, "{:?}", r.body);
+    let index = http::get(e.addr, "/", &[]).unwrap();
+    assert!(!index.body.contains('\x1b'), "{:?}", index.body);
+    // The log is read by another thread: wait for the 503's line.
+    let end = Instant::now() + Duration::from_secs(10);
+    while !e.log().iter().any(|l| l.contains("answering 503")) {
+        assert!(Instant::now() < end, "no 503 logged: {:?}", e.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = e.log();
+    for l in &log {
+        assert!(!l.contains(['\x1b', '\x07']), "a raw control in {l:?}");
+        assert!(!l.starts_with("FAKE LINE"), "a forged line {l:?}");
+    }
+    assert!(
+        log.iter().any(|l| l.contains("seg\\u{1b}]0;pwn")),
+        "{log:?}"
+    );
+    println!("PROMETHEUS-ESCAPED {:?}", log.last());
+}
+
+/// Started with an open-file limit of 64 (soft and hard) and the default
+/// bound of 1,024 connections: it lowers the bound to what the limit
+/// holds and says so, and with 100 connections opened and left idle it
+/// keeps serving (closing the idle ones), never out of descriptors.
+#[test]
+fn an_open_file_limit_below_the_bound_lowers_it() {
+    let prlimit = Path::new("/usr/bin/prlimit");
+    if !perfabi_test_harness::need_file(
+        "an_open_file_limit_below_the_bound_lowers_it",
+        prlimit,
+        "apt-get install util-linux",
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let _w = segment(&path, 10);
+    let e = start_under(&["/usr/bin/prlimit", "--nofile=64:64", "--"], &path, &[]);
+    let lowered = format!("--max-connections 1024 lowered to {}", 64 - 32);
+    assert!(
+        e.log().iter().any(|l| l.contains(&lowered)),
+        "{:?}",
+        e.log()
+    );
+    let held: Vec<_> = (0..100)
+        .map(|_| TcpStream::connect(e.addr).unwrap())
+        .collect();
+    for _ in 0..5 {
+        scrape_within(e.addr, Duration::from_secs(5));
+    }
+    // Its sockets: the listener, at most 32 connections, and one accepted
+    // waiting for room (were the bound not lowered, it would take
+    // connections until the kernel refused it a descriptor).
+    let sockets = std::fs::read_dir(format!("/proc/{}/fd", e.pid()))
+        .unwrap()
+        .filter_map(|f| std::fs::read_link(f.ok()?.path()).ok())
+        .filter(|l| l.to_string_lossy().starts_with("socket:"))
+        .count();
+    assert!(sockets <= 34, "{sockets} sockets open");
+    let starved: Vec<_> = e
+        .log()
+        .into_iter()
+        .filter(|l| l.contains("cannot accept"))
+        .collect();
+    assert!(starved.is_empty(), "out of descriptors: {starved:?}");
+    println!(
+        "PROMETHEUS-NOFILE bound lowered to 32; 5 scrapes beside 100 idle connections, \
+         {sockets} sockets open"
+    );
+    drop(held);
+}
