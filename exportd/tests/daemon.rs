@@ -6,6 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use perfabi_reader::{Error, Options, Segment};
+use perfabi_test_harness::deadline::Deadline;
 use support::*;
 
 /// Microseconds per /proc/stat clock tick (USER_HZ).
@@ -41,9 +42,14 @@ fn published_host_values_match_proc_stat_read_in_the_same_interval() {
         let before = proc_stat();
         // Wait for a refresh that started after `before` was read.
         let r0 = seg.counter("exportd.refreshes").unwrap().total;
-        while seg.counter("exportd.refreshes").unwrap().total < r0 + 2 {
+        let until = Deadline::witness();
+        while seg.counter("exportd.refreshes").unwrap().total < r0 + 2 && !until.passed() {
             std::thread::sleep(Duration::from_millis(5));
         }
+        until.assert(
+            seg.counter("exportd.refreshes").unwrap().total >= r0 + 2,
+            "a refresh after /proc/stat was read",
+        );
         let user = member(&mut seg, "kernel.cpu.time", "user").unwrap();
         let system = member(&mut seg, "kernel.cpu.time", "system").unwrap();
         let after = proc_stat();
@@ -168,7 +174,17 @@ fn the_daemon_prints_its_cpu_use() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("seg");
     let child = start(&path, &["--cpu-report", "0.2"]);
-    std::thread::sleep(Duration::from_millis(700));
+    // At least 0.7 s and 5 refreshes (at --interval 0.1), however long a
+    // busy machine keeps the daemon waiting for them.
+    let mut seg = Segment::open(&path).unwrap();
+    let refreshes = |seg: &mut Segment| seg.counter("exportd.refreshes").map_or(0, |c| c.total);
+    let until = Deadline::witness();
+    while until.elapsed() < Duration::from_millis(700)
+        || (refreshes(&mut seg) < 6 && !until.passed())
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    until.assert(refreshes(&mut seg) >= 6, "6 refreshes");
     let out = stop(child);
     assert!(out.status.success());
     let log = String::from_utf8_lossy(&out.stderr);
@@ -231,7 +247,7 @@ fn sigterm_closes_and_a_restart_is_followed_by_readers() {
     assert!(matches!(seg.snapshot(), Err(Error::Closed)));
 
     let child = start(&path, &[]);
-    let end = Instant::now() + Duration::from_secs(5);
+    let end = Instant::now() + Duration::from_secs(60);
     let c = loop {
         match member(&mut seg, "kernel.cpu.time", "user") {
             Ok(c) => break c,
@@ -257,21 +273,35 @@ fn replay_publishes_exactly_the_records_regions() {
     let record =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("records/guest-6.12-vaddr-hot4of64.trace");
     let text = std::fs::read_to_string(&record).unwrap();
+    // As many aggregations as the record holds (a pause in the count is
+    // no end: a busy machine can keep the daemon off the CPU for a while).
+    let whole = perfabi_record::damon::parse(
+        text.as_bytes(),
+        u64::MAX,
+        perfabi::damon::Intervals {
+            sample_us: 5000,
+            aggr_us: 100_000,
+        },
+    )
+    .unwrap()
+    .aggregations
+    .len() as u64;
     let child = replay_once_fast(&path, &record);
     let mut seg = Segment::open(&path).unwrap();
-    // Wait until the count stops growing: the whole record was published.
-    let mut last = 0;
-    loop {
-        std::thread::sleep(Duration::from_millis(300));
-        let n = seg
-            .counter("exportd.damon_aggregations")
+    let published = |seg: &mut Segment| {
+        seg.counter("exportd.damon_aggregations")
             .map(|c| c.total)
-            .unwrap_or(0);
-        if n > 0 && n == last {
-            break;
-        }
-        last = n;
+            .unwrap_or(0)
+    };
+    let until = Deadline::witness();
+    while published(&mut seg) < whole && !until.passed() {
+        std::thread::sleep(Duration::from_millis(50));
     }
+    let last = published(&mut seg);
+    until.assert(
+        last == whole,
+        format_args!("the whole record published: {last} of {whole} aggregations"),
+    );
     let aggs = seg.damon().unwrap().aggregations;
     assert_eq!(aggs.len(), 1, "one (kdamond, target) in the record");
     let a = &aggs[0];
@@ -346,7 +376,7 @@ fn replay_of_a_damo_record_publishes_its_snapshots() {
         .collect();
     let child = replay_once_fast(&path, &record);
     let mut seg = Segment::open(&path).unwrap();
-    let end = Instant::now() + Duration::from_secs(20);
+    let end = Instant::now() + Duration::from_secs(60);
     let published = loop {
         let n = seg
             .counter("exportd.damon_aggregations")
@@ -439,7 +469,7 @@ fn a_bad_aggregation_is_skipped_and_counted_and_each_keeps_its_intervals() {
     std::fs::write(&rec, text).unwrap();
     let child = replay_once_fast(&path, &rec);
     let mut seg = Segment::open(&path).unwrap();
-    let end = Instant::now() + Duration::from_secs(10);
+    let end = Instant::now() + Duration::from_secs(60);
     loop {
         let published = seg.counter("exportd.damon_aggregations").unwrap().total;
         let rejected = seg

@@ -68,6 +68,12 @@ fn values(seg: &mut Segment, families: &[&str], instance: &str) -> Option<Vec<u6
         .collect()
 }
 
+/// How long a device may take to be published, or unpublished, after it
+/// appears or goes: the daemon follows at its next refresh (0.1 s here),
+/// and the tests print how long it took; the bound only catches a daemon
+/// that never follows, on however busy a machine.
+const FOLLOW: Duration = Duration::from_secs(30);
+
 /// Waits up to `limit` for `cond`; how long it took, or `None`.
 fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> Option<Duration> {
     let start = Instant::now();
@@ -83,7 +89,7 @@ fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> Option<Duration>
 /// Waits for a refresh that started after this call.
 fn next_refresh(seg: &mut Segment) {
     let r0 = seg.counter("exportd.refreshes").unwrap().total;
-    let done = wait_for(Duration::from_secs(10), || {
+    let done = wait_for(Duration::from_secs(60), || {
         seg.counter("exportd.refreshes").unwrap().total >= r0 + 2
     });
     assert!(done.is_some(), "the daemon stopped refreshing");
@@ -98,7 +104,8 @@ fn settled(
     instance: &str,
     mut proc: impl FnMut() -> Vec<u64>,
 ) -> (Vec<u64>, Vec<u64>) {
-    for _ in 0..100 {
+    let until = perfabi_test_harness::deadline::Deadline::witness();
+    while !until.passed() {
         let before = proc();
         next_refresh(seg);
         let published = values(seg, families, instance).expect("the instance is published");
@@ -106,7 +113,7 @@ fn settled(
             return (published, before);
         }
     }
-    panic!("/proc never stood still for a refresh");
+    until.fail("/proc standing still for a refresh")
 }
 
 /// A loop device, detached on drop.
@@ -180,10 +187,10 @@ fn a_loop_device_appears_counts_direct_io_as_proc_does_and_goes() {
         .to_str()
         .unwrap()
         .to_string();
-    let appeared = wait_for(Duration::from_secs(1), || {
-        values(&mut seg, &DISK, &name).is_some()
-    })
-    .unwrap_or_else(|| panic!("{name} was not published within 1 s"));
+    // How soon is printed; the bound is only against a daemon that never
+    // follows (a busy machine delays its refreshes).
+    let appeared = wait_for(FOLLOW, || values(&mut seg, &DISK, &name).is_some())
+        .unwrap_or_else(|| panic!("{name} was not published within {FOLLOW:?}"));
     let start_counts = diskstats(&name);
 
     // Known direct I/O: 16 writes then 8 reads of 4 KiB, each waited for.
@@ -218,10 +225,8 @@ fn a_loop_device_appears_counts_direct_io_as_proc_does_and_goes() {
         .args(["-d", &dev.0])
         .status()
         .unwrap();
-    let gone = wait_for(Duration::from_millis(1500), || {
-        values(&mut seg, &DISK[..1], &name).is_none()
-    })
-    .unwrap_or_else(|| panic!("{name} was still published 1.5 s after losetup -d"));
+    let gone = wait_for(FOLLOW, || values(&mut seg, &DISK[..1], &name).is_none())
+        .unwrap_or_else(|| panic!("{name} was still published {FOLLOW:?} after losetup -d"));
     stop(daemon);
     println!(
         "EXPORTD-DEVICES {name} appeared in {appeared:?}; reads {} = /proc {}, writes {} = /proc {}, read_bytes {} = /proc {}, write_bytes {} = /proc {} (this test: +{} reads, +{} writes, +{} B read, +{} B written); gone {gone:?} after losetup -d",
@@ -324,10 +329,10 @@ fn a_veth_pair_in_a_private_namespace_is_published_as_proc_counts_it_and_goes() 
         "nud",
         "permanent",
     ]);
-    let appeared = wait_for(Duration::from_secs(1), || {
+    let appeared = wait_for(FOLLOW, || {
         values(&mut seg, &NET, "a").is_some() && values(&mut seg, &NET, "b").is_some()
     })
-    .expect("veth a and b were not published within 1 s");
+    .expect("veth a and b were not published in time (FOLLOW)");
     let (a0, b0) = (net_dev(pid, "a"), net_dev(pid, "b"));
     const N: usize = 50;
     send_udp(&ns.0, N, 100);
@@ -353,10 +358,10 @@ fn a_veth_pair_in_a_private_namespace_is_published_as_proc_counts_it_and_goes() 
     assert!(values(&mut seg, &NET, "eth0").is_none());
 
     ip_n(&["link", "del", "dev", "a"]);
-    let gone = wait_for(Duration::from_millis(1500), || {
+    let gone = wait_for(FOLLOW, || {
         values(&mut seg, &NET[..1], "a").is_none() && values(&mut seg, &NET[..1], "b").is_none()
     })
-    .expect("veth a and b were still published 1.5 s after they were deleted");
+    .expect("veth a and b were still published FOLLOW after they were deleted");
     stop(daemon);
     println!("{line} gone {gone:?} after ip link del");
 }

@@ -702,6 +702,18 @@ mod tests {
             "the group's slots follow each other"
         );
         let runs = [(first, 8)];
+        // The writer is seen writing before the reads are counted: on busy
+        // CPUs they could otherwise all end before it starts.
+        let until = perfabi_test_harness::deadline::Deadline::witness();
+        let mut written = false;
+        while !written && !until.passed() {
+            let now = Instant::now();
+            s.refresh(now, &mut log);
+            written =
+                s.read_values(&runs, now, &mut log) == Values::Read && slot_total(&s, first) > 0;
+            std::thread::yield_now();
+        }
+        until.assert(written, "the writer's first group update");
         let (mut torn, mut read) = (0u64, 0u64);
         for _ in 0..20_000 {
             let now = Instant::now();

@@ -10,11 +10,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use perfabi::damon::{Aggregation, Intervals, Region};
 use perfabi_shm::writer::{Config, Writer};
+use perfabi_test_harness::deadline::{Deadline, WITNESS_LIMIT};
 use perfabi_test_harness::image::{self, Area, Image, Rgb};
 use perfabi_test_harness::tmux::{have_tmux, shell_is_cooked, wait_for, Tmux};
 use perfabi_test_harness::{run_limited, Finished};
@@ -100,8 +101,8 @@ fn assert_band(rows: &[Row], hot: (u64, u64), cold: (u64, u64), out: &str) -> (u
 
 /// A writer at `path` publishing, every 100 ms until `stop`, an
 /// aggregation of 16 regions of 1 MiB from [`BASE`], the first two
-/// accessed in every sample.
-fn publish_hot_band(path: &Path, stop: &AtomicBool, ready: impl FnOnce()) {
+/// accessed in every sample; `published` counts the publications.
+fn publish_hot_band(path: &Path, stop: &AtomicBool, published: &AtomicU64, ready: impl FnOnce()) {
     let w = Writer::create(
         path,
         &Config {
@@ -125,10 +126,12 @@ fn publish_hot_band(path: &Path, stop: &AtomicBool, ready: impl FnOnce()) {
         .collect();
     let a = Aggregation::new(42, 3, iv, regions);
     w.publish_damon(&a).unwrap();
+    published.fetch_add(1, Ordering::Relaxed);
     ready();
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
         w.publish_damon(&a).unwrap();
+        published.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -147,10 +150,11 @@ fn with_live_segment(f: impl FnOnce(&str)) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("seg");
     let stop = AtomicBool::new(false);
+    let published = AtomicU64::new(0);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::scope(|s| {
         let _stop = StopOnDrop(&stop);
-        s.spawn(|| publish_hot_band(&path, &stop, move || tx.send(()).unwrap()));
+        s.spawn(|| publish_hot_band(&path, &stop, &published, move || tx.send(()).unwrap()));
         rx.recv().unwrap();
         f(path.to_str().unwrap());
     });
@@ -1005,32 +1009,55 @@ fn a_writer_that_closes_mid_collection_leaves_what_was_collected() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("seg");
     let stop = AtomicBool::new(false);
+    let published = AtomicU64::new(0);
     let (tx, rx) = std::sync::mpsc::channel();
     let out = std::thread::scope(|s| {
         let _stop = StopOnDrop(&stop);
-        s.spawn(|| publish_hot_band(&path, &stop, move || tx.send(()).unwrap()));
+        s.spawn(|| publish_hot_band(&path, &stop, &published, move || tx.send(()).unwrap()));
         rx.recv().unwrap();
-        let p = path.to_str().unwrap();
-        let view = s.spawn(move || {
-            cat(&[
-                p,
-                "--heatmap",
-                "--duration",
-                "4",
-                "--color",
-                "never",
-                "--rows",
-                "16",
-                "--cols",
-                "20",
-            ])
+        // The writer closes once perfabi-cat is collecting (it says so
+        // just before its first read) and two more aggregations are out,
+        // not after a fixed time: a busy machine can take longer than
+        // that to start perfabi-cat.
+        let mut view = Command::new(perfabi_test_harness::workspace::perfabi_cat())
+            .arg(&path)
+            .args(["--heatmap", "--duration", "4", "--color", "never"])
+            .args(["--rows", "16", "--cols", "20"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (said, heard) = std::sync::mpsc::channel();
+        let stderr = view.stderr.take().unwrap();
+        let errors = s.spawn(move || {
+            let mut text = String::new();
+            for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)) {
+                let line = line.unwrap();
+                if line.contains("collecting DAMON aggregations") {
+                    let _ = said.send(());
+                }
+                text += &line;
+                text.push('\n');
+            }
+            text
         });
-        std::thread::sleep(Duration::from_millis(1200));
+        let until = Deadline::witness();
+        let collecting = heard.recv_timeout(WITNESS_LIMIT).is_ok();
+        until.assert(collecting, "perfabi-cat collecting");
+        let from = published.load(Ordering::Relaxed);
+        while published.load(Ordering::Relaxed) < from + 2 && !until.passed() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         stop.store(true, Ordering::Relaxed);
-        view.join().unwrap()
+        let out = view.wait_with_output().unwrap();
+        (
+            out.status,
+            String::from_utf8(out.stdout).unwrap(),
+            errors.join().unwrap(),
+        )
     });
-    let (so, se) = (&out.stdout, &out.stderr);
-    assert_eq!(out.code(), Some(0), "{se}");
+    let (status, so, se) = (out.0, &out.1, &out.2);
+    assert_eq!(status.code(), Some(0), "{se}");
     assert!(
         se.contains("stopped collecting after")
             && se.contains("closed")

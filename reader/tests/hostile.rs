@@ -536,13 +536,30 @@ fn a_sigbus_sent_by_someone_is_not_taken_for_a_truncation() {
             .spawn()
             .unwrap(),
     );
-    std::thread::sleep(Duration::from_millis(500));
+    // Sent once the guard's handler is installed (SIGBUS caught, in
+    // /proc's SigCgt mask), not after a fixed pause: before it, the default
+    // action would kill the process and pass the test without testing it.
+    let status = format!("/proc/{}/status", watch.0.id());
+    let caught = || {
+        std::fs::read_to_string(&status)
+            .ok()
+            .and_then(|s| {
+                let m = s.lines().find_map(|l| l.strip_prefix("SigCgt:"))?;
+                u64::from_str_radix(m.trim(), 16).ok()
+            })
+            .is_some_and(|m| m & (1 << (libc::SIGBUS - 1)) != 0)
+    };
+    let until = harness::deadline::Deadline::witness();
+    while !caught() && !until.passed() {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    until.assert(caught(), "perfabi-cat's SIGBUS handler installed");
     rustix::process::kill_process(
         rustix::process::Pid::from_child(&watch.0),
         rustix::process::Signal::BUS,
     )
     .unwrap();
-    let end = std::time::Instant::now() + Duration::from_secs(5);
+    let end = std::time::Instant::now() + Duration::from_secs(30);
     let status = loop {
         if let Some(st) = watch.0.try_wait().unwrap() {
             break st;

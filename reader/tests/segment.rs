@@ -12,6 +12,7 @@ use std::time::Duration;
 use perfabi::damon::{Aggregation, Intervals, Region};
 use perfabi_reader::{Error, Liveness, Options, Segment, Trust};
 use perfabi_shm::writer::{Config, Health, Writer};
+use perfabi_test_harness::deadline::Deadline;
 use perfabi_test_harness::hammer::Hammer;
 use support::*;
 
@@ -210,6 +211,15 @@ fn ten_million_reads_under_a_full_speed_writer_are_never_torn() {
         .collect();
     let cpus = seg.nr_cpus();
     let mut out = vec![0u64; 4 * cpus];
+    // The writer is seen writing before the reads are counted: on busy
+    // CPUs the reads could otherwise all end before it starts.
+    let until = Deadline::witness();
+    let mut written = false;
+    while !written && !until.passed() {
+        written = seg.read_many(&hs, &mut out).is_ok() && out[..cpus].iter().any(|&a| a > 0);
+        thread::yield_now();
+    }
+    until.assert(written, "the writer's first group update");
     let (mut good, mut bad, mut busy) = (0u64, 0u64, 0u64);
     for _ in 0..10_000_000u64 {
         match seg.read_many(&hs, &mut out) {
@@ -236,7 +246,6 @@ fn ten_million_reads_under_a_full_speed_writer_are_never_torn() {
     println!("torn-read test: {good} reads checked, {bad} bad, {busy} busy, against {updates} group updates");
     assert_eq!(bad, 0);
     assert!(good >= 9_000_000);
-    assert!(updates > 0);
 }
 
 #[test]
@@ -297,19 +306,19 @@ fn a_killed_writer_is_reported_stale_and_its_successor_followed() {
         max_silence: Duration::from_millis(300),
         ..Options::default()
     };
-    let mut seg = wait_for(Duration::from_secs(5), || {
+    let mut seg = wait_for(Duration::from_secs(30), || {
         Segment::open_with(&path, opts.clone()).ok()
     })
     .unwrap();
     let epoch1 = seg.info().unwrap().header.epoch;
-    wait_for(Duration::from_secs(5), || {
+    wait_for(Duration::from_secs(30), || {
         seg.counter("ticks").ok().filter(|c| c.total > 0)
     })
     .expect("child counts");
 
     child.kill().unwrap();
     child.wait().unwrap();
-    let e = wait_for(Duration::from_secs(5), || match seg.counter("ticks") {
+    let e = wait_for(Duration::from_secs(30), || match seg.counter("ticks") {
         Err(e @ Error::Stale { .. }) => Some(e),
         _ => None,
     })
@@ -318,7 +327,7 @@ fn a_killed_writer_is_reported_stale_and_its_successor_followed() {
     assert!(matches!(e, Error::Stale { dead: true, .. }));
 
     let mut child2 = spawn_writer(&path, 1000);
-    let c = wait_for(Duration::from_secs(5), || seg.counter("ticks").ok())
+    let c = wait_for(Duration::from_secs(30), || seg.counter("ticks").ok())
         .expect("the new writer is followed");
     let epoch2 = seg.info().unwrap().header.epoch;
     println!(
@@ -474,7 +483,11 @@ fn a_busy_cpu_block_hides_only_its_own_damon_regions() {
 
 /// A writer that keeps both CPUs' blocks busy most of the time (group
 /// updates without pause) is read within the time bound, not refused after
-/// 1,024 tight spins.
+/// 1,024 tight spins. The bound is 30 s, not the default 200 ms: on busy
+/// CPUs a writer preempted inside its update (the lock method) can be kept
+/// off the CPU for longer than 200 ms (2 of 300 snapshots busy under two
+/// busy loops), while a reader that only spins is refused at once whatever
+/// the bound.
 #[test]
 fn a_busy_writer_is_waited_for_with_back_off() {
     let dir = tempfile::tempdir().unwrap();
@@ -500,7 +513,14 @@ fn a_busy_writer_is_waited_for_with_back_off() {
         let w = w.clone();
         Hammer::start(2, move || w.adjust_group(&group).unwrap())
     };
-    let mut seg = Segment::open(&path).unwrap();
+    let mut seg = Segment::open_with(
+        &path,
+        Options {
+            busy_timeout: Duration::from_secs(30),
+            ..Options::default()
+        },
+    )
+    .unwrap();
     let (mut ok, mut busy) = (0, 0);
     for _ in 0..300 {
         match seg.snapshot() {

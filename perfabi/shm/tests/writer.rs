@@ -10,6 +10,7 @@ use perfabi::damon::{Aggregation, Intervals, Region};
 use perfabi::layout::FLAG_CLOSED;
 use perfabi::{Error, Semantics, ValueType};
 use perfabi_shm::writer::{Config, Counter, Method, MethodChoice, Writer};
+use perfabi_test_harness::deadline::Deadline;
 use perfabi_test_harness::hammer::Hammer;
 
 fn small(method: MethodChoice) -> Config {
@@ -108,6 +109,19 @@ fn readers_never_see_half_a_group() {
         let view = w.view();
         let (insts, _) = view.instances(1024).unwrap();
         let mut buf = vec![0u64; 4];
+        // The writers are seen writing before the reads are counted: on
+        // busy CPUs the reads could otherwise all end before they start.
+        let until = Deadline::witness();
+        let written = |buf: &mut Vec<u64>| {
+            (0..view.layout().nr_cpus)
+                .any(|cpu| view.read_cpu_counters(cpu, buf, 64).is_ok() && buf[0] > 0)
+        };
+        let mut seen = false;
+        while !seen && !until.passed() {
+            seen = written(&mut buf);
+            thread::yield_now();
+        }
+        until.assert(seen, format_args!("the writers' first group ({m:?})"));
         let (mut ok, mut busy) = (0u64, 0u64);
         for _ in 0..200_000 {
             for cpu in 0..view.layout().nr_cpus {
@@ -394,13 +408,10 @@ fn signal_storm_aborts_and_undoes_without_losing_updates() {
     };
     // 400 ms of storm; on a machine busy with other work a signal may
     // rarely land inside a section, so with rseq it goes on until one has
-    // (up to 10 s, then the assertion below fails).
+    // (up to a minute, then the assertion below fails).
+    let until = Deadline::witness();
     thread::sleep(std::time::Duration::from_millis(400));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while w.method() == Method::Rseq
-        && w.update_stats().aborts == 0
-        && std::time::Instant::now() < deadline
-    {
+    while w.method() == Method::Rseq && w.update_stats().aborts == 0 && !until.passed() {
         thread::sleep(std::time::Duration::from_millis(50));
     }
     stop.store(true, Ordering::Relaxed);
@@ -420,7 +431,10 @@ fn signal_storm_aborts_and_undoes_without_losing_updates() {
         st.repairs
     );
     if w.method() == Method::Rseq {
-        assert!(st.aborts > 0, "the storm must abort sections");
+        until.assert(
+            st.aborts > 0,
+            format_args!("a section aborted by the storm ({sent} signals)"),
+        );
     }
     // The rings hold the newest 128 records: every aggregation rebuilt from
     // them is whole (one region each) and belongs to one of the 3 monitors.
@@ -514,14 +528,12 @@ fn damon_publications_stay_whole_under_a_signal_storm() {
             })
         };
         let (mut checked, mut last) = (0u64, 0u64);
-        let t0 = std::time::Instant::now();
-        let ms = |n| std::time::Duration::from_millis(n);
-        // 400 ms, and longer (up to 30 s) until the writer made some
+        let until = Deadline::witness();
+        // 400 ms, and longer (up to a minute) until the writer made some
         // progress and the reader saw it, however slow the build or
         // loaded the machine (the storm leaves the writer little time).
-        while t0.elapsed() < ms(400)
-            || ((progress.load(Ordering::Relaxed) < 20 || checked == 0)
-                && t0.elapsed() < ms(30_000))
+        while until.elapsed() < std::time::Duration::from_millis(400)
+            || ((progress.load(Ordering::Relaxed) < 20 || checked == 0) && !until.passed())
         {
             for a in w.view().damon(64).aggregations {
                 assert_eq!((a.monitor_id, a.target_id), (7, 3));
@@ -543,7 +555,12 @@ fn damon_publications_stay_whole_under_a_signal_storm() {
             st.undos,
             st.repairs
         );
-        assert!(checked > 0 && published > 0);
+        until.assert(
+            checked > 0 && published > 0,
+            format_args!(
+                "publications ({published}) rebuilt by the reader ({checked}), {method:?}"
+            ),
+        );
         let a = &w.view().damon(64).aggregations;
         assert_eq!(a.len(), 1);
         assert_eq!(a[0].aggregation, published);
@@ -573,9 +590,13 @@ fn snapshots_never_pair_a_name_with_another_registrations_value() {
         })
     };
     let view = w.view();
-    let (mut seen, mut busy) = (0u64, 0u64);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(500);
-    while std::time::Instant::now() < deadline {
+    let (mut seen, mut paired, mut busy) = (0u64, 0u64, 0u64);
+    // 500 ms, and on (up to a minute) until some snapshot caught a
+    // registration with its value: busy CPUs may keep the writer off them.
+    let until = Deadline::witness();
+    while until.elapsed() < std::time::Duration::from_millis(500)
+        || (paired == 0 && !until.passed())
+    {
         match view.snapshot(64) {
             Ok(s) => {
                 for i in &s.instances {
@@ -583,6 +604,7 @@ fn snapshots_never_pair_a_name_with_another_registrations_value() {
                     let v = s.total(i);
                     assert!(v == 0 || v == k, "{} paired with value {v}", i.name);
                     seen += 1;
+                    paired += u64::from(v == k);
                 }
             }
             Err(Error::BusyMetadata) => busy += 1,
@@ -591,8 +613,11 @@ fn snapshots_never_pair_a_name_with_another_registrations_value() {
     }
     stop.store(true, Ordering::Relaxed);
     let registrations = writer.join().unwrap();
-    println!("{registrations} registrations; {seen} instances checked in snapshots, {busy} busy, 0 mismatched");
-    assert!(seen > 0);
+    println!("{registrations} registrations; {seen} instances checked in snapshots, {paired} with their value, {busy} busy, 0 mismatched");
+    until.assert(
+        paired > 0,
+        format_args!("a registration seen with its value ({seen} instances seen)"),
+    );
 }
 
 #[test]

@@ -297,7 +297,7 @@ fn exportd(dir: &Path) -> (KillOnDrop, PathBuf) {
     let guard = KillOnDrop(child);
     // The segment appears before the exporter's first refresh has added
     // its families: wait for the ones the tests read.
-    let end = Instant::now() + Duration::from_secs(10);
+    let end = Instant::now() + Duration::from_secs(60);
     let ready = |path: &Path| {
         let mut seg = Segment::open(path)?;
         seg.family("kernel.all.pswitch")?;

@@ -33,7 +33,7 @@ def env(name: str) -> str:
     return value
 
 
-def eventually(what: str, attempt: Callable[[], T | None], limit: float = 10.0) -> T:
+def eventually(what: str, attempt: Callable[[], T | None], limit: float = 60.0) -> T:
     """``attempt()`` again until it returns something other than ``None``
     (a perfabi error counts as not yet), for at most ``limit`` seconds."""
     end = time.monotonic() + limit
@@ -50,7 +50,7 @@ def eventually(what: str, attempt: Callable[[], T | None], limit: float = 10.0) 
         time.sleep(0.02)
 
 
-def eventually_raises(what: str, cls: type[E], attempt: Callable[[], object], limit: float = 10.0) -> E:
+def eventually_raises(what: str, cls: type[E], attempt: Callable[[], object], limit: float = 60.0) -> E:
     """``attempt()`` again until it raises ``cls``, for at most ``limit``
     seconds; the exception."""
     end = time.monotonic() + limit

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pickle
 import threading
-import time
 from pathlib import Path
 
 import perfabi
@@ -41,14 +40,23 @@ def test_families_instances_and_units_are_as_registered(writer: Path) -> None:
 def test_counters_move_between_two_snapshots(writer: Path) -> None:
     seg = perfabi.Segment(writer)
     before = seg.snapshot()
-    time.sleep(0.3)
-    after = seg.snapshot()
+    counters = [("app.ticks", ""), ("app.requests", "get"), ("app.requests", "put")]
+
+    def moved() -> perfabi.Snapshot | None:
+        # Snapshots until every counter moved, not one after a fixed pause:
+        # a busy machine can keep the writer waiting.
+        after = seg.snapshot()
+        grew = True
+        for name, instance in counters:
+            was = before.family(name).instance(instance).total
+            now = after.family(name).instance(instance).total
+            assert isinstance(was, int) and isinstance(now, int)
+            assert now >= was, f"{name} {instance!r}: {was} -> {now}"
+            grew = grew and now > was
+        return after if grew else None
+
+    after = eventually("every counter moved", moved)
     assert after.epoch == before.epoch and after.nr_cpus == seg.nr_cpus
-    for name, instance in [("app.ticks", ""), ("app.requests", "get"), ("app.requests", "put")]:
-        was = before.family(name).instance(instance).total
-        now = after.family(name).instance(instance).total
-        assert isinstance(was, int) and isinstance(now, int)
-        assert now > was, f"{name} {instance!r}: {was} -> {now}"
     with pytest.raises(KeyError):
         after.family("app.nothing")
 

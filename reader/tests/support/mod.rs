@@ -24,7 +24,7 @@ pub const UMASK_ENV: &str = "PERFABI_TEST_CHILD_UMASK";
 /// first sample.
 pub fn spawn_writer(path: &Path, rate: u64) -> Child {
     let child = spawn_writer_with(path, rate, &std::env::current_exe().unwrap(), |_| {});
-    wait_for(Duration::from_secs(10), || {
+    wait_for(Duration::from_secs(60), || {
         perfabi_reader::Segment::open(path)
             .ok()?
             .counter("ticks")
@@ -57,7 +57,7 @@ pub fn spawn_writer_with(
     .stdout(Stdio::null());
     setup(&mut cmd);
     let child = cmd.spawn().expect("spawn child writer");
-    wait_for(Duration::from_secs(10), || path.exists().then_some(()))
+    wait_for(Duration::from_secs(60), || path.exists().then_some(()))
         .expect("child writer created the segment");
     child
 }

@@ -3,9 +3,11 @@
 //! world-writable, like `/dev/shm`), a throw-away uid that belongs to no
 //! account, child processes measured (peak memory, time) and killed if they
 //! hang, and skips that are reported as skips, never as passes; the
-//! images perfabi-cat draws, read back ([`image`]), and a terminal for its
-//! views redrawn in place ([`tmux`]).
+//! images perfabi-cat draws, read back ([`image`]), a terminal for its
+//! views redrawn in place ([`tmux`]), and waiting for a witness of a race
+//! by time, never by a count ([`deadline`]).
 
+pub mod deadline;
 pub mod forge;
 pub mod hammer;
 pub mod http;
