@@ -237,29 +237,6 @@ pub fn run_measured(program: &Path, args: &[String], limit: Duration) -> Finishe
     measure(Command::new(program).args(args), limit)
 }
 
-/// [`run_measured`] for a daemon: it is sent SIGTERM after `run_for` (by
-/// coreutils' `timeout`, whose peak memory GNU time reports as the larger
-/// of its own and its child's), and killed if it is not gone `limit` later.
-pub fn run_measured_for(
-    program: &Path,
-    args: &[String],
-    run_for: Duration,
-    limit: Duration,
-) -> Finished {
-    measure(
-        Command::new("timeout")
-            .args([
-                "--preserve-status",
-                "-s",
-                "TERM",
-                &format!("{}", run_for.as_secs_f64()),
-            ])
-            .arg(program)
-            .args(args),
-        run_for + limit,
-    )
-}
-
 fn measure(cmd: &Command, limit: Duration) -> Finished {
     assert!(
         Path::new(TIME).exists(),
