@@ -71,22 +71,26 @@ fn make_ok(args: &[String], target: &Path) {
 
 /// The prefix libperfabi was installed into, once per run, as its users
 /// do: `make`, then `make install PREFIX=...`. The prefix has a blank and
-/// an `&` in it: each C program is compiled through its perfabi.pc.
+/// an `&` in it: each C program is compiled through its perfabi.pc. It is
+/// a folder of the target directory, made afresh by each run (a static is
+/// never dropped: a temporary folder in /tmp was left behind by every
+/// run).
 fn prefix() -> &'static Path {
-    static PREFIX: OnceLock<tempfile::TempDir> = OnceLock::new();
-    PREFIX
-        .get_or_init(|| {
-            let dir = tempfile::Builder::new()
-                .prefix("perfabi capi&prefix.")
-                .tempdir()
-                .unwrap();
-            let target = workspace::target_dir();
-            make_ok(&[], &target);
-            let install = ["install".into(), format!("PREFIX={}", dir.path().display())];
-            make_ok(&install, &target);
-            dir
-        })
-        .path()
+    static PREFIX: OnceLock<PathBuf> = OnceLock::new();
+    PREFIX.get_or_init(|| {
+        let target = workspace::target_dir();
+        let dir = target.join("perfabi capi&prefix");
+        match std::fs::remove_dir_all(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                panic!("cannot remove {}: {e}", dir.display())
+            }
+            _ => {}
+        }
+        make_ok(&[], &target);
+        let install = ["install".into(), format!("PREFIX={}", dir.display())];
+        make_ok(&install, &target);
+        dir
+    })
 }
 
 /// pkg-config's output as arguments: split at blanks, `\x` being `x`
