@@ -1,6 +1,7 @@
 //! The open connections: what each is doing (idle, reading a head,
 //! answering) and since when, hence its deadline; and the bound on how many
-//! are open, kept by closing the one idle the longest.
+//! are open, kept by closing the one that has waited on its client the
+//! longest.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -36,6 +37,9 @@ struct State {
     /// Closed in the middle of a request or an answer, its deadline
     /// passed: what the kernel still holds for it is dropped, not sent.
     aborted: bool,
+    /// The last write of its answer found the socket full: it waits for
+    /// its client to read.
+    stalled: bool,
 }
 
 /// One connection's phase, shared by its I/O (which sees the bytes), its
@@ -58,6 +62,7 @@ impl Conn {
                 body_done: false,
                 evicted: false,
                 aborted: false,
+                stalled: false,
             }),
             changed: Notify::new(),
         }
@@ -70,6 +75,7 @@ impl Conn {
     fn enter(&self, s: &mut State, phase: Phase) {
         s.phase = phase;
         s.since = Instant::now();
+        s.stalled = false;
         self.changed.notify_one();
     }
 
@@ -102,6 +108,12 @@ impl Conn {
             s.body_done = false;
             self.enter(&mut s, Phase::Idle);
         }
+    }
+
+    /// A write of the answer found the socket full (`true`: the client is
+    /// not reading), or went through (`false`).
+    pub(crate) fn write_stalled(&self, stalled: bool) {
+        self.state().stalled = stalled;
     }
 
     /// When the connection must be closed: the end of its phase's time, or
@@ -137,20 +149,28 @@ impl Conn {
         self.changed.notified().await;
     }
 
-    /// Evicts the connection if it is idle; returns when it became idle.
-    fn evict_if_idle(&self) -> Option<Instant> {
-        let mut s = self.state();
-        (s.phase == Phase::Idle && !s.evicted).then(|| {
-            s.evicted = true;
-            self.changed.notify_one();
-            s.since
-        })
+    /// Since when it has waited on its client, if it does: idle (since it
+    /// became idle), reading a head (since its first byte), or answering
+    /// with its answer stalled (since the request). An answer being
+    /// prepared, or sent as fast as it is read, waits on no client.
+    fn waiting_since(s: &State) -> Option<Instant> {
+        let waiting = match s.phase {
+            Phase::Idle | Phase::Head => true,
+            Phase::Answer => s.stalled,
+        };
+        (waiting && !s.evicted).then_some(s.since)
     }
 
-    /// When it became idle, if it is.
-    fn idle_since(&self) -> Option<Instant> {
-        let s = self.state();
-        (s.phase == Phase::Idle && !s.evicted).then_some(s.since)
+    /// Evicts the connection if it waits on its client; returns whether
+    /// it did.
+    fn evict_if_waiting(&self) -> bool {
+        let mut s = self.state();
+        let waiting = Self::waiting_since(&s).is_some();
+        if waiting {
+            s.evicted = true;
+            self.changed.notify_one();
+        }
+        waiting
     }
 }
 
@@ -204,10 +224,11 @@ impl Table {
     }
 
     /// A place for a connection just accepted: at the bound, the
-    /// connection idle the longest is closed to make room, and its place
-    /// taken once it is closed (a connection counts until its socket is
-    /// closed, so that the bound holds for descriptors too); if none is
-    /// idle, waits until one ends.
+    /// connection that has waited on its client the longest (idle, reading
+    /// a head, or with its answer stalled) is closed to make room, and its
+    /// place taken once it is closed (a connection counts until its socket
+    /// is closed, so that the bound holds for descriptors too); if none
+    /// waits on its client, waits until one ends.
     pub(crate) async fn admit(self: &Arc<Self>) -> Slot {
         loop {
             // Registered before looking, so that a connection ending after
@@ -228,32 +249,37 @@ impl Table {
                 }
                 // One closing already makes room: evict no more.
                 if !conns.open.values().any(|c| c.state().evicted) {
-                    Self::evict_oldest_idle(&conns);
+                    Self::evict_longest_waiting(&conns);
                 }
             }
             freed.await;
         }
     }
 
-    /// Closes the connection idle the longest, if any is idle (to make
-    /// room, or to free a file descriptor); returns whether one was.
-    pub(crate) fn close_oldest_idle(&self) -> bool {
-        Self::evict_oldest_idle(&self.conns())
+    /// Closes the connection that has waited on its client the longest,
+    /// if any waits (to make room, or to free a file descriptor); returns
+    /// whether one was.
+    pub(crate) fn close_longest_waiting(&self) -> bool {
+        Self::evict_longest_waiting(&self.conns())
     }
 
-    fn evict_oldest_idle(conns: &Conns) -> bool {
-        // A connection may leave `Idle` between the look and the eviction:
-        // try the next oldest then.
+    /// A client that sends its head in one piece and reads its answer as
+    /// it comes waits on nothing but the endpoint; one that trickles its
+    /// head or does not read is what the bound must be kept against, with
+    /// the one idle the longest.
+    fn evict_longest_waiting(conns: &Conns) -> bool {
+        // A connection may stop waiting between the look and the eviction:
+        // try the next then.
         loop {
-            let oldest = conns
+            let longest = conns
                 .open
                 .iter()
-                .filter_map(|(id, c)| c.idle_since().map(|t| (t, *id)))
+                .filter_map(|(id, c)| Conn::waiting_since(&c.state()).map(|t| (t, *id)))
                 .min();
-            let Some((_, id)) = oldest else {
+            let Some((_, id)) = longest else {
                 return false;
             };
-            if conns.open[&id].evict_if_idle().is_some() {
+            if conns.open[&id].evict_if_waiting() {
                 return true; // its task closes it at once, and frees its slot
             }
         }
@@ -311,52 +337,72 @@ mod tests {
         tokio::spawn(async move { t.admit().await })
     }
 
-    /// At the bound, the connection idle the longest is evicted, and the
-    /// new one takes its place once it is closed; one reading a head or
-    /// answering is never evicted, however old.
+    /// At the bound, the connection that has waited on its client the
+    /// longest is evicted, whatever it waits for (a request, the rest of
+    /// its head, the client reading its answer), and the new one takes its
+    /// place once it is closed; one whose answer is being prepared or sent
+    /// is never evicted, however old.
     #[tokio::test(start_paused = true)]
-    async fn at_the_bound_the_oldest_idle_connection_makes_room() {
+    async fn at_the_bound_the_connection_waiting_the_longest_makes_room() {
+        let evicted = |s: &Slot| s.conn.state().evicted;
         let table = Arc::new(Table::new(3));
         let a = table.admit().await;
-        a.conn.bytes_read(); // oldest, but reading a head
+        a.conn.bytes_read(); // a head begun at 0 ms, never ended
         tokio::time::advance(Duration::from_millis(10)).await;
-        let b = table.admit().await;
+        let b = table.admit().await; // idle since 10 ms
         tokio::time::advance(Duration::from_millis(10)).await;
         let c = table.admit().await;
-        // b became idle before c; c answers and goes idle again after b.
-        c.conn.request();
-        c.conn.body_done();
-        c.conn.flushed();
+        c.conn.request(); // answering since 20 ms
+        tokio::time::advance(Duration::from_millis(10)).await;
         let d = admit_later(&table);
         tokio::time::sleep(Duration::from_millis(1)).await;
-        assert!(b.conn.state().evicted, "b, idle the longest, is closed");
-        assert_eq!(b.conn.deadline(&limits()), b.conn.state().since);
-        assert!(!a.conn.state().evicted && !c.conn.state().evicted);
-        assert!(!d.is_finished(), "d waits for b to be closed");
+        assert!(evicted(&a), "a, in its head the longest, is closed");
+        assert_eq!(a.conn.deadline(&limits()), a.conn.state().since);
+        assert!(!evicted(&b) && !evicted(&c));
+        assert!(!d.is_finished(), "d waits for a to be closed");
         assert_eq!(table.len(), 3);
-        drop(b);
-        let d = d.await.unwrap();
+        drop(a);
+        let d = d.await.unwrap(); // idle since 31 ms
         assert_eq!(table.len(), 3);
+        // c's answer stalls: it waits on its client since its request, at
+        // 20 ms, after b (idle since 10 ms) and before d.
+        c.conn.write_stalled(true);
         let e = admit_later(&table);
         tokio::time::sleep(Duration::from_millis(1)).await;
-        assert!(c.conn.state().evicted);
-        drop(c);
+        assert!(evicted(&b) && !evicted(&c) && !evicted(&d));
+        drop(b);
         let e = e.await.unwrap();
-        // Now a reads a head, d and e are idle: d goes next.
         let f = admit_later(&table);
         tokio::time::sleep(Duration::from_millis(1)).await;
-        assert!(d.conn.state().evicted && !e.conn.state().evicted);
-        assert!(!a.conn.state().evicted);
-        drop(d);
+        assert!(evicted(&c) && !evicted(&d) && !evicted(&e));
+        drop(c);
         let f = f.await.unwrap();
-        drop((a, e, f));
+        drop((d, e, f));
         assert_eq!(table.len(), 0);
     }
 
-    /// At the bound with nothing idle, an admission waits until a
-    /// connection ends.
+    /// An answer whose writes go through again waits on no client: it is
+    /// not evicted, though older than every idle connection.
     #[tokio::test(start_paused = true)]
-    async fn with_nothing_idle_an_admission_waits_for_room() {
+    async fn an_answer_read_as_it_comes_is_not_evicted() {
+        let table = Arc::new(Table::new(2));
+        let a = table.admit().await;
+        a.conn.request();
+        a.conn.write_stalled(true);
+        a.conn.write_stalled(false);
+        tokio::time::advance(Duration::from_millis(10)).await;
+        let b = table.admit().await;
+        let c = admit_later(&table);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert!(!a.conn.state().evicted && b.conn.state().evicted);
+        drop(b);
+        drop((a, c.await.unwrap()));
+    }
+
+    /// At the bound with no connection waiting on its client, an admission
+    /// waits until a connection ends.
+    #[tokio::test(start_paused = true)]
+    async fn with_none_waiting_on_its_client_an_admission_waits() {
         let table = Arc::new(Table::new(1));
         let a = table.admit().await;
         a.conn.request();

@@ -16,8 +16,9 @@
 //!   [`MAX_HEADERS`] headers (`431` otherwise).
 //! * Sturdy under attack and under load ([`Limits`]): a deadline for each
 //!   request head, each answer and each idle spell; at most
-//!   [`Limits::max_connections`] open, the one idle the longest closed to
-//!   make room; at most [`Limits::max_requests`] scrapes in flight. The
+//!   [`Limits::max_connections`] open, the one that has waited on its
+//!   client the longest (idle, trickling its head, not reading its answer)
+//!   closed to make room; at most [`Limits::max_requests`] scrapes in flight. The
 //!   snapshot and rendering run on threads of their own, so no connection
 //!   waits for another's page.
 #![forbid(unsafe_code)]

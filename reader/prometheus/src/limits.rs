@@ -49,10 +49,13 @@ pub struct Limits {
     /// between two requests on a kept-alive connection).
     pub idle_timeout: Duration,
     /// Most connections open at once. A connection accepted at the bound
-    /// closes the one idle the longest; if none is idle (all are reading a
-    /// head or answering), accepting pauses until one ends (each ends
-    /// within its deadlines), and new connections wait in the kernel's
-    /// listen queue.
+    /// closes the one that has waited on its client the longest: idle
+    /// (since its accept or its last answer), reading a head (since its
+    /// first byte), or answering with its answer stalled, the client not
+    /// reading (since its request). If none waits on its client (all have
+    /// answers being prepared or read as they come), accepting pauses
+    /// until one ends (each ends within its deadlines), and new
+    /// connections wait in the kernel's listen queue.
     pub max_connections: usize,
     /// Most scrapes (`/metrics` answers, from the snapshot to the last byte
     /// sent) in flight at once; a scrape beyond it is answered `503` at

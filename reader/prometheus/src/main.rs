@@ -28,8 +28,9 @@ Deadlines: a request head must arrive whole within --read-timeout of its
 first byte, an answer must be sent whole within --write-timeout of the
 request, and a connection may sit idle (before a request, between two) for
 --idle-timeout; past its deadline a connection is closed. At
---max-connections open, a new connection closes the one idle the longest
-(if none is idle, it waits its turn in the listen queue). At start the
+--max-connections open, a new connection closes the one that has waited on
+its client the longest: idle, trickling its head, or not reading its answer
+(if none is, it waits its turn in the listen queue). At start the
 soft limit on open files is raised to the hard one; --max-connections is
 lowered (and says so) if that limit cannot hold them.
 
@@ -74,7 +75,7 @@ struct Args {
     #[arg(long, value_name = "SECS", default_value = "120", value_parser = parse_secs)]
     idle_timeout: Duration,
     /// Most connections open at once; at the bound, a new one closes the
-    /// one idle the longest.
+    /// one that has waited on its client the longest.
     #[arg(long, value_name = "N", default_value_t = MAX_CONNECTIONS as u32,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     max_connections: u32,

@@ -108,19 +108,19 @@ async fn run(
                 }
                 stream
             }
-            // The connection is still queued: close an idle one to free a
-            // descriptor, and pause rather than spin on it.
+            // The connection is still queued: close one waiting on its
+            // client to free a descriptor, and pause rather than spin on it.
             Err(e) if is_starved(&e) => {
                 if !starved {
                     eprintln!(
                         "perfabi-prometheus: cannot accept a connection ({e}) with {} open: \
-                         closing idle ones, pausing {} ms each time",
+                         closing the ones waiting on their clients, pausing {} ms each time",
                         table.len(),
                         STARVED_PAUSE.as_millis()
                     );
                     starved = true;
                 }
-                table.close_oldest_idle();
+                table.close_longest_waiting();
                 tokio::time::sleep(STARVED_PAUSE).await;
                 continue;
             }

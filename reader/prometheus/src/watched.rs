@@ -1,6 +1,7 @@
 //! A connection's socket, watched: the bytes it reads and the flushes it
 //! completes tell the connection's phase ([`Conn`]) when a request begins
-//! and when an answer has been handed whole to the kernel.
+//! and when an answer has been handed whole to the kernel, and its writes
+//! whether the answer is stalled on a client that does not read.
 
 use std::io;
 use std::pin::Pin;
@@ -13,7 +14,7 @@ use tokio::net::TcpStream;
 
 use crate::connections::Conn;
 
-/// A socket whose reads and flushes are reported to its [`Conn`].
+/// A socket whose reads, writes and flushes are reported to its [`Conn`].
 pub(crate) struct Watched {
     stream: TcpStream,
     conn: Arc<Conn>,
@@ -52,13 +53,22 @@ impl AsyncRead for Watched {
     }
 }
 
+impl Watched {
+    /// Tells the connection whether a write found the socket full.
+    fn wrote<T>(&self, r: Poll<T>) -> Poll<T> {
+        self.conn.write_stalled(r.is_pending());
+        r
+    }
+}
+
 impl AsyncWrite for Watched {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
+        let r = Pin::new(&mut self.stream).poll_write(cx, buf);
+        self.wrote(r)
     }
 
     fn poll_write_vectored(
@@ -66,7 +76,8 @@ impl AsyncWrite for Watched {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+        let r = Pin::new(&mut self.stream).poll_write_vectored(cx, bufs);
+        self.wrote(r)
     }
 
     fn is_write_vectored(&self) -> bool {

@@ -200,8 +200,8 @@ fn slow_readers_delay_no_scrape_and_are_cut_off_at_the_send_deadline() {
 
 /// `--max-connections 4`: two idle connections, one in the middle of a
 /// head, one more idle; a fifth connection is served, and the one idle the
-/// longest is closed to make room, not the one reading a head (which is
-/// answered when it ends its head) nor the newer idle ones.
+/// longest is closed to make room, not the newer one reading a head (which
+/// is answered when it ends its head) nor the newer idle ones.
 #[test]
 fn at_the_bound_the_connection_idle_the_longest_is_closed() {
     let dir = tempfile::tempdir().unwrap();
@@ -407,4 +407,108 @@ fn an_open_file_limit_below_the_bound_lowers_it() {
          {sockets} sockets open"
     );
     drop(held);
+}
+
+/// `--max-connections 8`, all 8 held by clients in the middle of a request
+/// head, with `--read-timeout 60`: scrapes on new connections are answered
+/// at once, each closing the connection that has trickled its head the
+/// longest (before, none could be closed to make room, so a scrape waited
+/// in the listen queue until the first head's deadline, a minute).
+#[test]
+fn a_bound_full_of_unfinished_heads_delays_no_scrape() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let _w = segment(&path, 10);
+    let e = start(&path, &["--max-connections", "8", "--read-timeout", "60"]);
+    let mut heads: Vec<_> = (0..8)
+        .map(|_| {
+            let mut s = connect(e.addr);
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let first = scrape_within(e.addr, Duration::from_secs(5));
+    assert!(closed_within(&mut heads[0], Duration::from_secs(5)));
+    // The bound full again (the scrape's connection is closed).
+    let mut refill = connect(e.addr);
+    refill.write_all(b"GET /metrics HTTP/1.1\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let second = scrape_within(e.addr, Duration::from_secs(5));
+    assert!(closed_within(&mut heads[1], Duration::from_secs(5)));
+    assert!(!closed_within(&mut refill, Duration::from_millis(100)));
+    for (i, h) in heads.iter_mut().enumerate().skip(2) {
+        assert!(
+            !closed_within(h, Duration::from_millis(100)),
+            "head {i} closed"
+        );
+    }
+    // One still open ends its head, and is answered.
+    let r = exchange(&mut heads[2], b"\r\n").unwrap();
+    assert_eq!(r.status, 200);
+    println!(
+        "PROMETHEUS-HEADS-AT-BOUND 2 scrapes beside 8 unfinished heads at the bound, \
+         in {first:.1?} and {second:.1?}, the 2 oldest heads closed"
+    );
+}
+
+/// A client that pipelines requests and never reads the answers, with a
+/// small receive buffer, until the endpoint stops reading its requests
+/// (its answers stuck unsent): the connection, stalled.
+fn stalled_pipeliner(addr: SocketAddr) -> TcpStream {
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.set_recv_buffer_size(4096).unwrap();
+    sock.set_send_buffer_size(4096).unwrap();
+    sock.connect(&addr.into()).unwrap();
+    sock.set_nonblocking(true).unwrap();
+    let mut s: TcpStream = sock.into();
+    let request = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    let end = Instant::now() + Duration::from_secs(20);
+    // Stalled once the requests stay unread for 300 ms.
+    let mut blocked_since: Option<Instant> = None;
+    while blocked_since.is_none_or(|t| t.elapsed() < Duration::from_millis(300)) {
+        assert!(Instant::now() < end, "the endpoint still reads after 20 s");
+        match s.write(request) {
+            Ok(_) => blocked_since = None,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                blocked_since.get_or_insert_with(Instant::now);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    s.set_nonblocking(false).unwrap();
+    s
+}
+
+/// `--max-connections 8`, all 8 held by clients whose pipelined answers
+/// are stuck unsent (they never read), with `--write-timeout 60`: scrapes
+/// on new connections are answered at once, each closing the connection
+/// stalled the longest (before, an answering connection could not be
+/// closed to make room, so a scrape waited in the listen queue for a
+/// minute).
+#[test]
+fn a_bound_full_of_stalled_answers_delays_no_scrape() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let _w = segment(&path, 10);
+    let e = start(&path, &["--max-connections", "8", "--write-timeout", "60"]);
+    let mut stalled: Vec<_> = (0..8).map(|_| stalled_pipeliner(e.addr)).collect();
+    let took = scrape_within(e.addr, Duration::from_secs(5));
+    assert!(closed_within(&mut stalled[0], Duration::from_secs(5)));
+    for (i, s) in stalled.iter_mut().enumerate().skip(1) {
+        // Reading what it was sent would unstall it: peek only.
+        s.set_nonblocking(true).unwrap();
+        let mut b = [0u8; 1];
+        assert!(
+            matches!(s.peek(&mut b), Ok(1)),
+            "stalled connection {i} closed"
+        );
+    }
+    println!(
+        "PROMETHEUS-STALLED-AT-BOUND a scrape beside 8 stalled pipeliners at the bound, \
+         in {took:.1?}, the oldest closed"
+    );
 }
