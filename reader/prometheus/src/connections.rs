@@ -40,6 +40,30 @@ struct State {
     /// The last write of its answer found the socket full: it waits for
     /// its client to read.
     stalled: bool,
+    /// What answers whose bodies hyper has taken hold until hyper's buffer
+    /// is handed whole to the kernel (a scrape's place among
+    /// `--max-requests`: the page is in hyper's buffer until then).
+    held: Vec<Held>,
+}
+
+/// What an answer holds until it is sent (dropped then).
+pub(crate) struct Held {
+    _dropped_when_sent: Box<dyn Send>,
+}
+
+impl Held {
+    /// `what`, held until the answer is sent.
+    pub(crate) fn new(what: impl Send + 'static) -> Self {
+        Self {
+            _dropped_when_sent: Box::new(what),
+        }
+    }
+}
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Held")
+    }
 }
 
 /// One connection's phase, shared by its I/O (which sees the bytes), its
@@ -63,6 +87,7 @@ impl Conn {
                 evicted: false,
                 aborted: false,
                 stalled: false,
+                held: Vec::new(),
             }),
             changed: Notify::new(),
         }
@@ -95,19 +120,27 @@ impl Conn {
     }
 
     /// hyper dropped the answer's body: what is left of it sits in hyper's
-    /// buffer, handed to the kernel before the next flush completes.
-    pub(crate) fn body_done(&self) {
-        self.state().body_done = true;
+    /// buffer, handed to the kernel before the next flush completes; what
+    /// the answer `held` is kept until then.
+    pub(crate) fn body_done(&self, held: Option<Held>) {
+        let mut s = self.state();
+        s.body_done = true;
+        s.held.extend(held);
     }
 
-    /// Everything hyper had buffered was handed to the kernel: an answer
-    /// whose body is done has been sent, and the connection is idle.
+    /// Everything hyper had buffered was handed to the kernel: the answers
+    /// whose bodies it took are sent (what they held is dropped), and if
+    /// the last one's body is done the connection is idle.
     pub(crate) fn flushed(&self) {
-        let mut s = self.state();
-        if s.phase == Phase::Answer && s.body_done {
-            s.body_done = false;
-            self.enter(&mut s, Phase::Idle);
-        }
+        let sent = {
+            let mut s = self.state();
+            if s.phase == Phase::Answer && s.body_done {
+                s.body_done = false;
+                self.enter(&mut s, Phase::Idle);
+            }
+            std::mem::take(&mut s.held)
+        };
+        drop(sent); // outside the lock: a place's drop may wake others
     }
 
     /// A write of the answer found the socket full (`true`: the client is
@@ -323,7 +356,7 @@ mod tests {
         c.bytes_read(); // a pipelined request: still answering
         assert_eq!(c.deadline(&limits()), t2 + Duration::from_secs(2));
         tokio::time::advance(Duration::from_millis(500)).await;
-        c.body_done();
+        c.body_done(None);
         assert_eq!(c.deadline(&limits()), t2 + Duration::from_secs(2));
         c.flushed();
         let t3 = Instant::now();

@@ -15,7 +15,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use perfabi::text::escape;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::connections::Conn;
+use crate::connections::{Conn, Held};
 use crate::negotiate::negotiate;
 use crate::Endpoint;
 
@@ -48,7 +48,7 @@ impl Routes {
         conn: Arc<Conn>,
     ) -> Result<Response<Page>, Infallible> {
         conn.request();
-        let done = Done(conn);
+        let done = Done(conn, None);
         let path = req.uri().path();
         if path != "/" && path != "/metrics" {
             return Ok(text(
@@ -116,31 +116,34 @@ fn text(status: StatusCode, body: impl Into<String>, done: Done) -> Response<Pag
     r
 }
 
-/// Tells the connection, when dropped, that its answer's body is done.
-pub(crate) struct Done(Arc<Conn>);
+/// Tells the connection, when dropped, that its answer's body is done,
+/// handing it what the answer holds until sent.
+pub(crate) struct Done(Arc<Conn>, Option<OwnedSemaphorePermit>);
 
 impl Drop for Done {
     fn drop(&mut self) {
-        self.0.body_done();
+        let held = self.1.take().map(Held::new);
+        self.0.body_done(held);
     }
 }
 
 /// An answer's body: the whole page in one frame (hyper writes it from
-/// this very buffer; `Content-Length` is its length, for `HEAD` too). It
-/// holds its scrape's place among the [`Routes::new`] `max_requests` until
-/// hyper drops it.
+/// this very buffer; `Content-Length` is its length, for `HEAD` too). A
+/// scrape's place among the [`Routes::new`] `max_requests` is held until
+/// the page is handed whole to the kernel: hyper drops the body as soon as
+/// it has taken the frame into its buffer, so the connection keeps the
+/// place from then until hyper's buffer is flushed.
 pub(crate) struct Page {
     data: Option<Bytes>,
     _done: Done,
-    _permit: Option<OwnedSemaphorePermit>,
 }
 
 impl Page {
-    fn new(body: String, done: Done, permit: Option<OwnedSemaphorePermit>) -> Self {
+    fn new(body: String, mut done: Done, permit: Option<OwnedSemaphorePermit>) -> Self {
+        done.1 = permit;
         Self {
             data: (!body.is_empty()).then(|| Bytes::from(body)),
             _done: done,
-            _permit: permit,
         }
     }
 }
