@@ -44,6 +44,8 @@ struct State {
     /// is handed whole to the kernel (a scrape's place among
     /// `--max-requests`: the page is in hyper's buffer until then).
     held: Vec<Held>,
+    /// Scrape places it holds (see `scrapes`).
+    scrapes: usize,
 }
 
 /// What an answer holds until it is sent (dropped then).
@@ -88,6 +90,7 @@ impl Conn {
                 aborted: false,
                 stalled: false,
                 held: Vec::new(),
+                scrapes: 0,
             }),
             changed: Notify::new(),
         }
@@ -149,6 +152,17 @@ impl Conn {
         self.state().stalled = stalled;
     }
 
+    /// It took a scrape place.
+    pub(crate) fn scrape_began(&self) {
+        self.state().scrapes += 1;
+    }
+
+    /// It gave a scrape place back.
+    pub(crate) fn scrape_ended(&self) {
+        let mut s = self.state();
+        s.scrapes = s.scrapes.saturating_sub(1);
+    }
+
     /// When the connection must be closed: the end of its phase's time, or
     /// now if it was evicted.
     pub(crate) fn deadline(&self, limits: &Limits) -> Instant {
@@ -177,6 +191,12 @@ impl Conn {
         self.state().aborted
     }
 
+    /// Whether it was closed to make room.
+    #[cfg(test)]
+    pub(crate) fn evicted(&self) -> bool {
+        self.state().evicted
+    }
+
     /// Waits until the deadline may have moved.
     pub(crate) async fn changed(&self) {
         self.changed.notified().await;
@@ -194,11 +214,11 @@ impl Conn {
         (waiting && !s.evicted).then_some(s.since)
     }
 
-    /// Evicts the connection if it waits on its client; returns whether
-    /// it did.
-    fn evict_if_waiting(&self) -> bool {
+    /// Evicts the connection if it waits on its client and `which` picks
+    /// it; returns whether it did.
+    fn evict_if_waiting(&self, which: impl Fn(&State) -> bool) -> bool {
         let mut s = self.state();
-        let waiting = Self::waiting_since(&s).is_some();
+        let waiting = which(&s) && Self::waiting_since(&s).is_some();
         if waiting {
             s.evicted = true;
             self.changed.notify_one();
@@ -282,7 +302,7 @@ impl Table {
                 }
                 // One closing already makes room: evict no more.
                 if !conns.open.values().any(|c| c.state().evicted) {
-                    Self::evict_longest_waiting(&conns);
+                    Self::evict_longest_waiting(&conns, |_| true);
                 }
             }
             freed.await;
@@ -293,26 +313,40 @@ impl Table {
     /// if any waits (to make room, or to free a file descriptor); returns
     /// whether one was.
     pub(crate) fn close_longest_waiting(&self) -> bool {
-        Self::evict_longest_waiting(&self.conns())
+        Self::evict_longest_waiting(&self.conns(), |_| true)
+    }
+
+    /// Closes the connection holding a scrape place whose answer has been
+    /// stalled the longest, if any is (to make room for another scrape);
+    /// returns whether one was.
+    pub(crate) fn close_longest_stalled_scrape(&self) -> bool {
+        Self::evict_longest_waiting(&self.conns(), |s| s.scrapes > 0)
     }
 
     /// A client that sends its head in one piece and reads its answer as
     /// it comes waits on nothing but the endpoint; one that trickles its
     /// head or does not read is what the bound must be kept against, with
     /// the one idle the longest.
-    fn evict_longest_waiting(conns: &Conns) -> bool {
+    /// Of those `which` picks.
+    fn evict_longest_waiting(conns: &Conns, which: impl Fn(&State) -> bool) -> bool {
         // A connection may stop waiting between the look and the eviction:
         // try the next then.
         loop {
             let longest = conns
                 .open
                 .iter()
-                .filter_map(|(id, c)| Conn::waiting_since(&c.state()).map(|t| (t, *id)))
+                .filter_map(|(id, c)| {
+                    let s = c.state();
+                    which(&s)
+                        .then(|| Conn::waiting_since(&s))
+                        .flatten()
+                        .map(|t| (t, *id))
+                })
                 .min();
             let Some((_, id)) = longest else {
                 return false;
             };
-            if conns.open[&id].evict_if_waiting() {
+            if conns.open[&id].evict_if_waiting(&which) {
                 return true; // its task closes it at once, and frees its slot
             }
         }

@@ -18,7 +18,10 @@
 //!   request head, each answer and each idle spell; at most
 //!   [`Limits::max_connections`] open, the one that has waited on its
 //!   client the longest (idle, trickling its head, not reading its answer)
-//!   closed to make room; at most [`Limits::max_requests`] scrapes in flight. The
+//!   closed to make room; at most [`Limits::max_requests`] scrapes in flight
+//!   and [`Limits::max_page_bytes`] of their pages, each held until sent,
+//!   the scrape whose client stopped reading the longest closed to make
+//!   room. The
 //!   snapshot and rendering run on threads of their own, so no connection
 //!   waits for another's page.
 #![forbid(unsafe_code)]
@@ -28,13 +31,14 @@ mod endpoint;
 mod limits;
 mod negotiate;
 mod routes;
+mod scrapes;
 mod server;
 mod watched;
 
 pub use endpoint::Endpoint;
 pub use limits::{
     connections_within, raise_open_file_limit, Limits, IDLE_TIMEOUT, MAX_CONNECTIONS, MAX_HEAD,
-    MAX_HEADERS, MAX_REQUESTS, READ_TIMEOUT, RESERVED_FDS, WRITE_TIMEOUT,
+    MAX_HEADERS, MAX_PAGE_BYTES, MAX_REQUESTS, READ_TIMEOUT, RESERVED_FDS, WRITE_TIMEOUT,
 };
 pub use negotiate::negotiate;
 pub use server::{listen, serve, BACKLOG, UNSENT_LOWAT};

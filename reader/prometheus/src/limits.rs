@@ -23,6 +23,9 @@ pub const MAX_CONNECTIONS: usize = 1024;
 /// Default of [`Limits::max_requests`] (node_exporter's
 /// `--web.max-requests`).
 pub const MAX_REQUESTS: usize = 40;
+/// Default of [`Limits::max_page_bytes`]: 128 MiB, six pages of 20 MB (a
+/// page of 4,000 counters on 64 CPUs, one series each).
+pub const MAX_PAGE_BYTES: usize = 128 << 20;
 /// File descriptors kept for everything but connections: the listener,
 /// the segment, the runtime's epoll and event descriptors, standard I/O.
 pub const RESERVED_FDS: u64 = 32;
@@ -57,10 +60,18 @@ pub struct Limits {
     /// until one ends (each ends within its deadlines), and new
     /// connections wait in the kernel's listen queue.
     pub max_connections: usize,
-    /// Most scrapes (`/metrics` answers, from the snapshot to the last byte
-    /// sent) in flight at once; a scrape beyond it is answered `503` at
-    /// once. This bounds the memory the pages in flight hold.
+    /// Most scrapes (`/metrics` answers, from before the snapshot until
+    /// the page is handed whole to the kernel) in flight at once.
+    ///
+    /// A scrape beyond it, or beyond [`Limits::max_page_bytes`], closes
+    /// the scrape whose answer has been stalled the longest (its client
+    /// not reading) and takes its place; if none is stalled, it is
+    /// answered `503` at once.
     pub max_requests: usize,
+    /// Most bytes the pages of the scrapes in flight hold together (each
+    /// page is held whole until sent): a scrape is let in if its page, of
+    /// the size of the last one, fits beside them; one scrape always is.
+    pub max_page_bytes: usize,
 }
 
 impl Default for Limits {
@@ -71,6 +82,7 @@ impl Default for Limits {
             idle_timeout: IDLE_TIMEOUT,
             max_connections: MAX_CONNECTIONS,
             max_requests: MAX_REQUESTS,
+            max_page_bytes: MAX_PAGE_BYTES,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! What the endpoint answers: `GET` and `HEAD` of `/metrics` (a scrape)
 //! and `/` (a one-line index), `405` with `Allow` for another method on
 //! those paths, `404` for any other path, `503` when the segment cannot be
-//! read or too many scrapes are in flight.
+//! read or the scrapes in flight leave no room (see `scrapes`).
 
 use std::convert::Infallible;
 use std::os::unix::ffi::OsStrExt;
@@ -13,30 +13,31 @@ use hyper::body::{Body, Bytes, Frame, Incoming, SizeHint};
 use hyper::header::{HeaderValue, ACCEPT, ALLOW, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use perfabi::text::escape;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::connections::{Conn, Held};
+use crate::connections::{Conn, Held, Table};
 use crate::negotiate::negotiate;
-use crate::Endpoint;
+use crate::scrapes::{Place, Scrapes};
+use crate::{Endpoint, Limits};
 
-/// What every answer needs: the segment, and the bound on scrapes in
-/// flight.
+/// What every answer needs: the segment, the scrapes in flight and their
+/// bounds, and the connections (one of which may be closed to make room
+/// for a scrape).
 pub(crate) struct Routes {
     endpoint: Arc<Endpoint>,
-    scrapes: Arc<Semaphore>,
-    max_requests: usize,
+    scrapes: Arc<Scrapes>,
+    table: Arc<Table>,
 }
 
 const TEXT: &str = "text/plain; charset=utf-8";
 
 impl Routes {
-    /// Routes to `endpoint`, with at most `max_requests` scrapes in flight.
-    pub(crate) fn new(endpoint: Arc<Endpoint>, max_requests: usize) -> Self {
-        let max_requests = max_requests.clamp(1, Semaphore::MAX_PERMITS);
+    /// Routes to `endpoint`, with the scrapes in flight within `limits`,
+    /// for the connections of `table`.
+    pub(crate) fn new(endpoint: Arc<Endpoint>, limits: &Limits, table: Arc<Table>) -> Self {
         Self {
             endpoint,
-            scrapes: Arc::new(Semaphore::new(max_requests)),
-            max_requests,
+            scrapes: Arc::new(Scrapes::new(limits.max_requests, limits.max_page_bytes)),
+            table,
         }
     }
 
@@ -70,12 +71,15 @@ impl Routes {
             );
             return Ok(text(StatusCode::OK, index, done));
         }
-        let Ok(permit) = Arc::clone(&self.scrapes).try_acquire_owned() else {
-            let busy = format!(
-                "{} scrapes in flight already (--max-requests): try again\n",
-                self.max_requests
-            );
-            return Ok(text(StatusCode::SERVICE_UNAVAILABLE, busy, done));
+        let mut place = match self.scrapes.take(&done.0, &self.table).await {
+            Ok(place) => place,
+            Err(full) => {
+                return Ok(text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("{full}\n"),
+                    done,
+                ))
+            }
         };
         let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
         let format = negotiate(accept);
@@ -90,7 +94,11 @@ impl Routes {
         });
         Ok(match scrape.await {
             Ok(Ok(page)) => {
-                let mut r = Response::new(Page::new(page, done, Some(permit)));
+                if let Err(full) = place.page(page.len(), &self.table).await {
+                    let reason = format!("{full}\n");
+                    return Ok(text(StatusCode::SERVICE_UNAVAILABLE, reason, done));
+                }
+                let mut r = Response::new(Page::new(page, done, Some(place)));
                 r.headers_mut().insert(
                     CONTENT_TYPE,
                     HeaderValue::from_static(format.content_type()),
@@ -118,7 +126,7 @@ fn text(status: StatusCode, body: impl Into<String>, done: Done) -> Response<Pag
 
 /// Tells the connection, when dropped, that its answer's body is done,
 /// handing it what the answer holds until sent.
-pub(crate) struct Done(Arc<Conn>, Option<OwnedSemaphorePermit>);
+pub(crate) struct Done(Arc<Conn>, Option<Place>);
 
 impl Drop for Done {
     fn drop(&mut self) {
@@ -129,7 +137,7 @@ impl Drop for Done {
 
 /// An answer's body: the whole page in one frame (hyper writes it from
 /// this very buffer; `Content-Length` is its length, for `HEAD` too). A
-/// scrape's place among the [`Routes::new`] `max_requests` is held until
+/// scrape's place (its page's bytes among those in flight) is held until
 /// the page is handed whole to the kernel: hyper drops the body as soon as
 /// it has taken the frame into its buffer, so the connection keeps the
 /// place from then until hyper's buffer is flushed.
@@ -139,8 +147,8 @@ pub(crate) struct Page {
 }
 
 impl Page {
-    fn new(body: String, mut done: Done, permit: Option<OwnedSemaphorePermit>) -> Self {
-        done.1 = permit;
+    fn new(body: String, mut done: Done, place: Option<Place>) -> Self {
+        done.1 = place;
         Self {
             data: (!body.is_empty()).then(|| Bytes::from(body)),
             _done: done,

@@ -92,12 +92,12 @@ async fn run(
         // The deadlines are the connection task's (hyper's one timeout
         // counts idle time and the head together).
         .header_read_timeout(None);
+    let table = Arc::new(Table::new(limits.max_connections));
     let shared = Arc::new(Shared {
-        routes: Routes::new(endpoint, limits.max_requests),
+        routes: Routes::new(endpoint, &limits, Arc::clone(&table)),
         http,
         limits,
     });
-    let table = Arc::new(Table::new(limits.max_connections));
     let mut starved = false;
     loop {
         let stream = match listener.accept().await {
