@@ -636,3 +636,82 @@ fn a_client_that_never_reads_costs_few_answers() {
     assert!(held <= 48 << 10, "the kernel holds {held} bytes for it");
     println!("PROMETHEUS-UNREAD a client that never reads: {held} bytes of answers held");
 }
+
+/// The soft open-file limit of process `pid`.
+fn soft_open_files(pid: u32) -> u64 {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    line.split_whitespace().nth(3).unwrap().parse().unwrap()
+}
+
+/// `prlimit --pid PID --nofile=SOFT:` (the hard limit left as it is).
+fn set_soft_open_files(pid: u32, soft: u64) {
+    let ok = std::process::Command::new("/usr/bin/prlimit")
+        .args(["--pid", &pid.to_string(), &format!("--nofile={soft}:")])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "prlimit --pid {pid} --nofile={soft}:");
+}
+
+/// Its open-file limit lowered under it below what its connections take
+/// (a bound it could not foresee): as clients trickling heads keep coming,
+/// accepting fails (EMFILE) each time a descriptor is freed for one. It
+/// says so in one line, with how many failures since, at most once a
+/// minute (it logged two lines each time, every 100 ms, for as long as it
+/// lasted), and serves again once the limit is back.
+#[test]
+fn running_out_of_descriptors_is_logged_once_not_at_each_accept() {
+    let prlimit = Path::new("/usr/bin/prlimit");
+    if !perfabi_test_harness::need_file(
+        "running_out_of_descriptors_is_logged_once_not_at_each_accept",
+        prlimit,
+        "apt-get install util-linux",
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let _w = segment(&path, 10);
+    let e = start(&path, &[]);
+    scrape_within(e.addr, Duration::from_secs(5));
+    let soft = soft_open_files(e.pid());
+    set_soft_open_files(e.pid(), 24);
+    let starved = |log: Vec<String>| {
+        log.into_iter()
+            .filter(|l| l.contains("cannot accept") || l.contains("accepting connections again"))
+            .count()
+    };
+    let held: Vec<_> = (0..60)
+        .map(|_| {
+            let mut s = TcpStream::connect(e.addr).unwrap();
+            s.write_all(b"GET /metrics HTTP/1.1\r\n").unwrap();
+            s
+        })
+        .collect();
+    let end = Instant::now() + Duration::from_secs(10);
+    while starved(e.log()) == 0 {
+        assert!(
+            Instant::now() < end,
+            "never out of descriptors: {:?}",
+            e.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Accepting keeps failing and recovering for about 4 s (one of the 60
+    // a pause of 100 ms): watch 3 s of it.
+    std::thread::sleep(Duration::from_secs(3));
+    let lines = starved(e.log());
+    assert!(lines <= 2, "{lines} lines: {:?}", e.log());
+    set_soft_open_files(e.pid(), soft);
+    drop(held);
+    let end = Instant::now() + Duration::from_secs(10);
+    while http::get(e.addr, "/metrics", &[]).map(|r| r.status).ok() != Some(200) {
+        assert!(Instant::now() < end, "not serving again: {:?}", e.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    println!("PROMETHEUS-EMFILE out of descriptors for seconds: {lines} log lines");
+}
