@@ -13,7 +13,8 @@
 //!   alive; `GET` and `HEAD` of `/metrics` and `/` (a short index), `405`
 //!   (with `Allow: GET, HEAD`) for other methods there, `404` for other
 //!   paths; a request head of at most [`MAX_HEAD`] bytes and
-//!   [`MAX_HEADERS`] headers (`431` otherwise).
+//!   [`MAX_HEADERS`] headers (`431` otherwise), with one `Host` header
+//!   (`400` otherwise; none is needed in HTTP/1.0).
 //! * Sturdy under attack and under load ([`Limits`]): a deadline for each
 //!   request head, each answer and each idle spell; at most
 //!   [`Limits::max_connections`] open, the one that has waited on its

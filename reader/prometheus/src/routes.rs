@@ -1,7 +1,8 @@
 //! What the endpoint answers: `GET` and `HEAD` of `/metrics` (a scrape)
 //! and `/` (a one-line index), `405` with `Allow` for another method on
-//! those paths, `404` for any other path, `503` when the segment cannot be
-//! read or the scrapes in flight leave no room (see `scrapes`).
+//! those paths, `404` for any other path, `400` for a request without one
+//! `Host` header, `503` when the segment cannot be read or the scrapes in
+//! flight leave no room (see `scrapes`).
 
 use std::convert::Infallible;
 use std::os::unix::ffi::OsStrExt;
@@ -10,8 +11,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use hyper::body::{Body, Bytes, Frame, Incoming, SizeHint};
-use hyper::header::{HeaderValue, ACCEPT, ALLOW, CONTENT_TYPE};
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::header::{HeaderValue, ACCEPT, ALLOW, CONNECTION, CONTENT_TYPE, HOST};
+use hyper::{Method, Request, Response, StatusCode, Version};
 use perfabi::text::escape;
 
 use crate::connections::{Conn, Held, Table};
@@ -50,6 +51,19 @@ impl Routes {
     ) -> Result<Response<Page>, Infallible> {
         conn.request();
         let done = Done(conn, None);
+        // RFC 9112 §3.2: one Host in an HTTP/1.1 request, never two in any
+        // (a proxy in front may have routed the request by the other).
+        let hosts = req.headers().get_all(HOST).iter().count();
+        if hosts > 1 || (hosts == 0 && req.version() == Version::HTTP_11) {
+            let mut r = text(
+                StatusCode::BAD_REQUEST,
+                format!("a request needs one Host header, not {hosts} (RFC 9112 3.2)\n"),
+                done,
+            );
+            r.headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+            return Ok(r);
+        }
         let path = req.uri().path();
         if path != "/" && path != "/metrics" {
             return Ok(text(

@@ -715,3 +715,32 @@ fn running_out_of_descriptors_is_logged_once_not_at_each_accept() {
     }
     println!("PROMETHEUS-EMFILE out of descriptors for seconds: {lines} log lines");
 }
+
+/// An HTTP/1.1 request without a `Host` header, or any request with two,
+/// is answered 400 saying so, and the connection closed, as RFC 9112
+/// §3.2 requires (they were served: a request a proxy in front may have
+/// routed by the other `Host`); HTTP/1.0 without one is served.
+#[test]
+fn a_request_without_one_host_is_400() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let _w = segment(&path, 10);
+    let e = start(&path, &[]);
+    for request in [
+        &b"GET /metrics HTTP/1.1\r\n\r\n"[..],
+        b"GET /metrics HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+        b"GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n",
+        b"GET http://a/metrics HTTP/1.1\r\n\r\n",
+    ] {
+        let mut s = connect(e.addr);
+        let r = exchange(&mut s, request).unwrap();
+        let shown = String::from_utf8_lossy(request);
+        assert_eq!(r.status, 400, "{shown:?}: {}", r.head);
+        assert!(r.body.contains("one Host header"), "{shown:?}: {}", r.body);
+        assert!(closed_within(&mut s, Duration::from_secs(5)), "{shown:?}");
+    }
+    let mut s = connect(e.addr);
+    let r = exchange(&mut s, b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    assert_eq!(r.status, 200, "{}", r.head);
+    println!("PROMETHEUS-HOST no Host or two: 400");
+}
