@@ -29,6 +29,7 @@
 
 mod connections;
 mod endpoint;
+mod h2;
 mod limits;
 mod negotiate;
 mod routes;

@@ -13,27 +13,42 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 use crate::connections::Conn;
+use crate::h2;
 
 /// A socket whose reads, writes and flushes are reported to its [`Conn`].
 pub(crate) struct Watched {
     stream: TcpStream,
     conn: Arc<Conn>,
+    /// Whether anything was read yet.
+    read_any: bool,
+    /// The client began with the HTTP/2 preface.
+    http2: bool,
 }
 
 impl Watched {
     /// `stream`, reporting to `conn`.
     pub(crate) fn new(stream: TcpStream, conn: Arc<Conn>) -> Self {
-        Self { stream, conn }
+        Self {
+            stream,
+            conn,
+            read_any: false,
+            http2: false,
+        }
     }
 }
 
 impl Drop for Watched {
     /// A connection aborted at its deadline is reset (`SO_LINGER` 0): the
     /// rest of its answer the kernel holds is dropped, not sent on to a
-    /// client that would not take it in time.
+    /// client that would not take it in time. One whose client spoke
+    /// HTTP/2 first (which hyper closes unanswered) is told, in HTTP/2, to
+    /// use HTTP/1.1: a few bytes into an empty socket buffer, so written
+    /// without waiting.
     fn drop(&mut self) {
         if self.conn.aborted() {
             let _ = socket2::SockRef::from(&self.stream).set_linger(Some(Duration::ZERO));
+        } else if self.http2 {
+            let _ = self.stream.try_write(&h2::refusal());
         }
     }
 }
@@ -47,6 +62,9 @@ impl AsyncRead for Watched {
         let before = buf.filled().len();
         let r = Pin::new(&mut self.stream).poll_read(cx, buf);
         if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            if !std::mem::replace(&mut self.read_any, true) {
+                self.http2 = h2::is_preface(&buf.filled()[before..]);
+            }
             self.conn.bytes_read();
         }
         r

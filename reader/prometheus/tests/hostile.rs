@@ -744,3 +744,26 @@ fn a_request_without_one_host_is_400() {
     assert_eq!(r.status, 200, "{}", r.head);
     println!("PROMETHEUS-HOST no Host or two: 400");
 }
+
+/// A client speaking HTTP/2 first (prior knowledge) is told in HTTP/2 to
+/// use HTTP/1.1: an empty SETTINGS frame, then GOAWAY with the error
+/// HTTP_1_1_REQUIRED (0xd) and a reason; before, the connection was closed
+/// without a byte, and curl said "stream 1 was not closed cleanly".
+#[test]
+fn an_http2_client_is_told_to_use_http1() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let _w = segment(&path, 10);
+    let e = start(&path, &[]);
+    let mut s = connect(e.addr);
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
+    let mut got = Vec::new();
+    s.read_to_end(&mut got).unwrap();
+    assert!(got.len() >= 26, "{got:?}");
+    assert_eq!(&got[..9], &[0, 0, 0, 4, 0, 0, 0, 0, 0], "SETTINGS: {got:?}");
+    assert_eq!(&got[12..18], &[7, 0, 0, 0, 0, 0], "GOAWAY: {got:?}");
+    assert_eq!(&got[22..26], &[0, 0, 0, 0xd], "HTTP_1_1_REQUIRED: {got:?}");
+    let why = String::from_utf8_lossy(&got[26..]);
+    assert!(why.contains("HTTP/1.1"), "{why}");
+    println!("PROMETHEUS-H2 prior knowledge refused: {why}");
+}
