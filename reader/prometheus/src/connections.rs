@@ -34,9 +34,8 @@ struct State {
     body_done: bool,
     /// Closed to make room for a new connection: its task drops it.
     evicted: bool,
-    /// Closed in the middle of a request or an answer, its deadline
-    /// passed: what the kernel still holds for it is dropped, not sent.
-    aborted: bool,
+    /// How it ends, once its task closes it.
+    ending: Ending,
     /// The last write of its answer found the socket full: it waits for
     /// its client to read.
     stalled: bool,
@@ -68,6 +67,22 @@ impl std::fmt::Debug for Held {
     }
 }
 
+/// How a connection closed by its task ([`Conn::expire`]) ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// Not closed by its task (yet), or closed by the client.
+    Open,
+    /// Idle: closed in good order.
+    Closed,
+    /// Its request head did not arrive whole by the deadline: told so
+    /// (`408`), then closed.
+    HeadTimedOut,
+    /// In the middle of an answer, or closed to make room while not idle:
+    /// reset, so that what the kernel still holds for it is dropped, not
+    /// sent.
+    Aborted,
+}
+
 /// One connection's phase, shared by its I/O (which sees the bytes), its
 /// service (which sees the requests and answers) and its task (which
 /// closes it when its deadline passes or it is evicted).
@@ -87,7 +102,7 @@ impl Conn {
                 since: Instant::now(),
                 body_done: false,
                 evicted: false,
-                aborted: false,
+                ending: Ending::Open,
                 stalled: false,
                 held: Vec::new(),
                 scrapes: 0,
@@ -178,17 +193,20 @@ impl Conn {
             }
     }
 
-    /// Its deadline passed (its task closes it now): a connection reading a
-    /// head or answering is aborted, an idle one closed in good order.
+    /// Its deadline passed, or it was evicted (its task closes it now):
+    /// how it ends.
     pub(crate) fn expire(&self) {
         let mut s = self.state();
-        s.aborted = s.phase != Phase::Idle;
+        s.ending = match (s.phase, s.evicted) {
+            (Phase::Idle, _) => Ending::Closed,
+            (Phase::Head, false) => Ending::HeadTimedOut,
+            _ => Ending::Aborted,
+        };
     }
 
-    /// Whether it is closed by [`Conn::expire`] in the middle of a request
-    /// or an answer.
-    pub(crate) fn aborted(&self) -> bool {
-        self.state().aborted
+    /// How it ends (see [`Conn::expire`]).
+    pub(crate) fn ending(&self) -> Ending {
+        self.state().ending
     }
 
     /// Whether it was closed to make room.

@@ -42,7 +42,8 @@ pub const RESERVED_FDS: u64 = 32;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// How long a request head may take, from its first byte to its last
-    /// (a client trickling it is closed when this passes).
+    /// (a client trickling it is answered `408` and closed when this
+    /// passes).
     pub read_timeout: Duration,
     /// How long an answer may take, from the end of the request head to
     /// the last byte handed to the kernel (a client reading slowly is

@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-use crate::connections::Conn;
+use crate::connections::{Conn, Ending};
 use crate::h2;
 
 /// A socket whose reads, writes and flushes are reported to its [`Conn`].
@@ -38,19 +38,37 @@ impl Watched {
 }
 
 impl Drop for Watched {
-    /// A connection aborted at its deadline is reset (`SO_LINGER` 0): the
-    /// rest of its answer the kernel holds is dropped, not sent on to a
-    /// client that would not take it in time. One whose client spoke
-    /// HTTP/2 first (which hyper closes unanswered) is told, in HTTP/2, to
-    /// use HTTP/1.1: a few bytes into an empty socket buffer, so written
-    /// without waiting.
+    /// A connection aborted ([`Ending::Aborted`]) is reset (`SO_LINGER`
+    /// 0): the rest of its answer the kernel holds is dropped, not sent on
+    /// to a client that would not take it in time. One whose request head
+    /// timed out is answered `408` saying so; one whose client spoke HTTP/2
+    /// first (which hyper closes unanswered) is told, in HTTP/2, to use
+    /// HTTP/1.1. Those are a few bytes into an empty socket buffer, so
+    /// written without waiting.
     fn drop(&mut self) {
-        if self.conn.aborted() {
-            let _ = socket2::SockRef::from(&self.stream).set_linger(Some(Duration::ZERO));
-        } else if self.http2 {
-            let _ = self.stream.try_write(&h2::refusal());
+        match self.conn.ending() {
+            Ending::Aborted => {
+                let _ = socket2::SockRef::from(&self.stream).set_linger(Some(Duration::ZERO));
+            }
+            Ending::HeadTimedOut => {
+                let _ = self.stream.try_write(head_timed_out().as_bytes());
+            }
+            Ending::Open | Ending::Closed if self.http2 => {
+                let _ = self.stream.try_write(&h2::refusal());
+            }
+            Ending::Open | Ending::Closed => {}
         }
     }
+}
+
+/// The answer to a request head that did not arrive whole in time.
+fn head_timed_out() -> String {
+    let why = "the request head did not arrive whole in time (--read-timeout)\n";
+    format!(
+        "HTTP/1.1 408 Request Timeout\r\nContent-Type: text/plain; charset=utf-8\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{why}",
+        why.len()
+    )
 }
 
 impl AsyncRead for Watched {

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use perfabi::{Buckets, FamilySpec, Kind, Unit};
 use perfabi_shm::writer::{Config, Writer};
-use perfabi_test_harness::http;
+use perfabi_test_harness::http::{self, read_response};
 
 mod common;
 use common::{ask, closed_within, connect, exchange, start, start_under};
@@ -766,4 +766,26 @@ fn an_http2_client_is_told_to_use_http1() {
     let why = String::from_utf8_lossy(&got[26..]);
     assert!(why.contains("HTTP/1.1"), "{why}");
     println!("PROMETHEUS-H2 prior knowledge refused: {why}");
+}
+
+/// A request head not whole within `--read-timeout` (a client typing it
+/// by hand, say) is answered 408 saying what timed out, then closed;
+/// before, the connection was reset without a word.
+#[test]
+fn a_head_not_whole_in_time_is_408() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let _w = segment(&path, 10);
+    let e = start(&path, &["--read-timeout", "1"]);
+    let mut s = connect(e.addr);
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n").unwrap();
+    let t = Instant::now();
+    let r = read_response(&mut std::io::BufReader::new(&s), false).unwrap();
+    assert_eq!(r.status, 408, "{}", r.head);
+    assert!(r.body.contains("--read-timeout"), "{}", r.body);
+    assert!(closed_within(&mut s, Duration::from_secs(5)));
+    println!(
+        "PROMETHEUS-408 a head not whole in 1 s answered 408 after {:.1?}",
+        t.elapsed()
+    );
 }
