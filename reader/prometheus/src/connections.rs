@@ -4,12 +4,24 @@
 //! longest.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::limits::Limits;
+
+/// How long the writes of an answer must have found the socket full, with
+/// nothing written since, for the answer to count as stalled: its client
+/// has stopped reading. A client reading its page as it comes leaves them
+/// blocked for milliseconds at a time.
+pub(crate) const STALLED_AFTER: Duration = Duration::from_millis(100);
+
+/// How often an admission at the bound, or a scrape waiting for room,
+/// looks again for a connection to close (connections go idle, and
+/// answers stall, without anything waking them).
+pub(crate) const LOOK_AGAIN: Duration = Duration::from_millis(20);
 
 /// What a connection is doing, as far as its deadline goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,9 +48,9 @@ struct State {
     evicted: bool,
     /// How it ends, once its task closes it.
     ending: Ending,
-    /// The last write of its answer found the socket full: it waits for
-    /// its client to read.
-    stalled: bool,
+    /// Since when the writes of its answer have found the socket full,
+    /// nothing written since: it waits for its client to read.
+    blocked_since: Option<Instant>,
     /// What answers whose bodies hyper has taken hold until hyper's buffer
     /// is handed whole to the kernel (a scrape's place among
     /// `--max-requests`: the page is in hyper's buffer until then).
@@ -103,7 +115,7 @@ impl Conn {
                 body_done: false,
                 evicted: false,
                 ending: Ending::Open,
-                stalled: false,
+                blocked_since: None,
                 held: Vec::new(),
                 scrapes: 0,
             }),
@@ -118,7 +130,7 @@ impl Conn {
     fn enter(&self, s: &mut State, phase: Phase) {
         s.phase = phase;
         s.since = Instant::now();
-        s.stalled = false;
+        s.blocked_since = None;
         self.changed.notify_one();
     }
 
@@ -164,12 +176,22 @@ impl Conn {
     /// A write of the answer found the socket full (`true`: the client is
     /// not reading), or went through (`false`).
     pub(crate) fn write_stalled(&self, stalled: bool) {
-        self.state().stalled = stalled;
+        let mut s = self.state();
+        if !stalled {
+            s.blocked_since = None;
+        } else if s.blocked_since.is_none() {
+            s.blocked_since = Some(Instant::now());
+        }
     }
 
     /// It took a scrape place.
     pub(crate) fn scrape_began(&self) {
         self.state().scrapes += 1;
+    }
+
+    /// Whether it holds a scrape place.
+    pub(crate) fn holds_scrape(&self) -> bool {
+        self.state().scrapes > 0
     }
 
     /// It gave a scrape place back.
@@ -222,14 +244,17 @@ impl Conn {
 
     /// Since when it has waited on its client, if it does: idle (since it
     /// became idle), reading a head (since its first byte), or answering
-    /// with its answer stalled (since the request). An answer being
-    /// prepared, or sent as fast as it is read, waits on no client.
+    /// with its answer stalled (since its writes found the socket full,
+    /// [`STALLED_AFTER`] ago at least). An answer being prepared, or sent
+    /// as fast as it is read, waits on no client.
     fn waiting_since(s: &State) -> Option<Instant> {
-        let waiting = match s.phase {
-            Phase::Idle | Phase::Head => true,
-            Phase::Answer => s.stalled,
-        };
-        (waiting && !s.evicted).then_some(s.since)
+        if s.evicted {
+            return None;
+        }
+        match s.phase {
+            Phase::Idle | Phase::Head => Some(s.since),
+            Phase::Answer => s.blocked_since.filter(|t| t.elapsed() >= STALLED_AFTER),
+        }
     }
 
     /// Evicts the connection if it waits on its client and `which` picks
@@ -299,7 +324,7 @@ impl Table {
     /// a head, or with its answer stalled) is closed to make room, and its
     /// place taken once it is closed (a connection counts until its socket
     /// is closed, so that the bound holds for descriptors too); if none
-    /// waits on its client, waits until one ends.
+    /// waits on its client, waits until one does, or ends.
     pub(crate) async fn admit(self: &Arc<Self>) -> Slot {
         loop {
             // Registered before looking, so that a connection ending after
@@ -320,10 +345,12 @@ impl Table {
                 }
                 // One closing already makes room: evict no more.
                 if !conns.open.values().any(|c| c.state().evicted) {
-                    Self::evict_longest_waiting(&conns, |_| true);
+                    let _ = Self::evict_longest_waiting(&conns, |_| true);
                 }
             }
-            freed.await;
+            // Woken when a connection ends; and looking again meanwhile,
+            // for one gone idle or stalled since.
+            let _ = tokio::time::timeout(LOOK_AGAIN, freed).await;
         }
     }
 
@@ -331,22 +358,22 @@ impl Table {
     /// if any waits (to make room, or to free a file descriptor); returns
     /// whether one was.
     pub(crate) fn close_longest_waiting(&self) -> bool {
-        Self::evict_longest_waiting(&self.conns(), |_| true)
+        Self::evict_longest_waiting(&self.conns(), |_| true).is_some()
     }
 
     /// Closes the connection holding a scrape place whose answer has been
-    /// stalled the longest, if any is (to make room for another scrape);
-    /// returns whether one was.
-    pub(crate) fn close_longest_stalled_scrape(&self) -> bool {
+    /// stalled the longest, if any is, to make room for another scrape;
+    /// the one closed.
+    pub(crate) fn close_longest_stalled_scrape(&self) -> Option<Weak<Conn>> {
         Self::evict_longest_waiting(&self.conns(), |s| s.scrapes > 0)
     }
 
-    /// A client that sends its head in one piece and reads its answer as
-    /// it comes waits on nothing but the endpoint; one that trickles its
-    /// head or does not read is what the bound must be kept against, with
-    /// the one idle the longest.
-    /// Of those `which` picks.
-    fn evict_longest_waiting(conns: &Conns, which: impl Fn(&State) -> bool) -> bool {
+    /// Evicts, of the connections `which` picks, the one that has waited
+    /// on its client the longest; the one evicted. A client that
+    /// sends its head in one piece and reads its answer as it comes waits
+    /// on nothing but the endpoint; one that trickles its head or does not
+    /// read is what the bounds must be kept against, as is one idle long.
+    fn evict_longest_waiting(conns: &Conns, which: impl Fn(&State) -> bool) -> Option<Weak<Conn>> {
         // A connection may stop waiting between the look and the eviction:
         // try the next then.
         loop {
@@ -361,11 +388,11 @@ impl Table {
                         .map(|t| (t, *id))
                 })
                 .min();
-            let Some((_, id)) = longest else {
-                return false;
-            };
-            if conns.open[&id].evict_if_waiting(&which) {
-                return true; // its task closes it at once, and frees its slot
+            let (_, id) = longest?;
+            let conn = &conns.open[&id];
+            if conn.evict_if_waiting(&which) {
+                // Its task closes it at once, and frees its slot.
+                return Some(Arc::downgrade(conn));
             }
         }
     }
@@ -438,6 +465,7 @@ mod tests {
         tokio::time::advance(Duration::from_millis(10)).await;
         let c = table.admit().await;
         c.conn.request(); // answering since 20 ms
+        c.conn.write_stalled(true); // its client not reading from 20 ms
         tokio::time::advance(Duration::from_millis(10)).await;
         let d = admit_later(&table);
         tokio::time::sleep(Duration::from_millis(1)).await;
@@ -449,14 +477,14 @@ mod tests {
         drop(a);
         let d = d.await.unwrap(); // idle since 31 ms
         assert_eq!(table.len(), 3);
-        // c's answer stalls: it waits on its client since its request, at
-        // 20 ms, after b (idle since 10 ms) and before d.
-        c.conn.write_stalled(true);
+        // c has not been stalled long enough to count: b goes.
         let e = admit_later(&table);
         tokio::time::sleep(Duration::from_millis(1)).await;
         assert!(evicted(&b) && !evicted(&c) && !evicted(&d));
         drop(b);
-        let e = e.await.unwrap();
+        let e = e.await.unwrap(); // idle since 32 ms
+                                  // Now it has: waiting since 20 ms, before d and e.
+        tokio::time::advance(STALLED_AFTER).await;
         let f = admit_later(&table);
         tokio::time::sleep(Duration::from_millis(1)).await;
         assert!(evicted(&c) && !evicted(&d) && !evicted(&e));
@@ -467,21 +495,45 @@ mod tests {
     }
 
     /// An answer whose writes go through again waits on no client: it is
-    /// not evicted, though older than every idle connection.
+    /// not evicted, though older than every idle connection; nor is one
+    /// whose writes have found the socket full for less than
+    /// [`STALLED_AFTER`].
     #[tokio::test(start_paused = true)]
     async fn an_answer_read_as_it_comes_is_not_evicted() {
         let table = Arc::new(Table::new(2));
         let a = table.admit().await;
         a.conn.request();
         a.conn.write_stalled(true);
+        tokio::time::advance(STALLED_AFTER * 2).await;
         a.conn.write_stalled(false);
-        tokio::time::advance(Duration::from_millis(10)).await;
+        a.conn.write_stalled(true);
+        tokio::time::advance(STALLED_AFTER / 2).await;
         let b = table.admit().await;
         let c = admit_later(&table);
         tokio::time::sleep(Duration::from_millis(1)).await;
         assert!(!a.conn.state().evicted && b.conn.state().evicted);
         drop(b);
         drop((a, c.await.unwrap()));
+    }
+
+    /// At the bound with none waiting on its client, an admission takes
+    /// the place of one that goes idle (kept alive), without waiting for
+    /// it to end: before, it waited for a connection to end, up to the
+    /// idle deadline of one that had gone idle meanwhile.
+    #[tokio::test(start_paused = true)]
+    async fn an_admission_takes_the_place_of_one_gone_idle() {
+        let table = Arc::new(Table::new(1));
+        let a = table.admit().await;
+        a.conn.request();
+        let b = admit_later(&table);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!a.conn.state().evicted && !b.is_finished());
+        a.conn.body_done(None);
+        a.conn.flushed(); // a's answer sent: a is idle
+        tokio::time::sleep(LOOK_AGAIN * 2).await;
+        assert!(a.conn.state().evicted, "a, idle, is closed for b");
+        drop(a);
+        drop(b.await.unwrap());
     }
 
     /// At the bound with no connection waiting on its client, an admission

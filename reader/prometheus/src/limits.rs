@@ -56,18 +56,21 @@ pub struct Limits {
     /// closes the one that has waited on its client the longest: idle
     /// (since its accept or its last answer), reading a head (since its
     /// first byte), or answering with its answer stalled, the client not
-    /// reading (since its request). If none waits on its client (all have
-    /// answers being prepared or read as they come), accepting pauses
-    /// until one ends (each ends within its deadlines), and new
-    /// connections wait in the kernel's listen queue.
+    /// reading (since the last byte it took, 100 ms ago at least). If none
+    /// waits on its client (all have answers being prepared or read as
+    /// they come), accepting waits until one does, or ends (each ends
+    /// within its deadlines), and new connections wait in the kernel's
+    /// listen queue.
     pub max_connections: usize,
     /// Most scrapes (`/metrics` answers, from before the snapshot until
     /// the page is handed whole to the kernel) in flight at once.
     ///
     /// A scrape beyond it, or beyond [`Limits::max_page_bytes`], closes
     /// the scrape whose answer has been stalled the longest (its client
-    /// not reading) and takes its place; if none is stalled, it is
-    /// answered `503` at once.
+    /// not reading) and takes its place; if none is stalled, it waits for
+    /// room in line with the others (first come, first served; the first
+    /// in line closes a scrape as soon as one stalls). It waits at most
+    /// half its [`Limits::write_timeout`], and is answered `503` then.
     pub max_requests: usize,
     /// Most bytes the pages of the scrapes in flight hold together (each
     /// page is held whole until sent): a scrape is let in if its page, of

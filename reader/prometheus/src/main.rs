@@ -37,8 +37,10 @@ lowered (and says so) if that limit cannot hold them.
 Scrapes: each holds its page until the page is sent. A scrape beyond
 --max-requests in flight, or whose page (the size of the last one) would
 take the pages in flight past --max-page-memory, closes the scrape whose
-client has stopped reading the longest and takes its place; if no client
-has stopped reading, it is answered 503 at once, saying which bound.
+client has stopped reading the longest and takes its place; if none has,
+it waits in line for room (first come, first served; the first in line
+closes a scrape as soon as one stalls). It waits at most half
+--write-timeout, then is answered 503 saying which bound.
 
 SEGMENT defaults to $PERFABI_SEGMENT, else /dev/perfabi (kernel module),
 else /dev/shm/perfabi.seg (perfabi-exportd). A segment is read only if it

@@ -37,7 +37,13 @@ impl Routes {
     pub(crate) fn new(endpoint: Arc<Endpoint>, limits: &Limits, table: Arc<Table>) -> Self {
         Self {
             endpoint,
-            scrapes: Arc::new(Scrapes::new(limits.max_requests, limits.max_page_bytes)),
+            // A scrape waits for room at most half its send deadline,
+            // leaving the other half to send its page.
+            scrapes: Arc::new(Scrapes::new(
+                limits.max_requests,
+                limits.max_page_bytes,
+                limits.write_timeout / 2,
+            )),
             table,
         }
     }

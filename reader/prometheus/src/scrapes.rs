@@ -3,11 +3,13 @@
 //! at once (one scrape always), each holding its place from before its
 //! snapshot until its page is handed whole to the kernel. At either bound,
 //! the scrape whose client has stopped reading the longest is closed to
-//! make room; a scrape finding no such one is answered `503`.
+//! make room, and scrapes waiting for room get it in the order they came,
+//! each waiting at most half its send deadline (`503` then).
 //!
 //! [`Limits::max_requests`]: crate::Limits::max_requests
 //! [`Limits::max_page_bytes`]: crate::Limits::max_page_bytes
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
@@ -15,17 +17,14 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::connections::{Conn, Table};
-
-/// How long a scrape waits for the place of the one closed to make room
-/// (a closed connection gives its place back at once; this bounds a race
-/// with other scrapes for it).
-const ROOM_WAIT: Duration = Duration::from_secs(1);
+use crate::connections::{Conn, Table, LOOK_AGAIN};
 
 /// The bounds, and what is in flight.
 pub(crate) struct Scrapes {
     max_count: usize,
     max_bytes: usize,
+    /// How long a scrape waits for room at most.
+    wait: Duration,
     in_flight: Mutex<InFlight>,
     /// A place was given back: a scrape waiting for room looks again.
     freed: Notify,
@@ -38,6 +37,10 @@ struct InFlight {
     /// scrape whose page is not rendered yet).
     bytes: usize,
     last_page: usize,
+    /// The scrapes waiting for room, first come first served (their
+    /// tickets), and the next ticket.
+    line: VecDeque<u64>,
+    next_ticket: u64,
 }
 
 /// Which bound a scrape found full, with nothing to close to make room:
@@ -48,6 +51,8 @@ pub(crate) enum Full {
     Requests(usize),
     /// Pages in flight holding this many bytes, of the bound's.
     Memory(usize, usize),
+    /// This many scrapes waiting for room already.
+    Waiting(usize),
 }
 
 impl fmt::Display for Full {
@@ -56,15 +61,16 @@ impl fmt::Display for Full {
         match *self {
             Full::Requests(n) => write!(
                 f,
-                "{n} scrapes in flight already (--max-requests), none stalled: try again"
+                "{n} scrapes in flight already (--max-requests): try again"
             ),
             Full::Memory(held, max) => write!(
                 f,
-                "pages in flight hold {:.1} MiB already, of {:.1} (--max-page-memory), \
-                 none stalled: try again",
+                "pages in flight hold {:.1} MiB already, of {:.1} (--max-page-memory): \
+                 try again",
                 held as f64 / MIB,
                 max as f64 / MIB
             ),
+            Full::Waiting(n) => write!(f, "{n} scrapes waiting for room already: try again"),
         }
     }
 }
@@ -78,11 +84,12 @@ pub(crate) struct Place {
 
 impl Scrapes {
     /// At most `max_count` scrapes (at least one) and `max_bytes` of pages
-    /// in flight.
-    pub(crate) fn new(max_count: usize, max_bytes: usize) -> Self {
+    /// in flight; a scrape waits for room `wait` at most.
+    pub(crate) fn new(max_count: usize, max_bytes: usize, wait: Duration) -> Self {
         Self {
             max_count: max_count.max(1),
             max_bytes,
+            wait,
             in_flight: Mutex::new(InFlight::default()),
             freed: Notify::new(),
         }
@@ -92,27 +99,41 @@ impl Scrapes {
         self.in_flight.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A place for a scrape on `conn`, reserving the last page's size, if
-    /// both bounds leave room (a first scrape always finds room).
-    fn try_take(self: &Arc<Self>, conn: &Arc<Conn>) -> Result<Place, Full> {
-        let bytes = {
-            let mut s = self.in_flight();
-            if s.count >= self.max_count {
-                return Err(Full::Requests(s.count));
-            }
-            if s.count > 0 && s.bytes.saturating_add(s.last_page) > self.max_bytes {
-                return Err(Full::Memory(s.bytes, self.max_bytes));
-            }
-            s.count += 1;
-            s.bytes += s.last_page;
-            s.last_page
-        };
+    /// Reserves a place in `s`, of the last page's size, if both bounds
+    /// leave room (a first scrape always finds room); the bytes reserved.
+    fn reserve(&self, s: &mut InFlight) -> Result<usize, Full> {
+        if s.count >= self.max_count {
+            return Err(Full::Requests(s.count));
+        }
+        if s.count > 0 && s.bytes.saturating_add(s.last_page) > self.max_bytes {
+            return Err(Full::Memory(s.bytes, self.max_bytes));
+        }
+        s.count += 1;
+        s.bytes += s.last_page;
+        Ok(s.last_page)
+    }
+
+    fn place(self: &Arc<Self>, conn: &Arc<Conn>, bytes: usize) -> Place {
         conn.scrape_began();
-        Ok(Place {
+        Place {
             scrapes: Arc::clone(self),
             conn: Arc::downgrade(conn),
             bytes,
-        })
+        }
+    }
+
+    /// A place for a scrape on `conn`, if there is room now and no scrape
+    /// waits for it.
+    #[cfg(test)]
+    fn try_take(self: &Arc<Self>, conn: &Arc<Conn>) -> Result<Place, Full> {
+        let bytes = {
+            let mut s = self.in_flight();
+            if !s.line.is_empty() {
+                return Err(Full::Waiting(s.line.len()));
+            }
+            self.reserve(&mut s)?
+        };
+        Ok(self.place(conn, bytes))
     }
 
     /// A place for a scrape on `conn`, reserving the size of the last
@@ -122,41 +143,118 @@ impl Scrapes {
         conn: &Arc<Conn>,
         table: &Table,
     ) -> Result<Place, Full> {
-        self.room(table, || self.try_take(conn)).await
+        let bytes = self.room(table, false, |s| self.reserve(s)).await?;
+        Ok(self.place(conn, bytes))
     }
 
-    /// What `attempt` gives once it finds room. At a bound, the connection
-    /// of the scrape whose client has stopped reading the longest (of
-    /// those in `table`) is closed, and `attempt` tried again once its
-    /// place is given back; which bound was full if none could be closed,
-    /// or the room went to another scrape for [`ROOM_WAIT`].
+    /// What `attempt` gives once it finds room (`attempt` changes nothing
+    /// but the last page's size when it finds none).
+    ///
+    /// A scrape finding no room closes the connection of the scrape whose
+    /// client has stopped reading the longest, and goes ahead of the line
+    /// for the room that makes: it tries again each time a place is given
+    /// back, and closes another once its own has given its place back (to
+    /// another scrape). With none to close, it waits in line for a place
+    /// given back, first come first served, the first in line looking
+    /// again for one to close every [`LOOK_AGAIN`]. A scrape that has
+    /// waited its `wait` fails with the bound it found full.
+    ///
+    /// A scrape that has its place already (`ahead`: room for its rendered
+    /// page) goes ahead from the start: behind the line it would wait for
+    /// the room it holds.
     async fn room<T>(
         &self,
         table: &Table,
-        mut attempt: impl FnMut() -> Result<T, Full>,
+        mut ahead: bool,
+        mut attempt: impl FnMut(&mut InFlight) -> Result<T, Full>,
     ) -> Result<T, Full> {
-        let until = Instant::now() + ROOM_WAIT;
-        let mut closed_one = false;
+        let until = Instant::now() + self.wait;
+        let mut line = InLine {
+            scrapes: self,
+            ticket: None,
+        };
+        let mut looked = false;
+        // The connection it closed for room, if any.
+        let mut mine: Option<Weak<Conn>> = None;
         loop {
-            // Registered before looking, so that a place given back after
-            // the look wakes this wait.
+            // Registered before looking, so that a place given back (or the
+            // line moving) after the look wakes this wait.
             let freed = self.freed.notified();
             tokio::pin!(freed);
             freed.as_mut().enable();
-            let full = match attempt() {
-                Ok(got) => return Ok(got),
-                Err(full) => full,
-            };
-            if !closed_one {
-                if !table.close_longest_stalled_scrape() {
-                    return Err(full);
+            let (full, first) = {
+                let mut s = self.in_flight();
+                let first = ahead
+                    || match line.ticket {
+                        None => s.line.is_empty(),
+                        Some(t) => s.line.front() == Some(&t),
+                    };
+                let full = if first {
+                    match attempt(&mut s) {
+                        Ok(got) => return Ok(got), // leaving the line
+                        Err(full) => full,
+                    }
+                } else {
+                    Full::Waiting(s.line.len())
+                };
+                if !ahead && line.ticket.is_none() {
+                    let t = s.next_ticket;
+                    s.next_ticket += 1;
+                    s.line.push_back(t);
+                    line.ticket = Some(t);
                 }
-                closed_one = true;
+                (full, first)
+            };
+            // The first in line and those ahead look each time (once the
+            // one they closed, if any, has given its place back); the
+            // others once, when they come.
+            let waiting_for_mine = mine
+                .as_ref()
+                .and_then(Weak::upgrade)
+                .is_some_and(|c| c.holds_scrape());
+            if !waiting_for_mine {
+                mine = None;
+                if first || !looked {
+                    mine = table.close_longest_stalled_scrape();
+                    if mine.is_some() && !ahead {
+                        ahead = true;
+                        line.leave();
+                    }
+                }
             }
-            if tokio::time::timeout_at(until, freed).await.is_err() {
+            looked = true;
+            let look_again = if first && mine.is_none() {
+                until.min(Instant::now() + LOOK_AGAIN)
+            } else {
+                until
+            };
+            if tokio::time::timeout_at(look_again, freed).await.is_err() && look_again >= until {
                 return Err(full);
             }
         }
+    }
+}
+
+/// A scrape's place in the line for room: left when dropped (and the
+/// scrapes behind it told).
+struct InLine<'a> {
+    scrapes: &'a Scrapes,
+    ticket: Option<u64>,
+}
+
+impl InLine<'_> {
+    /// Leaves the line (the scrapes behind it told).
+    fn leave(&mut self) {
+        if let Some(t) = self.ticket.take() {
+            self.scrapes.in_flight().line.retain(|&x| x != t);
+            self.scrapes.freed.notify_waiters();
+        }
+    }
+}
+
+impl Drop for InLine<'_> {
+    fn drop(&mut self) {
+        self.leave();
     }
 }
 
@@ -168,20 +266,32 @@ impl Place {
     /// none before the first page), and pages grow with the segment.
     pub(crate) async fn page(&mut self, len: usize, table: &Table) -> Result<(), Full> {
         let scrapes = Arc::clone(&self.scrapes);
-        scrapes.room(table, || self.try_page(len)).await
+        let held = &mut self.bytes;
+        scrapes
+            .room(table, true, |s| fit(s, held, len, scrapes.max_bytes))
+            .await
     }
 
+    #[cfg(test)]
     fn try_page(&mut self, len: usize) -> Result<(), Full> {
-        let mut s = self.scrapes.in_flight();
-        s.last_page = len;
-        let others = s.bytes - self.bytes;
-        if s.count > 1 && others.saturating_add(len) > self.scrapes.max_bytes {
-            return Err(Full::Memory(others, self.scrapes.max_bytes));
-        }
-        s.bytes = others + len;
-        self.bytes = len;
-        Ok(())
+        let scrapes = Arc::clone(&self.scrapes);
+        let mut s = scrapes.in_flight();
+        fit(&mut s, &mut self.bytes, len, scrapes.max_bytes)
     }
+}
+
+/// Counts a page of `len` bytes in `s` instead of the `held` bytes of its
+/// place, if it fits within `max` beside the others (or its scrape is the
+/// only one); either way, `len` is the last page's size from now on.
+fn fit(s: &mut InFlight, held: &mut usize, len: usize, max: usize) -> Result<(), Full> {
+    s.last_page = len;
+    let others = s.bytes - *held;
+    if s.count > 1 && others.saturating_add(len) > max {
+        return Err(Full::Memory(others, max));
+    }
+    s.bytes = others + len;
+    *held = len;
+    Ok(())
 }
 
 impl Drop for Place {
@@ -201,7 +311,7 @@ impl Drop for Place {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::connections::Slot;
+    use crate::connections::{Slot, STALLED_AFTER};
 
     /// The count bound, then the memory bound: before a page is rendered
     /// (the last page's size reserved) and once it is (its own size); one
@@ -211,7 +321,7 @@ mod tests {
         let table = Arc::new(Table::new(8));
         let slot = table.admit().await;
         let conn = &slot.conn;
-        let scrapes = Arc::new(Scrapes::new(3, 1000));
+        let scrapes = Arc::new(Scrapes::new(3, 1000, Duration::from_secs(1)));
         // No page yet: nothing reserved.
         let mut a = scrapes.try_take(conn).unwrap();
         let mut b = scrapes.try_take(conn).unwrap();
@@ -241,13 +351,14 @@ mod tests {
         assert_eq!((s.count, s.bytes), (0, 0));
     }
 
-    /// At the bound, a scrape closes the connection of the scrape stalled
-    /// the longest and takes its place once given back; with none stalled,
-    /// it is refused at once, saying which bound.
+    /// At the bound, a scrape waits for room: it closes the connection of
+    /// the scrape stalled the longest as soon as there is one, and takes
+    /// its place once given back; it is refused, saying which bound, if
+    /// none stalls within its wait.
     #[tokio::test(start_paused = true)]
     async fn at_a_bound_the_scrape_stalled_the_longest_makes_room() {
         let table = Arc::new(Table::new(8));
-        let scrapes = Arc::new(Scrapes::new(2, usize::MAX));
+        let scrapes = Arc::new(Scrapes::new(2, usize::MAX, Duration::from_secs(5)));
         let (a, b, c) = (
             table.admit().await,
             table.admit().await,
@@ -259,16 +370,14 @@ mod tests {
         b.conn.request();
         let pb = scrapes.take(&b.conn, &table).await.unwrap();
         c.conn.request();
-        // Neither stalled: refused at once.
+        // Neither stalls: refused after its wait.
         let t = Instant::now();
         assert_eq!(
             scrapes.take(&c.conn, &table).await.err(),
             Some(Full::Requests(2))
         );
-        assert_eq!(t.elapsed(), Duration::ZERO);
-        // Both stalled: a, answering the longer, is closed.
-        a.conn.write_stalled(true);
-        b.conn.write_stalled(true);
+        assert_eq!(t.elapsed(), Duration::from_secs(5));
+        // Both stall while it waits: a, answering the longer, is closed.
         let waiting = {
             let (scrapes, table, conn) = (
                 Arc::clone(&scrapes),
@@ -277,11 +386,57 @@ mod tests {
             );
             tokio::spawn(async move { scrapes.take(&conn, &table).await.map(drop) })
         };
-        tokio::time::sleep(Duration::from_millis(1)).await;
-        let evicted = |s: &Slot| s.conn.evicted();
-        assert!(evicted(&a) && !evicted(&b) && !waiting.is_finished());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!a.conn.evicted() && !waiting.is_finished());
+        a.conn.write_stalled(true);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        b.conn.write_stalled(true);
+        tokio::time::sleep(STALLED_AFTER - Duration::from_millis(100)).await;
+        assert!(!a.conn.evicted(), "stalled for less than STALLED_AFTER");
+        tokio::time::sleep(Duration::from_millis(100) + LOOK_AGAIN).await;
+        assert!(a.conn.evicted() && !b.conn.evicted() && !waiting.is_finished());
         drop(pa); // its connection closed
         assert_eq!(waiting.await.unwrap(), Ok(()));
         drop(pb);
+    }
+
+    /// Scrapes waiting for room, none to close for it, get it in the
+    /// order they came: a place given back goes to the first in line, not
+    /// to one that came later, even one that asks just as it is given back.
+    #[tokio::test(start_paused = true)]
+    async fn room_goes_to_the_first_in_line() {
+        let table = Arc::new(Table::new(8));
+        let scrapes = Arc::new(Scrapes::new(1, usize::MAX, Duration::from_secs(5)));
+        let (a, b, c, d) = (
+            table.admit().await,
+            table.admit().await,
+            table.admit().await,
+            table.admit().await,
+        );
+        let later = |slot: &Slot| {
+            slot.conn.request();
+            let (scrapes, table, conn) = (
+                Arc::clone(&scrapes),
+                Arc::clone(&table),
+                Arc::clone(&slot.conn),
+            );
+            tokio::spawn(async move { scrapes.take(&conn, &table).await })
+        };
+        a.conn.request();
+        let pa = scrapes.take(&a.conn, &table).await.unwrap();
+        let for_b = later(&b);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let for_c = later(&c);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        drop(pa);
+        d.conn.request();
+        assert_eq!(scrapes.try_take(&d.conn).err(), Some(Full::Waiting(2)));
+        let pb = for_b.await.unwrap().unwrap();
+        assert!(!for_c.is_finished());
+        assert_eq!(scrapes.try_take(&d.conn).err(), Some(Full::Waiting(1)));
+        drop(pb);
+        drop(for_c.await.unwrap().unwrap());
+        assert!(scrapes.try_take(&d.conn).is_ok());
+        assert!(!a.conn.evicted() && !b.conn.evicted());
     }
 }

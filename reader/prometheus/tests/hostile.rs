@@ -548,7 +548,7 @@ fn reset_within(s: &TcpStream, within: Duration) -> bool {
     true
 }
 
-/// `--max-requests 2`, both held by clients that stopped reading a 2.5 MB
+/// `--max-requests 2`, both held by clients that stopped reading a 1.9 MB
 /// page (`--write-timeout 60`): a third scrape is answered at once, the
 /// one stalled the longest closed to make room, the other kept. (At first
 /// a stuck page gave its place back as soon as hyper took it into its
@@ -580,7 +580,7 @@ fn at_the_scrape_bound_the_reader_stalled_the_longest_makes_room() {
     );
 }
 
-/// `--max-page-memory 1` (MiB) and pages of 2.5 MB: one page in flight at
+/// `--max-page-memory 1` (MiB) and pages of 1.9 MB: one page in flight at
 /// a time. A client that stopped reading holds it; the next scrape closes
 /// that client and is answered (before, pages in flight were bounded by
 /// `--max-requests` alone: 40 of 20 MB held 775 MB).
@@ -597,7 +597,7 @@ fn the_pages_in_flight_keep_within_max_page_memory() {
     scrape_within(e.addr, Duration::from_secs(5));
     assert!(reset_within(&b, Duration::from_secs(5)), "b kept");
     println!(
-        "PROMETHEUS-PAGE-MEMORY one 2.5 MB page at a time within 1 MiB, the stalled one closed"
+        "PROMETHEUS-PAGE-MEMORY one 1.9 MB page at a time within 1 MiB, the stalled one closed"
     );
 }
 
@@ -778,7 +778,8 @@ fn a_head_not_whole_in_time_is_408() {
     let _w = segment(&path, 10);
     let e = start(&path, &["--read-timeout", "1"]);
     let mut s = connect(e.addr);
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n").unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
     let t = Instant::now();
     let r = read_response(&mut std::io::BufReader::new(&s), false).unwrap();
     assert_eq!(r.status, 408, "{}", r.head);
