@@ -13,27 +13,34 @@
 //!   alive; `GET` and `HEAD` of `/metrics` and `/` (a short index), `405`
 //!   (with `Allow: GET, HEAD`) for other methods there, `404` for other
 //!   paths; a request head of at most [`MAX_HEAD`] bytes and
-//!   [`MAX_HEADERS`] headers (`431` otherwise).
+//!   [`MAX_HEADERS`] headers (`431` otherwise), with one `Host` header
+//!   (`400` otherwise; none is needed in HTTP/1.0).
 //! * Sturdy under attack and under load ([`Limits`]): a deadline for each
 //!   request head, each answer and each idle spell; at most
-//!   [`Limits::max_connections`] open, the one idle the longest closed to
-//!   make room; at most [`Limits::max_requests`] scrapes in flight. The
+//!   [`Limits::max_connections`] open, the one that has waited on its
+//!   client the longest (idle, trickling its head, not reading its answer)
+//!   closed to make room; at most [`Limits::max_requests`] scrapes in flight
+//!   and [`Limits::max_page_bytes`] of their pages, each held until sent,
+//!   the scrape whose client stopped reading the longest closed to make
+//!   room. The
 //!   snapshot and rendering run on threads of their own, so no connection
 //!   waits for another's page.
 #![forbid(unsafe_code)]
 
 mod connections;
 mod endpoint;
+mod h2;
 mod limits;
 mod negotiate;
 mod routes;
+mod scrapes;
 mod server;
 mod watched;
 
 pub use endpoint::Endpoint;
 pub use limits::{
     connections_within, raise_open_file_limit, Limits, IDLE_TIMEOUT, MAX_CONNECTIONS, MAX_HEAD,
-    MAX_HEADERS, MAX_REQUESTS, READ_TIMEOUT, RESERVED_FDS, WRITE_TIMEOUT,
+    MAX_HEADERS, MAX_PAGE_BYTES, MAX_REQUESTS, READ_TIMEOUT, RESERVED_FDS, WRITE_TIMEOUT,
 };
 pub use negotiate::negotiate;
 pub use server::{listen, serve, BACKLOG, UNSENT_LOWAT};

@@ -23,6 +23,9 @@ pub const MAX_CONNECTIONS: usize = 1024;
 /// Default of [`Limits::max_requests`] (node_exporter's
 /// `--web.max-requests`).
 pub const MAX_REQUESTS: usize = 40;
+/// Default of [`Limits::max_page_bytes`]: 128 MiB, six pages of 20 MB (a
+/// page of 4,000 counters on 64 CPUs, one series each).
+pub const MAX_PAGE_BYTES: usize = 128 << 20;
 /// File descriptors kept for everything but connections: the listener,
 /// the segment, the runtime's epoll and event descriptors, standard I/O.
 pub const RESERVED_FDS: u64 = 32;
@@ -39,7 +42,8 @@ pub const RESERVED_FDS: u64 = 32;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// How long a request head may take, from its first byte to its last
-    /// (a client trickling it is closed when this passes).
+    /// (a client trickling it is answered `408` and closed when this
+    /// passes).
     pub read_timeout: Duration,
     /// How long an answer may take, from the end of the request head to
     /// the last byte handed to the kernel (a client reading slowly is
@@ -49,15 +53,29 @@ pub struct Limits {
     /// between two requests on a kept-alive connection).
     pub idle_timeout: Duration,
     /// Most connections open at once. A connection accepted at the bound
-    /// closes the one idle the longest; if none is idle (all are reading a
-    /// head or answering), accepting pauses until one ends (each ends
+    /// closes the one that has waited on its client the longest: idle
+    /// (since its accept or its last answer), reading a head (since its
+    /// first byte), or answering with its answer stalled, the client not
+    /// reading (since the last byte it took, 100 ms ago at least). If none
+    /// waits on its client (all have answers being prepared or read as
+    /// they come), accepting waits until one does, or ends (each ends
     /// within its deadlines), and new connections wait in the kernel's
     /// listen queue.
     pub max_connections: usize,
-    /// Most scrapes (`/metrics` answers, from the snapshot to the last byte
-    /// sent) in flight at once; a scrape beyond it is answered `503` at
-    /// once. This bounds the memory the pages in flight hold.
+    /// Most scrapes (`/metrics` answers, from before the snapshot until
+    /// the page is handed whole to the kernel) in flight at once.
+    ///
+    /// A scrape beyond it, or beyond [`Limits::max_page_bytes`], closes
+    /// the scrape whose answer has been stalled the longest (its client
+    /// not reading) and takes its place; if none is stalled, it waits for
+    /// room in line with the others (first come, first served; the first
+    /// in line closes a scrape as soon as one stalls). It waits at most
+    /// half its [`Limits::write_timeout`], and is answered `503` then.
     pub max_requests: usize,
+    /// Most bytes the pages of the scrapes in flight hold together (each
+    /// page is held whole until sent): a scrape is let in if its page, of
+    /// the size of the last one, fits beside them; one scrape always is.
+    pub max_page_bytes: usize,
 }
 
 impl Default for Limits {
@@ -68,6 +86,7 @@ impl Default for Limits {
             idle_timeout: IDLE_TIMEOUT,
             max_connections: MAX_CONNECTIONS,
             max_requests: MAX_REQUESTS,
+            max_page_bytes: MAX_PAGE_BYTES,
         }
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::Parser;
 use perfabi_prometheus::{
     connections_within, listen, raise_open_file_limit, serve, Endpoint, Limits, MAX_CONNECTIONS,
-    MAX_REQUESTS,
+    MAX_PAGE_BYTES, MAX_REQUESTS,
 };
 use perfabi_reader::{Options, Trust};
 use perfabi_shm::safe_open::escape_path;
@@ -27,10 +27,19 @@ Deadlines: a request head must arrive whole within --read-timeout of its
 first byte, an answer must be sent whole within --write-timeout of the
 request, and a connection may sit idle (before a request, between two) for
 --idle-timeout; past its deadline a connection is closed. At
---max-connections open, a new connection closes the one idle the longest
-(if none is idle, it waits its turn in the listen queue). At start the
+--max-connections open, a new connection closes the one that has waited on
+its client the longest: idle, trickling its head, or not reading its answer
+(if none is, it waits its turn in the listen queue). At start the
 soft limit on open files is raised to the hard one; --max-connections is
 lowered (and says so) if that limit cannot hold them.
+
+Scrapes: each holds its page until the page is sent. A scrape beyond
+--max-requests in flight, or whose page (the size of the last one) would
+take the pages in flight past --max-page-memory, closes the scrape whose
+client has stopped reading the longest and takes its place; if none has,
+it waits in line for room (first come, first served; the first in line
+closes a scrape as soon as one stalls). It waits at most half
+--write-timeout, then is answered 503 saying which bound.
 
 SEGMENT defaults to $PERFABI_SEGMENT, else /dev/perfabi (kernel module),
 else /dev/shm/perfabi.seg (perfabi-exportd). A segment is read only if it
@@ -73,15 +82,19 @@ struct Args {
     #[arg(long, value_name = "SECS", default_value = "120", value_parser = parse_secs)]
     idle_timeout: Duration,
     /// Most connections open at once; at the bound, a new one closes the
-    /// one idle the longest.
+    /// one that has waited on its client the longest.
     #[arg(long, value_name = "N", default_value_t = MAX_CONNECTIONS as u32,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     max_connections: u32,
-    /// Most scrapes in flight at once (each holds its page until sent);
-    /// more are answered 503 at once.
+    /// Most scrapes in flight at once (each holds its page until sent).
     #[arg(long, value_name = "N", default_value_t = MAX_REQUESTS as u32,
           value_parser = clap::value_parser!(u32).range(1..=65_536))]
     max_requests: u32,
+    /// Most memory the pages in flight hold together, in MiB (one scrape
+    /// is always let in, whatever its page's size).
+    #[arg(long, value_name = "MIB", default_value_t = (MAX_PAGE_BYTES >> 20) as u32,
+          value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+    max_page_memory: u32,
     /// Also read segments owned by this uid (repeatable); by default only
     /// this user's and root's are read.
     #[arg(long, value_name = "UID")]
@@ -130,6 +143,7 @@ fn main() -> ExitCode {
         idle_timeout: args.idle_timeout,
         max_connections,
         max_requests: args.max_requests as usize,
+        max_page_bytes: (args.max_page_memory as usize) << 20,
     };
     let listener = match listen(args.listen) {
         Ok(l) => l,

@@ -1,7 +1,8 @@
 //! What the endpoint answers: `GET` and `HEAD` of `/metrics` (a scrape)
 //! and `/` (a one-line index), `405` with `Allow` for another method on
-//! those paths, `404` for any other path, `503` when the segment cannot be
-//! read or too many scrapes are in flight.
+//! those paths, `404` for any other path, `400` for a request without one
+//! `Host` header, `503` when the segment cannot be read or the scrapes in
+//! flight leave no room (see `scrapes`).
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -9,33 +10,40 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use hyper::body::{Body, Bytes, Frame, Incoming, SizeHint};
-use hyper::header::{HeaderValue, ACCEPT, ALLOW, CONTENT_TYPE};
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::header::{HeaderValue, ACCEPT, ALLOW, CONNECTION, CONTENT_TYPE, HOST};
+use hyper::{Method, Request, Response, StatusCode, Version};
 use perfabi_shm::safe_open::escape_path;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::connections::Conn;
+use crate::connections::{Conn, Held, Table};
 use crate::negotiate::negotiate;
-use crate::Endpoint;
+use crate::scrapes::{Place, Scrapes};
+use crate::{Endpoint, Limits};
 
-/// What every answer needs: the segment, and the bound on scrapes in
-/// flight.
+/// What every answer needs: the segment, the scrapes in flight and their
+/// bounds, and the connections (one of which may be closed to make room
+/// for a scrape).
 pub(crate) struct Routes {
     endpoint: Arc<Endpoint>,
-    scrapes: Arc<Semaphore>,
-    max_requests: usize,
+    scrapes: Arc<Scrapes>,
+    table: Arc<Table>,
 }
 
 const TEXT: &str = "text/plain; charset=utf-8";
 
 impl Routes {
-    /// Routes to `endpoint`, with at most `max_requests` scrapes in flight.
-    pub(crate) fn new(endpoint: Arc<Endpoint>, max_requests: usize) -> Self {
-        let max_requests = max_requests.clamp(1, Semaphore::MAX_PERMITS);
+    /// Routes to `endpoint`, with the scrapes in flight within `limits`,
+    /// for the connections of `table`.
+    pub(crate) fn new(endpoint: Arc<Endpoint>, limits: &Limits, table: Arc<Table>) -> Self {
         Self {
             endpoint,
-            scrapes: Arc::new(Semaphore::new(max_requests)),
-            max_requests,
+            // A scrape waits for room at most half its send deadline,
+            // leaving the other half to send its page.
+            scrapes: Arc::new(Scrapes::new(
+                limits.max_requests,
+                limits.max_page_bytes,
+                limits.write_timeout / 2,
+            )),
+            table,
         }
     }
 
@@ -47,7 +55,20 @@ impl Routes {
         conn: Arc<Conn>,
     ) -> Result<Response<Page>, Infallible> {
         conn.request();
-        let done = Done(conn);
+        let done = Done(conn, None);
+        // RFC 9112 §3.2: one Host in an HTTP/1.1 request, never two in any
+        // (a proxy in front may have routed the request by the other).
+        let hosts = req.headers().get_all(HOST).iter().count();
+        if hosts > 1 || (hosts == 0 && req.version() == Version::HTTP_11) {
+            let mut r = text(
+                StatusCode::BAD_REQUEST,
+                format!("a request needs one Host header, not {hosts} (RFC 9112 3.2)\n"),
+                done,
+            );
+            r.headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+            return Ok(r);
+        }
         let path = req.uri().path();
         if path != "/" && path != "/metrics" {
             return Ok(text(
@@ -69,12 +90,15 @@ impl Routes {
             );
             return Ok(text(StatusCode::OK, index, done));
         }
-        let Ok(permit) = Arc::clone(&self.scrapes).try_acquire_owned() else {
-            let busy = format!(
-                "{} scrapes in flight already (--max-requests): try again\n",
-                self.max_requests
-            );
-            return Ok(text(StatusCode::SERVICE_UNAVAILABLE, busy, done));
+        let mut place = match self.scrapes.take(&done.0, &self.table).await {
+            Ok(place) => place,
+            Err(full) => {
+                return Ok(text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("{full}\n"),
+                    done,
+                ))
+            }
         };
         let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
         let format = negotiate(accept);
@@ -89,7 +113,11 @@ impl Routes {
         });
         Ok(match scrape.await {
             Ok(Ok(page)) => {
-                let mut r = Response::new(Page::new(page, done, Some(permit)));
+                if let Err(full) = place.page(page.len(), &self.table).await {
+                    let reason = format!("{full}\n");
+                    return Ok(text(StatusCode::SERVICE_UNAVAILABLE, reason, done));
+                }
+                let mut r = Response::new(Page::new(page, done, Some(place)));
                 r.headers_mut().insert(
                     CONTENT_TYPE,
                     HeaderValue::from_static(format.content_type()),
@@ -115,31 +143,34 @@ fn text(status: StatusCode, body: impl Into<String>, done: Done) -> Response<Pag
     r
 }
 
-/// Tells the connection, when dropped, that its answer's body is done.
-pub(crate) struct Done(Arc<Conn>);
+/// Tells the connection, when dropped, that its answer's body is done,
+/// handing it what the answer holds until sent.
+pub(crate) struct Done(Arc<Conn>, Option<Place>);
 
 impl Drop for Done {
     fn drop(&mut self) {
-        self.0.body_done();
+        let held = self.1.take().map(Held::new);
+        self.0.body_done(held);
     }
 }
 
 /// An answer's body: the whole page in one frame (hyper writes it from
-/// this very buffer; `Content-Length` is its length, for `HEAD` too). It
-/// holds its scrape's place among the [`Routes::new`] `max_requests` until
-/// hyper drops it.
+/// this very buffer; `Content-Length` is its length, for `HEAD` too). A
+/// scrape's place (its page's bytes among those in flight) is held until
+/// the page is handed whole to the kernel: hyper drops the body as soon as
+/// it has taken the frame into its buffer, so the connection keeps the
+/// place from then until hyper's buffer is flushed.
 pub(crate) struct Page {
     data: Option<Bytes>,
     _done: Done,
-    _permit: Option<OwnedSemaphorePermit>,
 }
 
 impl Page {
-    fn new(body: String, done: Done, permit: Option<OwnedSemaphorePermit>) -> Self {
+    fn new(body: String, mut done: Done, place: Option<Place>) -> Self {
+        done.1 = place;
         Self {
             data: (!body.is_empty()).then(|| Bytes::from(body)),
             _done: done,
-            _permit: permit,
         }
     }
 }

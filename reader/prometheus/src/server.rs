@@ -29,12 +29,20 @@ pub const BACKLOG: i32 = 1024;
 /// (`TCP_NOTSENT_LOWAT`): the rest stays in the endpoint, where the send
 /// deadline counts it. Without it the kernel takes up to 4 MiB
 /// (`net.ipv4.tcp_wmem`) of a page at once, and a slow reader would hold
-/// that, past the deadline, once the answer looked sent.
-pub const UNSENT_LOWAT: u32 = 128 << 10;
+/// that, past the deadline, once the answer looked sent. At 16 KiB a
+/// client that pipelines requests and never reads is sent about 130 short
+/// answers before the endpoint stops (at 128 KiB, about 900: 1.8 ms of
+/// CPU for each such connection), and a 20 MB page goes as fast to a
+/// client that reads.
+pub const UNSENT_LOWAT: u32 = 16 << 10;
 
 /// How long accepting pauses after the process ran out of file
 /// descriptors (or the kernel of memory) for a new connection.
 const STARVED_PAUSE: Duration = Duration::from_millis(100);
+
+/// Running out of descriptors is logged at most this often: while clients
+/// keep coming it fails each time one is freed (every [`STARVED_PAUSE`]).
+const STARVED_LOG_EVERY: Duration = Duration::from_secs(60);
 
 /// A TCP listener on `addr` with a listen queue of [`BACKLOG`]
 /// connections (the standard library's `bind` queues 128).
@@ -92,35 +100,24 @@ async fn run(
         // The deadlines are the connection task's (hyper's one timeout
         // counts idle time and the head together).
         .header_read_timeout(None);
+    let table = Arc::new(Table::new(limits.max_connections));
     let shared = Arc::new(Shared {
-        routes: Routes::new(endpoint, limits.max_requests),
+        routes: Routes::new(endpoint, &limits, Arc::clone(&table)),
         http,
         limits,
     });
-    let table = Arc::new(Table::new(limits.max_connections));
-    let mut starved = false;
+    let mut starved = Starved::default();
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => {
-                if starved {
-                    eprintln!("perfabi-prometheus: accepting connections again");
-                    starved = false;
-                }
+                starved.recovered();
                 stream
             }
-            // The connection is still queued: close an idle one to free a
-            // descriptor, and pause rather than spin on it.
+            // The connection is still queued: close one waiting on its
+            // client to free a descriptor, and pause rather than spin on it.
             Err(e) if is_starved(&e) => {
-                if !starved {
-                    eprintln!(
-                        "perfabi-prometheus: cannot accept a connection ({e}) with {} open: \
-                         closing idle ones, pausing {} ms each time",
-                        table.len(),
-                        STARVED_PAUSE.as_millis()
-                    );
-                    starved = true;
-                }
-                table.close_oldest_idle();
+                starved.failed(&e, table.len());
+                table.close_longest_waiting();
                 tokio::time::sleep(STARVED_PAUSE).await;
                 continue;
             }
@@ -130,6 +127,47 @@ async fn run(
         };
         let slot = table.admit().await;
         tokio::spawn(connection(stream, slot, Arc::clone(&shared)));
+    }
+}
+
+/// The log of accepts failing for want of descriptors (or memory): a line
+/// when it begins, one when accepting works again, and while it keeps
+/// failing and working again, a line a [`STARVED_LOG_EVERY`] at most,
+/// counting the failures it stands for.
+#[derive(Default)]
+struct Starved {
+    /// When a failure was last logged.
+    logged: Option<Instant>,
+    /// Failures since then, not logged.
+    unlogged: u64,
+    /// A failure was logged, and no accept since.
+    failing: bool,
+}
+
+impl Starved {
+    fn failed(&mut self, e: &io::Error, open: usize) {
+        if self.logged.is_some_and(|t| t.elapsed() < STARVED_LOG_EVERY) {
+            self.unlogged += 1;
+            return;
+        }
+        let since = match self.unlogged {
+            0 => String::new(),
+            n => format!(" ({n} more times since the last such line)"),
+        };
+        eprintln!(
+            "perfabi-prometheus: cannot accept a connection ({e}) with {open} open: \
+             closing the ones waiting on their clients, pausing {} ms each time{since}",
+            STARVED_PAUSE.as_millis()
+        );
+        self.logged = Some(Instant::now());
+        self.unlogged = 0;
+        self.failing = true;
+    }
+
+    fn recovered(&mut self) {
+        if std::mem::take(&mut self.failing) {
+            eprintln!("perfabi-prometheus: accepting connections again");
+        }
     }
 }
 
