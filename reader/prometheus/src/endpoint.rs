@@ -4,7 +4,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use perfabi::text::escape;
 use perfabi_reader::exposition::{self, Format};
 use perfabi_reader::{Options, Segment, Snapshot};
 use perfabi_shm::safe_open::escape_path;
@@ -46,11 +45,8 @@ impl Reading {
             Err(e) => {
                 self.segment = None;
                 self.snapshot = Snapshot::default();
-                Err(format!(
-                    "cannot read {}: {}",
-                    escape_path(path),
-                    escape(e.to_string().as_bytes())
-                ))
+                // The reader's message escapes what it quotes itself.
+                Err(format!("cannot read {}: {e}", escape_path(path)))
             }
         }
     }
