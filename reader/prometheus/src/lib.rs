@@ -43,4 +43,4 @@ pub use limits::{
     MAX_HEADERS, MAX_PAGE_BYTES, MAX_REQUESTS, READ_TIMEOUT, RESERVED_FDS, WRITE_TIMEOUT,
 };
 pub use negotiate::negotiate;
-pub use server::{listen, serve, BACKLOG, UNSENT_LOWAT};
+pub use server::{listen, serve, BACKLOG, RECV_BUFFER, UNSENT_LOWAT};

@@ -36,6 +36,14 @@ pub const BACKLOG: i32 = 1024;
 /// client that reads.
 pub const UNSENT_LOWAT: u32 = 16 << 10;
 
+/// The receive buffer of every connection (`SO_RCVBUF`, set on the
+/// listener and inherited by what it accepts; the kernel doubles it): a
+/// request head is at most [`MAX_HEAD`] bytes, and the requests a client
+/// pipelines without reading its answers wait there, unread. The kernel's
+/// default (`net.ipv4.tcp_rmem`, 128 KiB and growing) let 1,024 such
+/// clients hold over 100 MiB of the machine's memory.
+pub const RECV_BUFFER: usize = 16 << 10;
+
 /// How long accepting pauses after the process ran out of file
 /// descriptors (or the kernel of memory) for a new connection.
 const STARVED_PAUSE: Duration = Duration::from_millis(100);
@@ -50,6 +58,7 @@ pub fn listen(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
     use socket2::{Domain, Protocol, Socket, Type};
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;
+    socket.set_recv_buffer_size(RECV_BUFFER)?;
     socket.bind(&addr.into())?;
     socket.listen(BACKLOG)?;
     Ok(socket.into())
