@@ -7,15 +7,13 @@
  * where what was lost is counted. Every subsystem calls these; they call
  * no subsystem.
  */
+#include <linux/build_bug.h>
 #include <linux/err.h>
 #include <linux/printk.h>
 
 #include "perfabi_src.h"
 
-/*
- * The definition's descriptors: the module publishes every family of
- * perfabi_families.h (the definition's test checks it does).
- */
+/* The definition's descriptors, at their indices. */
 #define SRC_DESC(id, n, h, dim, k, u, layout, nb, l2, writers)			\
 	[PERFABI_FAM_##id] = { .name = (n), .help = (h), .dimension = (dim),	\
 			       .kind = (k), .unit = u, .bucket_layout = (layout),	\
@@ -23,6 +21,12 @@
 static const struct perfabi_family_desc src_descs[PERFABI_FAM_MAX] = {
 	PERFABI_FAMILIES(SRC_DESC)
 };
+
+/* Every family of the definition is the module's: its subsystems register them all. */
+#define SRC_BY_MODULE(id, n, h, dim, k, u, layout, nb, l2, writers)		\
+	&& ((writers) & PERFABI_FAM_BY_MODULE)
+static_assert(1 PERFABI_FAMILIES(SRC_BY_MODULE),
+	      "perfabi_families.h has a family perfabi_sources.ko does not publish");
 
 static struct perfabi_family_handle *src_fams[PERFABI_FAM_MAX];
 
