@@ -32,7 +32,7 @@ static struct perfabi_family_handle *src_fams[PERFABI_FAM_MAX];
 
 static const struct perfabi_family_desc dropped_desc =
 	SRC_COUNTER("perfabi_sources.dropped", "Observations or instances perfabi_sources lost",
-		"reason", PERFABI_UNIT_COUNT);
+		    "reason", PERFABI_UNIT_COUNT);
 static const char *const drop_names[SRC_NR_DROPS] = {
 	[SRC_DROP_REQUEST_TABLE] = "request_table_full",
 	[SRC_DROP_WAKEUP_TABLE] = "wakeup_table_full",

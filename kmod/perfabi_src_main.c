@@ -74,7 +74,7 @@ static DEFINE_PER_CPU(u64, measure_word);
 
 static const struct perfabi_family_desc scratch_cnt_desc =
 	SRC_COUNTER("perfabi_sources.scratch.count", "Probe cost measurement only", "x",
-		PERFABI_UNIT_COUNT);
+		    PERFABI_UNIT_COUNT);
 static const struct perfabi_family_desc scratch_hist_desc =
 	SRC_HIST("perfabi_sources.scratch.time", "Probe cost measurement only", "x");
 
