@@ -543,13 +543,3 @@ u64 perfabi_generation(void)
 	return READ_ONCE(perfabi_seg.hdr->gen2);
 }
 EXPORT_SYMBOL_GPL(perfabi_generation);
-
-void perfabi_families_free(struct perfabi_seg *s)
-{
-	u32 i;
-
-	for (i = 0; s->kfam && i < s->geo.max_families; i++)
-		kvfree(s->kfam[i].names);
-	kvfree(s->kfam);
-	kvfree(s->kmem);
-}

@@ -74,6 +74,7 @@ struct perfabi_seg {
 	u32 mems_used;			/* members_used */
 };
 
+/* perfabi_seg.c: the segment, and its lock. */
 extern struct perfabi_seg perfabi_seg;
 /* Held by every metadata change: the one metadata writer of spec 7.3. */
 extern struct mutex perfabi_meta_lock;
@@ -93,12 +94,14 @@ static inline u64 __percpu *perfabi_slot_counter(struct perfabi_seg *s, unsigned
 	return (u64 __percpu *)((char __percpu *)s->pcpu + s->geo.counters_offset) + slot;
 }
 
-/* perfabi_main.c */
+/* perfabi_seg.c */
+int perfabi_seg_alloc(struct perfabi_seg *s);
+void perfabi_seg_header_init(struct perfabi_seg *s);
+void perfabi_seg_free(struct perfabi_seg *s);
+void perfabi_reuse_after_gp(struct perfabi_seg *s);
+/* perfabi_names.c */
 bool perfabi_name_ok(const char *n);
 bool perfabi_name_taken(struct perfabi_seg *s, const char *name, bool family);
-void perfabi_reuse_after_gp(struct perfabi_seg *s);
-/* perfabi_families.c */
-void perfabi_families_free(struct perfabi_seg *s);
 
 /* The head of a CPU's block, once header_init() has written the header. */
 static inline struct perfabi_cpu_head *perfabi_cpu_block(struct perfabi_seg *s, unsigned int cpu)
@@ -106,6 +109,7 @@ static inline struct perfabi_cpu_head *perfabi_cpu_block(struct perfabi_seg *s, 
 	return s->base + perfabi_cpu_block_offset(s->hdr, cpu);
 }
 
+/* perfabi_damon.c */
 void perfabi_damon_start(void);
 void perfabi_damon_stop(void);
 

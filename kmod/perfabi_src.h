@@ -4,6 +4,11 @@
  * the families in README.md's "Families out of the box": block, net, irq
  * and sched tracepoint probes writing through perfabi_kapi.h only.
  *
+ * Each unit either provides or uses: the helpers every subsystem calls
+ * live in files of their own (perfabi_src_families.c, _tp.c, _stamps.c,
+ * _report.c) that call no subsystem; perfabi_src_main.c starts and stops
+ * the subsystems, and no subsystem calls it (tests/architecture).
+ *
  * Every probe runs in whatever context its tracepoint fires in (hard IRQ,
  * softirq, the scheduler with a runqueue lock held): probes use plain
  * atomics, this_cpu operations and RCU-sched lookups only, never a lock,
@@ -16,6 +21,7 @@
 #include <linux/compiler.h>
 #include <linux/hash.h>
 #include <linux/atomic.h>
+#include <linux/ktime.h>
 #include <linux/timekeeping.h>
 #include <linux/sched/clock.h>
 #include <linux/irqflags.h>
@@ -28,20 +34,23 @@
 
 /* An instance string, NUL included (perfabi: 1..63 bytes). */
 #define SRC_INSTANCE_LEN 64
-/* Histograms: 24 log2 buckets of ns, the first up to 2^10, the last +Inf. */
-#define SRC_HIST_BUCKETS 24
-#define SRC_HIST_LOG2_FIRST 10
+/*
+ * The families, defined once (kmod/families, README.md's table):
+ * enum perfabi_fam, each subsystem's PERFABI_FAM_*_FIRST..LAST, and the
+ * descriptors (PERFABI_FAMILIES()). Histograms: PERFABI_FAM_HIST_BUCKETS
+ * log2 buckets of ns from 2^PERFABI_FAM_HIST_LOG2_FIRST, the last +Inf.
+ */
+#include "perfabi_families.h"
 
-/* The families of README.md's table that have a kernel source. */
-enum src_family {
-	SRC_DISK_READ, SRC_DISK_WRITE, SRC_DISK_DISCARD, SRC_DISK_FLUSH,
-	SRC_DISK_READ_BYTES, SRC_DISK_WRITE_BYTES, SRC_DISK_DISCARD_BYTES,
-	SRC_DISK_LATENCY,
-	SRC_NET_IN_PACKETS, SRC_NET_IN_BYTES, SRC_NET_OUT_PACKETS, SRC_NET_OUT_BYTES,
-	SRC_IRQ_COUNT, SRC_IRQ_TIME,
-	SRC_SCHED_PSWITCH, SRC_SCHED_WAKEUPS, SRC_SCHED_MIGRATIONS, SRC_SCHED_LATENCY,
-	SRC_NR_FAMILIES
-};
+/* A descriptor of the module's own families (dropped, the scratch ones). */
+#define SRC_HIST(n, h, dim)						\
+	{ .name = (n), .help = (h), .dimension = (dim),			\
+	  .kind = PERFABI_KIND_HISTOGRAM, .unit = PERFABI_UNIT_NS,	\
+	  .nr_buckets = PERFABI_FAM_HIST_BUCKETS, .bucket_layout = PERFABI_BUCKETS_LOG2, \
+	  .log2_first = PERFABI_FAM_HIST_LOG2_FIRST }
+#define SRC_COUNTER(n, h, dim, u)					\
+	{ .name = (n), .help = (h), .dimension = (dim),			\
+	  .kind = PERFABI_KIND_COUNTER, .unit = u }
 
 /* Instances of the perfabi_sources.dropped family: what was lost, counted. */
 enum src_drop {
@@ -50,16 +59,19 @@ enum src_drop {
 	SRC_DROP_NO_ROOM,	/* an instance skipped: no room in the segment */
 	SRC_NR_DROPS
 };
-extern struct perfabi_member_handle *src_dropped[SRC_NR_DROPS];
 
-int src_families_add(enum src_family first, enum src_family last);
-void src_families_del(enum src_family first, enum src_family last);
-int src_instances_add(const enum src_family *fams, unsigned int nr, const char *inst,
+/* perfabi_src_families.c: the families, their instances, what was lost. */
+extern struct perfabi_member_handle *src_dropped[SRC_NR_DROPS];
+int src_dropped_add(void);
+void src_dropped_del(void);
+int src_families_add(enum perfabi_fam first, enum perfabi_fam last);
+void src_families_del(enum perfabi_fam first, enum perfabi_fam last);
+int src_instances_add(const enum perfabi_fam *fams, unsigned int nr, const char *inst,
 		      struct perfabi_member_handle **m);
 void src_instances_del(struct perfabi_member_handle **m, unsigned int nr);
 void src_instance_name(char *dst, const char *src);
 
-/* Tracepoints of one subsystem, found by name and registered together. */
+/* perfabi_src_tp.c: tracepoints of one subsystem, found by name and registered together. */
 struct src_tp {
 	const char *name;
 	void *probe;
@@ -121,6 +133,7 @@ struct src_stamps {
 	u64 stale_ns;
 };
 
+/* perfabi_src_stamps.c */
 int src_stamps_init(struct src_stamps *t, unsigned int slots, u64 stale_ns);
 void src_stamps_free(struct src_stamps *t);
 
@@ -193,6 +206,7 @@ struct src_measure {
 	u64 base_ps;				/* this_cpu_add(), ps per call */
 };
 
+/* perfabi_src_report.c */
 void src_report(const struct src_measure *m, const char *probe, u64 ps);
 
 /* Picoseconds per execution of @stmt, run @n times with interrupts off. */
@@ -211,7 +225,10 @@ void src_report(const struct src_measure *m, const char *probe, u64 ps);
 	div_u64(__t * 1000, (n) ? (n) : 1);				\
 })
 
-/* The subsystems. start: 0, or the subsystem is off (logged once). */
+/*
+ * The subsystems (perfabi_src_{block,net,irq,sched}.c), called by
+ * perfabi_src_main.c only. start: 0, or the subsystem is off (logged once).
+ */
 int src_block_start(void);
 void src_block_stop_probes(void);
 void src_block_scan(void);

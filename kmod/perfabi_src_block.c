@@ -63,9 +63,10 @@ MODULE_PARM_DESC(request_slots, "slots of the in-flight request table (issue tim
 #define SRC_MAX_DISKS 1024
 
 enum { D_READ, D_WRITE, D_DISCARD, D_FLUSH, D_READ_B, D_WRITE_B, D_DISCARD_B, D_LAT, D_NR };
-static const enum src_family disk_fams[D_NR] = {
-	SRC_DISK_READ, SRC_DISK_WRITE, SRC_DISK_DISCARD, SRC_DISK_FLUSH,
-	SRC_DISK_READ_BYTES, SRC_DISK_WRITE_BYTES, SRC_DISK_DISCARD_BYTES, SRC_DISK_LATENCY,
+static const enum perfabi_fam disk_fams[D_NR] = {
+	PERFABI_FAM_DISK_READ, PERFABI_FAM_DISK_WRITE, PERFABI_FAM_DISK_DISCARD,
+	PERFABI_FAM_DISK_FLUSH, PERFABI_FAM_DISK_READ_BYTES, PERFABI_FAM_DISK_WRITE_BYTES,
+	PERFABI_FAM_DISK_DISCARD_BYTES, PERFABI_FAM_DISK_LATENCY,
 };
 
 struct src_disk {
@@ -413,7 +414,7 @@ int src_block_start(void)
 	if (err)
 		goto free_names;
 	block_ctx.drop = src_dropped[SRC_DROP_REQUEST_TABLE];
-	err = src_families_add(SRC_DISK_READ, SRC_DISK_LATENCY);
+	err = src_families_add(PERFABI_FAM_BLOCK_FIRST, PERFABI_FAM_BLOCK_LAST);
 	if (err)
 		goto free_stamps;
 	src_block_scan();
@@ -451,7 +452,7 @@ void src_block_free(void)
 	list_for_each_entry_safe(d, tmp, &disk_list, list)
 		disk_remove(d);
 	mutex_unlock(&disk_lock);
-	src_families_del(SRC_DISK_READ, SRC_DISK_LATENCY);
+	src_families_del(PERFABI_FAM_BLOCK_FIRST, PERFABI_FAM_BLOCK_LAST);
 	src_stamps_free(&block_ctx.req);
 	kvfree(scan_names.name);
 	scan_names.name = NULL;

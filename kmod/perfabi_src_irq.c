@@ -36,7 +36,7 @@
 #include "perfabi_src.h"
 
 enum { I_COUNT, I_TIME, I_NR };
-static const enum src_family irq_fams[I_NR] = { SRC_IRQ_COUNT, SRC_IRQ_TIME };
+static const enum perfabi_fam irq_fams[I_NR] = { PERFABI_FAM_IRQ_COUNT, PERFABI_FAM_IRQ_TIME };
 
 struct src_irq {
 	const void *first;		/* the first action's address, a key */
@@ -228,7 +228,7 @@ int src_irq_start(void)
 	err = -ENOMEM;
 	if (!irq_ctx.irqs || !irq_seen || !irq_ctx.stamp)
 		goto free;
-	err = src_families_add(SRC_IRQ_COUNT, SRC_IRQ_TIME);
+	err = src_families_add(PERFABI_FAM_IRQ_FIRST, PERFABI_FAM_IRQ_LAST);
 	if (err)
 		goto free;
 	src_irq_scan();
@@ -261,7 +261,7 @@ void src_irq_free(void)
 		if (irq_seen[irq])
 			irq_remove(irq);
 	mutex_unlock(&irq_lock);
-	src_families_del(SRC_IRQ_COUNT, SRC_IRQ_TIME);
+	src_families_del(PERFABI_FAM_IRQ_FIRST, PERFABI_FAM_IRQ_LAST);
 	kvfree(irq_seen);
 	irq_seen = NULL;
 	kvfree(irq_ctx.irqs);

@@ -41,8 +41,9 @@
 #define SRC_NET_HASH_BITS 8
 
 enum { N_IN_PKTS, N_IN_BYTES, N_OUT_PKTS, N_OUT_BYTES, N_NR };
-static const enum src_family net_fams[N_NR] = {
-	SRC_NET_IN_PACKETS, SRC_NET_IN_BYTES, SRC_NET_OUT_PACKETS, SRC_NET_OUT_BYTES,
+static const enum perfabi_fam net_fams[N_NR] = {
+	PERFABI_FAM_NET_IN_PACKETS, PERFABI_FAM_NET_IN_BYTES, PERFABI_FAM_NET_OUT_PACKETS,
+	PERFABI_FAM_NET_OUT_BYTES,
 };
 
 struct src_netdev {
@@ -193,7 +194,7 @@ int src_net_start(void)
 	err = src_tps_find(net_tps, ARRAY_SIZE(net_tps), "net");
 	if (err)
 		return err;
-	err = src_families_add(SRC_NET_IN_PACKETS, SRC_NET_OUT_BYTES);
+	err = src_families_add(PERFABI_FAM_NET_FIRST, PERFABI_FAM_NET_LAST);
 	if (err)
 		return err;
 	err = register_netdevice_notifier(&netdev_nb);
@@ -233,7 +234,7 @@ void src_net_free(void)
 	list_for_each_entry_safe(n, tmp, &netdev_list, list)
 		netdev_remove(n);
 	mutex_unlock(&netdev_lock);
-	src_families_del(SRC_NET_IN_PACKETS, SRC_NET_OUT_BYTES);
+	src_families_del(PERFABI_FAM_NET_FIRST, PERFABI_FAM_NET_LAST);
 }
 
 /**

@@ -35,8 +35,9 @@ struct src_sched_ctx {
 
 static struct src_sched_ctx sched_ctx;
 static struct perfabi_member_handle *sched_m[4];
-static const enum src_family sched_fams[4] = {
-	SRC_SCHED_PSWITCH, SRC_SCHED_WAKEUPS, SRC_SCHED_MIGRATIONS, SRC_SCHED_LATENCY,
+static const enum perfabi_fam sched_fams[4] = {
+	PERFABI_FAM_SCHED_PSWITCH, PERFABI_FAM_SCHED_WAKEUPS, PERFABI_FAM_SCHED_MIGRATIONS,
+	PERFABI_FAM_SCHED_LATENCY,
 };
 
 static __always_inline void sched_woken(struct src_sched_ctx *c, struct task_struct *p)
@@ -111,7 +112,7 @@ int src_sched_start(void)
 	err = src_stamps_init(&sched_ctx.wake, wakeup_slots, SRC_WAKEUP_STALE_NS);
 	if (err)
 		return err;
-	err = src_families_add(SRC_SCHED_PSWITCH, SRC_SCHED_LATENCY);
+	err = src_families_add(PERFABI_FAM_SCHED_FIRST, PERFABI_FAM_SCHED_LAST);
 	if (err)
 		goto free;
 	err = src_instances_add(sched_fams, ARRAY_SIZE(sched_fams), "", sched_m);
@@ -144,7 +145,7 @@ void src_sched_stop_probes(void)
  */
 void src_sched_free(void)
 {
-	src_families_del(SRC_SCHED_PSWITCH, SRC_SCHED_LATENCY);
+	src_families_del(PERFABI_FAM_SCHED_FIRST, PERFABI_FAM_SCHED_LAST);
 	memset(sched_m, 0, sizeof(sched_m));
 	src_stamps_free(&sched_ctx.wake);
 }

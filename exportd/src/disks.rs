@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 use std::io::Read;
 use std::ops::Range;
 
-use perfabi::{FamilySpec, Kind, Unit};
+use perfabi_families::{table, Family};
 use perfabi_shm::writer::Writer;
 
 use crate::follow::{Follow, Room};
@@ -53,58 +53,16 @@ impl Field {
     }
 }
 
-/// The families, in the README's order: name, help, unit, field, and the
-/// `/proc/diskstats` format (fields per line) that has it.
-const FAMILIES: [(&str, &str, Unit, Field, usize); 7] = [
-    (
-        "disk.dev.read",
-        "Reads completed, from /proc/diskstats",
-        Unit::COUNT,
-        Field::Reads,
-        14,
-    ),
-    (
-        "disk.dev.write",
-        "Writes completed, from /proc/diskstats",
-        Unit::COUNT,
-        Field::Writes,
-        14,
-    ),
-    (
-        "disk.dev.discard",
-        "Discards completed, from /proc/diskstats",
-        Unit::COUNT,
-        Field::Discards,
-        18,
-    ),
-    (
-        "disk.dev.flush",
-        "Flush requests completed, from /proc/diskstats",
-        Unit::COUNT,
-        Field::Flushes,
-        20,
-    ),
-    (
-        "disk.dev.read_bytes",
-        "Bytes read (sectors x 512), from /proc/diskstats",
-        Unit::BYTES,
-        Field::ReadBytes,
-        14,
-    ),
-    (
-        "disk.dev.write_bytes",
-        "Bytes written (sectors x 512), from /proc/diskstats",
-        Unit::BYTES,
-        Field::WriteBytes,
-        14,
-    ),
-    (
-        "disk.dev.discard_bytes",
-        "Bytes discarded (sectors x 512), from /proc/diskstats",
-        Unit::BYTES,
-        Field::DiscardBytes,
-        18,
-    ),
+/// The families (defined in [`perfabi_families::table`]), each with its
+/// field and the `/proc/diskstats` format (fields per line) that has it.
+const FAMILIES: [(&Family, Field, usize); 7] = [
+    (&table::DISK_READ, Field::Reads, 14),
+    (&table::DISK_WRITE, Field::Writes, 14),
+    (&table::DISK_DISCARD, Field::Discards, 18),
+    (&table::DISK_FLUSH, Field::Flushes, 20),
+    (&table::DISK_READ_BYTES, Field::ReadBytes, 14),
+    (&table::DISK_WRITE_BYTES, Field::WriteBytes, 14),
+    (&table::DISK_DISCARD_BYTES, Field::DiscardBytes, 18),
 ];
 
 /// The fields per line of this kernel's `/proc/diskstats`: those of its
@@ -253,7 +211,7 @@ fn disks(paths: &Paths) -> std::io::Result<usize> {
 /// The families and members [`DiskSource::new`] registers here now.
 pub fn need(paths: &Paths) -> std::io::Result<Need> {
     let fields = format(paths, &ProcFile::new(paths.proc("diskstats")).read()?);
-    let families = FAMILIES.iter().filter(|x| fields >= x.4).count();
+    let families = FAMILIES.iter().filter(|x| fields >= x.2).count();
     Ok(Need {
         families,
         members: families * disks(paths)?,
@@ -282,9 +240,8 @@ impl DiskSource {
         partitions.read().map_err(SourceError::Io)?;
         let mut families = Vec::new();
         let mut fields = Vec::new();
-        for &(name, help, unit, field, _) in FAMILIES.iter().filter(|x| n >= x.4) {
-            let spec = FamilySpec::new(name, help, "device", Kind::Counter, unit);
-            families.push(w.add_family(&spec).map_err(SourceError::Abi)?);
+        for &(family, field, _) in FAMILIES.iter().filter(|x| n >= x.2) {
+            families.push(w.add_family(&family.spec()).map_err(SourceError::Abi)?);
             fields.push(field);
         }
         Ok(Self {

@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 
 use perfabi::{FamilySpec, Kind, Unit};
+use perfabi_families::table;
 use perfabi_shm::writer::{MemberId, Writer};
 
 use crate::proc_source::{Need, Paths, SourceError};
@@ -106,15 +107,7 @@ impl HostSource {
             .map(|f| w.add_external_member(time, f, &[]))
             .collect::<Result<_, _>>()
             .map_err(abi)?;
-        let ctxt = w
-            .add_family(&FamilySpec::new(
-                "kernel.all.pswitch",
-                "Context switches, from /proc/stat ctxt",
-                "",
-                Kind::Counter,
-                Unit::COUNT,
-            ))
-            .map_err(abi)?;
+        let ctxt = w.add_family(&table::SCHED_PSWITCH.spec()).map_err(abi)?;
         let pswitch = w.add_external_member(ctxt, "", &[]).map_err(abi)?;
         let softirqs = w
             .add_family(&FamilySpec::new(

@@ -17,6 +17,7 @@ use std::fmt::Write as _;
 use std::io::Read;
 
 use perfabi::{FamilySpec, Kind, Unit};
+use perfabi_families::table;
 use perfabi_shm::writer::Writer;
 
 use crate::follow::{Follow, Room};
@@ -131,13 +132,7 @@ impl InterruptSource {
         let mut file = ProcFile::new(paths.proc("interrupts"));
         file.read().map_err(SourceError::Io)?;
         let count = w
-            .add_family(&FamilySpec::new(
-                "kernel.interrupts.count",
-                "Interrupts handled per IRQ (number:actions), from /proc/interrupts",
-                "irq",
-                Kind::Counter,
-                Unit::COUNT,
-            ))
+            .add_family(&table::IRQ_COUNT.spec())
             .map_err(SourceError::Abi)?;
         let other = w
             .add_family(&FamilySpec::new(

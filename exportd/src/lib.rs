@@ -2,8 +2,6 @@
 //! arguments and runs them.
 //!
 //! * [`procfs`]: parsers of the `/proc` text the exporter publishes;
-//! * [`catalog`]: the README's table of the families both writers publish,
-//!   parsed, for tests that compare a writer with it;
 //! * [`sources`]: every `/proc` source together (the table of what each
 //!   publishes), of which [`host`] (per-CPU times, context switches,
 //!   softirqs, vmstat), [`disks`], [`netdev`], [`interrupts`],
@@ -14,10 +12,12 @@
 //! * [`lock`]: one daemon per segment path;
 //! * [`cpu`]: the daemon's own CPU use, from `/proc/self/stat`;
 //! * [`stop`]: the stop flag, and sleeps that end when it is set.
+//!
+//! The families it shares with the kernel sources are defined once, in
+//! `perfabi-families` (kmod/families): the sources register those specs.
 #![forbid(unsafe_code)]
 #![cfg(target_os = "linux")]
 
-pub mod catalog;
 pub mod cpu;
 pub mod damon;
 pub mod disks;

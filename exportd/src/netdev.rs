@@ -3,40 +3,21 @@
 //! `ip netns exec NS` to publish another namespace's). Interfaces appear
 //! and go at the next refresh.
 
-use perfabi::{FamilySpec, Kind, Unit};
+use perfabi_families::{table, Family};
 use perfabi_shm::writer::Writer;
 
 use crate::follow::{Follow, Room};
 use crate::proc_source::{Need, Paths, SourceError};
 use crate::procfs::{self, NetDev, ProcFile};
 
-/// The families, in the README's order: name, help, unit, value.
+/// The families (defined in [`perfabi_families::table`]), each with its
+/// value.
 #[allow(clippy::type_complexity)]
-const FAMILIES: [(&str, &str, Unit, fn(&NetDev) -> u64); 4] = [
-    (
-        "network.interface.in.packets",
-        "Packets received, from /proc/net/dev",
-        Unit::COUNT,
-        |d| d.rx_packets,
-    ),
-    (
-        "network.interface.in.bytes",
-        "Bytes received, from /proc/net/dev",
-        Unit::BYTES,
-        |d| d.rx_bytes,
-    ),
-    (
-        "network.interface.out.packets",
-        "Packets sent, from /proc/net/dev",
-        Unit::COUNT,
-        |d| d.tx_packets,
-    ),
-    (
-        "network.interface.out.bytes",
-        "Bytes sent, from /proc/net/dev",
-        Unit::BYTES,
-        |d| d.tx_bytes,
-    ),
+const FAMILIES: [(&Family, fn(&NetDev) -> u64); 4] = [
+    (&table::NET_IN_PACKETS, |d| d.rx_packets),
+    (&table::NET_IN_BYTES, |d| d.rx_bytes),
+    (&table::NET_OUT_PACKETS, |d| d.tx_packets),
+    (&table::NET_OUT_BYTES, |d| d.tx_bytes),
 ];
 
 /// The families and members [`NetSource::new`] registers here now.
@@ -63,15 +44,7 @@ impl NetSource {
         file.read().map_err(SourceError::Io)?;
         let families = FAMILIES
             .iter()
-            .map(|&(name, help, unit, _)| {
-                w.add_family(&FamilySpec::new(
-                    name,
-                    help,
-                    "interface",
-                    Kind::Counter,
-                    unit,
-                ))
-            })
+            .map(|&(family, _)| w.add_family(&family.spec()))
             .collect::<Result<_, _>>()
             .map_err(SourceError::Abi)?;
         Ok(Self {
@@ -86,7 +59,7 @@ impl NetSource {
         let text = self.file.read()?;
         self.follow.begin();
         for d in procfs::net_dev(&text) {
-            let counts = FAMILIES.map(|f| (f.3)(&d));
+            let counts = FAMILIES.map(|f| (f.1)(&d));
             let Some(members) = self.follow.see(w, room, d.name, &counts) else {
                 continue;
             };

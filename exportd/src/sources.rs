@@ -15,9 +15,12 @@
 //! | `kernel.all.pressure.<res>.<some,full>.total` | counter | µs | none | [`pressure`] | `/proc/pressure/<res>` |
 //! | `mem.physmem`, `mem.util.*` | gauge | KiB | none | [`meminfo`] | `/proc/meminfo` |
 //!
-//! The README's table (`## Families out of the box`, parsed by
-//! [`crate::catalog`]) is the contract; the exporter's tests check these
-//! families against it. Machine-wide values are on CPU 0; per-CPU files
+//! The families it shares with the kernel sources (disks, network,
+//! `kernel.interrupts.count`, `kernel.all.pswitch`) are
+//! [`perfabi_families::table`]'s; the README's table
+//! (`## Families out of the box`, parsed by [`perfabi_families::readme`])
+//! is the contract for the rest, and the exporter's tests check every
+//! family it publishes against it. Machine-wide values are on CPU 0; per-CPU files
 //! by their header's CPU numbers. Disks, interfaces and IRQs are followed
 //! ([`crate::follow`]).
 //!

@@ -17,8 +17,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use perfabi_exportd::catalog;
 use perfabi_exportd::procfs;
+use perfabi_families::{readme, table};
 use perfabi_reader::Segment;
 use support::*;
 
@@ -376,14 +376,14 @@ fn every_published_family_is_the_tables_and_every_userspace_row_is_published() {
     let daemon = start(&path, &[]);
     let mut seg = Segment::open(&path).unwrap();
     let snap = seg.snapshot().unwrap();
-    let rows = catalog::rows();
+    let rows = readme::rows();
     let families: Vec<_> = snap
         .families
         .iter()
         .filter(|f| matches!(f.origin, perfabi::family::Origin::Family(_)))
         .collect();
     for f in &families {
-        let row = catalog::find(&rows, &f.name)
+        let row = readme::find(&rows, &f.name)
             .unwrap_or_else(|| panic!("{} is not in the README's table", f.name));
         assert!(row.userspace_source.is_some(), "{}: {row:?}", f.name);
         assert_eq!(Some(f.kind), row.kind_of(&f.name), "{} kind", f.name);
@@ -394,7 +394,21 @@ fn every_published_family_is_the_tables_and_every_userspace_row_is_published() {
             "{} dimension",
             f.name
         );
+        // A family shared with the kernel sources is the definition's,
+        // help included, and one the definition says the exporter has.
+        if let Some(d) = table::find(&f.name) {
+            assert!(d.published_by(table::Writer::Exportd), "{}", f.name);
+            assert_eq!(f.help, d.help, "{} help", f.name);
+        }
     }
+    let shared = table::published_by(table::Writer::Exportd)
+        .filter(|d| families.iter().any(|f| f.name == d.name))
+        .count();
+    assert_eq!(
+        shared,
+        table::published_by(table::Writer::Exportd).count(),
+        "the exporter publishes every family the definition gives it"
+    );
     let mut absent = Vec::new();
     let user_rows: Vec<_> = rows
         .iter()

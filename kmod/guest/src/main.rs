@@ -829,65 +829,20 @@ fn families() -> bool {
     consistent && reader
 }
 
-/// The families perfabi_sources.ko publishes: README.md's table, the rows
-/// whose kernel source is not `—` (name, kind, unit, dimension).
-/// `sources` checks that this list is the catalog's (`perfabi_exportd::
-/// catalog`, parsed from README.md), so the two cannot drift apart.
-const SOURCES: [(&str, Kind, Unit, &str); 18] = [
-    ("disk.dev.read", Kind::Counter, Unit::COUNT, "device"),
-    ("disk.dev.write", Kind::Counter, Unit::COUNT, "device"),
-    ("disk.dev.discard", Kind::Counter, Unit::COUNT, "device"),
-    ("disk.dev.flush", Kind::Counter, Unit::COUNT, "device"),
-    ("disk.dev.read_bytes", Kind::Counter, Unit::BYTES, "device"),
-    ("disk.dev.write_bytes", Kind::Counter, Unit::BYTES, "device"),
-    (
-        "disk.dev.discard_bytes",
-        Kind::Counter,
-        Unit::BYTES,
-        "device",
-    ),
-    (
-        "disk.dev.request_latency",
-        Kind::Histogram,
-        Unit::NS,
-        "device",
-    ),
-    (
-        "network.interface.in.packets",
-        Kind::Counter,
-        Unit::COUNT,
-        "interface",
-    ),
-    (
-        "network.interface.in.bytes",
-        Kind::Counter,
-        Unit::BYTES,
-        "interface",
-    ),
-    (
-        "network.interface.out.packets",
-        Kind::Counter,
-        Unit::COUNT,
-        "interface",
-    ),
-    (
-        "network.interface.out.bytes",
-        Kind::Counter,
-        Unit::BYTES,
-        "interface",
-    ),
-    ("kernel.interrupts.count", Kind::Counter, Unit::COUNT, "irq"),
-    (
-        "kernel.interrupts.handler_time",
-        Kind::Histogram,
-        Unit::NS,
-        "irq",
-    ),
-    ("kernel.all.pswitch", Kind::Counter, Unit::COUNT, ""),
-    ("kernel.sched.wakeups", Kind::Counter, Unit::COUNT, ""),
-    ("kernel.sched.migrations", Kind::Counter, Unit::COUNT, ""),
-    ("kernel.sched.wakeup_latency", Kind::Histogram, Unit::NS, ""),
-];
+/// The families perfabi_sources.ko publishes: the definition's
+/// (`perfabi_families::table`, from which the module's descriptors are
+/// generated and against which README.md's table is checked).
+fn sources_defined() -> impl Iterator<Item = &'static perfabi_families::Family> {
+    perfabi_families::table::published_by(perfabi_families::Writer::Module)
+}
+
+/// The names of the definition's families of `group`, in table order.
+fn group_names(group: perfabi_families::Group) -> Vec<&'static str> {
+    sources_defined()
+        .filter(|f| f.group == group)
+        .map(|f| f.name)
+        .collect()
+}
 
 /// The family's total over its instances: counters' values, histograms'
 /// counts.
@@ -920,40 +875,22 @@ fn sources() -> bool {
         Ok(s) => s,
         Err(e) => return verdict("sources-families", false, &format!("snapshot: {e}")),
     };
-    let mut bad = Vec::new();
-    let catalog: Vec<_> = perfabi_exportd::catalog::rows()
-        .into_iter()
-        .filter(|r| r.kernel_source.is_some())
-        .map(|r| {
-            (
-                r.name,
-                r.kind_of(r.name),
-                r.unit_of(r.name),
-                r.dimension.unwrap_or(""),
-            )
-        })
-        .collect();
-    let ours: Vec<_> = SOURCES
-        .iter()
-        .map(|&(n, k, u, d)| (n, Some(k), Some(u), d))
-        .collect();
-    if catalog != ours {
-        bad.push(format!(
-            "README's table (kernel-source rows) {catalog:?} is not the checked list {ours:?}"
-        ));
-    }
-    for (name, kind, unit, dim) in SOURCES {
-        match snap.family(name) {
-            None => bad.push(format!("{name} missing")),
+    let mut bad = perfabi_families::readme::check(&perfabi_families::readme::rows());
+    let mut defined = 0;
+    for d in sources_defined() {
+        defined += 1;
+        match snap.family(d.name) {
+            None => bad.push(format!("{} missing", d.name)),
             Some(f) => {
-                let buckets_ok = match kind {
-                    Kind::Histogram => f.buckets == Some(Buckets::Log2 { first: 10, n: 24 }),
-                    _ => f.buckets.is_none(),
-                };
-                if f.kind != kind || f.unit != unit || f.dimension != dim || !buckets_ok {
+                if f.kind != d.kind
+                    || f.unit != d.unit
+                    || f.dimension != d.dimension
+                    || f.help != d.help
+                    || f.buckets != d.core_buckets()
+                {
                     bad.push(format!(
-                        "{name}: {:?} {:?} {:?} {:?}",
-                        f.kind, f.unit_text, f.dimension, f.buckets
+                        "{}: {:?} {:?} {:?} {:?} {:?}",
+                        d.name, f.kind, f.unit_text, f.dimension, f.help, f.buckets
                     ));
                 }
             }
@@ -969,8 +906,7 @@ fn sources() -> bool {
         "sources-families",
         bad.is_empty(),
         &format!(
-            "({} families, as README's table; disks {:?}; interfaces {:?}; irqs {:?}){}",
-            SOURCES.len(),
+            "({defined} families, as defined in kmod/families and README's table; disks {:?}; interfaces {:?}; irqs {:?}){}",
             names("disk.dev.read"),
             names("network.interface.in.packets"),
             irqs,
@@ -981,9 +917,9 @@ fn sources() -> bool {
             }
         ),
     );
-    let lo = SOURCES[8..12]
+    let lo = group_names(perfabi_families::Group::Net)
         .iter()
-        .all(|(f, ..)| snap.family(f).is_some_and(|f| f.member("lo").is_some()));
+        .all(|f| snap.family(f).is_some_and(|f| f.member("lo").is_some()));
     let lo_ok = verdict(
         "sources-lo-instance",
         lo,
@@ -1080,9 +1016,9 @@ fn sources_lo() -> bool {
             Ok(s) => s,
             Err(e) => return verdict("sources-lo-proc", false, &format!("snapshot: {e}")),
         };
-        let ours: Option<Vec<u64>> = SOURCES[8..12]
+        let ours: Option<Vec<u64>> = group_names(perfabi_families::Group::Net)
             .iter()
-            .map(|(f, ..)| member_value(&snap, f, "lo"))
+            .map(|f| member_value(&snap, f, "lo"))
             .collect();
         if let (Some(p), Some(o)) = (proc_, &ours) {
             if p[..] == o[..] && p[0] > 0 && p[2] > 0 {
@@ -1103,9 +1039,8 @@ fn sources_absent(name: &str) -> bool {
     let mut seg = open();
     match seg.snapshot() {
         Ok(s) => {
-            let left: Vec<&str> = SOURCES
-                .iter()
-                .map(|(n, ..)| *n)
+            let left: Vec<&str> = sources_defined()
+                .map(|f| f.name)
                 .chain(["perfabi_sources.dropped"])
                 .filter(|n| s.family(n).is_some())
                 .collect();
@@ -1143,9 +1078,9 @@ fn proc_diskstats(name: &str) -> Option<[u64; 7]> {
 /// The disk's 8 values in perfabi (counts, bytes, the latency count).
 fn disk_values(seg: &mut Segment, name: &str) -> Result<Vec<Option<u64>>, String> {
     let snap = seg.snapshot().map_err(|e| format!("snapshot: {e}"))?;
-    Ok(SOURCES[..8]
+    Ok(group_names(perfabi_families::Group::Block)
         .iter()
-        .map(|(f, ..)| member_value(&snap, f, name))
+        .map(|f| member_value(&snap, f, name))
         .collect())
 }
 

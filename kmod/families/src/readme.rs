@@ -1,23 +1,27 @@
-//! The families both writers publish out of the box, as the README's
+//! The families the writers publish out of the box, as the README's
 //! table says (`## Families out of the box`): parsed from the README
-//! itself, so that the table is the one contract the exporter's tests and
-//! the kernel module's guest checks compare each writer against.
+//! itself, and checked against [`crate::table`] ([`check`]), so that the
+//! table users read is the definition the writers register. The
+//! exporter's own `/proc`-only families are defined by the table alone:
+//! its tests compare what it publishes with these rows.
 //!
 //! ```
-//! let rows = perfabi_exportd::catalog::rows();
-//! let r = perfabi_exportd::catalog::find(&rows, "disk.dev.read_bytes").unwrap();
+//! let rows = perfabi_families::readme::rows();
+//! let r = perfabi_families::readme::find(&rows, "disk.dev.read_bytes").unwrap();
 //! assert_eq!(r.kind_of("disk.dev.read_bytes"), Some(perfabi::Kind::Counter));
 //! assert_eq!(r.unit_of("disk.dev.read_bytes"), Some(perfabi::Unit::BYTES));
 //! assert_eq!(r.dimension, Some("device"));
-//! let vm = perfabi_exportd::catalog::find(&rows, "mem.vmstat.nr_dirty").unwrap();
+//! let vm = perfabi_families::readme::find(&rows, "mem.vmstat.nr_dirty").unwrap();
 //! assert_eq!(vm.kind_of("mem.vmstat.nr_dirty"), Some(perfabi::Kind::Gauge));
 //! assert_eq!(vm.unit_of("mem.vmstat.pgfault"), Some(perfabi::Unit::COUNT));
 //! ```
 
 use perfabi::{Kind, Unit};
 
+use crate::table::{Writer, FAMILIES};
+
 /// The project's README, which holds the table.
-pub const README: &str = include_str!("../../README.md");
+pub const README: &str = include_str!("../../../README.md");
 
 /// The comment line that starts the table in the README.
 pub const MARKER: &str = "<!-- families-table";
@@ -39,6 +43,9 @@ pub struct Row<'a> {
     pub dimension: Option<&'a str>,
     /// What the kernel module publishes it from; `None` if it does not.
     pub kernel_source: Option<&'a str>,
+    /// What the eBPF writer (issue 31) is to publish it from; `None` if
+    /// it is not to.
+    pub bpf_source: Option<&'a str>,
     /// What `perfabi-exportd` publishes it from; `None` if it does not.
     pub userspace_source: Option<&'a str>,
 }
@@ -113,7 +120,9 @@ fn cell(c: &str) -> Option<&str> {
 
 /// Parses the table that follows the [`MARKER`] line of `markdown`: a
 /// header row, a separator row, then one row per family, to the first
-/// line that is not a table row. Each row has six cells.
+/// line that is not a table row. Each row has seven cells: family, kind,
+/// unit, dimension, and the module's, the eBPF writer's and the
+/// exporter's sources.
 pub fn parse(markdown: &str) -> Result<Vec<Row<'_>>, String> {
     let mut lines = markdown
         .lines()
@@ -134,9 +143,9 @@ pub fn parse(markdown: &str) -> Result<Vec<Row<'_>>, String> {
             .ok_or_else(|| format!("table line {}: not a row: {line}", i + 1))?
             .split('|')
             .collect();
-        let [name, kind, unit, dimension, kernel, user] = cells[..] else {
+        let [name, kind, unit, dimension, kernel, bpf, user] = cells[..] else {
             return Err(format!(
-                "table line {}: {} cells, not 6: {line}",
+                "table line {}: {} cells, not 7: {line}",
                 i + 1,
                 cells.len()
             ));
@@ -153,6 +162,7 @@ pub fn parse(markdown: &str) -> Result<Vec<Row<'_>>, String> {
             unit,
             dimension: cell(dimension),
             kernel_source: cell(kernel),
+            bpf_source: cell(bpf),
             userspace_source: cell(user),
         });
     }
@@ -173,6 +183,70 @@ pub fn find<'r, 'a>(rows: &'r [Row<'a>], family: &str) -> Option<&'r Row<'a>> {
     rows.iter()
         .find(|r| r.prefix().is_none() && r.matches(family))
         .or_else(|| rows.iter().find(|r| r.matches(family)))
+}
+
+/// What in `rows` disagrees with the definition ([`crate::table`]): each
+/// family there has a row of its own with its kind, unit and dimension,
+/// and a source in exactly the writers' columns of the writers that
+/// publish it; no other row names a kernel or eBPF source. Empty when
+/// they agree.
+pub fn check(rows: &[Row<'_>]) -> Vec<String> {
+    let mut bad = Vec::new();
+    for f in FAMILIES {
+        let Some(r) = rows
+            .iter()
+            .find(|r| r.prefix().is_none() && r.name == f.name)
+        else {
+            bad.push(format!("{}: no row of its own", f.name));
+            continue;
+        };
+        if r.kind_of(f.name) != Some(f.kind) {
+            bad.push(format!(
+                "{}: kind {:?}, defined {:?}",
+                f.name,
+                r.kind,
+                f.kind.as_str()
+            ));
+        }
+        if r.unit_of(f.name) != Some(f.unit) {
+            bad.push(format!(
+                "{}: unit {:?}, defined {:?}",
+                f.name, r.unit, f.unit
+            ));
+        }
+        if r.dimension.unwrap_or("") != f.dimension {
+            bad.push(format!(
+                "{}: dimension {:?}, defined {:?}",
+                f.name, r.dimension, f.dimension
+            ));
+        }
+        for (w, column, cell) in [
+            (Writer::Module, "kernel source", r.kernel_source),
+            (Writer::Bpf, "eBPF writer", r.bpf_source),
+            (Writer::Exportd, "userspace source", r.userspace_source),
+        ] {
+            if cell.is_some() != f.published_by(w) {
+                bad.push(format!(
+                    "{}: {column} {:?}, but the definition says {}published by {w:?}",
+                    f.name,
+                    cell.unwrap_or("—"),
+                    if f.published_by(w) { "" } else { "not " }
+                ));
+            }
+        }
+    }
+    for r in rows {
+        let defined = FAMILIES
+            .iter()
+            .any(|f| r.matches(f.name) && r.prefix().is_none());
+        if !defined && (r.kernel_source.is_some() || r.bpf_source.is_some()) {
+            bad.push(format!(
+                "{}: a kernel or eBPF source, but not in the definition (kmod/families/src/table.rs)",
+                r.name
+            ));
+        }
+    }
+    bad
 }
 
 #[cfg(test)]
@@ -213,12 +287,64 @@ mod tests {
     }
 
     #[test]
+    fn the_readme_table_is_the_definition() {
+        let bad = check(&rows());
+        assert!(bad.is_empty(), "README.md's families table: {bad:#?}");
+        // The prose under the table states the histograms' buckets.
+        let h = crate::table::HIST_NS;
+        let prose = format!("Histograms have {} log2 buckets of nanoseconds", h.n);
+        assert!(README.contains(&prose), "README.md: no \"{prose}\"");
+        assert!(README.contains(&format!("(2^{})", h.first)));
+    }
+
+    #[test]
+    fn a_table_that_disagrees_with_the_definition_is_reported() {
+        let text = |edit: &dyn Fn(&str) -> String| edit(README);
+        let rows_of = |t: &str| parse(t).map(|r| check(&r)).unwrap();
+        let unit = text(&|r| {
+            r.replacen(
+                "| `disk.dev.read_bytes` | counter | bytes |",
+                "| `disk.dev.read_bytes` | counter | count |",
+                1,
+            )
+        });
+        let bad = rows_of(&unit);
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        assert!(bad[0].starts_with("disk.dev.read_bytes: unit"), "{bad:?}");
+        let gone = text(&|r| {
+            let at = r.find("| `kernel.sched.migrations` |").unwrap();
+            let end = at + r[at..].find('\n').unwrap() + 1;
+            format!("{}{}", &r[..at], &r[end..])
+        });
+        assert_eq!(
+            rows_of(&gone),
+            ["kernel.sched.migrations: no row of its own"]
+        );
+        let bpf = text(&|r| {
+            let at = r
+                .find("| `kernel.softirqs` | counter | count | kind | — | — |")
+                .unwrap();
+            format!(
+                "{}| `kernel.softirqs` | counter | count | kind | — | `irq:softirq_entry` |{}",
+                &r[..at],
+                &r[at + "| `kernel.softirqs` | counter | count | kind | — | — |".len()..]
+            )
+        });
+        let bad = rows_of(&bpf);
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        assert!(
+            bad[0].starts_with("kernel.softirqs: a kernel or eBPF source"),
+            "{bad:?}"
+        );
+    }
+
+    #[test]
     fn malformed_tables_are_refused() {
         assert!(parse("no table").is_err());
         assert!(parse("<!-- families-table -->\n| a | b |\n|---|---|\n").is_err());
         let short = "<!-- families-table -->\n|h|\n|-|\n| `a` | counter | count |\n";
         assert!(parse(short).unwrap_err().contains("3 cells"));
-        let ok = "<!-- families-table -->\n|h|\n|-|\n| `a.b` | gauge | KiB | — | — | `/proc/x` |\ntext\n| `c` | counter | count | — | — | — |\n";
+        let ok = "<!-- families-table -->\n|h|\n|-|\n| `a.b` | gauge | KiB | — | — | — | `/proc/x` |\ntext\n| `c` | counter | count | — | — | — | — |\n";
         let rows = parse(ok).unwrap();
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].userspace_source, Some("/proc/x"));
