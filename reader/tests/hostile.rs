@@ -532,28 +532,39 @@ fn a_sigbus_sent_by_someone_is_not_taken_for_a_truncation() {
         std::process::Command::new(cat_bin())
             .arg(&path)
             .args(["--watch", "0.2"])
-            .stdout(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap(),
     );
-    // Sent once the guard's handler is installed (SIGBUS caught, in
-    // /proc's SigCgt mask), not after a fixed pause: before it, the default
-    // action would kill the process and pass the test without testing it.
-    let status = format!("/proc/{}/status", watch.0.id());
-    let caught = || {
-        std::fs::read_to_string(&status)
-            .ok()
-            .and_then(|s| {
-                let m = s.lines().find_map(|l| l.strip_prefix("SigCgt:"))?;
-                u64::from_str_radix(m.trim(), 16).ok()
-            })
-            .is_some_and(|m| m & (1 << (libc::SIGBUS - 1)) != 0)
-    };
+    // Sent once perfabi-cat printed a sample: it has mapped the segment, so
+    // its guard's handler is installed (a mapping is registered only after
+    // it). Not once /proc's SigCgt shows SIGBUS caught, nor after a fixed
+    // pause: Rust's runtime catches SIGBUS from the start (its stack
+    // overflow handler, which swallows one sent SIGBUS by restoring the
+    // default action and returning), so that witness came before the guard
+    // and, on busy CPUs, a kill sent then was swallowed.
+    let out = watch.0.stdout.take().unwrap();
+    let (tx, samples) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(out).lines() {
+            if line.is_err() || tx.send(()).is_err() {
+                break;
+            }
+        }
+    });
     let until = harness::deadline::Deadline::witness();
-    while !caught() && !until.passed() {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    until.assert(caught(), "perfabi-cat's SIGBUS handler installed");
+    let sampled = loop {
+        match samples.recv_timeout(Duration::from_millis(100)) {
+            Ok(()) => break true,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if !until.passed() => {}
+            Err(_) => break false,
+        }
+    };
+    until.assert(
+        sampled,
+        "perfabi-cat's first sample (its SIGBUS guard installed)",
+    );
     rustix::process::kill_process(
         rustix::process::Pid::from_child(&watch.0),
         rustix::process::Signal::BUS,
