@@ -387,16 +387,19 @@ fn a_view_whose_terminal_goes_away_exits() {
     }
 }
 
-/// The `N` of the pane's last `rc=N/tag` line, once the shell printed one
-/// (a command line that ends with `; echo rc=$?/tag`).
+/// The `N` of the pane's last `rc=N/tag`, once the shell printed one (a
+/// command line that ends with `; echo rc=$?/tag`). It is looked for at the
+/// end of any line, not only as a line of its own: the screen the view
+/// restores may put the shell's output after a prompt (`live$ rc=143/two`,
+/// seen once in three runs under two busy loops), and the typed command's
+/// own `rc=$?/tag` is no number.
 fn exit_status(tmux: &Tmux, tag: &str) -> String {
     let end = format!("/{tag}");
     wait_for(Duration::from_secs(10), || {
         tmux.capture().iter().rev().find_map(|l| {
-            l.trim()
-                .strip_prefix("rc=")?
-                .strip_suffix(&end)
-                .map(str::to_string)
+            let l = l.trim_end().strip_suffix(&end)?;
+            let n = &l[l.rfind("rc=")? + 3..];
+            (!n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())).then(|| n.to_string())
         })
     })
     .unwrap_or_else(|| panic!("no exit status:\n{}", tmux.capture().join("\n")))
