@@ -36,6 +36,10 @@ pub enum Error {
     NotASegmentFile(PathBuf, &'static str),
     /// The segment file may be written by others than its owner.
     Writable(PathBuf, u32),
+    /// A pinned segment map whose pin mode lets others open it read-write
+    /// while unprivileged BPF is enabled: they could write it from a BPF
+    /// program of their own (§11.2 step 7).
+    WritablePin(PathBuf, u32),
     /// The segment file belongs to a user this reader does not trust (see
     /// [`crate::Trust`]).
     Untrusted {
@@ -120,7 +124,7 @@ impl Error {
             Self::ForeignLink { .. } => "foreign-link",
             Self::Raced(_) => "raced",
             Self::NotASegmentFile(..) => "not-a-segment-file",
-            Self::Writable(..) => "writable-by-others",
+            Self::Writable(..) | Self::WritablePin(..) => "writable-by-others",
             Self::Untrusted { .. } => "untrusted-owner",
             Self::Sparse { .. } => "sparse",
             Self::TooLarge { .. } => "too-large",
@@ -174,6 +178,13 @@ impl fmt::Display for Error {
             Self::Writable(p, mode) => write!(
                 f,
                 "refusing {}: mode {mode:o} lets others write it (chmod go-w, or ask its writer to create it 0644)",
+                escape_path(p)
+            ),
+            Self::WritablePin(p, mode) => write!(
+                f,
+                "refusing {}: mode {mode:o} lets others open the map read-write while unprivileged \
+                 BPF is enabled, so they could write it from a BPF program (sysctl \
+                 kernel.unprivileged_bpf_disabled=1, or pin it 0600)",
                 escape_path(p)
             ),
             Self::Untrusted { path, uid } => write!(

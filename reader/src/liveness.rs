@@ -18,7 +18,10 @@ pub enum Liveness {
     /// the header's) and, if it promised a heartbeat, the last one is
     /// within the allowed silence.
     Alive,
-    /// The kernel module writes this segment (`FLAG_KERNEL` on its device).
+    /// The kernel writes this segment: the kernel module (`FLAG_KERNEL` on
+    /// its device), or the eBPF writer (`FLAG_KERNEL` and `writer_pid` 0 in
+    /// a root's frozen pinned map) with a heartbeat within the allowed
+    /// silence.
     Kernel,
     /// The writer closed the segment cleanly.
     Closed,
@@ -50,22 +53,30 @@ pub fn assess(info: &Info, origin: Origin, owner: u32, max_silence: Duration) ->
         return Liveness::Closed;
     }
     let claim = WriterClaim::of(info, origin);
-    if claim == WriterClaim::Kernel {
+    if claim == WriterClaim::Kernel && origin == Origin::KernelDevice {
         return Liveness::Kernel;
     }
     let silent_for =
         Duration::from_nanos(perfabi_shm::host::boottime_ns().saturating_sub(info.heartbeat_ns));
+    let allowed = max_silence.max(Duration::from_nanos(
+        info.heartbeat_interval_ns.saturating_mul(3),
+    ));
+    // The eBPF writer: alive while its programs run, which refresh the
+    // heartbeat; silent once they are detached (its loader stopped or
+    // killed), whatever the map still holds.
+    if claim == WriterClaim::Kernel {
+        return if silent_for > allowed {
+            Liveness::Silent { silent_for }
+        } else {
+            Liveness::Kernel
+        };
+    }
     match claim {
         WriterClaim::Process { pid, start_ns } if process_is(pid, start_ns, owner) => {}
         _ => return Liveness::Dead { silent_for },
     }
-    if info.heartbeat_interval_ns > 0 {
-        let allowed = max_silence.max(Duration::from_nanos(
-            info.heartbeat_interval_ns.saturating_mul(3),
-        ));
-        if silent_for > allowed {
-            return Liveness::Silent { silent_for };
-        }
+    if info.heartbeat_interval_ns > 0 && silent_for > allowed {
+        return Liveness::Silent { silent_for };
     }
     Liveness::Alive
 }

@@ -147,6 +147,7 @@ fn exit_code(e: &Error) -> u8 {
         | Error::ForeignLink { .. }
         | Error::NotASegmentFile(..)
         | Error::Writable(..)
+        | Error::WritablePin(..)
         | Error::Untrusted { .. }
         | Error::Sparse { .. }
         | Error::TooLarge { .. } => 4,
@@ -372,6 +373,7 @@ fn print_info(out: &mut impl Write, info: &perfabi_reader::SegmentInfo) -> io::R
         "origin:             {}",
         match info.origin {
             perfabi_reader::Origin::KernelDevice => "kernel module device",
+            perfabi_reader::Origin::KernelMap => "kernel BPF map (pinned, frozen)",
             perfabi_reader::Origin::File => "file",
         }
     )?;
