@@ -174,6 +174,13 @@ impl Running {
         }
     }
 
+    /// Detaches the programs (as the kernel does when this process exits):
+    /// no value or heartbeat changes from then on. [`Self::close`] still
+    /// marks the segment closed.
+    pub fn detach(&mut self) {
+        self.links.clear();
+    }
+
     /// Stops cleanly: the heartbeat refreshed and `FLAG_CLOSED` set (from
     /// BPF: the map is frozen), then the programs detached. The pin stays,
     /// with the final values, until removed or replaced by the next start.
