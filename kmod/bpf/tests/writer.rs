@@ -92,6 +92,12 @@ fn proc_stat_ctxt() -> u64 {
 /// Two threads handing a token back and forth for `d`: context switches
 /// and wakeups.
 fn ping_pong(d: Duration) -> u64 {
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    ping_pong_until(d, &stop)
+}
+
+/// [`ping_pong`] until `stop` is set or `d` has passed.
+fn ping_pong_until(d: Duration, stop: &std::sync::atomic::AtomicBool) -> u64 {
     let (to_b, from_a) = std::sync::mpsc::channel::<u64>();
     let (to_a, from_b) = std::sync::mpsc::channel::<u64>();
     let b = std::thread::spawn(move || {
@@ -103,7 +109,7 @@ fn ping_pong(d: Duration) -> u64 {
     });
     let end = Deadline::after(d);
     let mut n = 0;
-    while !end.passed() {
+    while !end.passed() && !stop.load(std::sync::atomic::Ordering::Relaxed) {
         to_b.send(n).unwrap();
         n = from_b.recv().unwrap();
     }
@@ -211,12 +217,41 @@ fn pswitch_follows_proc_stat_and_the_histogram_is_whole() {
     );
     assert!(ds > trips, "{trips} round trips made only {ds} switches");
 
+    // Under a workload on the other CPU, every copy of the histogram a
+    // reader takes is whole on every CPU (the multi-word update under the
+    // block's seq): the reader refuses one that is not (bad-histogram).
+    let mut h = seg.family_handle("kernel.sched.wakeup_latency").unwrap();
+    let mut out = perfabi_reader::FamilyValues::default();
+    const COPIES: u64 = 10_000_000;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let stop = std::sync::Arc::clone(&stop);
+        std::thread::spawn(move || ping_pong_until(Duration::from_secs(120), &stop))
+    };
+    let enough = Deadline::witness();
+    let (mut snapshots, mut torn, mut busy) = (0u64, 0u64, 0u64);
+    while snapshots < COPIES && !enough.passed() {
+        match seg.read_family(&mut h, &mut out) {
+            Ok(_) => snapshots += 1,
+            Err(Error::Busy(_)) => busy += 1,
+            Err(e) => {
+                torn += 1;
+                eprintln!("{e}");
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    load.join().unwrap();
+    assert_eq!(torn, 0, "{torn} of {snapshots} copies refused");
+    enough.assert(
+        snapshots >= COPIES,
+        format!("{COPIES} copies ({snapshots} made)"),
+    );
+
     // Detached, nothing moves any more (an invocation in flight at detach
     // ends within a grace period): then the histogram's count is exactly
     // the number of observations the programs made.
     w.detach();
-    let mut h = seg.family_handle("kernel.sched.wakeup_latency").unwrap();
-    let mut out = perfabi_reader::FamilyValues::default();
     let mut read = |seg: &mut Segment| {
         seg.read_family(&mut h, &mut out).unwrap();
         let f = h.family().clone();
@@ -259,7 +294,8 @@ fn pswitch_follows_proc_stat_and_the_histogram_is_whole() {
     w.close().unwrap();
     println!(
         "BPF-WRITER counts PASS (ctxt delta {ds} within [{lo}, {hi}]; histogram count {count} = \
-         {} observations, buckets whole on {} CPUs)",
+         {} observations, buckets whole on {} CPUs; {snapshots} copies under load, 0 torn, \
+         {busy} busy)",
         stats.observed,
         per_cpu.len()
     );
@@ -299,9 +335,11 @@ fn every_atomic_in_the_object_is_fully_ordered() {
 }
 
 /// Starts `perfabi-bpfd` on `pin` with a 200 ms heartbeat promise and waits
-/// until a reader finds it alive.
+/// until a reader finds it alive. The child is the caller's to wait for
+/// (the lint sees only this function's paths).
+#[allow(clippy::zombie_processes)]
 fn start_daemon(pin: &Path) -> (Child, Segment) {
-    let child = Command::new(env!("CARGO_BIN_EXE_perfabi-bpfd"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_perfabi-bpfd"))
         .args(["--heartbeat-ms", "200", "--pin"])
         .arg(pin)
         .stdout(Stdio::null())
@@ -322,7 +360,11 @@ fn start_daemon(pin: &Path) -> (Child, Segment) {
                 return (child, s);
             }
         }
-        up.assert(!up.passed(), "perfabi-bpfd's pin, alive");
+        if up.passed() {
+            let _ = child.kill();
+            let _ = child.wait();
+            up.fail("perfabi-bpfd's pin, alive");
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -487,4 +529,65 @@ fn forged_pins_are_refused() {
         i.liveness
     );
     println!("BPF-WRITER forged-pins PASS");
+}
+
+/// Runs `perfabi-bpfd` with `args` (as `cmd` prepared) and returns its exit
+/// code and its standard error.
+fn run_daemon(cmd: &mut Command) -> (i32, String) {
+    let out = cmd.stdout(Stdio::null()).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn each_reason_it_cannot_run_is_one_line_with_its_exit_code() {
+    let test = "each_reason_it_cannot_run_is_one_line_with_its_exit_code";
+    if !can_run(test) {
+        return;
+    }
+    let exe = env!("CARGO_BIN_EXE_perfabi-bpfd");
+    let help = Command::new(exe).arg("--help").output().unwrap();
+    assert!(help.status.success());
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        text.contains("Exit status:") && text.contains("--pin"),
+        "{text}"
+    );
+
+    let one_line = |code: i32, err: &str, want: &str, expected: i32| {
+        assert_eq!(code, expected, "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("perfabi-bpfd: ") && err.contains(want),
+            "{err}"
+        );
+    };
+
+    // Not root: no CAP_BPF/CAP_PERFMON.
+    let bin = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(bin.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let copy = perfabi_test_harness::executable_copy(Path::new(exe), bin.path());
+    let mut cmd = Command::new(&copy);
+    let (code, err) = run_daemon(perfabi_test_harness::as_other_user(&mut cmd));
+    one_line(code, &err, "CAP_BPF and CAP_PERFMON", 3);
+
+    // A pin folder not on bpffs.
+    let off = tempfile::tempdir().unwrap();
+    let (code, err) = run_daemon(
+        Command::new(exe)
+            .arg("--pin")
+            .arg(off.path().join("kernel")),
+    );
+    one_line(code, &err, "no bpffs at", 4);
+
+    // A second loader for a folder another one writes.
+    let dir = TestDir::new("twice");
+    let (mut first, _seg) = start_daemon(&dir.pin());
+    let (code, err) = run_daemon(Command::new(exe).arg("--pin").arg(dir.0.join("other")));
+    one_line(code, &err, "another perfabi-bpfd writes pins in", 4);
+    first.kill().unwrap();
+    first.wait().unwrap();
+    println!("BPF-WRITER messages PASS");
 }
