@@ -212,6 +212,14 @@ impl fmt::Display for Error {
                 "writer (pid {pid}) is gone; last heartbeat {:.1} s ago: restart the exporter",
                 silent_for.as_secs_f64()
             ),
+            // writer_pid 0 and alive until silent: the kernel's BPF
+            // programs (§11.3), detached.
+            Self::Stale { pid: 0, silent_for, dead: false } => write!(
+                f,
+                "the kernel-side writer is silent: no heartbeat for {:.1} s (its BPF programs \
+                 are detached: restart perfabi-bpfd)",
+                silent_for.as_secs_f64()
+            ),
             Self::Stale { pid, silent_for, dead: false } => write!(
                 f,
                 "writer (pid {pid}) is silent: no heartbeat for {:.1} s",

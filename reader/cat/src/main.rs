@@ -35,6 +35,7 @@ Exit status:
      goes on)
 
 PATH defaults to $PERFABI_SEGMENT, else /dev/perfabi (kernel module), else
+/sys/fs/bpf/perfabi/kernel (perfabi-bpfd, the eBPF writer), else
 /dev/shm/perfabi.seg (perfabi-exportd). A segment is read only if it belongs
 to this user or root (see --trust-uid), and symbolic links are not followed.";
 
