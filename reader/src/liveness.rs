@@ -122,3 +122,62 @@ fn process_uids(pid: u32) -> Option<[u32; 4]> {
     let mut ids = line.split_ascii_whitespace().map(|v| v.parse().ok());
     Some([ids.next()??, ids.next()??, ids.next()??, ids.next()??])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use perfabi::layout::FLAG_KERNEL;
+
+    fn kernel_info(heartbeat_ns: u64, interval_ns: u64) -> Info {
+        Info {
+            abi_major: 1,
+            abi_minor: 1,
+            epoch: 1,
+            generation: 0,
+            metadata_busy: false,
+            writer_pid: 0,
+            writer_start_ns: 0,
+            heartbeat_ns,
+            heartbeat_interval_ns: interval_ns,
+            flags: FLAG_KERNEL,
+            nr_cpus: 1,
+            max_instances: 1,
+            damon_capacity: 0,
+            segment_size: 3 * 4096,
+        }
+    }
+
+    /// A root's frozen pinned map with the kernel flag: the kernel while
+    /// its heartbeat is fresh, silent once it is older than the allowed
+    /// silence, unverifiable without a promise; the module's device needs
+    /// no heartbeat; a file is never believed (spec §11.3).
+    #[test]
+    fn a_kernel_map_is_alive_by_its_heartbeat_only() {
+        let now = perfabi_shm::host::boottime_ns();
+        let second = 1_000_000_000;
+        let silence = Duration::from_secs(5);
+        let fresh = kernel_info(now, second);
+        assert_eq!(
+            assess(&fresh, Origin::KernelMap, 0, silence),
+            Liveness::Kernel
+        );
+        let old = kernel_info(now.saturating_sub(6 * second), second);
+        assert!(matches!(
+            assess(&old, Origin::KernelMap, 0, silence),
+            Liveness::Silent { .. }
+        ));
+        assert_eq!(
+            assess(&old, Origin::KernelDevice, 0, silence),
+            Liveness::Kernel
+        );
+        assert!(matches!(
+            assess(&fresh, Origin::File, 0, silence),
+            Liveness::Dead { .. }
+        ));
+        let no_promise = kernel_info(now, 0);
+        assert!(matches!(
+            assess(&no_promise, Origin::KernelMap, 0, silence),
+            Liveness::Dead { .. }
+        ));
+    }
+}

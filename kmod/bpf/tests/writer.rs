@@ -591,3 +591,43 @@ fn each_reason_it_cannot_run_is_one_line_with_its_exit_code() {
     first.wait().unwrap();
     println!("BPF-WRITER messages PASS");
 }
+
+/// The raw tracepoint programs (the fallback where BTF tracepoints are
+/// refused) call the same handlers: forced here, they count the same
+/// events the same way.
+#[test]
+fn the_raw_tracepoint_fallback_counts_as_the_btf_programs_do() {
+    let test = "the_raw_tracepoint_fallback_counts_as_the_btf_programs_do";
+    if !can_run(test) {
+        return;
+    }
+    let dir = TestDir::new("rawtp");
+    let mut w = Running::start(&Options {
+        attach: perfabi_bpf::Attach::RawTp,
+        ..options(&dir)
+    })
+    .unwrap();
+    assert_eq!(w.flavour(), perfabi_bpf::Flavour::RawTp);
+    let mut seg = Segment::open(w.pin_path()).unwrap();
+    assert_eq!(seg.info().unwrap().liveness, Liveness::Kernel);
+    let before = total(&mut seg, "kernel.all.pswitch");
+    let s0 = proc_stat_ctxt();
+    let trips = ping_pong(Duration::from_millis(200));
+    let s1 = proc_stat_ctxt();
+    let after = total(&mut seg, "kernel.all.pswitch");
+    assert!(after - before >= (s1 - s0).saturating_sub(w.image().geometry.nr_cpus as u64));
+    assert!(
+        after - before > trips,
+        "{trips} round trips, {} switches",
+        after - before
+    );
+    w.detach();
+    let observed = w.stats().observed;
+    assert!(observed > 0 && total(&mut seg, "kernel.sched.wakeups") > 0);
+    w.close().unwrap();
+    assert!(matches!(seg.snapshot(), Err(Error::Closed)));
+    println!(
+        "BPF-WRITER raw-tp PASS ({} switches, {observed} latencies)",
+        after - before
+    );
+}
