@@ -70,7 +70,7 @@ pub enum Flavour {
 pub struct Stats {
     /// Wakeup latency observations made (histogram updates).
     pub observed: u64,
-    /// Wakeups whose timestamp found no room (the pid map full).
+    /// Wakeups whose timestamp could not be stored.
     pub unrecorded: u64,
 }
 

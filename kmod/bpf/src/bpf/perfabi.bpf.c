@@ -59,9 +59,11 @@ struct {
 	__type(value, struct page_words);
 } segment SEC(".maps");
 
-/* When each woken task was woken (CLOCK_MONOTONIC ns), by pid. */
+/* When each woken task was woken (CLOCK_MONOTONIC ns), by pid. LRU: the
+ * stamp of a task that exited unseen is the one evicted, never a new one
+ * refused. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
 	__type(key, __u32);
 	__type(value, __u64);
@@ -80,7 +82,7 @@ const volatile __u32 w_latency = 19;
 /* The heartbeat is refreshed when older than this (half the promise). */
 const volatile __u64 beat_every_ns = 500000000ULL;
 
-/* Observations made and wakeups not recorded (the timestamp map full):
+/* Observations made and wakeups not recorded (no stamp stored):
  * read by the loader's tests, not part of the segment. */
 __u64 nr_observed = 0;
 __u64 nr_unrecorded = 0;
@@ -233,13 +235,33 @@ static __always_inline void record_wakeup(struct task_struct *p)
 	}
 }
 
-static __always_inline void handle_switch(struct task_struct *next)
+/* A task's state (0: runnable), under its name of this kernel: `__state`
+ * since 5.14, `state` before (the one place that knows). */
+static __always_inline long task_state(struct task_struct *t)
 {
-	__u32 pid = BPF_CORE_READ(next, pid);
+	if (bpf_core_field_exists(t->__state))
+		return BPF_CORE_READ(t, __state);
+	return BPF_CORE_READ((struct task_struct___pre_5_14 *)t, state);
+}
+
+/* As the module's probe_switch() (kmod/perfabi_src_sched.c). */
+static __always_inline void handle_switch(bool preempt, struct task_struct *prev,
+					  struct task_struct *next)
+{
+	__u32 pid = BPF_CORE_READ(next, pid), prev_pid;
 	__u64 *ts;
 
 	counter_add(w_pswitch, 1);
 	beat();
+	/*
+	 * A stamp of prev's is from a wakeup while it ran. If prev stays
+	 * runnable (preempted, or never went to sleep), its next switch-in
+	 * follows no wakeup: drop the stamp. If it sleeps, its next wakeup
+	 * overwrites the stamp first.
+	 */
+	prev_pid = BPF_CORE_READ(prev, pid);
+	if (prev_pid && (preempt || !task_state(prev)))
+		bpf_map_delete_elem(&woken, &prev_pid);
 	if (!pid)
 		return;
 	ts = bpf_map_lookup_elem(&woken, &pid);
@@ -256,20 +278,21 @@ static __always_inline void handle_switch(struct task_struct *next)
  * sched_switch: (bool preempt, struct task_struct *prev, struct task_struct
  * *next, unsigned int prev_state) since 5.18 (commit fa2c3254d7cf,
  * "sched/tracing: Don't re-read p->state when emitting sched_switch
- * event"); (preempt, prev, next) before. `next` is the third argument in
- * both, the only one read: handle_switch() is the one place that knows.
+ * event"); (preempt, prev, next) before. The first three, the only ones
+ * read, are the same in both; prev's state is read from the task
+ * (task_state()), not from the fourth argument older kernels lack.
  */
 SEC("tp_btf/sched_switch")
 int BPF_PROG(tp_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	handle_switch(next);
+	handle_switch(preempt, prev, next);
 	return 0;
 }
 
 SEC("raw_tp/sched_switch")
 int BPF_PROG(raw_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	handle_switch(next);
+	handle_switch(preempt, prev, next);
 	return 0;
 }
 

@@ -31,6 +31,7 @@ typedef _Bool bool;
 enum bpf_map_type {
 	BPF_MAP_TYPE_HASH = 1,
 	BPF_MAP_TYPE_ARRAY = 2,
+	BPF_MAP_TYPE_LRU_HASH = 9,
 };
 
 enum {
@@ -47,6 +48,14 @@ enum {
 /* Only the fields read, relocated by CO-RE. */
 struct task_struct {
 	int pid;
+	unsigned int __state;
+} __attribute__((preserve_access_index));
+
+/* task_struct before 5.14 (commit 2f064a59a11f, "sched: Change
+ * task_struct::state"): `long state`. A CO-RE flavour (the ___ suffix is
+ * ignored when matching), read only where `__state` does not exist. */
+struct task_struct___pre_5_14 {
+	long state;
 } __attribute__((preserve_access_index));
 
 #endif /* __PERFABI_VMLINUX_MIN_H */
