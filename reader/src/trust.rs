@@ -151,7 +151,7 @@ fn open_pin(
             uid: e.uid,
         });
     }
-    if e.nlink != 1 {
+    if e.nlink > 1 {
         return Err(Error::NotASegmentFile(p, "a pin with other hard links"));
     }
     if e.mode & 0o022 != 0 && bpf_pin::unprivileged_bpf_enabled() {
