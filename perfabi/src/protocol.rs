@@ -77,6 +77,9 @@ pub trait Policy {
     /// Histogram writer: an observation is one sequence update of the block
     /// (false: its three words are changed with no sequence update).
     const HISTOGRAM_IN_SEQ: bool = true;
+    /// Nesting writer: an update that finds the sequence odd leaves it
+    /// alone (false: every update, nested or not, makes it odd and even).
+    const NEST_CHECKS_ODD: bool = true;
 }
 
 /// The protocol as specified.
@@ -139,6 +142,12 @@ pub mod weakened {
     pub struct HistogramWithoutSeq;
     impl Policy for HistogramWithoutSeq {
         const HISTOGRAM_IN_SEQ: bool = false;
+    }
+    /// A nested update makes the sequence odd and even again although the
+    /// update it interrupted is in progress.
+    pub struct NestWithoutOddCheck;
+    impl Policy for NestWithoutOddCheck {
+        const NEST_CHECKS_ODD: bool = false;
     }
 }
 
@@ -349,6 +358,80 @@ pub fn histogram_observe<P: Policy>(seq: &AtomicU64, words: &[AtomicU64], bucket
         seq_write_end::<P>(seq, t);
     }
 }
+
+/// Writer: begins a multi-word update of a block whose updates nest on
+/// its CPU (spec §7.1 "Nesting": the kernel module's interrupts and NMIs,
+/// the eBPF writer's programs). The C twins, under the same name:
+/// `perfabi_seq_nest_begin()` (`kmod/include/perfabi_kapi.h`) and
+/// `seq_nest_begin()` (`kmod/bpf/src/bpf/perfabi.bpf.c`). Returns whether
+/// this is the outermost update, for [`seq_nest_end`].
+///
+/// An update that finds `seq` odd interrupted one in progress on its CPU,
+/// which cannot resume before it returns: it adds its words inside that
+/// odd window. The increment is a fully ordered read-modify-write in both
+/// C writers (BPF's fetching add; the module's `this_cpu_inc` and
+/// `smp_wmb`); `AcqRel` is what the reader's pairing needs of it: its
+/// release half orders `seq` odd before the words (the writer's
+/// `fence(Release)` of §7.1).
+#[inline]
+pub fn seq_nest_begin<P: Policy>(seq: &AtomicU64) -> bool {
+    nest_begin::<P>(seq, || {})
+}
+
+/// [`seq_nest_begin`] with `between` run between its load and its
+/// increment (where an interrupt's whole update moves `seq` on by 2 first).
+#[inline]
+fn nest_begin<P: Policy>(seq: &AtomicU64, between: impl FnOnce()) -> bool {
+    let odd = seq.load(Ordering::Relaxed) & 1 != 0;
+    between();
+    if P::NEST_CHECKS_ODD && odd {
+        return false;
+    }
+    seq.fetch_add(1, Ordering::AcqRel);
+    true
+}
+
+/// Writer: ends the update [`seq_nest_begin`] began (`outer`: what it
+/// returned): the outermost makes `seq` even again, after the words (its
+/// release half: the closing Release store of §7.1).
+#[inline]
+pub fn seq_nest_end(seq: &AtomicU64, outer: bool) {
+    if outer {
+        seq.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// Writer: a histogram observation as the nesting kernel writers make it
+/// (`perfabi_observe()`, the eBPF writer's `observe_latency()`): count,
+/// sum and bucket each changed with one atomic add (a nested update's adds
+/// are never lost) between [`seq_nest_begin`] and [`seq_nest_end`].
+/// `interrupt(k)` runs at each point `k` in `0..NEST_POINTS` between two
+/// steps, where an interrupt on the CPU may run a whole nested update; a
+/// writer passes `|_| {}` (its interrupts come by themselves), the loom
+/// model a nested observation at one point.
+#[inline]
+pub fn histogram_observe_nested<P: Policy>(
+    seq: &AtomicU64,
+    words: &[AtomicU64],
+    bucket: usize,
+    v: u64,
+    mut interrupt: impl FnMut(u32),
+) {
+    interrupt(0);
+    let outer = nest_begin::<P>(seq, || interrupt(1));
+    interrupt(2);
+    words[0].fetch_add(1, Ordering::AcqRel);
+    interrupt(3);
+    words[1].fetch_add(v, Ordering::AcqRel);
+    interrupt(4);
+    words[2 + bucket].fetch_add(1, Ordering::AcqRel);
+    interrupt(5);
+    seq_nest_end(seq, outer);
+    interrupt(6);
+}
+
+/// The points [`histogram_observe_nested`] offers an interrupt.
+pub const NEST_POINTS: u32 = 7;
 
 /// Peak reset, a metadata change: stores 0 into each of `words` (the
 /// member's word on every CPU) between [`gen_write_begin`] and

@@ -3,7 +3,8 @@
 //!
 //! Anyone who can create a file can write `FLAG_KERNEL` or any `writer_pid`
 //! into it. The kernel flag is therefore believed only from the kernel
-//! module's own device (a character device owned by root); everywhere else a
+//! module's own device (a character device owned by root) and from a frozen
+//! BPF map pinned by root on bpffs (the eBPF writer's); everywhere else a
 //! writer is a process that the reader checks exists, started when the
 //! header says and runs as the file's owner.
 
@@ -16,15 +17,22 @@ pub enum Origin {
     /// A character device owned by root and not writable by others: the
     /// kernel module's `/dev/perfabi`.
     KernelDevice,
-    /// A file (tmpfs, memfd, any other filesystem).
+    /// A frozen `BPF_F_MMAPABLE` array map pinned on a bpffs mount, the pin
+    /// owned by root: the eBPF writer's segment (§9.1). No process can
+    /// write it; only BPF programs, which only root could load.
+    KernelMap,
+    /// A file (tmpfs, memfd, any other filesystem; a pin of another owner
+    /// than root).
     File,
 }
 
 /// Who the header says writes the segment, after the rules of §11.3.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WriterClaim {
-    /// The kernel module: `FLAG_KERNEL` on the kernel device. There is no
-    /// process to check.
+    /// The kernel: `FLAG_KERNEL` on the kernel module's device, or with
+    /// `writer_pid` 0 in a root's frozen pinned BPF map. There is no
+    /// process to check: the module's device is alive while it exists, a
+    /// BPF writer by its heartbeat.
     Kernel,
     /// A process, to be checked: it exists, started at `start_ns`
     /// (`CLOCK_BOOTTIME`, within a second) and runs as the file's owner.
@@ -45,6 +53,15 @@ impl WriterClaim {
     pub fn of(info: &Info, origin: Origin) -> Self {
         match origin {
             Origin::KernelDevice if info.flags & FLAG_KERNEL != 0 => Self::Kernel,
+            // A BPF writer has no device whose existence says it runs: its
+            // heartbeat does, so one that promises none is unverifiable.
+            Origin::KernelMap
+                if info.flags & FLAG_KERNEL != 0
+                    && info.writer_pid == 0
+                    && info.heartbeat_interval_ns > 0 =>
+            {
+                Self::Kernel
+            }
             _ if info.writer_pid == 0 => Self::Unverifiable,
             _ => Self::Process {
                 pid: info.writer_pid,

@@ -21,8 +21,9 @@ use perfabi::damon;
 use perfabi::layout::DamonRecord;
 use perfabi::protocol::weakened::*;
 use perfabi::protocol::{
-    gen_read, gen_write_begin, gen_write_end, histogram_observe, load_words, peak_reset,
-    peak_update, seq_read, seq_write_begin, seq_write_end, Policy, Sound,
+    gen_read, gen_write_begin, gen_write_end, histogram_observe, histogram_observe_nested,
+    load_words, peak_reset, peak_update, seq_read, seq_write_begin, seq_write_end, Policy, Sound,
+    NEST_POINTS,
 };
 
 /// The preemption bound of every model but [`damon_mix`].
@@ -567,6 +568,62 @@ fn a_histogram_copy_is_never_torn() {
     );
 }
 
+/// (d') Nesting kernel writers (spec §7.1 "Nesting"): the block's writer
+/// observes 3 into bucket 0, and at point `at` of that update an interrupt
+/// on its CPU observes 10 into bucket 1 whole (on the same thread: it
+/// runs to its end before the interrupted update resumes), while a reader
+/// copies the values as in (d). No copy is torn, and no add is lost.
+fn nested_histogram_copy<P: Policy>(at: u32) -> Read<[u64; 4]> {
+    let w = words(5);
+    let wr = w.clone();
+    let reader = thread::spawn(move || {
+        let mut copies = 0;
+        let got = seq_read::<P, _>(&wr[0], 3, || {
+            copies += 1;
+            let mut h = [0u64; 4];
+            load_words(&wr, 1, &mut h);
+            h
+        });
+        (got, copies)
+    });
+    histogram_observe_nested::<P>(&w[0], &w[1..], 0, 3, |k| {
+        if k == at {
+            histogram_observe_nested::<P>(&w[0], &w[1..], 1, 10, |_| {});
+        }
+    });
+    let read = reader.join().unwrap();
+    if let (Some([count, sum, b0, b1]), _) = read {
+        assert_eq!(
+            count,
+            b0 + b1,
+            "torn histogram: count differs from the sum of the buckets"
+        );
+        assert_eq!(
+            sum,
+            b0 * 3 + b1 * 10,
+            "torn histogram: sum inconsistent with the buckets"
+        );
+    }
+    let end: Vec<u64> = w.iter().map(|x| x.load(Ordering::Relaxed)).collect();
+    assert_eq!(&end[1..], &[2, 13, 1, 1], "an add was lost");
+    assert_eq!(end[0] % 2, 0, "the sequence left odd");
+    read
+}
+
+#[test]
+fn a_nested_histogram_update_is_never_seen_half_done() {
+    let mut total = 0;
+    for at in 0..NEST_POINTS {
+        let (seen, runs) = explored(move || nested_histogram_copy::<Sound>(at));
+        assert!(seen.iter().any(|&(got, _)| got.is_some()), "{seen:?}");
+        total += runs;
+    }
+    println!(
+        "loom: nested histogram update never torn, no add lost, at each of {NEST_POINTS} \
+         interrupt points (sound protocol; {total} executions)"
+    );
+}
+
 /// (e) Two writers update one peak word at once (lock-mode threads on one
 /// CPU's block, or a task and an interrupt on its CPU): the word ends at the
 /// maximum observed. `signed` runs the same with `i64` values, where the
@@ -749,6 +806,20 @@ fn negative_histogram_without_odd_check() {
     must_be_rejected("NoOddCheck (histogram)", TORN_HISTOGRAM, || {
         histogram_copy::<NoOddCheck>();
     });
+}
+
+#[test]
+fn negative_nest_without_odd_check() {
+    // Interrupted after the outer update made the sequence odd and added
+    // its count: the nested update makes it even while the outer one's sum
+    // and bucket are still to come.
+    must_be_rejected(
+        "NestWithoutOddCheck (nested histogram)",
+        TORN_HISTOGRAM,
+        || {
+            nested_histogram_copy::<NestWithoutOddCheck>(3);
+        },
+    );
 }
 
 #[test]

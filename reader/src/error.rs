@@ -36,6 +36,10 @@ pub enum Error {
     NotASegmentFile(PathBuf, &'static str),
     /// The segment file may be written by others than its owner.
     Writable(PathBuf, u32),
+    /// A pinned segment map whose pin mode lets others open it read-write
+    /// while unprivileged BPF is enabled: they could write it from a BPF
+    /// program of their own (§11.2 step 7).
+    WritablePin(PathBuf, u32),
     /// The segment file belongs to a user this reader does not trust (see
     /// [`crate::Trust`]).
     Untrusted {
@@ -120,7 +124,7 @@ impl Error {
             Self::ForeignLink { .. } => "foreign-link",
             Self::Raced(_) => "raced",
             Self::NotASegmentFile(..) => "not-a-segment-file",
-            Self::Writable(..) => "writable-by-others",
+            Self::Writable(..) | Self::WritablePin(..) => "writable-by-others",
             Self::Untrusted { .. } => "untrusted-owner",
             Self::Sparse { .. } => "sparse",
             Self::TooLarge { .. } => "too-large",
@@ -176,6 +180,13 @@ impl fmt::Display for Error {
                 "refusing {}: mode {mode:o} lets others write it (chmod go-w, or ask its writer to create it 0644)",
                 escape_path(p)
             ),
+            Self::WritablePin(p, mode) => write!(
+                f,
+                "refusing {}: mode {mode:o} lets others open the map read-write while unprivileged \
+                 BPF is enabled, so they could write it from a BPF program (sysctl \
+                 kernel.unprivileged_bpf_disabled=1, or pin it 0600)",
+                escape_path(p)
+            ),
             Self::Untrusted { path, uid } => write!(
                 f,
                 "refusing {}: it belongs to uid {uid}, whom this reader does not trust \
@@ -199,6 +210,14 @@ impl fmt::Display for Error {
             Self::Stale { pid, silent_for, dead: true } => write!(
                 f,
                 "writer (pid {pid}) is gone; last heartbeat {:.1} s ago: restart the exporter",
+                silent_for.as_secs_f64()
+            ),
+            // writer_pid 0 and alive until silent: the kernel's BPF
+            // programs (§11.3), detached.
+            Self::Stale { pid: 0, silent_for, dead: false } => write!(
+                f,
+                "the kernel-side writer is silent: no heartbeat for {:.1} s (its BPF programs \
+                 are detached: restart perfabi-bpfd)",
                 silent_for.as_secs_f64()
             ),
             Self::Stale { pid, silent_for, dead: false } => write!(

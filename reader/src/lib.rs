@@ -64,7 +64,8 @@ pub use trust::Trust;
 
 /// The path `perfabi-cat` and the PCP agent read when given none:
 /// `$PERFABI_SEGMENT` if set, else `/dev/perfabi` if the kernel module is
-/// loaded, else `/dev/shm/perfabi.seg` (where `perfabi-exportd` writes).
+/// loaded, else [`DEFAULT_BPF_PIN`] if the eBPF writer pinned its segment
+/// there, else `/dev/shm/perfabi.seg` (where `perfabi-exportd` writes).
 pub fn default_path() -> std::path::PathBuf {
     if let Some(p) = std::env::var_os("PERFABI_SEGMENT") {
         return p.into();
@@ -73,5 +74,13 @@ pub fn default_path() -> std::path::PathBuf {
     if dev.exists() {
         return dev.to_path_buf();
     }
+    let pin = std::path::Path::new(DEFAULT_BPF_PIN);
+    if pin.exists() {
+        return pin.to_path_buf();
+    }
     std::path::PathBuf::from("/dev/shm/perfabi.seg")
 }
+
+/// Where the eBPF writer (`perfabi-bpfd`) pins its segment by default
+/// (`spec/PERFABI.md` §9.1).
+pub const DEFAULT_BPF_PIN: &str = "/sys/fs/bpf/perfabi/kernel";

@@ -18,7 +18,10 @@ pub enum Liveness {
     /// the header's) and, if it promised a heartbeat, the last one is
     /// within the allowed silence.
     Alive,
-    /// The kernel module writes this segment (`FLAG_KERNEL` on its device).
+    /// The kernel writes this segment: the kernel module (`FLAG_KERNEL` on
+    /// its device), or the eBPF writer (`FLAG_KERNEL` and `writer_pid` 0 in
+    /// a root's frozen pinned map) with a heartbeat within the allowed
+    /// silence.
     Kernel,
     /// The writer closed the segment cleanly.
     Closed,
@@ -50,22 +53,30 @@ pub fn assess(info: &Info, origin: Origin, owner: u32, max_silence: Duration) ->
         return Liveness::Closed;
     }
     let claim = WriterClaim::of(info, origin);
-    if claim == WriterClaim::Kernel {
+    if claim == WriterClaim::Kernel && origin == Origin::KernelDevice {
         return Liveness::Kernel;
     }
     let silent_for =
         Duration::from_nanos(perfabi_shm::host::boottime_ns().saturating_sub(info.heartbeat_ns));
+    let allowed = max_silence.max(Duration::from_nanos(
+        info.heartbeat_interval_ns.saturating_mul(3),
+    ));
+    // The eBPF writer: alive while its programs run, which refresh the
+    // heartbeat; silent once they are detached (its loader stopped or
+    // killed), whatever the map still holds.
+    if claim == WriterClaim::Kernel {
+        return if silent_for > allowed {
+            Liveness::Silent { silent_for }
+        } else {
+            Liveness::Kernel
+        };
+    }
     match claim {
         WriterClaim::Process { pid, start_ns } if process_is(pid, start_ns, owner) => {}
         _ => return Liveness::Dead { silent_for },
     }
-    if info.heartbeat_interval_ns > 0 {
-        let allowed = max_silence.max(Duration::from_nanos(
-            info.heartbeat_interval_ns.saturating_mul(3),
-        ));
-        if silent_for > allowed {
-            return Liveness::Silent { silent_for };
-        }
+    if info.heartbeat_interval_ns > 0 && silent_for > allowed {
+        return Liveness::Silent { silent_for };
     }
     Liveness::Alive
 }
@@ -110,4 +121,63 @@ fn process_uids(pid: u32) -> Option<[u32; 4]> {
     let line = status.lines().find_map(|l| l.strip_prefix("Uid:"))?;
     let mut ids = line.split_ascii_whitespace().map(|v| v.parse().ok());
     Some([ids.next()??, ids.next()??, ids.next()??, ids.next()??])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use perfabi::layout::FLAG_KERNEL;
+
+    fn kernel_info(heartbeat_ns: u64, interval_ns: u64) -> Info {
+        Info {
+            abi_major: 1,
+            abi_minor: 1,
+            epoch: 1,
+            generation: 0,
+            metadata_busy: false,
+            writer_pid: 0,
+            writer_start_ns: 0,
+            heartbeat_ns,
+            heartbeat_interval_ns: interval_ns,
+            flags: FLAG_KERNEL,
+            nr_cpus: 1,
+            max_instances: 1,
+            damon_capacity: 0,
+            segment_size: 3 * 4096,
+        }
+    }
+
+    /// A root's frozen pinned map with the kernel flag: the kernel while
+    /// its heartbeat is fresh, silent once it is older than the allowed
+    /// silence, unverifiable without a promise; the module's device needs
+    /// no heartbeat; a file is never believed (spec §11.3).
+    #[test]
+    fn a_kernel_map_is_alive_by_its_heartbeat_only() {
+        let now = perfabi_shm::host::boottime_ns();
+        let second = 1_000_000_000;
+        let silence = Duration::from_secs(5);
+        let fresh = kernel_info(now, second);
+        assert_eq!(
+            assess(&fresh, Origin::KernelMap, 0, silence),
+            Liveness::Kernel
+        );
+        let old = kernel_info(now.saturating_sub(6 * second), second);
+        assert!(matches!(
+            assess(&old, Origin::KernelMap, 0, silence),
+            Liveness::Silent { .. }
+        ));
+        assert_eq!(
+            assess(&old, Origin::KernelDevice, 0, silence),
+            Liveness::Kernel
+        );
+        assert!(matches!(
+            assess(&fresh, Origin::File, 0, silence),
+            Liveness::Dead { .. }
+        ));
+        let no_promise = kernel_info(now, 0);
+        assert!(matches!(
+            assess(&no_promise, Origin::KernelMap, 0, silence),
+            Liveness::Dead { .. }
+        ));
+    }
 }

@@ -221,9 +221,10 @@ impl Segment {
                 let resized = self.map.file_len().is_some_and(|len| now.len != len);
                 let lost = !moved
                     && self.map.lost_data(&now, || {
-                        trust::open_path(path, &self.opts.trust)
-                            .ok()
-                            .map(|(f, ..)| f)
+                        match trust::open_path(path, &self.opts.trust) {
+                            Ok((trust::Opened::File(f, _), _)) => Some(f),
+                            _ => None,
+                        }
                     });
                 if moved || resized || lost || damaged {
                     let path = path.clone();
@@ -562,9 +563,16 @@ fn assess(map: &SegmentMap, found: Found, opts: &Options) -> Liveness {
 }
 
 fn map_path(path: &Path, opts: &Options) -> Result<(SegmentMap, Found), Error> {
-    let (file, md, found) = trust::open_path(path, &opts.trust)?;
-    let map = SegmentMap::new(file, &md, found.origin, opts.max_segment_bytes)
-        .map_err(|e| map_error(path, e, opts))?;
+    let (opened, found) = trust::open_path(path, &opts.trust)?;
+    let map = match opened {
+        trust::Opened::File(file, md) => {
+            SegmentMap::new(file, &md, found.origin, opts.max_segment_bytes)
+        }
+        trust::Opened::Map { file, pin, bytes } => {
+            SegmentMap::new_bpf_map(file, pin, bytes, opts.max_segment_bytes)
+        }
+    }
+    .map_err(|e| map_error(path, e, opts))?;
     Ok((map, found))
 }
 

@@ -12,7 +12,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use perfabi::trust::Origin;
-use perfabi_shm::safe_open::{self, Entry, FileKind, Folder, Problem};
+use perfabi_shm::bpf_pin::{self, PinProblem};
+use perfabi_shm::safe_open::{self, Entry, FileId, FileKind, Folder, Problem};
 
 use crate::error::Error;
 
@@ -64,11 +65,32 @@ pub struct Found {
     pub owner: u32,
 }
 
+/// What [`open_path`] opened: a file (or the kernel module's device), or
+/// the BPF map behind a pin.
+pub(crate) enum Opened {
+    /// A file or a device, and its `fstat`.
+    File(File, Metadata),
+    /// A frozen segment map: its descriptor, the pin's identity and the
+    /// bytes the map holds.
+    Map {
+        /// The map's descriptor (read-write: see `perfabi_shm::bpf_pin`).
+        file: File,
+        /// The identity of the pin (`lstat`), to notice it replaced.
+        pin: FileId,
+        /// Bytes the map holds.
+        bytes: u64,
+    },
+}
+
 /// Opens the segment at `path` as §11.2 says, or says why not. Everything
 /// that can be judged from `lstat` (kind, owner, mode, links, which device)
-/// is judged before the file is opened.
-pub(crate) fn open_path(path: &Path, trust: &Trust) -> Result<(File, Metadata, Found), Error> {
+/// is judged before the file is opened. A path on a bpffs mount is a pin:
+/// the map behind it is opened as step 7 says.
+pub(crate) fn open_path(path: &Path, trust: &Trust) -> Result<(Opened, Found), Error> {
     let (folder, name) = Folder::of(path).map_err(|e| path_error(path, e))?;
+    if bpf_pin::on_bpffs(&folder).map_err(|e| Error::Io(path.to_path_buf(), e))? {
+        return open_pin(path, &folder, &name, trust);
+    }
     let mut verdict = None;
     let opened = folder.open_read_checked(&name, |e| {
         let v = judge(path, e, trust);
@@ -81,11 +103,96 @@ pub(crate) fn open_path(path: &Path, trust: &Trust) -> Result<(File, Metadata, F
         }
     });
     match (opened, verdict) {
-        (Ok((file, md)), Some(Ok(found))) => Ok((file, md, found)),
+        (Ok((file, md)), Some(Ok(found))) => Ok((Opened::File(file, md), found)),
         (Err(e), Some(Err(refusal))) if matches!(e.problem, Problem::Refused) => Err(refusal),
         (Err(e), _) => Err(path_error(path, e)),
         (Ok(_), _) => unreachable!("opened only after a verdict"),
     }
+}
+
+/// Opens the segment map pinned at `path` (`name` in `folder`, on bpffs),
+/// §11.2 step 7: a folder others cannot change, a regular pin of a trusted
+/// owner with one link (writable by others only while unprivileged BPF is
+/// off), then the map behind it (`perfabi_shm::bpf_pin::open_map`: a
+/// frozen mmapable array of pages), and the pin still the one judged.
+/// Kernel liveness is believed from it only if root owns the pin.
+fn open_pin(
+    path: &Path,
+    folder: &Folder,
+    name: &std::ffi::OsStr,
+    trust: &Trust,
+) -> Result<(Opened, Found), Error> {
+    let p = path.to_path_buf();
+    if let Err(e) = folder.check_private() {
+        return Err(match e.problem {
+            Problem::Folder { mode, .. } if mode & 0o022 != 0 => {
+                Error::Writable(folder.path().to_path_buf(), mode)
+            }
+            Problem::Folder { uid, .. } => Error::Untrusted {
+                path: folder.path().to_path_buf(),
+                uid,
+            },
+            _ => path_error(path, e),
+        });
+    }
+    let io = |e| Error::Io(p.clone(), e);
+    let e = folder
+        .stat(name)
+        .map_err(io)?
+        .ok_or(Error::NotFound(p.clone()))?;
+    match e.kind {
+        FileKind::Regular => {}
+        FileKind::Symlink => return Err(Error::Symlink(p)),
+        k => return Err(Error::NotASegmentFile(p, k.describe())),
+    }
+    if !trust.trusts(e.uid) {
+        return Err(Error::Untrusted {
+            path: p,
+            uid: e.uid,
+        });
+    }
+    if e.nlink > 1 {
+        return Err(Error::NotASegmentFile(p, "a pin with other hard links"));
+    }
+    if e.mode & 0o022 != 0 && bpf_pin::unprivileged_bpf_enabled() {
+        return Err(Error::WritablePin(p, e.mode));
+    }
+    let (file, info) = bpf_pin::open_map(folder, name).map_err(|problem| match problem {
+        PinProblem::NotAMap => {
+            Error::NotASegmentFile(p.clone(), "a pinned BPF object that is not a map")
+        }
+        PinProblem::WrongMap { .. } => Error::NotASegmentFile(
+            p.clone(),
+            "a BPF map that is not a BPF_F_MMAPABLE array of 4096-byte values",
+        ),
+        PinProblem::NotFrozen => Error::NotASegmentFile(
+            p.clone(),
+            "a BPF map that is not frozen (a process may still write it)",
+        ),
+        PinProblem::Changed => Error::Raced(p.clone()),
+        PinProblem::Io(e) if e.kind() == std::io::ErrorKind::NotFound => Error::NotFound(p.clone()),
+        PinProblem::Io(e) => Error::Io(p.clone(), e),
+    })?;
+    let again = folder.stat(name).map_err(io)?;
+    if again.map(|a| a.id) != Some(e.id) {
+        return Err(Error::Raced(p));
+    }
+    let found = Found {
+        origin: if e.uid == 0 {
+            Origin::KernelMap
+        } else {
+            Origin::File
+        },
+        owner: e.uid,
+    };
+    Ok((
+        Opened::Map {
+            file,
+            pin: e.id,
+            bytes: info.bytes,
+        },
+        found,
+    ))
 }
 
 /// The reader error for a path `safe_open` refused or failed on.

@@ -12,6 +12,8 @@
 //!   It stays private: a writable mapping's words reach users only through
 //!   the writer, a read-only one's only through [`SegmentMap::view`] (an
 //!   atomic store to read-only memory would fault);
+//! * [`bpf_pin`]: opening a segment held in a frozen BPF map pinned in
+//!   bpffs (the eBPF writer's), with the checks that make it trusted;
 //! * [`segment_map`]: a reader's validated, read-only mapping of a segment,
 //!   whose cost is bounded by what the writer really allocated;
 //! * [`pair_loads`]: copying runs of value words with one 16-byte atomic
@@ -27,6 +29,7 @@
 //! in this crate, each block with a `SAFETY` note.
 #![cfg(target_os = "linux")]
 
+pub mod bpf_pin;
 pub mod host;
 mod mapping;
 pub mod pair_loads;

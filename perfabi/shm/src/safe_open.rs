@@ -331,6 +331,38 @@ impl Folder {
         Ok((Folder::open(folder_of(path))?, name))
     }
 
+    /// Its descriptor (`O_PATH`), for system calls relative to it.
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.fd.as_fd()
+    }
+
+    /// Sets the permission bits of `name` in it. A symbolic link there is
+    /// refused, not followed (`fchmodat` would follow it): callers use it
+    /// in folders others cannot change (§11.1).
+    pub fn chmod(&self, name: &OsStr, mode: u32) -> io::Result<()> {
+        match self.stat(name)? {
+            Some(e) if e.kind != FileKind::Symlink => {}
+            Some(_) => return Err(io::Error::other("refusing to chmod a symbolic link")),
+            None => return Err(io::ErrorKind::NotFound.into()),
+        }
+        Ok(rustix::fs::chmodat(
+            &self.fd,
+            name,
+            Mode::from_raw_mode(mode as _),
+            AtFlags::empty(),
+        )?)
+    }
+
+    /// Creates the folder `name` in it with `mode` (less the umask) if
+    /// nothing is there; an existing folder is left as it is.
+    pub fn mkdir(&self, name: &OsStr, mode: u32) -> io::Result<()> {
+        match rustix::fs::mkdirat(&self.fd, name, Mode::from_raw_mode(mode as _)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// The path it was opened as.
     pub fn path(&self) -> &Path {
         &self.path

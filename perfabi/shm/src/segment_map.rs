@@ -70,8 +70,32 @@ impl SegmentMap {
     /// known to be at most `limit` bytes and, for a file, hole-free. Only
     /// the declared segment is mapped.
     pub fn new(file: File, md: &Metadata, origin: Origin, limit: u64) -> Result<Self, MapError> {
-        let id = FileId::of(md);
         let file_len = (origin == Origin::File).then_some(md.len());
+        Self::map(file, FileId::of(md), file_len, None, limit)
+    }
+
+    /// Maps the segment held in a BPF map (`file` its descriptor, checked
+    /// by [`crate::bpf_pin::open_map`]; `pin` the identity of the pin it
+    /// was found at; `map_bytes` what the map holds) read-only and
+    /// validates it. Like a device, its first page tells the segment's
+    /// size, which must fit in the map: a mapping past a map's end is
+    /// refused by the kernel, never a page that faults later.
+    pub fn new_bpf_map(
+        file: File,
+        pin: FileId,
+        map_bytes: u64,
+        limit: u64,
+    ) -> Result<Self, MapError> {
+        Self::map(file, pin, None, Some(map_bytes), limit)
+    }
+
+    fn map(
+        file: File,
+        id: FileId,
+        file_len: Option<u64>,
+        map_bytes: Option<u64>,
+        limit: u64,
+    ) -> Result<Self, MapError> {
         let declared = match file_len {
             Some(len) => {
                 if len < HEADER_SIZE_V1_0 as u64 {
@@ -88,7 +112,8 @@ impl SegmentMap {
                     .map_err(MapError::Abi)?
                     .segment_size as u64
             }
-            // A device (the kernel module's): its first page tells.
+            // A device (the kernel module's) or a BPF map: its first page
+            // tells.
             None => {
                 let probe = Mapping::read_only(&file, page_size()).map_err(MapError::Io)?;
                 segment_size(probe.words()).map_err(MapError::Abi)?
@@ -96,6 +121,12 @@ impl SegmentMap {
         };
         if declared > limit {
             return Err(MapError::TooLarge(declared));
+        }
+        if let Some(have) = map_bytes.filter(|&have| declared > have) {
+            return Err(MapError::Abi(perfabi::Error::Truncated {
+                needed: declared,
+                have,
+            }));
         }
         if let Some(len) = file_len {
             if declared > len {
@@ -156,7 +187,8 @@ impl SegmentMap {
         self.id
     }
 
-    /// The file's length when it was mapped (`None`: a device).
+    /// The file's length when it was mapped (`None`: a device or a BPF
+    /// map, whose size never changes).
     pub fn file_len(&self) -> Option<u64> {
         self.file_len
     }

@@ -289,6 +289,17 @@ pub fn all() -> Vec<(&'static str, Vec<u8>)> {
             h.writer_pid = 0;
         }),
     ));
+    // The kernel flag of a BPF writer without a heartbeat promise: nothing
+    // could tell its programs detached, so a kernel map's claim is not
+    // believed (§11.3); the module's device still is.
+    v.push((
+        "kernel_flag_without_heartbeat",
+        with_header(|h| {
+            h.flags = FLAG_KERNEL;
+            h.writer_pid = 0;
+            h.heartbeat_interval_ns = 0;
+        }),
+    ));
     v.push(("bad_entry_semantics", {
         let mut i = base();
         let at = i.layout().instance_word(0) * 8 + std::mem::offset_of!(InstanceEntry, semantics);
@@ -497,9 +508,10 @@ pub fn describe(bytes: &[u8]) -> String {
     let claim = |origin| WriterClaim::of(&info, origin).describe();
     writeln!(
         out,
-        "writer: file={} device={}",
+        "writer: file={} device={} map={}",
         claim(Origin::File),
-        claim(Origin::KernelDevice)
+        claim(Origin::KernelDevice),
+        claim(Origin::KernelMap)
     )
     .unwrap();
     match view.snapshot(4) {

@@ -266,6 +266,10 @@ typedef enum perfabi_origin {
    * The kernel module's device.
    */
   PERFABI_ORIGIN_DEVICE = 1,
+  /**
+   * The eBPF writer's frozen BPF map, pinned by root on bpffs.
+   */
+  PERFABI_ORIGIN_BPF_MAP = 2,
 } perfabi_origin;
 
 /**

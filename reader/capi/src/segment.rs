@@ -229,6 +229,8 @@ pub enum perfabi_origin {
     PERFABI_ORIGIN_FILE = 0,
     /// The kernel module's device.
     PERFABI_ORIGIN_DEVICE = 1,
+    /// The eBPF writer's frozen BPF map, pinned by root on bpffs.
+    PERFABI_ORIGIN_BPF_MAP = 2,
 }
 
 /// A segment's header fields and what the reader knows of its writer
@@ -333,6 +335,7 @@ pub unsafe extern "C" fn perfabi_info(
             owner_uid: i.owner,
             origin: match i.origin {
                 Origin::KernelDevice => perfabi_origin::PERFABI_ORIGIN_DEVICE,
+                Origin::KernelMap => perfabi_origin::PERFABI_ORIGIN_BPF_MAP,
                 Origin::File => perfabi_origin::PERFABI_ORIGIN_FILE,
             },
         };

@@ -35,6 +35,7 @@ Exit status:
      goes on)
 
 PATH defaults to $PERFABI_SEGMENT, else /dev/perfabi (kernel module), else
+/sys/fs/bpf/perfabi/kernel (perfabi-bpfd, the eBPF writer), else
 /dev/shm/perfabi.seg (perfabi-exportd). A segment is read only if it belongs
 to this user or root (see --trust-uid), and symbolic links are not followed.";
 
@@ -147,6 +148,7 @@ fn exit_code(e: &Error) -> u8 {
         | Error::ForeignLink { .. }
         | Error::NotASegmentFile(..)
         | Error::Writable(..)
+        | Error::WritablePin(..)
         | Error::Untrusted { .. }
         | Error::Sparse { .. }
         | Error::TooLarge { .. } => 4,
@@ -372,6 +374,7 @@ fn print_info(out: &mut impl Write, info: &perfabi_reader::SegmentInfo) -> io::R
         "origin:             {}",
         match info.origin {
             perfabi_reader::Origin::KernelDevice => "kernel module device",
+            perfabi_reader::Origin::KernelMap => "kernel BPF map (pinned, frozen)",
             perfabi_reader::Origin::File => "file",
         }
     )?;

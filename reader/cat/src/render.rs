@@ -223,6 +223,7 @@ pub fn json_info(info: &SegmentInfo) -> serde_json::Value {
         "owner_uid": info.owner,
         "origin": match info.origin {
             perfabi_reader::Origin::KernelDevice => "kernel-device",
+            perfabi_reader::Origin::KernelMap => "kernel-map",
             perfabi_reader::Origin::File => "file",
         },
     })

@@ -1,7 +1,8 @@
 """Print the counters of a perfabi segment that moved most, per second.
 
 Usage: python top_counters.py [SECONDS] [N]
-The segment: $PERFABI_SEGMENT, else /dev/perfabi, else /dev/shm/perfabi.seg.
+The segment: $PERFABI_SEGMENT, else /dev/perfabi, else the eBPF writer's
+/sys/fs/bpf/perfabi/kernel, else /dev/shm/perfabi.seg.
 """
 
 import sys

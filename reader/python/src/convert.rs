@@ -339,6 +339,7 @@ pub(crate) fn info<'py>(py: Python<'py>, i: &SegmentInfo) -> PyResult<Bound<'py,
     let origin = match i.origin {
         Origin::File => "file",
         Origin::KernelDevice => "kernel-device",
+        Origin::KernelMap => "kernel-map",
     };
     make!(py, "Info" {
         abi_major: h.abi_major,

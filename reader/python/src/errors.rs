@@ -15,7 +15,7 @@ fn class_name(e: &Error) -> &'static str {
         Error::NotFound(_) => "NotFoundError",
         Error::Io(..) => "IoError",
         Error::Symlink(_) | Error::ForeignLink { .. } => "SymlinkError",
-        Error::Writable(..) | Error::Untrusted { .. } => "UntrustedError",
+        Error::Writable(..) | Error::WritablePin(..) | Error::Untrusted { .. } => "UntrustedError",
         Error::Raced(_) => "RacedError",
         Error::NotASegmentFile(..) | Error::Sparse { .. } | Error::TooLarge { .. } => {
             "NotASegmentError"

@@ -21,7 +21,9 @@ use pyo3::prelude::*;
 
 /// The segment path `perfabi.Segment()` opens when given none:
 /// `$PERFABI_SEGMENT` if set, else `/dev/perfabi` if the kernel module is
-/// loaded, else `/dev/shm/perfabi.seg` (where `perfabi-exportd` writes).
+/// loaded, else `/sys/fs/bpf/perfabi/kernel` if the eBPF writer pinned its
+/// segment there, else `/dev/shm/perfabi.seg` (where `perfabi-exportd`
+/// writes).
 #[pyfunction]
 fn default_path() -> std::ffi::OsString {
     perfabi_reader::default_path().into_os_string()

@@ -207,7 +207,7 @@ class Info:
     it), ``"closed"`` (closed cleanly), ``"silent"`` (no heartbeat for too
     long) or ``"dead"`` (its process is gone); ``silent_for`` is the time
     since the last heartbeat, in seconds, for the last two. ``owner`` is
-    the uid of the file, ``origin`` ``"file"`` or ``"kernel-device"``,
+    the uid of the file, ``origin`` ``"file"``, ``"kernel-device"`` or ``"kernel-map"``,
     ``mapped`` the bytes mapped.
     """
 
@@ -230,7 +230,7 @@ class Info:
     path: str | None
     mapped: int
     owner: int
-    origin: Literal["file", "kernel-device"]
+    origin: Literal["file", "kernel-device", "kernel-map"]
 
 
 @dataclass(frozen=True)
