@@ -554,13 +554,9 @@ fn a_sigbus_sent_by_someone_is_not_taken_for_a_truncation() {
         }
     });
     let until = harness::deadline::Deadline::witness();
-    let sampled = loop {
-        match samples.recv_timeout(Duration::from_millis(100)) {
-            Ok(()) => break true,
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if !until.passed() => {}
-            Err(_) => break false,
-        }
-    };
+    let sampled = samples
+        .recv_timeout(harness::deadline::WITNESS_LIMIT)
+        .is_ok();
     until.assert(
         sampled,
         "perfabi-cat's first sample (its SIGBUS guard installed)",
