@@ -1,9 +1,10 @@
-//! `hotplug`: devices and CPUs come and go while a reader snapshots the
-//! module's segment without pause.
+//! `hotplug`: devices and CPUs come and go while a reader snapshots a
+//! kernel writer's segment without pause.
 //!
-//! The kernel sources module (`perfabi_sources.ko`) must turn a disk, a
-//! network device or a CPU appearing and disappearing into instance changes
-//! within a second, and no snapshot taken meanwhile may be torn or mix two
+//! The kernel sources module (`perfabi_sources.ko`), and the eBPF writer
+//! (`perfabi-bpfd`) for the groups it has, must turn a disk, a network
+//! device or a CPU appearing and disappearing into instance changes within
+//! a second, and no snapshot taken meanwhile may be torn or mix two
 //! metadata generations. The check attaches a file to a loop disk and
 //! detaches it (a loop disk without a file has no medium and is no
 //! instance) and loads and removes the driver of dummy network devices
@@ -25,7 +26,7 @@ use perfabi::layout::Kind;
 use perfabi::{Reading, Snapshot};
 use perfabi_reader::Segment;
 
-use crate::{histograms_consistent, open, verdict};
+use crate::{histograms_consistent, open_path, verdict};
 
 /// How long an instance may take to appear or go (the bound).
 const WITHIN: Duration = Duration::from_secs(1);
@@ -38,9 +39,9 @@ struct Watch {
     problems: Vec<String>,
 }
 
-/// Snapshots until `stop`, checking each one (see the top).
-fn watch(stop: &AtomicBool) -> Watch {
-    let mut seg = open();
+/// Snapshots `segment` until `stop`, checking each one (see the top).
+fn watch(segment: &str, stop: &AtomicBool) -> Watch {
+    let mut seg = open_path(segment);
     let mut snap = Snapshot::default();
     let mut last: HashMap<(String, String, u64), u64> = HashMap::new();
     let mut w = Watch {
@@ -88,7 +89,7 @@ fn watch(stop: &AtomicBool) -> Watch {
     w
 }
 
-/// Whether the module's segment shows `instance` in family `family` now;
+/// Whether the segment shows `instance` in family `family` now;
 /// `None` if it has no such family (never taken for "gone").
 fn shows(seg: &mut Segment, family: &str, instance: &str) -> Option<bool> {
     seg.family(family)
@@ -113,13 +114,19 @@ fn run(cmd: &[&str]) -> Result<(), String> {
     }
 }
 
-/// Runs `cmd`, then polls until `family` shows `instance` (or no longer
-/// shows it, for `present` false); returns how long that took after the
-/// command returned, or why it failed.
-fn act(cmd: &[&str], family: &str, instance: &str, present: bool) -> Result<Duration, String> {
+/// Runs `cmd`, then polls until `family` in `segment` shows `instance` (or
+/// no longer shows it, for `present` false); returns how long that took
+/// after the command returned, or why it failed.
+fn act(
+    segment: &str,
+    cmd: &[&str],
+    family: &str,
+    instance: &str,
+    present: bool,
+) -> Result<Duration, String> {
     run(cmd)?;
     let t0 = Instant::now();
-    let mut seg = open();
+    let mut seg = open_path(segment);
     while t0.elapsed() < 5 * WITHIN {
         if shows(&mut seg, family, instance) == Some(present) {
             return Ok(t0.elapsed());
@@ -137,9 +144,9 @@ fn act(cmd: &[&str], family: &str, instance: &str, present: bool) -> Result<Dura
     ))
 }
 
-/// Per-CPU context switches of the module's `kernel.all.pswitch`.
-fn switches() -> Result<Vec<u64>, String> {
-    let mut seg = open();
+/// Per-CPU context switches of the segment's `kernel.all.pswitch`.
+fn switches(segment: &str) -> Result<Vec<u64>, String> {
+    let mut seg = open_path(segment);
     let snap = seg.snapshot().map_err(|e| e.to_string())?;
     let f = snap
         .family("kernel.all.pswitch")
@@ -163,19 +170,19 @@ fn set_online(cpu: usize, on: bool) -> Result<(), String> {
 
 /// CPU 1 offline for a while, then online: the layout stays, CPU 0 keeps
 /// counting, CPU 1 stops and then counts again.
-fn cpu_cycle() -> Result<String, String> {
-    let a = switches()?;
+fn cpu_cycle(segment: &str) -> Result<String, String> {
+    let a = switches(segment)?;
     if a.len() < 2 {
         return Err(format!("{} CPU blocks: the guest needs -smp 2", a.len()));
     }
     set_online(1, false)?;
     std::thread::sleep(Duration::from_millis(300));
-    let b = switches()?;
+    let b = switches(segment)?;
     std::thread::sleep(Duration::from_millis(300));
-    let c = switches()?;
+    let c = switches(segment)?;
     set_online(1, true)?;
     std::thread::sleep(Duration::from_millis(500));
-    let d = switches()?;
+    let d = switches(segment)?;
     let ok = b.len() == a.len() && c[0] > b[0] && c[1] == b[1] && d[1] > c[1];
     let what = format!(
         "CPU 1 offline: cpu0 switches {} -> {}, cpu1 {} -> {} (still); online again: cpu1 -> {}",
@@ -188,13 +195,23 @@ fn cpu_cycle() -> Result<String, String> {
     }
 }
 
-/// The whole check: see the top. `modules` is the folder of the guest's
-/// driver modules.
-pub fn hotplug(modules: &str) -> bool {
+/// What comes and goes in [`hotplug`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Loop disks, dummy network devices and CPU 1 (the module's groups).
+    All,
+    /// Loop disks only.
+    Disks,
+}
+
+/// The whole check on `segment`, reported as `name`: see the top.
+/// `modules` is the folder of the guest's driver modules.
+pub fn hotplug(segment: &str, name: &str, modules: &str, scope: Scope) -> bool {
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = {
         let stop = stop.clone();
-        std::thread::spawn(move || watch(&stop))
+        let segment = segment.to_string();
+        std::thread::spawn(move || watch(&segment, &stop))
     };
     let loop_ko = format!("{modules}/loop.ko");
     let dummy_ko = format!("{modules}/dummy.ko");
@@ -215,8 +232,13 @@ pub fn hotplug(modules: &str) -> bool {
             (&["insmod", &dummy_ko, "numdummies=1"], net, "dummy0", true),
             (&["rmmod", "dummy"], net, "dummy0", false),
         ];
-        for (cmd, family, instance, present) in steps {
-            match act(cmd, family, instance, present) {
+        let steps = if scope == Scope::All {
+            &steps[..]
+        } else {
+            &steps[..2]
+        };
+        for &(cmd, family, instance, present) in steps {
+            match act(segment, cmd, family, instance, present) {
                 Ok(t) if t <= WITHIN => lines.push(format!(
                     "round {round}: {} -> {family} [{instance}] {} after {} ms",
                     cmd.join(" "),
@@ -235,9 +257,11 @@ pub fn hotplug(modules: &str) -> bool {
     if let Err(e) = run(&["rmmod", "loop"]) {
         fails.push(e);
     }
-    match cpu_cycle() {
-        Ok(l) => lines.push(l),
-        Err(e) => fails.push(e),
+    if scope == Scope::All {
+        match cpu_cycle(segment) {
+            Ok(l) => lines.push(l),
+            Err(e) => fails.push(e),
+        }
     }
     stop.store(true, Ordering::Relaxed);
     let w = watcher.join().expect("the snapshot thread does not panic");
@@ -246,7 +270,7 @@ pub fn hotplug(modules: &str) -> bool {
     }
     fails.extend(w.problems.iter().cloned());
     verdict(
-        "sources-hotplug",
+        name,
         fails.is_empty() && w.snapshots > 100,
         &format!(
             "{} snapshots taken meanwhile, every one consistent: {}{}",

@@ -43,8 +43,16 @@
 //!   interrupt totals after a workload equal those of `/proc` (published by
 //!   a `perfabi-exportd` at SEGMENT); see `devices.rs`;
 //! * `read-cost`: every interrupt and disk counter read through perfabi
-//!   against reading and parsing `/proc/interrupts` and `/proc/diskstats`.
+//!   against reading and parsing `/proc/interrupts` and `/proc/diskstats`;
+//! * `bpf-pin PIN`, `bpf-pswitch PIN`, `bpf-histogram FOLDER auto|raw-tp`,
+//!   `bpf-nonroot PIN`, `bpf-stale PIN`, `bpf-cpu PIN`: the eBPF writer
+//!   (`perfabi-bpfd`) in the guest; see `bpf.rs`;
+//! * `bpf-disk PIN NAME present|absent|proc`: `sources-disk` on the eBPF
+//!   writer's pin;
+//! * `bpf-hotplug PIN MODULES`: `hotplug`'s loop disks on the eBPF writer's
+//!   pin.
 
+mod bpf;
 mod devices;
 mod hotplug;
 
@@ -54,6 +62,7 @@ use perfabi::family::{Buckets, Family, Reading};
 use perfabi::layout::Kind;
 use perfabi::{Snapshot, Unit, ValueType};
 use perfabi_reader::{Options, Segment};
+use perfabi_test_harness::deadline::Deadline;
 
 const DEV: &str = "/dev/perfabi";
 const MIB: usize = 1 << 20;
@@ -1101,15 +1110,21 @@ fn disk_workload(name: &str) -> std::io::Result<()> {
     f.sync_all()
 }
 
-/// `sources-disk NAME present|absent|proc`: the disk's instances are all
-/// there, or all gone, within 1.5 s; or (proc) a workload's increments of
-/// its counts equal /proc/diskstats' and every request completed has a
-/// latency. Increments, not totals: the module counts a disk from the
-/// scan that finds it (I/O before, such as the partition scan of a new
-/// disk, is not in its instance).
-fn sources_disk(name: &str, what: &str) -> bool {
-    let mut seg = open();
-    let check = format!("sources-disk-{what}");
+/// `sources-disk NAME present|absent|proc` (the module's segment) and
+/// `bpf-disk PIN NAME present|absent|proc` (the eBPF writer's), reported as
+/// `{prefix}-{what}`: the disk's instances in `segment` are all there, or
+/// all gone, within 1.5 s; or (proc) a workload's increments of its counts
+/// equal /proc/diskstats' and every request completed has a latency.
+/// Increments, not totals: a kernel writer counts a disk from the scan
+/// that finds it (I/O before, such as the partition scan of a new disk,
+/// is not in its instance).
+/// How long a disk's instances may take to appear or go, and its counts
+/// to settle.
+const DISK_WITHIN: Duration = Duration::from_millis(1500);
+
+fn sources_disk(segment: &str, prefix: &str, name: &str, what: &str) -> bool {
+    let mut seg = open_path(segment);
+    let check = format!("{prefix}-{what}");
     if what == "proc" {
         let (o0, p0) = match (disk_values(&mut seg, name), proc_diskstats(name)) {
             (Ok(o), Some(p)) if o.iter().all(Option::is_some) => (o, p),
@@ -1119,7 +1134,9 @@ fn sources_disk(name: &str, what: &str) -> bool {
             return verdict(&check, false, &format!("(workload on /dev/{name}: {e})"));
         }
         let mut last = String::new();
-        for _ in 0..15 {
+        // The workload's requests have all completed: both sides settle.
+        let settled = Deadline::after(DISK_WITHIN);
+        while !settled.passed() {
             if let (Ok(o), Some(p)) = (disk_values(&mut seg, name), proc_diskstats(name)) {
                 let d_o: Vec<u64> = o
                     .iter()
@@ -1144,7 +1161,8 @@ fn sources_disk(name: &str, what: &str) -> bool {
         return verdict(&check, false, &format!("({last})"));
     }
     let mut last = Vec::new();
-    for _ in 0..15 {
+    let within = Deadline::after(DISK_WITHIN);
+    while !within.passed() {
         match disk_values(&mut seg, name) {
             Ok(v) => {
                 let ok = if what == "present" {
@@ -1180,12 +1198,24 @@ fn main() {
         ["sources"] => sources(),
         ["sources-lo"] => sources_lo(),
         ["sources-absent", name] => sources_absent(name),
-        ["sources-disk", name, what] => sources_disk(name, what),
-        ["hotplug", modules] => hotplug::hotplug(modules),
+        ["sources-disk", name, what] => sources_disk(DEV, "sources-disk", name, what),
+        ["bpf-disk", pin, name, what] => sources_disk(pin, "bpf-disk", name, what),
+        ["hotplug", modules] => {
+            hotplug::hotplug(DEV, "sources-hotplug", modules, hotplug::Scope::All)
+        }
+        ["bpf-hotplug", pin, modules] => {
+            hotplug::hotplug(pin, "bpf-hotplug", modules, hotplug::Scope::Disks)
+        }
         ["devices", exported, disk, tx, rx] => devices::devices(exported, disk, tx, rx),
         ["read-cost"] => devices::read_cost(),
+        ["bpf-pin", pin] => bpf::pin(pin),
+        ["bpf-pswitch", pin] => bpf::pswitch(pin),
+        ["bpf-histogram", folder, how @ ("auto" | "raw-tp")] => bpf::histogram(folder, how),
+        ["bpf-nonroot", pin] => bpf::nonroot(pin),
+        ["bpf-stale", pin] => bpf::stale(pin),
+        ["bpf-cpu", pin] => bpf::cpu(pin),
         _ => {
-            eprintln!("usage: perfabi-guest-check readonly | rising NAME | workload FILE | damon FILE [SEGMENT NAME] | same-damon SEG SEG | cost | canonical [NAME] | families | sources | sources-lo | sources-absent NAME | sources-disk NAME present|absent|proc | hotplug MODULES | devices SEGMENT DISK TX_MAC RX_MAC | read-cost");
+            eprintln!("usage: perfabi-guest-check readonly | rising NAME | workload FILE | damon FILE [SEGMENT NAME] | same-damon SEG SEG | cost | canonical [NAME] | families | sources | sources-lo | sources-absent NAME | sources-disk NAME present|absent|proc | hotplug MODULES | bpf-hotplug PIN MODULES | bpf-disk PIN NAME present|absent|proc | devices SEGMENT DISK TX_MAC RX_MAC | read-cost | bpf-pin PIN | bpf-pswitch PIN | bpf-histogram FOLDER auto|raw-tp | bpf-nonroot PIN | bpf-stale PIN | bpf-cpu PIN");
             std::process::exit(2)
         }
     };
