@@ -23,7 +23,9 @@
 //! * `bpf-stale PIN`: after `kill -9` of `perfabi-bpfd`, readers see the
 //!   writer silent (not closed), its values still there;
 //! * `bpf-cpu PIN`: CPU 1 offline keeps its values, which stop; online
-//!   again, it counts again.
+//!   again, it counts again;
+//! * `bpf-cost`: the kernel's run time per run of each of the writer's
+//!   programs in this guest, for the record.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
@@ -538,4 +540,62 @@ fn cpu_cycle(pin: &str) -> Result<(bool, String), String> {
             }
         ),
     ))
+}
+
+/// run_time_ns and run_cnt of each loaded program, by name.
+fn prog_stats() -> Vec<(String, u64, u64)> {
+    libbpf_rs::query::ProgInfoIter::default()
+        .map(|p| {
+            (
+                p.name.to_string_lossy().into_owned(),
+                p.run_time_ns,
+                p.run_cnt,
+            )
+        })
+        .collect()
+}
+
+/// `bpf-cost`: the kernel's own statistics of the writer's programs
+/// (`kernel.bpf_stats_enabled`: run time and runs per program) over 2 s of
+/// two threads switching, for the record of what they cost in this guest
+/// (TCG: emulated, many times a real CPU's time). Passes if every program
+/// of the writer ran.
+pub fn cost() -> bool {
+    let name = "bpf-cost";
+    let sysctl = "/proc/sys/kernel/bpf_stats_enabled";
+    if let Err(e) = std::fs::write(sysctl, "1") {
+        return verdict(name, false, &format!("({sysctl}: {e})"));
+    }
+    let before = prog_stats();
+    let trips = ping_pong(Duration::from_secs(2), &AtomicBool::new(false));
+    let after = prog_stats();
+    let _ = std::fs::write(sysctl, "0");
+    let mut lines = Vec::new();
+    let mut idle = Vec::new();
+    for prog in ["tp_switch", "tp_wakeup", "tp_wakeup_new", "tp_migrate"] {
+        let sum = |v: &[(String, u64, u64)]| {
+            v.iter()
+                .filter(|(n, _, _)| n == prog)
+                .fold((0u64, 0u64), |(t, c), (_, pt, pc)| (t + pt, c + pc))
+        };
+        let ((t0, c0), (t1, c1)) = (sum(&before), sum(&after));
+        let (t, c) = (t1.saturating_sub(t0), c1.saturating_sub(c0));
+        if c == 0 {
+            idle.push(prog);
+            continue;
+        }
+        println!(
+            "PERFABI-MEASURE bpf-cost {prog} runs={c} run_time_ns={t} ns_per_run={:.0} (TCG guest)",
+            t as f64 / c as f64
+        );
+        lines.push(format!("{prog} {:.0} ns x {c}", t as f64 / c as f64));
+    }
+    verdict(
+        name,
+        idle.is_empty(),
+        &format!(
+            "({}; over {trips} round trips; programs that did not run: {idle:?})",
+            lines.join(", ")
+        ),
+    )
 }
