@@ -22,6 +22,8 @@
 //!   kernel believed as its writer;
 //! * `bpf-stale PIN`: after `kill -9` of `perfabi-bpfd`, readers see the
 //!   writer silent (not closed), its values still there;
+//! * `bpf-closed PIN`: after a clean stop (SIGTERM) of a `perfabi-bpfd`
+//!   started over the killed one's pin, readers see the segment closed;
 //! * `bpf-cpu PIN`: CPU 1 offline keeps its values, which stop; online
 //!   again, it counts again;
 //! * `bpf-cost`: the kernel's run time per run of each of the writer's
@@ -453,6 +455,43 @@ pub fn stale(pin: &str) -> bool {
         std::thread::sleep(Duration::from_millis(50));
     }
     verdict(name, false, &format!("(not silent after {WAIT:?}: {last})"))
+}
+
+/// `bpf-closed`: the writer closed cleanly: a reader sees it closed, with
+/// its values, and one that requires a live writer is told so
+/// ([`Error::Closed`]).
+pub fn closed(pin: &str) -> bool {
+    let name = "bpf-closed";
+    let mut seg = match open(pin) {
+        Ok(s) => s,
+        Err(e) => return verdict(name, false, &format!("(open: {e})")),
+    };
+    let d = Deadline::after(WAIT);
+    let mut last = String::new();
+    while !d.passed() {
+        match seg.status() {
+            Ok((_, Liveness::Closed)) => {
+                let values = total(&mut seg, PSWITCH);
+                let strict = Segment::open(pin).and_then(|mut s| s.snapshot());
+                return verdict(
+                    name,
+                    matches!(strict, Err(Error::Closed)) && values.as_ref().is_ok_and(|&v| v > 0),
+                    &format!(
+                        "(closed; pswitch still readable: {values:?}; a reader requiring a live \
+                         writer: {})",
+                        match strict {
+                            Ok(_) => "read it".to_string(),
+                            Err(e) => e.to_string(),
+                        }
+                    ),
+                );
+            }
+            Ok((_, l)) => last = format!("{l:?}"),
+            Err(e) => last = e.to_string(),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    verdict(name, false, &format!("(not closed after {WAIT:?}: {last})"))
 }
 
 fn set_online(cpu: usize, on: bool) -> Result<(), String> {
