@@ -28,7 +28,7 @@ pub const HIST_NS: Log2 = Log2 { first: 10, n: 24 };
 
 /// The kernel subsystem whose tracepoints a family comes from: a writer
 /// turns a subsystem's probes on or off together, with its families.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Group {
     /// `block:block_rq_issue`, `block:block_rq_complete`: per disk.
     Block,
@@ -289,7 +289,10 @@ mod tests {
         assert_eq!(DISK_LATENCY.at(), 7);
         assert_eq!(Group::Net.words(), 4);
         assert_eq!(NET_OUT_BYTES.at(), 3);
-        assert_eq!((IRQ_COUNT.at(), IRQ_TIME.at(), Group::Irq.words()), (0, 1, 27));
+        assert_eq!(
+            (IRQ_COUNT.at(), IRQ_TIME.at(), Group::Irq.words()),
+            (0, 1, 27)
+        );
         assert_eq!((SCHED_PSWITCH.at(), SCHED_LATENCY.at()), (0, 3));
     }
 
