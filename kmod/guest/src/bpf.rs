@@ -18,8 +18,9 @@
 //!   that the programs' own count of observations can be read once they
 //!   are detached: the histogram's count equals it (`bpf-histogram-count`,
 //!   or `bpf-raw-tp` for the forced fallback);
-//! * `bpf-nonroot PIN`: `perfabi-cat` run as nobody reads the pin, the
-//!   kernel believed as its writer;
+//! * `bpf-nonroot PIN DISK`: `perfabi-cat` run as nobody reads the pin, the
+//!   kernel believed as its writer, and shows DISK's request latency
+//!   histogram after a read of it;
 //! * `bpf-stale PIN`: after `kill -9` of `perfabi-bpfd`, readers see the
 //!   writer silent (not closed), its values still there;
 //! * `bpf-closed PIN`: after a clean stop (SIGTERM) of a `perfabi-bpfd`
@@ -367,10 +368,46 @@ fn histogram_count(folder: &Path, attach: Attach) -> Result<(bool, String), Stri
     ))
 }
 
-/// `bpf-nonroot`: `perfabi-cat` as nobody lists the pin's families and
-/// calls its writer the kernel.
-pub fn nonroot(pin: &str) -> bool {
+/// Reads the first MiB of `/dev/{disk}` (uncached: nothing read it since
+/// boot) and waits until the pin's latency histogram of `disk` counts it.
+fn disk_observed(pin: &str, disk: &str) -> Result<u64, String> {
+    use std::io::Read;
+    let mut buf = vec![0u8; 1 << 20];
+    std::fs::File::open(format!("/dev/{disk}"))
+        .and_then(|mut f| f.read_exact(&mut buf))
+        .map_err(|e| format!("/dev/{disk}: {e}"))?;
+    let mut seg = open(pin).map_err(|e| e.to_string())?;
+    let d = Deadline::after(WAIT);
+    loop {
+        let snap = seg.snapshot().map_err(|e| e.to_string())?;
+        let count = snap
+            .family("disk.dev.request_latency")
+            .and_then(|f| Some((f, f.member(disk)?)))
+            .map(|(f, m)| match snap.reading(f, m) {
+                Reading::Histogram(h) => h.count,
+                _ => 0,
+            });
+        match count {
+            Some(c) if c > 0 => return Ok(c),
+            _ if d.passed() => {
+                return Err(format!(
+                    "{disk}'s request latency: {count:?} after {WAIT:?}"
+                ))
+            }
+            _ => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// `bpf-nonroot`: `perfabi-cat` as nobody lists the pin's families, calls
+/// its writer the kernel, and shows `disk`'s request latency histogram
+/// with the observations of a read.
+pub fn nonroot(pin: &str, disk: &str) -> bool {
     let name = "bpf-nonroot";
+    let observed = match disk_observed(pin, disk) {
+        Ok(c) => c,
+        Err(e) => return verdict(name, false, &format!("({e})")),
+    };
     let run = |args: &[&str]| {
         Command::new("perfabi-cat")
             .args(args)
@@ -389,18 +426,30 @@ pub fn nonroot(pin: &str) -> bool {
         .into_iter()
         .filter(|n| !table_text.contains(n))
         .collect();
+    // `disk.dev.request_latency  device=vda  histogram  N obs ...`
+    let histogram = table_text
+        .lines()
+        .find(|l| {
+            l.starts_with("disk.dev.request_latency") && l.contains(&format!("device={disk} "))
+        })
+        .unwrap_or("")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     let ok = info.status.success()
         && table.status.success()
         && info_text.contains("\"origin\":\"kernel-map\"")
         && info_text.contains("\"state\":\"kernel\"")
         && info_text.contains("\"owner_uid\":0")
-        && missing.is_empty();
+        && missing.is_empty()
+        && histogram.contains(" histogram ")
+        && !histogram.contains("no observations");
     verdict(
         name,
         ok,
         &format!(
             "(uid {NOBODY}: perfabi-cat --info exit {:?}, table exit {:?}, families missing \
-             {missing:?}){}",
+             {missing:?}; after a read of {disk} ({observed} observations as root): \"{histogram}\"){}",
             info.status.code(),
             table.status.code(),
             if ok {

@@ -45,8 +45,9 @@
 //! * `read-cost`: every interrupt and disk counter read through perfabi
 //!   against reading and parsing `/proc/interrupts` and `/proc/diskstats`;
 //! * `bpf-pin PIN`, `bpf-pswitch PIN`, `bpf-histogram FOLDER auto|raw-tp`,
-//!   `bpf-nonroot PIN`, `bpf-stale PIN`, `bpf-closed PIN`, `bpf-cpu PIN`, `bpf-cost`: the eBPF writer
-//!   (`perfabi-bpfd`) in the guest; see `bpf.rs`;
+//!   `bpf-nonroot PIN DISK`, `bpf-stale PIN`, `bpf-closed PIN`,
+//!   `bpf-cpu PIN`, `bpf-cost`: the eBPF writer (`perfabi-bpfd`) in the
+//!   guest; see `bpf.rs`;
 //! * `bpf-disk PIN NAME present|absent|proc`: `sources-disk` on the eBPF
 //!   writer's pin;
 //! * `bpf-hotplug PIN MODULES`: `hotplug`'s loop disks on the eBPF writer's
@@ -1211,13 +1212,13 @@ fn main() {
         ["bpf-pin", pin] => bpf::pin(pin),
         ["bpf-pswitch", pin] => bpf::pswitch(pin),
         ["bpf-histogram", folder, how @ ("auto" | "raw-tp")] => bpf::histogram(folder, how),
-        ["bpf-nonroot", pin] => bpf::nonroot(pin),
+        ["bpf-nonroot", pin, disk] => bpf::nonroot(pin, disk),
         ["bpf-stale", pin] => bpf::stale(pin),
         ["bpf-closed", pin] => bpf::closed(pin),
         ["bpf-cpu", pin] => bpf::cpu(pin),
         ["bpf-cost"] => bpf::cost(),
         _ => {
-            eprintln!("usage: perfabi-guest-check readonly | rising NAME | workload FILE | damon FILE [SEGMENT NAME] | same-damon SEG SEG | cost | canonical [NAME] | families | sources | sources-lo | sources-absent NAME | sources-disk NAME present|absent|proc | hotplug MODULES | bpf-hotplug PIN MODULES | bpf-disk PIN NAME present|absent|proc | devices SEGMENT DISK TX_MAC RX_MAC | read-cost | bpf-pin PIN | bpf-pswitch PIN | bpf-histogram FOLDER auto|raw-tp | bpf-nonroot PIN | bpf-stale PIN | bpf-closed PIN | bpf-cpu PIN | bpf-cost");
+            eprintln!("usage: perfabi-guest-check readonly | rising NAME | workload FILE | damon FILE [SEGMENT NAME] | same-damon SEG SEG | cost | canonical [NAME] | families | sources | sources-lo | sources-absent NAME | sources-disk NAME present|absent|proc | hotplug MODULES | bpf-hotplug PIN MODULES | bpf-disk PIN NAME present|absent|proc | devices SEGMENT DISK TX_MAC RX_MAC | read-cost | bpf-pin PIN | bpf-pswitch PIN | bpf-histogram FOLDER auto|raw-tp | bpf-nonroot PIN DISK | bpf-stale PIN | bpf-closed PIN | bpf-cpu PIN | bpf-cost");
             std::process::exit(2)
         }
     };
