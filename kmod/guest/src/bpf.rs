@@ -28,7 +28,10 @@
 //! * `bpf-cpu PIN`: CPU 1 offline keeps its values, which stop; online
 //!   again, it counts again;
 //! * `bpf-cost`: the kernel's run time per run of each of the writer's
-//!   programs in this guest, for the record.
+//!   programs in this guest, for the record;
+//! * `bpf-damon-ring PIN present|absent`: the segment has DAMON rings
+//!   where the kernel has `damon:damon_aggregated` (6.12), and none where
+//!   it has not (6.1), the writer running either way.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
@@ -684,6 +687,26 @@ pub fn cost() -> bool {
         &format!(
             "({}; over {trips} round trips; programs that did not run: {idle:?})",
             lines.join(", ")
+        ),
+    )
+}
+
+/// `bpf-damon-ring`: the pin's DAMON ring capacity is not 0 (`present`:
+/// the kernel has `damon:damon_aggregated`) or is 0 (`absent`).
+pub fn damon_ring(pin: &str, want: &str) -> bool {
+    let name = "bpf-damon-ring";
+    let info = match open(pin).and_then(|mut s| s.info()) {
+        Ok(i) => i,
+        Err(e) => return verdict(name, false, &format!("(open: {e})")),
+    };
+    let capacity = info.header.damon_capacity;
+    verdict(
+        name,
+        (capacity > 0) == (want == "present") && info.liveness == Liveness::Kernel,
+        &format!(
+            "(DAMON {want} in this kernel: {capacity} region records per CPU ring; writer \
+             {:?})",
+            info.liveness
         ),
     )
 }

@@ -10,9 +10,10 @@
 //!   forever; writes "START END HOT_END PID" to FILE;
 //! * `damon FILE [SEGMENT NAME]`: checks the latest DAMON aggregation of the
 //!   workload in SEGMENT (default /dev/perfabi), reported as check NAME;
-//! * `same-damon SEGMENT_A SEGMENT_B`: both segments show the same latest
-//!   aggregation of the same kdamond (the module's probe and the
-//!   exporter's tracepoint source saw the same events);
+//! * `same-damon SEGMENT_A SEGMENT_B [NAME]`: both segments show the same
+//!   latest aggregation of the same kdamond (the module's probe, or the
+//!   eBPF writer's, and the exporter's tracepoint source saw the same
+//!   events);
 //! * `cost`: prints the self-test module's cost measurements;
 //! * `canonical [NAME]`: the module's header is the one the Rust core lays
 //!   out for the same geometry and identity (`Geometry::header`, and for
@@ -46,8 +47,9 @@
 //!   against reading and parsing `/proc/interrupts` and `/proc/diskstats`;
 //! * `bpf-pin PIN`, `bpf-pswitch PIN`, `bpf-histogram FOLDER auto|raw-tp`,
 //!   `bpf-nonroot PIN DISK`, `bpf-stale PIN`, `bpf-closed PIN`,
-//!   `bpf-cpu PIN`, `bpf-cost`: the eBPF writer (`perfabi-bpfd`) in the
-//!   guest; see `bpf.rs`;
+//!   `bpf-cpu PIN`, `bpf-cost`, `bpf-damon-ring PIN present|absent`: the
+//!   eBPF writer (`perfabi-bpfd`) in the guest; see `bpf.rs` (its DAMON
+//!   regions are checked by `damon` and `same-damon` on its pin);
 //! * `bpf-disk PIN NAME present|absent|proc`: `sources-disk` on the eBPF
 //!   writer's pin;
 //! * `bpf-hotplug PIN MODULES`: `hotplug`'s loop disks on the eBPF writer's
@@ -318,7 +320,10 @@ fn latest(path: &str) -> Result<Vec<(u64, u64, Vec<perfabi_reader::Region>)>, St
     Ok(out)
 }
 
-fn same_damon(a: &str, b: &str) -> bool {
+/// `same-damon A B [NAME]`: both segments show the same latest
+/// aggregation of each (monitor, target), reported as NAME (default
+/// `exportd-same-as-kmod`).
+fn same_damon(a: &str, b: &str, name: &str) -> bool {
     // The two writers publish each aggregation at slightly different
     // moments: try for some aggregation intervals, by time (a guest on a
     // busy host may publish few in a second).
@@ -329,7 +334,7 @@ fn same_damon(a: &str, b: &str) -> bool {
             (Ok(x), Ok(y)) if !x.is_empty() && x == y => {
                 let regions: usize = x.iter().map(|(_, _, r)| r.len()).sum();
                 return verdict(
-                    "exportd-same-as-kmod",
+                    name,
                     true,
                     &format!("{} aggregation(s), {regions} regions, identical", x.len()),
                 );
@@ -339,7 +344,7 @@ fn same_damon(a: &str, b: &str) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
     last.truncate(600);
-    verdict("exportd-same-as-kmod", false, &last)
+    verdict(name, false, &last)
 }
 
 fn cost() -> bool {
@@ -1191,7 +1196,8 @@ fn main() {
         ["workload", file] => workload(file),
         ["damon", file] => damon(file, DEV, "damon-hot-cold"),
         ["damon", file, segment, name] => damon(file, segment, name),
-        ["same-damon", a, b] => same_damon(a, b),
+        ["same-damon", a, b] => same_damon(a, b, "exportd-same-as-kmod"),
+        ["same-damon", a, b, name] => same_damon(a, b, name),
         ["cost"] => cost(),
         ["canonical"] => canonical("canonical-header"),
         ["canonical", name] => canonical(name),
@@ -1217,8 +1223,9 @@ fn main() {
         ["bpf-closed", pin] => bpf::closed(pin),
         ["bpf-cpu", pin] => bpf::cpu(pin),
         ["bpf-cost"] => bpf::cost(),
+        ["bpf-damon-ring", pin, want @ ("present" | "absent")] => bpf::damon_ring(pin, want),
         _ => {
-            eprintln!("usage: perfabi-guest-check readonly | rising NAME | workload FILE | damon FILE [SEGMENT NAME] | same-damon SEG SEG | cost | canonical [NAME] | families | sources | sources-lo | sources-absent NAME | sources-disk NAME present|absent|proc | hotplug MODULES | bpf-hotplug PIN MODULES | bpf-disk PIN NAME present|absent|proc | devices SEGMENT DISK TX_MAC RX_MAC | read-cost | bpf-pin PIN | bpf-pswitch PIN | bpf-histogram FOLDER auto|raw-tp | bpf-nonroot PIN DISK | bpf-stale PIN | bpf-closed PIN | bpf-cpu PIN | bpf-cost");
+            eprintln!("usage: perfabi-guest-check readonly | rising NAME | workload FILE | damon FILE [SEGMENT NAME] | same-damon SEG SEG [NAME] | cost | canonical [NAME] | families | sources | sources-lo | sources-absent NAME | sources-disk NAME present|absent|proc | hotplug MODULES | bpf-hotplug PIN MODULES | bpf-disk PIN NAME present|absent|proc | devices SEGMENT DISK TX_MAC RX_MAC | read-cost | bpf-pin PIN | bpf-pswitch PIN | bpf-histogram FOLDER auto|raw-tp | bpf-nonroot PIN DISK | bpf-stale PIN | bpf-closed PIN | bpf-cpu PIN | bpf-cost | bpf-damon-ring PIN present|absent");
             std::process::exit(2)
         }
     };
