@@ -76,8 +76,11 @@ static __always_inline void handle_irq_entry(int irq, struct irqaction *action)
 	value_add(i->slot + PERFABI_FAM_IRQ_COUNT_AT, 1);
 }
 
-/* irq_handler_exit: the handler's time, if the stamp is this handler's. */
-static __always_inline void handle_irq_exit(int irq, struct irqaction *action)
+/* irq_handler_exit: the handler's time, if the stamp is this handler's.
+ * action->next: a direct (fault-safe) load in a tp_btf program (btf true),
+ * whose arguments are BTF pointers; bpf_probe_read_kernel() in a raw_tp
+ * one. */
+static __always_inline void handle_irq_exit(bool btf, int irq, struct irqaction *action)
 {
 	__u32 zero = 0, key = irq;
 	struct irq_stamp *s = bpf_map_lookup_elem(&irq_stamps, &zero);
@@ -90,7 +93,7 @@ static __always_inline void handle_irq_exit(int irq, struct irqaction *action)
 	ts = s->ts;
 	mine = s->action == (__u64)action && s->irq == irq;
 	s->action = 0;
-	s->next = (__u64)BPF_CORE_READ(action, next);
+	s->next = (__u64)(btf ? action->next : BPF_CORE_READ(action, next));
 	s->next_irq = irq;
 	if (!mine || (__s64)(now - ts) < 0)
 		return;
@@ -117,14 +120,14 @@ int BPF_PROG(raw_irq_entry, int irq, struct irqaction *action)
 SEC("tp_btf/irq_handler_exit")
 int BPF_PROG(tp_irq_exit, int irq, struct irqaction *action, int ret)
 {
-	handle_irq_exit(irq, action);
+	handle_irq_exit(true, irq, action);
 	return 0;
 }
 
 SEC("raw_tp/irq_handler_exit")
 int BPF_PROG(raw_irq_exit, int irq, struct irqaction *action, int ret)
 {
-	handle_irq_exit(irq, action);
+	handle_irq_exit(false, irq, action);
 	return 0;
 }
 

@@ -45,32 +45,43 @@ struct {
  * include/linux/skbuff.h: the field's all-ones value). */
 #define NET_MAC_UNSET 0xffff
 
-static __always_inline struct inst *net_find(struct net_device *dev)
+/*
+ * A field of a kernel struct: in a tp_btf program (btf true) a direct
+ * load, which the verifier allows on the tracepoint's BTF-typed pointers
+ * and turns into a fault-safe load (PROBE_MEM); in a raw_tp program, whose
+ * arguments are plain numbers, bpf_probe_read_kernel() (BPF_CORE_READ).
+ * Both are CO-RE relocated. `btf` is a constant in each program once the
+ * handler is inlined, so each program keeps one of the two.
+ */
+#define NET_READ(btf, src, a, ...) \
+	((btf) ? (src)->a __VA_OPT__(.) __VA_ARGS__ : BPF_CORE_READ(src, a __VA_OPT__(,) __VA_ARGS__))
+
+static __always_inline struct inst *net_find(bool btf, struct net_device *dev)
 {
 	struct net_key k = {};
 
-	k.netns = BPF_CORE_READ(dev, nd_net.net, ns.inum);
-	k.ifindex = BPF_CORE_READ(dev, ifindex);
+	k.netns = btf ? dev->nd_net.net->ns.inum : BPF_CORE_READ(dev, nd_net.net, ns.inum);
+	k.ifindex = NET_READ(btf, dev, ifindex);
 	return bpf_map_lookup_elem(&net_devs, &k);
 }
 
 /* netif_receive_skb: one packet; its bytes with the link-layer header. */
-static __always_inline void handle_net_rx(struct sk_buff *skb)
+static __always_inline void handle_net_rx(bool btf, struct sk_buff *skb)
 {
-	struct net_device *dev = BPF_CORE_READ(skb, dev);
+	struct net_device *dev = NET_READ(btf, skb, dev);
 	__u64 len, head, data, mac;
 	struct inst *d;
 
 	if (!dev)
 		return;
-	d = net_find(dev);
+	d = net_find(btf, dev);
 	if (!d)
 		return;
-	len = BPF_CORE_READ(skb, len);
-	mac = BPF_CORE_READ(skb, mac_header);
-	if (!(BPF_CORE_READ(dev, flags) & IFF_LOOPBACK) && mac != NET_MAC_UNSET) {
-		head = (__u64)BPF_CORE_READ(skb, head);
-		data = (__u64)BPF_CORE_READ(skb, data);
+	len = NET_READ(btf, skb, len);
+	mac = NET_READ(btf, skb, mac_header);
+	if (!(NET_READ(btf, dev, flags) & IFF_LOOPBACK) && mac != NET_MAC_UNSET) {
+		head = (__u64)NET_READ(btf, skb, head);
+		data = (__u64)NET_READ(btf, skb, data);
 		if (head + mac < data)
 			len += data - (head + mac);
 	}
@@ -79,18 +90,19 @@ static __always_inline void handle_net_rx(struct sk_buff *skb)
 }
 
 /* net_dev_xmit: sent if the driver took it. */
-static __always_inline void handle_net_tx(int rc, struct net_device *dev, unsigned int skb_len)
+static __always_inline void handle_net_tx(bool btf, int rc, struct net_device *dev,
+					  unsigned int skb_len)
 {
 	unsigned int hdr;
 	struct inst *d;
 
 	if (rc != NET_TX_OK || !dev)
 		return;
-	d = net_find(dev);
+	d = net_find(btf, dev);
 	if (!d)
 		return;
-	if (BPF_CORE_READ(dev, flags) & IFF_LOOPBACK) {
-		hdr = BPF_CORE_READ(dev, hard_header_len);
+	if (NET_READ(btf, dev, flags) & IFF_LOOPBACK) {
+		hdr = NET_READ(btf, dev, hard_header_len);
 		skb_len -= skb_len < hdr ? skb_len : hdr;
 	}
 	value_add(d->slot + PERFABI_FAM_NET_OUT_PACKETS_AT, 1);
@@ -100,14 +112,14 @@ static __always_inline void handle_net_tx(int rc, struct net_device *dev, unsign
 SEC("tp_btf/netif_receive_skb")
 int BPF_PROG(tp_net_rx, struct sk_buff *skb)
 {
-	handle_net_rx(skb);
+	handle_net_rx(true, skb);
 	return 0;
 }
 
 SEC("raw_tp/netif_receive_skb")
 int BPF_PROG(raw_net_rx, struct sk_buff *skb)
 {
-	handle_net_rx(skb);
+	handle_net_rx(false, skb);
 	return 0;
 }
 
@@ -115,7 +127,7 @@ SEC("tp_btf/net_dev_xmit")
 int BPF_PROG(tp_net_tx, struct sk_buff *skb, int rc, struct net_device *dev,
 	     unsigned int skb_len)
 {
-	handle_net_tx(rc, dev, skb_len);
+	handle_net_tx(true, rc, dev, skb_len);
 	return 0;
 }
 
@@ -123,7 +135,7 @@ SEC("raw_tp/net_dev_xmit")
 int BPF_PROG(raw_net_tx, struct sk_buff *skb, int rc, struct net_device *dev,
 	     unsigned int skb_len)
 {
-	handle_net_tx(rc, dev, skb_len);
+	handle_net_tx(false, rc, dev, skb_len);
 	return 0;
 }
 
