@@ -8,6 +8,7 @@
 //! * [`groups`]: the groups with a dimension and how their instances are
 //!   found ([`block`]: the disks, [`net`]: the network devices, [`irq`]:
 //!   the IRQs);
+//! * [`damon`]: which form of `damon:damon_aggregated` the kernel has;
 //! * [`tables`]: the member and value tables of instances that come and go;
 //! * [`system`]: what the kernel must offer (BTF, capabilities, lockdown,
 //!   bpffs), checked before loading;
@@ -19,6 +20,7 @@
 
 pub mod block;
 pub mod control;
+pub mod damon;
 pub mod error;
 pub mod families;
 pub mod groups;

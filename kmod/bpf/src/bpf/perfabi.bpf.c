@@ -20,6 +20,7 @@
  *	block.bpf.h	disk.dev.* (per disk)
  *	net.bpf.h	network.interface.* (per device)
  *	irq.bpf.h	kernel.interrupts.* (per IRQ)
+ *	damon.bpf.h	DAMON regions into the per-CPU rings
  *	control.bpf.h	the `control` program
  * Every tracepoint program comes twice, `tp_btf/` and `raw_tp/` calling
  * the same handler: the loader loads one flavour, by section prefix.
@@ -38,4 +39,5 @@ char LICENSE[] SEC("license") = "GPL";
 #include "block.bpf.h"
 #include "net.bpf.h"
 #include "irq.bpf.h"
+#include "damon.bpf.h"
 #include "control.bpf.h"
