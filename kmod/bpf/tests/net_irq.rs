@@ -233,71 +233,28 @@ fn seg_dev_counts(seg: &mut Segment) -> HashMap<String, DevCounts> {
         .collect()
 }
 
-/// A raw `AF_PACKET` socket sending whole Ethernet frames out of one
-/// device (of the namespace the socket was made in).
-struct FrameSender {
-    fd: std::os::fd::OwnedFd,
-    ifindex: i32,
-}
-
 /// Frames sent: broadcast, from a locally administered address, with the
-/// local experimental ethertype of IEEE 802 (nobody handles it).
+/// local experimental ethertype of IEEE 802 (0x88b5: nobody handles it),
+/// [`FRAME_LEN`] bytes with the Ethernet header.
 const FRAME_LEN: usize = 100;
-const ETHERTYPE: u16 = 0x88b5;
 
-impl FrameSender {
-    /// A sender on device `dev`; call it inside the device's namespace.
-    fn new(dev: &str) -> Self {
-        let probe = rustix::net::socket(
-            rustix::net::AddressFamily::UNIX,
-            rustix::net::SocketType::DGRAM,
-            None,
-        )
-        .unwrap();
-        let ifindex = rustix::net::netdevice::name_to_index(&probe, dev).unwrap() as i32;
-        // SAFETY: socket(2) with constant arguments; the result is checked
-        // and owned at once.
-        let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) };
-        assert!(raw >= 0, "{}", std::io::Error::last_os_error());
-        // SAFETY: `raw` is a descriptor just returned to us, owned by no
-        // one else.
-        let fd = unsafe { std::os::fd::FromRawFd::from_raw_fd(raw) };
-        FrameSender { fd, ifindex }
-    }
-
-    /// Sends `n` frames of [`FRAME_LEN`] bytes.
-    fn send(&self, n: u64) {
-        let mut frame = [0u8; FRAME_LEN];
-        frame[..6].fill(0xff);
-        frame[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 1]);
-        frame[12..14].copy_from_slice(&ETHERTYPE.to_be_bytes());
-        // SAFETY: all-zero bytes are a valid sockaddr_ll (plain integers).
-        let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        addr.sll_family = libc::AF_PACKET as u16;
-        addr.sll_ifindex = self.ifindex;
-        addr.sll_halen = 6;
-        addr.sll_addr[..6].fill(0xff);
-        for _ in 0..n {
-            // SAFETY: `frame` and `addr` are live for the call and their
-            // lengths are the ones passed; the descriptor is ours.
-            let sent = unsafe {
-                libc::sendto(
-                    std::os::fd::AsRawFd::as_raw_fd(&self.fd),
-                    frame.as_ptr().cast(),
-                    frame.len(),
-                    0,
-                    (&addr as *const libc::sockaddr_ll).cast(),
-                    std::mem::size_of::<libc::sockaddr_ll>() as u32,
-                )
-            };
-            assert_eq!(
-                sent,
-                FRAME_LEN as isize,
-                "{}",
-                std::io::Error::last_os_error()
-            );
-        }
-    }
+/// Sends `n` such frames out of device `dev` of namespace `ns`, whole
+/// (a raw `AF_PACKET` socket: no address, no route, no neighbour lookup),
+/// from Python's socket module: no unsafe code in the test for it.
+fn send_frames(ns: &Netns, dev: &str, n: u64) {
+    const SEND: &str = "import socket, sys
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind((sys.argv[1], 0))
+frame = b'\\xff' * 6 + bytes([2, 0, 0, 0, 0, 1]) + bytes([0x88, 0xb5])
+frame += bytes(int(sys.argv[3]) - len(frame))
+for _ in range(int(sys.argv[2])):
+    assert s.send(frame) == len(frame)
+";
+    run(Command::new("nsenter")
+        .arg(format!("--net={}", ns.path().display()))
+        .args(["python3", "-c", SEND, dev])
+        .arg(n.to_string())
+        .arg(FRAME_LEN.to_string()));
 }
 
 /// Starts `perfabi-bpfd` inside network namespace `ns` (`nsenter --net`:
@@ -388,15 +345,12 @@ fn a_veth_pair_counts_as_proc_net_dev_and_devices_come_and_go_within_a_second() 
         .collect();
     assert!(host.is_empty(), "devices of another namespace: {host:?}");
 
-    let (mut proc_dev, a_to_b, b_to_a) = ns.run_in(|| {
-        let p = ProcNetDev(File::open("/proc/thread-self/net/dev").unwrap());
-        (p, FrameSender::new("pa-a"), FrameSender::new("pa-b"))
-    });
+    let mut proc_dev = ns.run_in(|| ProcNetDev(File::open("/proc/thread-self/net/dev").unwrap()));
     let (s0, p0) = (seg_dev_counts(&mut seg), proc_dev.read());
     const AB: u64 = 3000;
     const BA: u64 = 1000;
-    a_to_b.send(AB);
-    b_to_a.send(BA);
+    send_frames(&ns, "pa-a", AB);
+    send_frames(&ns, "pa-b", BA);
     // The devices are quiet but for these frames; received ones are
     // counted when the backlog runs (softirq): wait until /proc/net/dev
     // and the segment agree, and the frames are all there.
