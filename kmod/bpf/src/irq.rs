@@ -4,7 +4,8 @@
 //! order of the descriptor's list; empty for an IRQ without one), keyed by
 //! the IRQ number in the BPF map `irqs` (`irq.bpf.h`). The instance
 //! string is `N:names` (README.md): when an IRQ's actions change (a driver
-//! bound or unbound), it is a new instance under the same key.
+//! bound or unbound), a scan finds the same key with a new instance string,
+//! as a renamed network device is (the module makes it a new instance).
 
 use std::io::Read;
 use std::path::PathBuf;

@@ -1,9 +1,9 @@
 //! The network group's instances: the devices of one network namespace,
 //! the one the writer starts in (the initial namespace for a daemon started
-//! on the host, which is the one `perfabi_sources.ko` covers; `ip netns
-//! exec NS perfabi-bpfd` covers NS), each keyed by (namespace inode,
-//! ifindex) in the BPF map `net_devs` (`net.bpf.h`) and named by its
-//! device name, as the module names it.
+//! on the host, which is the one `perfabi_sources.ko` covers; `nsenter
+//! --net=/run/netns/NS perfabi-bpfd` covers NS), each keyed by
+//! (namespace inode, ifindex) in the BPF map `net_devs` (`net.bpf.h`) and
+//! named by its device name, as the module names it.
 //!
 //! The namespace is fixed when [`Interfaces::here`] runs: it opens that
 //! namespace's `/proc/thread-self/net/dev` (a `/proc/net` file keeps the
@@ -23,8 +23,10 @@ use perfabi_families::table::Group;
 use crate::error::Error;
 use crate::groups::{Found, Source};
 
-/// The namespace's device list, and its own namespace link.
+/// The device list of the calling thread's network namespace.
 const NET_DEV: &str = "/proc/thread-self/net/dev";
+/// The calling thread's network namespace (its inode number is the
+/// kernel's `ns.inum`).
 const NET_NS: &str = "/proc/thread-self/ns/net";
 
 /// A device's key in `net_devs` (`struct net_key` of `net.bpf.h`): its

@@ -23,7 +23,7 @@
  *
  * IRQs are found by the loader (src/irq.rs: /sys/kernel/irq, every
  * 250 ms) and put in `irqs` under their number; an IRQ whose actions
- * change gets a new instance string (N:names), hence a new instance.
+ * change keeps its key and gets a new instance string (N:names).
  */
 #ifndef __PERFABI_IRQ_BPF_H
 #define __PERFABI_IRQ_BPF_H
