@@ -53,8 +53,8 @@ fn main() {
              tests/setup installs clang-19): {e:#}"
         );
     }
-    println!("cargo:rerun-if-changed={SRC}");
-    println!("cargo:rerun-if-changed=src/bpf/vmlinux_min.h");
+    // The folder: the object's headers (seg.bpf.h, ...) are its parts.
+    println!("cargo:rerun-if-changed=src/bpf");
     println!("cargo:rerun-if-changed=../include/perfabi_families.h");
     println!("cargo:rerun-if-env-changed=CLANG");
 }
