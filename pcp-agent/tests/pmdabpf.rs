@@ -332,3 +332,151 @@ fn wakeup_latency_agrees_with_pmdabpf_runqlat() {
         100.0 * (runqlat.count() as f64 - count as f64) / count.max(1) as f64
     );
 }
+
+/// A loop device on a sparse file of `size` bytes in a folder of the
+/// test's; detached when dropped.
+struct Loop {
+    dev: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Loop {
+    fn new(size: u64) -> Loop {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("disk");
+        std::fs::File::create(&file).unwrap().set_len(size).unwrap();
+        let out = run(Command::new("losetup").args(["-f", "--show"]).arg(&file));
+        assert!(
+            out.status.success(),
+            "losetup -f --show: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Loop {
+            dev: PathBuf::from(stdout(&out).trim()),
+            _dir: dir,
+        }
+    }
+
+    /// Its disk's name (`loopN`).
+    fn name(&self) -> String {
+        self.dev.file_name().unwrap().to_string_lossy().into_owned()
+    }
+
+    /// Its reads and writes completed, from `/proc/diskstats`.
+    fn diskstats(&self) -> (u64, u64) {
+        let text = std::fs::read_to_string("/proc/diskstats").unwrap();
+        let name = self.name();
+        text.lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .find(|f| f.get(2) == Some(&name.as_str()))
+            .map(|f| (f[3].parse().unwrap(), f[7].parse().unwrap()))
+            .unwrap_or_else(|| panic!("{name} not in /proc/diskstats"))
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").arg("-d").arg(&self.dev).status();
+    }
+}
+
+#[test]
+fn request_latency_agrees_with_pmdabpf_biolatency() {
+    let test = "request_latency_agrees_with_pmdabpf_biolatency";
+    if !can_run(test)
+        || !perfabi_test_harness::need_file(
+            test,
+            Path::new("/sbin/losetup"),
+            "apt-get install mount",
+        )
+    {
+        return;
+    }
+    let bpfd = Bpfd::start("biolatency");
+    let dir = tempfile::tempdir().unwrap();
+    let pmcd = pmcd_with_both(dir.path(), &bpfd);
+    let disk = Loop::new(64 << 20);
+    let name = disk.name();
+    let names = [
+        "perfabi.disk.dev.request_latency.bucket",
+        "perfabi.disk.dev.request_latency.count",
+        "bpf.disk.all.latency",
+    ];
+    // The writer counts a disk from the scan that finds it; a new disk's
+    // own first reads (a partition scan) are over once diskstats stands
+    // still.
+    eventually(10, "perfabi serving the loop device", || {
+        pmcd.values(&[names[1]])[names[1]]
+            .iter()
+            .any(|(i, _)| i.as_deref() == Some(name.as_str()))
+    });
+    let mut last = disk.diskstats();
+    let settled = Deadline::after(Duration::from_secs(20));
+    loop {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = disk.diskstats();
+        if now == last {
+            break;
+        }
+        settled.assert(
+            !settled.passed(),
+            format!("{name}'s diskstats standing still"),
+        );
+        last = now;
+    }
+
+    // Reads of 4 KiB, O_DIRECT, one at a time: one request each.
+    const READS: u64 = 2000;
+    let before = fetch(&pmcd, &names);
+    let ds0 = disk.diskstats();
+    let out = run(Command::new("dd")
+        .arg(format!("if={}", disk.dev.display()))
+        .args(["of=/dev/null", "bs=4096", "iflag=direct"])
+        .arg(format!("count={READS}")));
+    assert!(
+        out.status.success(),
+        "dd: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ds1 = disk.diskstats();
+    let after = fetch(&pmcd, &names);
+
+    let counts = delta(&before, &after, names[1]);
+    let all_disks: u64 = counts.values().sum();
+    let on_loop = Hist::parse(&delta(&before, &after, names[0]), &format!("{name}::"), 1);
+    let perfabi = Hist::parse(&delta(&before, &after, names[0]), "", 1);
+    let biolatency = Hist::parse(&delta(&before, &after, names[2]), "", 1000);
+    assert_eq!(
+        (ds1.0 - ds0.0, ds1.1 - ds0.1),
+        (READS, 0),
+        "{name}'s reads and writes in /proc/diskstats"
+    );
+    assert_eq!(counts[&name], READS, "perfabi's count of {name}");
+    assert_eq!(on_loop.count(), READS, "perfabi's buckets of {name}");
+    assert_eq!(
+        perfabi.count(),
+        all_disks,
+        "perfabi's buckets vs its counts"
+    );
+    // biolatency counts every disk's requests in one histogram: the sum
+    // over perfabi's disks, but for requests completing between the two
+    // agents' reads within a fetch (and passthrough requests, which
+    // perfabi leaves out as diskstats does).
+    let slack = (all_disks / 100).max(2);
+    assert!(
+        all_disks.abs_diff(biolatency.count()) <= slack,
+        "requests: perfabi {all_disks} over its disks ({name} {READS}), biolatency {} \
+         (allowed {slack} apart)",
+        biolatency.count()
+    );
+    let (p, b) = within_one_bucket("request latency vs biolatency", &perfabi, &biolatency);
+    println!(
+        "PMDABPF biolatency PASS ({READS} reads of {name}: diskstats {}, perfabi {}; requests of \
+         every disk: perfabi {all_disks}, biolatency {}; deciles as ceil(log2(bucket's greatest \
+         ns)): perfabi {p:?}, biolatency {b:?}; {name} alone {:?})",
+        ds1.0 - ds0.0,
+        counts[&name],
+        biolatency.count(),
+        on_loop.decile_exponents()
+    );
+}
