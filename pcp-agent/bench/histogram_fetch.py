@@ -23,6 +23,9 @@ import time
 from pcp import pmapi
 import cpmapi as api
 
+# fetch.py imported without leaving __pycache__ in the work tree (tests/run
+# checks that the suite leaves it as it found it).
+sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fetch import cpu_seconds  # noqa: E402  (one home of the schedstat reading)
 
