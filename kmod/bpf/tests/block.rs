@@ -231,8 +231,18 @@ fn a_loop_device_counts_as_proc_diskstats_does() {
         "oflag=direct",
         "conv=fsync",
     ]);
+    // Then writes with O_DSYNC: each a FUA write, which a loop device (a
+    // volatile cache, no FUA) completes in a flush sequence: its data,
+    // then the sequence's end, one write for diskstats.
+    dd(&[
+        "if=/dev/zero",
+        &format!("of={dev}"),
+        "bs=4k",
+        "count=8",
+        "oflag=direct,dsync",
+    ]);
     let (ds2, p2) = quiet(&mut seg, &name, || w.scan().unwrap());
-    let later = assert_as_diskstats("a write and a flush", &p1, &p2, &ds1, &ds2);
+    let later = assert_as_diskstats("writes, FUA writes and flushes", &p1, &p2, &ds1, &ds2);
     assert!(
         later[1] >= 1 && later[3] >= 1,
         "a write and a flush: {later:?}"
