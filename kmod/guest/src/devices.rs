@@ -1,4 +1,5 @@
-//! `devices`: the kernel sources module's totals against the guest's own
+//! `devices`: a kernel writer's totals (the kernel sources module's, or the
+//! eBPF writer's) against the guest's own
 //! `/proc`, after a controlled workload on the guest's virtio devices, and
 //! what reading them costs through perfabi against reading and parsing
 //! `/proc`.
@@ -39,7 +40,7 @@ use perfabi::Reading;
 use perfabi_exportd::procfs;
 use perfabi_reader::Segment;
 
-use crate::{open, verdict};
+use crate::{open, open_path, verdict};
 
 /// Direct reads and writes the workload does, and their sizes.
 const READS: u64 = 64;
@@ -236,15 +237,23 @@ fn delta(after: &Totals, before: &Totals, key: &(&'static str, String)) -> Optio
     )
 }
 
-/// The whole check: see the top. `exported` is the segment of a
+/// The whole check on the kernel writer's `segment`, reported as `name`:
+/// see the top. `exported` is the segment of a
 /// `perfabi-exportd` running in the guest (its values are `/proc`'s, read
 /// every 0.1 s), `disk` the virtio disk, `tx_mac`/`rx_mac` the addresses
 /// of the sending and the receiving network device.
-pub fn devices(exported: &str, disk: &str, tx_mac: &str, rx_mac: &str) -> bool {
+pub fn devices(
+    segment: &str,
+    name: &str,
+    exported: &str,
+    disk: &str,
+    tx_mac: &str,
+    rx_mac: &str,
+) -> bool {
     let run = || -> Result<Vec<String>, String> {
         let (tx, rx) = (interface(tx_mac)?, interface(rx_mac)?);
-        let mut kmod = open();
-        let mut exp = crate::open_path(exported);
+        let mut kmod = open_path(segment);
+        let mut exp = open_path(exported);
         let quiet = Duration::from_millis(400);
         let (k0, e0) = settled(&mut kmod, &mut exp, quiet)?;
         disk_io(disk)?;
@@ -279,11 +288,11 @@ pub fn devices(exported: &str, disk: &str, tx_mac: &str, rx_mac: &str) -> bool {
                 continue;
             };
             lines.push(format!(
-                "{f} [{inst}] module {k} /proc {e} (workload at least {workload})"
+                "{f} [{inst}] kernel writer {k} /proc {e} (workload at least {workload})"
             ));
             if k != e || k < workload {
                 fails.push(format!(
-                    "{f} [{inst}]: module {k}, /proc {e}, workload {workload}"
+                    "{f} [{inst}]: kernel writer {k}, /proc {e}, workload {workload}"
                 ));
             }
         }
@@ -299,11 +308,14 @@ pub fn devices(exported: &str, disk: &str, tx_mac: &str, rx_mac: &str) -> bool {
             lines_compared += 1;
             let allowed = 2 + k.max(e) / 100;
             lines.push(format!(
-                "{INTERRUPTS} [{}] module {k} /proc {e} (allowed difference {allowed})",
+                "{INTERRUPTS} [{}] kernel writer {k} /proc {e} (allowed difference {allowed})",
                 key.1
             ));
             if k.abs_diff(e) > allowed {
-                fails.push(format!("{INTERRUPTS} [{}]: module {k}, /proc {e}", key.1));
+                fails.push(format!(
+                    "{INTERRUPTS} [{}]: kernel writer {k}, /proc {e}",
+                    key.1
+                ));
             }
         }
         if lines_compared == 0 {
@@ -324,13 +336,9 @@ pub fn devices(exported: &str, disk: &str, tx_mac: &str, rx_mac: &str) -> bool {
             for l in &lines {
                 println!("PERFABI-DEVICES {l}");
             }
-            verdict(
-                "sources-equal-proc",
-                true,
-                &format!("{} values compared", lines.len()),
-            )
+            verdict(name, true, &format!("{} values compared", lines.len()))
         }
-        Err(e) => verdict("sources-equal-proc", false, &e),
+        Err(e) => verdict(name, false, &e),
     }
 }
 

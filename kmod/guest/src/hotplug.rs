@@ -2,7 +2,7 @@
 //! kernel writer's segment without pause.
 //!
 //! The kernel sources module (`perfabi_sources.ko`), and the eBPF writer
-//! (`perfabi-bpfd`) for the groups it has, must turn a disk, a network
+//! (`perfabi-bpfd`), must turn a disk, a network
 //! device or a CPU appearing and disappearing into instance changes within
 //! a second, and no snapshot taken meanwhile may be torn or mix two
 //! metadata generations. The check attaches a file to a loop disk and
@@ -195,18 +195,9 @@ fn cpu_cycle(segment: &str) -> Result<String, String> {
     }
 }
 
-/// What comes and goes in [`hotplug`].
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    /// Loop disks, dummy network devices and CPU 1 (the module's groups).
-    All,
-    /// Loop disks only.
-    Disks,
-}
-
 /// The whole check on `segment`, reported as `name`: see the top.
 /// `modules` is the folder of the guest's driver modules.
-pub fn hotplug(segment: &str, name: &str, modules: &str, scope: Scope) -> bool {
+pub fn hotplug(segment: &str, name: &str, modules: &str) -> bool {
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = {
         let stop = stop.clone();
@@ -232,12 +223,7 @@ pub fn hotplug(segment: &str, name: &str, modules: &str, scope: Scope) -> bool {
             (&["insmod", &dummy_ko, "numdummies=1"], net, "dummy0", true),
             (&["rmmod", "dummy"], net, "dummy0", false),
         ];
-        let steps = if scope == Scope::All {
-            &steps[..]
-        } else {
-            &steps[..2]
-        };
-        for &(cmd, family, instance, present) in steps {
+        for (cmd, family, instance, present) in steps {
             match act(segment, cmd, family, instance, present) {
                 Ok(t) if t <= WITHIN => lines.push(format!(
                     "round {round}: {} -> {family} [{instance}] {} after {} ms",
@@ -257,11 +243,9 @@ pub fn hotplug(segment: &str, name: &str, modules: &str, scope: Scope) -> bool {
     if let Err(e) = run(&["rmmod", "loop"]) {
         fails.push(e);
     }
-    if scope == Scope::All {
-        match cpu_cycle(segment) {
-            Ok(l) => lines.push(l),
-            Err(e) => fails.push(e),
-        }
+    match cpu_cycle(segment) {
+        Ok(l) => lines.push(l),
+        Err(e) => fails.push(e),
     }
     stop.store(true, Ordering::Relaxed);
     let w = watcher.join().expect("the snapshot thread does not panic");

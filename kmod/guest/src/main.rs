@@ -52,8 +52,9 @@
 //!   regions are checked by `damon` and `same-damon` on its pin);
 //! * `bpf-disk PIN NAME present|absent|proc`: `sources-disk` on the eBPF
 //!   writer's pin;
-//! * `bpf-hotplug PIN MODULES`: `hotplug`'s loop disks on the eBPF writer's
-//!   pin.
+//! * `bpf-hotplug PIN MODULES`: `hotplug` on the eBPF writer's pin;
+//! * `bpf-devices PIN SEGMENT DISK TX_MAC RX_MAC`: `devices` on the eBPF
+//!   writer's pin (`bpf-equal-proc`).
 
 mod bpf;
 mod devices;
@@ -1207,13 +1208,14 @@ fn main() {
         ["sources-absent", name] => sources_absent(name),
         ["sources-disk", name, what] => sources_disk(DEV, "sources-disk", name, what),
         ["bpf-disk", pin, name, what] => sources_disk(pin, "bpf-disk", name, what),
-        ["hotplug", modules] => {
-            hotplug::hotplug(DEV, "sources-hotplug", modules, hotplug::Scope::All)
+        ["hotplug", modules] => hotplug::hotplug(DEV, "sources-hotplug", modules),
+        ["bpf-hotplug", pin, modules] => hotplug::hotplug(pin, "bpf-hotplug", modules),
+        ["devices", exported, disk, tx, rx] => {
+            devices::devices(DEV, "sources-equal-proc", exported, disk, tx, rx)
         }
-        ["bpf-hotplug", pin, modules] => {
-            hotplug::hotplug(pin, "bpf-hotplug", modules, hotplug::Scope::Disks)
+        ["bpf-devices", pin, exported, disk, tx, rx] => {
+            devices::devices(pin, "bpf-equal-proc", exported, disk, tx, rx)
         }
-        ["devices", exported, disk, tx, rx] => devices::devices(exported, disk, tx, rx),
         ["read-cost"] => devices::read_cost(),
         ["bpf-pin", pin] => bpf::pin(pin),
         ["bpf-pswitch", pin] => bpf::pswitch(pin),
@@ -1225,7 +1227,7 @@ fn main() {
         ["bpf-cost"] => bpf::cost(),
         ["bpf-damon-ring", pin, want @ ("present" | "absent")] => bpf::damon_ring(pin, want),
         _ => {
-            eprintln!("usage: perfabi-guest-check readonly | rising NAME | workload FILE | damon FILE [SEGMENT NAME] | same-damon SEG SEG [NAME] | cost | canonical [NAME] | families | sources | sources-lo | sources-absent NAME | sources-disk NAME present|absent|proc | hotplug MODULES | bpf-hotplug PIN MODULES | bpf-disk PIN NAME present|absent|proc | devices SEGMENT DISK TX_MAC RX_MAC | read-cost | bpf-pin PIN | bpf-pswitch PIN | bpf-histogram FOLDER auto|raw-tp | bpf-nonroot PIN DISK | bpf-stale PIN | bpf-closed PIN | bpf-cpu PIN | bpf-cost | bpf-damon-ring PIN present|absent");
+            eprintln!("usage: perfabi-guest-check readonly | rising NAME | workload FILE | damon FILE [SEGMENT NAME] | same-damon SEG SEG [NAME] | cost | canonical [NAME] | families | sources | sources-lo | sources-absent NAME | sources-disk NAME present|absent|proc | hotplug MODULES | bpf-hotplug PIN MODULES | bpf-disk PIN NAME present|absent|proc | devices SEGMENT DISK TX_MAC RX_MAC | bpf-devices PIN SEGMENT DISK TX_MAC RX_MAC | read-cost | bpf-pin PIN | bpf-pswitch PIN | bpf-histogram FOLDER auto|raw-tp | bpf-nonroot PIN DISK | bpf-stale PIN | bpf-closed PIN | bpf-cpu PIN | bpf-cost | bpf-damon-ring PIN present|absent");
             std::process::exit(2)
         }
     };
