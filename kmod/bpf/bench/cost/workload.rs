@@ -1,0 +1,206 @@
+//! The workload the programs run under, at full speed (run the bench at
+//! nice 19 on a shared machine): two threads handing a token back and
+//! forth (`sched_switch`, `sched_wakeup`), a thread moved from CPU to CPU
+//! (`sched_migrate_task`), and direct I/O on a loop device of its own
+//! (`block_rq_issue`, `block_rq_complete`: writes, reads, a flush every 32
+//! writes).
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
+
+use crate::{failed, Failure};
+
+/// The loop device's size.
+const DISK_BYTES: u64 = 64 << 20;
+
+/// The I/O size, and its alignment for `O_DIRECT`.
+const IO_BYTES: usize = 4096;
+
+/// How long the moved thread stays on a CPU.
+const MIGRATE_EVERY: Duration = Duration::from_millis(1);
+
+/// A loop device over a file in `/dev/shm`, detached and the file removed
+/// when dropped.
+pub struct LoopDisk {
+    dev: PathBuf,
+    _file: tempfile::NamedTempFile,
+}
+
+impl LoopDisk {
+    /// `losetup -f --show` over a new 64 MiB file.
+    pub fn new() -> Result<Self, Failure> {
+        let file = tempfile::Builder::new()
+            .prefix("perfabi-cost-disk.")
+            .tempfile_in("/dev/shm")
+            .map_err(|e| failed(format!("cannot make the loop device's file: {e}")))?;
+        file.as_file()
+            .set_len(DISK_BYTES)
+            .map_err(|e| failed(format!("cannot size the loop device's file: {e}")))?;
+        let out = Command::new("losetup")
+            .args(["-f", "--show"])
+            .arg(file.path())
+            .output()
+            .map_err(|e| failed(format!("cannot run losetup (util-linux): {e}")))?;
+        if !out.status.success() {
+            return Err(failed(format!(
+                "losetup -f --show failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        let dev = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        println!(
+            "loop device {} over {}",
+            dev.display(),
+            file.path().display()
+        );
+        Ok(Self { dev, _file: file })
+    }
+}
+
+impl Drop for LoopDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").arg("-d").arg(&self.dev).status();
+    }
+}
+
+/// What the workload did.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Work {
+    /// Token round trips between the two threads.
+    pub round_trips: u64,
+    /// Moves of the moved thread.
+    pub moves: u64,
+    /// Direct I/Os on the loop device.
+    pub ios: u64,
+}
+
+/// The workload's threads, running.
+pub struct Workload {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+    round_trips: Arc<AtomicU64>,
+    moves: Arc<AtomicU64>,
+    ios: Arc<AtomicU64>,
+}
+
+/// One page for `O_DIRECT`, aligned as it requires.
+#[repr(C, align(4096))]
+struct Page([u8; IO_BYTES]);
+
+impl Workload {
+    /// Starts every part.
+    pub fn start(disk: &LoopDisk) -> Result<Self, Failure> {
+        let dev = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&disk.dev)
+            .map_err(|e| failed(format!("cannot open {} O_DIRECT: {e}", disk.dev.display())))?;
+        let mut w = Self {
+            stop: Arc::new(AtomicBool::new(false)),
+            threads: Vec::new(),
+            round_trips: Arc::new(AtomicU64::new(0)),
+            moves: Arc::new(AtomicU64::new(0)),
+            ios: Arc::new(AtomicU64::new(0)),
+        };
+        let (s, n) = (Arc::clone(&w.stop), Arc::clone(&w.round_trips));
+        w.threads
+            .push(std::thread::spawn(move || ping_pong(&s, &n)));
+        let (s, n) = (Arc::clone(&w.stop), Arc::clone(&w.moves));
+        w.threads.push(std::thread::spawn(move || mover(&s, &n)));
+        let (s, n) = (Arc::clone(&w.stop), Arc::clone(&w.ios));
+        w.threads
+            .push(std::thread::spawn(move || direct_io(&dev, &s, &n)));
+        Ok(w)
+    }
+
+    /// Stops every part and says what it did.
+    pub fn stop(self) -> Work {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads {
+            let _ = t.join();
+        }
+        Work {
+            round_trips: self.round_trips.load(Ordering::Relaxed),
+            moves: self.moves.load(Ordering::Relaxed),
+            ios: self.ios.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Two threads handing a token back and forth until `stop`.
+fn ping_pong(stop: &AtomicBool, n: &AtomicU64) {
+    let (to_b, from_a) = mpsc::channel::<u64>();
+    let (to_a, from_b) = mpsc::channel::<u64>();
+    let b = std::thread::spawn(move || {
+        while let Ok(v) = from_a.recv() {
+            if to_a.send(v + 1).is_err() {
+                break;
+            }
+        }
+    });
+    while !stop.load(Ordering::Relaxed) {
+        if to_b.send(0).is_err() || from_b.recv().is_err() {
+            break;
+        }
+        n.fetch_add(1, Ordering::Relaxed);
+    }
+    drop(to_b);
+    let _ = b.join();
+}
+
+/// This thread moved to the next CPU it may run on every
+/// [`MIGRATE_EVERY`] until `stop` (nothing moves with one CPU).
+fn mover(stop: &AtomicBool, n: &AtomicU64) {
+    let cpus: Vec<usize> = match sched_getaffinity(None) {
+        Ok(set) => (0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect(),
+        Err(_) => Vec::new(),
+    };
+    let mut i = 0;
+    while !stop.load(Ordering::Relaxed) {
+        if cpus.len() > 1 {
+            i = (i + 1) % cpus.len();
+            let mut set = CpuSet::new();
+            set.set(cpus[i]);
+            if sched_setaffinity(None, &set).is_ok() {
+                n.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        std::thread::sleep(MIGRATE_EVERY);
+    }
+}
+
+/// Direct writes and reads of a page at a time over the disk, a flush
+/// every 32 writes, until `stop`.
+fn direct_io(dev: &File, stop: &AtomicBool, n: &AtomicU64) {
+    let mut page = Box::new(Page([0x5a; IO_BYTES]));
+    let pages = DISK_BYTES / IO_BYTES as u64;
+    let mut k: u64 = 0;
+    while !stop.load(Ordering::Relaxed) {
+        // A stride that visits every page before repeating (odd, pages a
+        // power of two).
+        let at = (k.wrapping_mul(7919) % pages) * IO_BYTES as u64;
+        let ok = if k.is_multiple_of(2) {
+            dev.write_all_at(&page.0, at).is_ok()
+        } else {
+            dev.read_exact_at(&mut page.0, at).is_ok()
+        };
+        if !ok {
+            // The device went away: nothing more to do.
+            break;
+        }
+        if k.is_multiple_of(64) {
+            let _ = dev.sync_data();
+        }
+        n.fetch_add(1, Ordering::Relaxed);
+        k += 1;
+    }
+}
