@@ -110,6 +110,7 @@ pub fn print(r: &Report<'_>) {
         "spread"
     );
     let mut incomplete = Vec::new();
+    let mut idle: Vec<&str> = Vec::new();
     for p in r.writer {
         let floor = r.floors.iter().find(|f| f.tracepoint == p.tracepoint);
         let mine: Vec<Option<f64>> = r
@@ -164,10 +165,7 @@ pub fn print(r: &Report<'_>) {
         if floor.is_none() {
             incomplete.push(format!("{} has no floor on {}", p.name, p.tracepoint));
         } else if ratio.iter().any(Option::is_none) {
-            incomplete.push(format!(
-                "{} or its floor did not run in every window",
-                p.name
-            ));
+            idle.push(p.name.as_str());
         }
     }
     println!();
@@ -199,9 +197,16 @@ pub fn print(r: &Report<'_>) {
         spread(&exact).map_or("-".into(), |(lo, hi)| format!("{lo:.4}-{hi:.4} %")),
     );
     println!(
-        "workload over the run: {} token round trips, {} moves between CPUs, {} direct I/Os",
-        r.work.round_trips, r.work.moves, r.work.ios
+        "workload over the run: {} token round trips, {} moves between CPUs, {} direct I/Os, \
+         {} datagrams over loopback",
+        r.work.round_trips, r.work.moves, r.work.ios, r.work.datagrams
     );
+    if !idle.is_empty() {
+        println!(
+            "no events in some window (ratio -): {}: the workload drives none of their tracepoints",
+            idle.join(", ")
+        );
+    }
     println!(
         "kernel.bpf_stats_enabled before {} and after {} (never written: BPF_ENABLE_STATS \
          holds the statistics on for this process only)",

@@ -3,9 +3,11 @@
 //! forth (`sched_switch`, `sched_wakeup`), a thread moved from CPU to CPU
 //! (`sched_migrate_task`), and direct I/O on a loop device of its own
 //! (`block_rq_issue`, `block_rq_complete`: writes, reads, a flush every 32
-//! writes).
+//! writes), and datagrams over loopback (`net_dev_xmit`,
+//! `netif_receive_skb`).
 
 use std::fs::{File, OpenOptions};
+use std::net::UdpSocket;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::PathBuf;
 use std::process::Command;
@@ -80,6 +82,8 @@ pub struct Work {
     pub moves: u64,
     /// Direct I/Os on the loop device.
     pub ios: u64,
+    /// Datagrams sent and received over loopback.
+    pub datagrams: u64,
 }
 
 /// The workload's threads, running.
@@ -89,6 +93,7 @@ pub struct Workload {
     round_trips: Arc<AtomicU64>,
     moves: Arc<AtomicU64>,
     ios: Arc<AtomicU64>,
+    datagrams: Arc<AtomicU64>,
 }
 
 /// One page for `O_DIRECT`, aligned as it requires.
@@ -110,6 +115,7 @@ impl Workload {
             round_trips: Arc::new(AtomicU64::new(0)),
             moves: Arc::new(AtomicU64::new(0)),
             ios: Arc::new(AtomicU64::new(0)),
+            datagrams: Arc::new(AtomicU64::new(0)),
         };
         let (s, n) = (Arc::clone(&w.stop), Arc::clone(&w.round_trips));
         w.threads
@@ -119,6 +125,10 @@ impl Workload {
         let (s, n) = (Arc::clone(&w.stop), Arc::clone(&w.ios));
         w.threads
             .push(std::thread::spawn(move || direct_io(&dev, &s, &n)));
+        let (a, b) = loopback_pair()?;
+        let (s, n) = (Arc::clone(&w.stop), Arc::clone(&w.datagrams));
+        w.threads
+            .push(std::thread::spawn(move || datagrams(&a, &b, &s, &n)));
         Ok(w)
     }
 
@@ -132,6 +142,7 @@ impl Workload {
             round_trips: self.round_trips.load(Ordering::Relaxed),
             moves: self.moves.load(Ordering::Relaxed),
             ios: self.ios.load(Ordering::Relaxed),
+            datagrams: self.datagrams.load(Ordering::Relaxed),
         }
     }
 }
@@ -202,5 +213,41 @@ fn direct_io(dev: &File, stop: &AtomicBool, n: &AtomicU64) {
         }
         n.fetch_add(1, Ordering::Relaxed);
         k += 1;
+    }
+}
+
+/// Two UDP sockets on 127.0.0.1, each connected to the other, with a
+/// receive timeout (a lost datagram does not stop the loop for good).
+fn loopback_pair() -> Result<(UdpSocket, UdpSocket), Failure> {
+    let bind = || {
+        UdpSocket::bind("127.0.0.1:0")
+            .map_err(|e| failed(format!("cannot bind a UDP socket on 127.0.0.1: {e}")))
+    };
+    let (a, b) = (bind()?, bind()?);
+    let addr = |s: &UdpSocket| {
+        s.local_addr()
+            .map_err(|e| failed(format!("no UDP address: {e}")))
+    };
+    let (aa, ba) = (addr(&a)?, addr(&b)?);
+    for (s, to) in [(&a, ba), (&b, aa)] {
+        s.connect(to)
+            .map_err(|e| failed(format!("cannot connect a UDP socket to {to}: {e}")))?;
+        s.set_read_timeout(Some(Duration::from_millis(100)))
+            .map_err(|e| failed(format!("cannot set a UDP receive timeout: {e}")))?;
+    }
+    Ok((a, b))
+}
+
+/// A datagram from `a` to `b` and back, until `stop`.
+fn datagrams(a: &UdpSocket, b: &UdpSocket, stop: &AtomicBool, n: &AtomicU64) {
+    let mut buf = [0u8; 64];
+    while !stop.load(Ordering::Relaxed) {
+        if a.send(&buf).is_ok()
+            && b.recv(&mut buf).is_ok()
+            && b.send(&buf).is_ok()
+            && a.recv(&mut buf).is_ok()
+        {
+            n.fetch_add(2, Ordering::Relaxed);
+        }
     }
 }
