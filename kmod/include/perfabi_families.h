@@ -58,6 +58,36 @@ enum perfabi_fam {
 #define PERFABI_FAM_SCHED_LAST	PERFABI_FAM_SCHED_LATENCY
 
 /*
+ * An instance's run of value words, for a writer that keeps one run per
+ * instance (the eBPF writer): its subsystem's families in index order, each
+ * family's words consecutive (a counter 1, a histogram 2 + its buckets).
+ * PERFABI_FAM_<id>_AT is where family id's words start in the run,
+ * PERFABI_FAM_<subsystem>_WORDS the run's length.
+ */
+#define PERFABI_FAM_DISK_READ_AT	0
+#define PERFABI_FAM_DISK_WRITE_AT	1
+#define PERFABI_FAM_DISK_DISCARD_AT	2
+#define PERFABI_FAM_DISK_FLUSH_AT	3
+#define PERFABI_FAM_DISK_READ_BYTES_AT	4
+#define PERFABI_FAM_DISK_WRITE_BYTES_AT	5
+#define PERFABI_FAM_DISK_DISCARD_BYTES_AT	6
+#define PERFABI_FAM_DISK_LATENCY_AT	7
+#define PERFABI_FAM_NET_IN_PACKETS_AT	0
+#define PERFABI_FAM_NET_IN_BYTES_AT	1
+#define PERFABI_FAM_NET_OUT_PACKETS_AT	2
+#define PERFABI_FAM_NET_OUT_BYTES_AT	3
+#define PERFABI_FAM_IRQ_COUNT_AT	0
+#define PERFABI_FAM_IRQ_TIME_AT	1
+#define PERFABI_FAM_SCHED_PSWITCH_AT	0
+#define PERFABI_FAM_SCHED_WAKEUPS_AT	1
+#define PERFABI_FAM_SCHED_MIGRATIONS_AT	2
+#define PERFABI_FAM_SCHED_LATENCY_AT	3
+#define PERFABI_FAM_BLOCK_WORDS	33
+#define PERFABI_FAM_NET_WORDS	4
+#define PERFABI_FAM_IRQ_WORDS	27
+#define PERFABI_FAM_SCHED_WORDS	29
+
+/*
  * PERFABI_FAMILIES(X) calls X(id, name, help, dimension, kind, unit,
  * bucket_layout, nr_buckets, log2_first, writers) once per family, in
  * index order:

@@ -157,6 +157,34 @@ pub fn check_label_key(key: &str) -> Result<(), Error> {
     }
 }
 
+/// An instance string made of a kernel name (a disk's, an interface's):
+/// every byte that is not printable ASCII, and space, `"` and `\`, becomes
+/// `_`; at most 63 bytes are kept; an empty name becomes `_`. The kernel
+/// module's `src_instance_name()` and the eBPF writer name instances so.
+///
+/// ```
+/// assert_eq!(perfabi::name::instance_from(b"sda"), "sda");
+/// assert_eq!(perfabi::name::instance_from(b"my \"disk\"\xff"), "my__disk__");
+/// assert_eq!(perfabi::name::instance_from(b""), "_");
+/// ```
+pub fn instance_from(name: &[u8]) -> String {
+    let mut out: String = name
+        .iter()
+        .take(INSTANCE_LEN - 1)
+        .map(|&c| {
+            if c.is_ascii_graphic() && c != b'"' && c != b'\\' {
+                c as char
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if out.is_empty() {
+        out.push('_');
+    }
+    out
+}
+
 /// Checks an instance string: 0..=63 printable ASCII bytes without space,
 /// `"` or `\` (whether it may be empty depends on the family, §5.3).
 pub fn check_instance(instance: &str) -> Result<(), Error> {

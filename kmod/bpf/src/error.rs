@@ -39,6 +39,11 @@ pub enum Error {
     Map(String),
     /// A system call failed.
     Io(String, io::Error),
+    /// An instance could not be published (two of one name in a family).
+    Table(String),
+    /// No room in the segment for an instance (named): it is not
+    /// published; the tables are sized at start from what is there then.
+    NoRoom(String),
 }
 
 impl Error {
@@ -49,6 +54,7 @@ impl Error {
             Self::NoBpffs { .. } | Self::Folder(_) | Self::Running(_) => 4,
             Self::Layout(_) | Self::Load(_) | Self::Attach(_) | Self::Map(_) => 5,
             Self::Io(..) => 1,
+            Self::Table(_) | Self::NoRoom(_) => 5,
         }
     }
 }
@@ -58,7 +64,7 @@ impl fmt::Display for Error {
         match self {
             Self::NoBtf => f.write_str(
                 "this kernel has no BTF (/sys/kernel/btf/vmlinux is missing): the eBPF writer \
-                 needs a kernel built with CONFIG_DEBUG_INFO_BTF=y (Linux 5.14 or later)",
+                 needs a kernel built with CONFIG_DEBUG_INFO_BTF=y (Linux 5.17 or later)",
             ),
             Self::NoCapabilities => f.write_str(
                 "perfabi-bpfd needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN): run it as root",
@@ -93,6 +99,13 @@ impl fmt::Display for Error {
                 perfabi::text::escape(e.as_bytes())
             ),
             Self::Map(e) => write!(f, "{}", perfabi::text::escape(e.as_bytes())),
+            Self::Table(e) => write!(f, "{}", perfabi::text::escape(e.as_bytes())),
+            Self::NoRoom(inst) => write!(
+                f,
+                "no room in the segment for {}: not published (restart perfabi-bpfd to size \
+                 the segment for what is there now)",
+                perfabi::text::escape(inst.as_bytes())
+            ),
             Self::Io(what, e) => write!(
                 f,
                 "{}: {}",

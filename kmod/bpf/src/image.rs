@@ -5,11 +5,9 @@
 //! there is no second layout implementation. The families come from
 //! [`crate::families`].
 
-use perfabi::layout::{
-    FamilyHeader, Header, FLAG_KERNEL, HEADER_FAMILIES_USED_WORD, HEADER_MEMBERS_USED_WORD,
-    HEADER_SIZE_V1_0, HEADER_USED_WORD,
-};
+use perfabi::layout::{FamilyHeader, Header, FLAG_KERNEL, HEADER_SIZE_V1_0, MEMBER_ENTRY_SIZE};
 use perfabi::{Geometry, WriterIdentity};
+use perfabi_families::table::Group;
 
 use crate::families;
 
@@ -17,12 +15,40 @@ use crate::families;
 /// element per page (`spec/PERFABI.md` §9.1).
 pub const PAGE: u32 = 4096;
 
-/// Value words a block has room for (the counter array): the families'
-/// words, with room to spare for the block's first page.
-const MAX_VALUES: u32 = 64;
-/// Family and member table capacities.
-const MAX_FAMILIES: u32 = 16;
-const MAX_MEMBERS: u32 = 16;
+/// Family table capacity: room for every family of the definition.
+const MAX_FAMILIES: u32 = 32;
+
+/// Room for value slots and members (the segment's `max_instances` and
+/// `max_members`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capacity {
+    /// Value slots per CPU.
+    pub values: u32,
+    /// Member entries.
+    pub members: u32,
+}
+
+impl Capacity {
+    /// Room for the scheduler group and `runs` (each group's instances
+    /// found at start, as `(group, how many)`), twice over with some to
+    /// spare, for instances that come later.
+    pub fn for_start(runs: &[(Group, usize)]) -> Self {
+        let mut values = Group::Sched.words();
+        let mut members = families::SCHED.len() as u32;
+        for &(g, n) in runs {
+            let n = u32::try_from(n).unwrap_or(u32::MAX);
+            values = values.saturating_add(g.words().saturating_mul(n));
+            members = members.saturating_add((g.families().count() as u32).saturating_mul(n));
+        }
+        Self {
+            values: values
+                .saturating_mul(2)
+                .saturating_add(1024)
+                .min(perfabi::layout::MAX_INSTANCES),
+            members: members.saturating_mul(2).saturating_add(64).min(1 << 16),
+        }
+    }
+}
 
 /// A laid-out segment, and where the BPF programs find their words.
 #[derive(Clone, Debug)]
@@ -33,32 +59,43 @@ pub struct Image {
     pub geometry: Geometry,
     /// The validated layout.
     pub layout: perfabi::Layout,
-    /// For each family of [`families::specs`], the word index of its first
-    /// value word in a block's first page (`counters_offset / 8 + slot`).
-    pub value_word: [u32; 4],
-    /// The counts the loader publishes after freezing, under gen1/gen2
-    /// (`instances_used`, `families_used`, `members_used`); zero in
-    /// [`Self::words`] until then.
-    pub used: [(u32, u64); 3],
+    /// The value slot of the scheduler group's run.
+    pub sched_slot: u32,
+    /// Member entries laid out (the scheduler group's, slots from 0).
+    pub sched_members: u32,
+    /// Word index of the member table.
+    pub members_word: u32,
+    /// The words `control` may store into: `[table_lo, table_hi)`, the
+    /// family and member tables.
+    pub table_lo: u32,
+    /// See [`Self::table_lo`].
+    pub table_hi: u32,
+    /// The next `reg_id` to give.
+    pub next_reg: u64,
 }
 
 impl Image {
     /// Lays out a segment for `nr_cpus` CPUs, written by the kernel
     /// (`writer_pid` 0, `FLAG_KERNEL`) with the heartbeat promise
-    /// `heartbeat_interval_ns`, created at `now_ns` (`CLOCK_BOOTTIME`).
+    /// `heartbeat_interval_ns`, created at `now_ns` (`CLOCK_BOOTTIME`):
+    /// every family of the definition in the family table (slot = its
+    /// index in [`families::FAMILIES`]), and the scheduler group's members
+    /// and run; the `*_used` counts 0 until the loader publishes them
+    /// ([`crate::tables::Tables::counts`]).
     pub fn new(
         nr_cpus: u32,
         epoch: u64,
         now_ns: u64,
         heartbeat_interval_ns: u64,
+        capacity: Capacity,
     ) -> Result<Self, perfabi::Error> {
         let geometry = Geometry {
             page_size: PAGE,
             nr_cpus,
-            max_instances: MAX_VALUES,
+            max_instances: capacity.values,
             damon_capacity: 0,
             max_families: MAX_FAMILIES,
-            max_members: MAX_MEMBERS,
+            max_members: capacity.members,
         };
         let sizes = geometry.sizes()?;
         let mut header: Header = geometry.header(&WriterIdentity {
@@ -75,50 +112,46 @@ impl Image {
         let fh: FamilyHeader = sizes.families;
         put(&mut words, HEADER_SIZE_V1_0 / 8, bytemuck::bytes_of(&fh));
 
-        let specs = families::specs();
-        let mut value_word = [0u32; 4];
-        let mut next_value = 0u32;
         let mut reg = 1u64;
-        for (slot, spec) in specs.iter().enumerate() {
-            let entry = spec.entry(reg)?;
+        for (slot, fam) in families::FAMILIES.iter().enumerate() {
+            let entry = fam.spec().entry(reg)?;
             reg += 1;
             let at = (fh.families_offset as usize + slot * perfabi::layout::FAMILY_ENTRY_SIZE) / 8;
             put(&mut words, at, bytemuck::bytes_of(&entry));
-            let m = perfabi::family::member_entry(
-                slot as u32,
+        }
+        let sched_slot = 0;
+        for (m, &fam) in families::SCHED.iter().enumerate() {
+            let f = families::FAMILIES[fam];
+            let entry = perfabi::family::member_entry(
+                fam as u32,
                 reg,
                 "",
                 0,
-                next_value,
+                sched_slot + f.at(),
                 &[],
-                &spec.dimension,
+                f.dimension,
             )?;
             reg += 1;
-            let at = (fh.members_offset as usize + slot * perfabi::layout::MEMBER_ENTRY_SIZE) / 8;
-            put(&mut words, at, bytemuck::bytes_of(&m));
-            value_word[slot] = sizes.counters_offset / 8 + next_value;
-            next_value += perfabi::family::value_words(spec.buckets.as_ref()) as u32;
-        }
-        let block_words = PAGE / 8;
-        if next_value > MAX_VALUES
-            || value_word.iter().any(|&w| w >= block_words)
-            || sizes.counters_offset / 8 + next_value > block_words
-        {
-            // The programs address one page of each block.
-            return Err(perfabi::Error::BadCapacity);
+            let at = (fh.members_offset as usize + m * MEMBER_ENTRY_SIZE) / 8;
+            put(&mut words, at, bytemuck::bytes_of(&entry));
         }
         let view_words: Vec<perfabi::Word> = words.iter().map(|&w| perfabi::Word::new(w)).collect();
         let layout = *perfabi::SegmentView::new(&view_words)?.layout();
+        let members_end =
+            fh.members_offset as usize + capacity.members as usize * MEMBER_ENTRY_SIZE;
+        if layout.counters_offset / 8 + Group::Sched.words() as usize > PAGE as usize / 8 {
+            return Err(perfabi::Error::BadCapacity);
+        }
         Ok(Self {
             words,
             geometry,
             layout,
-            value_word,
-            used: [
-                (HEADER_USED_WORD as u32, u64::from(next_value)),
-                (HEADER_FAMILIES_USED_WORD as u32, specs.len() as u64),
-                (HEADER_MEMBERS_USED_WORD as u32, specs.len() as u64),
-            ],
+            sched_slot,
+            sched_members: families::SCHED.len() as u32,
+            members_word: (fh.members_offset / 8) as u32,
+            table_lo: (fh.families_offset / 8) as u32,
+            table_hi: (members_end / 8) as u32,
+            next_reg: reg,
         })
     }
 
@@ -142,16 +175,6 @@ impl Image {
     pub fn pages_per_cpu(&self) -> u32 {
         (self.layout.cpu_block_size / PAGE as usize) as u32
     }
-
-    /// The image with the counts of [`Self::used`] stored, as a reader
-    /// sees it once the loader has published them.
-    pub fn published(&self) -> Vec<u64> {
-        let mut w = self.words.clone();
-        for &(at, v) in &self.used {
-            w[at as usize] = v;
-        }
-        w
-    }
 }
 
 /// Stores `bytes` (a whole number of words) at word `at`.
@@ -165,42 +188,41 @@ fn put(words: &mut [u64], at: usize, bytes: &[u8]) {
 mod tests {
     use super::*;
 
-    /// The image is a valid segment whose families are the list's, each
-    /// value word where the programs are told it is.
+    /// The image, once the loader has published its counts, is a valid
+    /// segment with every family of the definition and the scheduler's
+    /// members where the programs are told their run is.
     #[test]
     fn image_is_a_segment_with_the_families() {
-        let img = Image::new(3, 0x1234, 5_000, 1_000_000_000).unwrap();
-        let words: Vec<perfabi::Word> = img
-            .published()
-            .iter()
-            .map(|&w| perfabi::Word::new(w))
-            .collect();
+        let cap = Capacity::for_start(&[(Group::Block, 2), (Group::Irq, 10)]);
+        let img = Image::new(3, 0x1234, 5_000, 1_000_000_000, cap).unwrap();
+        let published = crate::tables::published(&img);
+        let words: Vec<perfabi::Word> = published.iter().map(|&w| perfabi::Word::new(w)).collect();
         let view = perfabi::SegmentView::new(&words).unwrap();
         let info = view.info();
         assert_eq!((info.writer_pid, info.flags), (0, FLAG_KERNEL));
-        let (fams, _) = view.families(16).unwrap();
+        let (fams, _) = view.families(64).unwrap();
         let names: Vec<&str> = fams.iter().map(|f| f.name.as_str()).collect();
-        let want: Vec<String> = families::specs().iter().map(|s| s.name.clone()).collect();
+        let want: Vec<&str> = families::FAMILIES.iter().map(|f| f.name).collect();
         assert_eq!(names, want);
-        let lat = &fams[families::WAKEUP_LATENCY];
+        let lat = fams
+            .iter()
+            .find(|f| f.name == "kernel.sched.wakeup_latency")
+            .unwrap();
         assert_eq!(lat.buckets.as_ref().map(|b| b.count()), Some(24));
-        for (k, f) in fams.iter().enumerate() {
-            let slot = f.members[0].value_slot as usize;
-            assert!(f.members[0].instance.is_empty());
-            assert_eq!(
-                img.layout.counters_offset / 8 + slot,
-                img.value_word[k] as usize
-            );
-        }
+        assert_eq!(lat.members[0].value_slot, img.sched_slot + 3);
+        assert!(fams
+            .iter()
+            .filter(|f| !f.dimension.is_empty())
+            .all(|f| f.members.is_empty()));
         assert_eq!(
             img.pages() as usize * PAGE as usize,
             img.layout.segment_size
         );
-        assert_eq!(img.pages_per_cpu(), 1);
+        assert!(cap.values >= 2 * (29 + 2 * 33 + 10 * 27));
         // Before publication, a reader sees no family.
         let unpublished: Vec<perfabi::Word> =
             img.words.iter().map(|&w| perfabi::Word::new(w)).collect();
         let view = perfabi::SegmentView::new(&unpublished).unwrap();
-        assert!(view.families(16).unwrap().0.is_empty());
+        assert!(view.families(64).unwrap().0.is_empty());
     }
 }

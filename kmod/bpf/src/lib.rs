@@ -3,22 +3,28 @@
 //! in bpffs (`spec/PERFABI.md` §9.1), and the loader that lays the segment
 //! out, loads, attaches and pins them (`perfabi-bpfd`).
 //!
-//! * [`families`]: the families published (the BPF writer's one list);
+//! * [`families`]: the families published (the one definition's);
 //! * [`image`]: the segment laid out with the core's geometry and encoders;
+//! * [`groups`]: the groups with a dimension and how their instances are
+//!   found ([`block`]: the disks);
+//! * [`tables`]: the member and value tables of instances that come and go;
 //! * [`system`]: what the kernel must offer (BTF, capabilities, lockdown,
 //!   bpffs), checked before loading;
 //! * [`pin`]: the pin's folder, lock, mode and atomic placement;
 //! * [`control`]: the `BPF_PROG_TYPE_SYSCALL` program that changes the
-//!   header after freezing (heartbeat, close, generations);
+//!   header and tables after freezing (heartbeat, close, instances);
 //! * [`writer`]: the writer's life, [`Running`].
 #![cfg(target_os = "linux")]
 
+pub mod block;
 pub mod control;
 pub mod error;
 pub mod families;
+pub mod groups;
 pub mod image;
 pub mod pin;
 pub mod system;
+pub mod tables;
 pub mod writer;
 
 pub use error::Error;

@@ -91,10 +91,18 @@ fn main() -> ExitCode {
         w.image().geometry.nr_cpus,
         w.flavour()
     );
+    let mut w = w;
     let mut looked = Instant::now();
+    let mut scanned = Instant::now();
     let mut why = "stopping on a signal";
     while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(50));
+        if scanned.elapsed() >= perfabi_bpf::writer::SCAN_EVERY {
+            scanned = Instant::now();
+            if let Err(e) = w.scan() {
+                eprintln!("perfabi-bpfd: {e}");
+            }
+        }
         if looked.elapsed() >= Duration::from_secs(1) {
             looked = Instant::now();
             if !w.pin_intact() {

@@ -13,17 +13,22 @@ use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
 use perfabi_shm::safe_open::{escape_path, FileId};
 
 use crate::control::{self, Op};
 use crate::error::Error;
-use crate::families;
-use crate::image::Image;
+use crate::groups::{self, Found, Source};
+use crate::image::{Capacity, Image};
 use crate::pin::{self, Place};
 use crate::skel::{PerfabiSkel, PerfabiSkelBuilder};
 use crate::system;
+use crate::tables::{Change, Tables};
+
+/// How often the instances are looked for: a device that comes or goes is
+/// published or retired within this (and the time a scan takes).
+pub const SCAN_EVERY: Duration = Duration::from_millis(250);
 
 /// How the writer is started.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,6 +77,13 @@ pub struct Stats {
     pub observed: u64,
     /// Wakeups whose timestamp could not be stored.
     pub unrecorded: u64,
+    /// Updates that found their CPU's seq odd: nested inside another
+    /// program's update on the same CPU (spec §7.1 "Nesting").
+    pub nested: u64,
+    /// Full request completions of published disks.
+    pub disk_done: u64,
+    /// Of those, completions without an issue stamp (no latency observed).
+    pub disk_unstamped: u64,
 }
 
 /// A running eBPF writer: the programs attached, the map pinned.
@@ -82,6 +94,10 @@ pub struct Running {
     pin: FileId,
     flavour: Flavour,
     image: Image,
+    tables: Tables,
+    sources: Vec<Box<dyn Source>>,
+    /// What a scan could not publish, said once each.
+    said: std::collections::HashSet<String>,
 }
 
 impl Running {
@@ -97,7 +113,17 @@ impl Running {
         let interval = u64::try_from(opts.heartbeat_interval.as_nanos())
             .unwrap_or(u64::MAX)
             .max(1_000_000);
-        let image = Image::new(nr_cpus, epoch()?, now, interval)?;
+        let mut sources = groups::sources();
+        let found: Vec<Vec<Found>> = sources
+            .iter_mut()
+            .map(|s| s.scan())
+            .collect::<Result<_, _>>()?;
+        let runs: Vec<_> = sources
+            .iter()
+            .zip(&found)
+            .map(|(s, f)| (s.group(), f.len()))
+            .collect();
+        let image = Image::new(nr_cpus, epoch()?, now, interval, Capacity::for_start(&runs))?;
         let (skel, flavour) = match opts.attach {
             Attach::RawTp => (load(&image, interval, Flavour::RawTp)?, Flavour::RawTp),
             Attach::Auto => match load(&image, interval, Flavour::TpBtf) {
@@ -106,13 +132,28 @@ impl Running {
             },
         };
         fill_and_freeze(&skel, &image)?;
-        let links = attach(&skel, flavour)?;
+        let links = attach(&skel)?;
         // The tables become visible once the programs count.
-        control::run(&skel.progs.control, Op::Meta, &image.used)?;
-        control::run(&skel.progs.control, Op::Beat, &[])?;
+        let tables = Tables::new(&image);
+        control::apply(&skel.progs.control, &skel.maps.stage, &[tables.counts()])?;
+        let mut w = Self {
+            skel,
+            links,
+            place,
+            // The pin's identity, set once pinned (below).
+            pin: FileId { dev: 0, ino: 0 },
+            flavour,
+            image,
+            tables,
+            sources,
+            said: Default::default(),
+        };
+        w.publish(found);
+        control::run(&w.skel.progs.control, Op::Beat)?;
+        let (skel, place) = (&w.skel, &w.place);
         let (tmp, tmp_path) = place.temp_path();
         place.clear(&tmp);
-        pin_at(&skel, &tmp_path)?;
+        pin_at(skel, &tmp_path)?;
         let mode = if perfabi_shm::bpf_pin::unprivileged_bpf_enabled() {
             eprintln!(
                 "perfabi-bpfd: unprivileged BPF is enabled (kernel.unprivileged_bpf_disabled=0): \
@@ -123,15 +164,79 @@ impl Running {
         } else {
             pin::MODE_SHARED
         };
-        let pin = place.publish(&tmp, mode)?;
-        Ok(Self {
-            skel,
-            links,
-            place,
-            pin,
-            flavour,
-            image,
-        })
+        let id = place.publish(&tmp, mode)?;
+        w.pin = id;
+        Ok(w)
+    }
+
+    /// Looks for instances that came or went since the last scan, and
+    /// publishes or retires them. What cannot be published (no room, a
+    /// name clash) is said on stderr once and skipped.
+    pub fn scan(&mut self) -> Result<(), Error> {
+        self.tables.release();
+        let found: Vec<Vec<Found>> = self
+            .sources
+            .iter_mut()
+            .map(|s| s.scan())
+            .collect::<Result<_, _>>()?;
+        self.publish(found);
+        Ok(())
+    }
+
+    /// Brings each group's published instances in line with `found` (one
+    /// list per source): keys of those gone out of their map first, then
+    /// their members freed; then the new ones published, then their keys
+    /// put in the map.
+    fn publish(&mut self, found: Vec<Vec<Found>>) {
+        let mut parts = Vec::new();
+        let mut added = Vec::new();
+        for (src, found) in self.sources.iter().zip(found) {
+            let group = src.group();
+            let Some(map) = instance_map(&self.skel, src.map_name()) else {
+                say(&mut self.said, format!("no BPF map {}", src.map_name()));
+                continue;
+            };
+            for key in self.tables.keys(group) {
+                if !found.iter().any(|f| f.key == key) {
+                    // Gone: no program finds it from now on.
+                    let _ = map.delete(&key);
+                    parts.push(self.tables.remove(group, &key));
+                }
+            }
+            for f in &found {
+                if self.tables.get(group, &f.key).is_some() {
+                    continue;
+                }
+                match self.tables.add(group, f) {
+                    Ok(c) => {
+                        parts.push(c);
+                        added.push((src.map_name(), group, f.key.clone()));
+                    }
+                    Err(e) => say(&mut self.said, e.to_string()),
+                }
+            }
+        }
+        parts.retain(|c: &Change| !c.is_empty());
+        if parts.is_empty() {
+            return;
+        }
+        if let Err(e) = control::apply(&self.skel.progs.control, &self.skel.maps.stage, &parts) {
+            say(&mut self.said, e.to_string());
+            return;
+        }
+        for (name, group, key) in added {
+            let (Some(map), Some(live)) =
+                (instance_map(&self.skel, name), self.tables.get(group, &key))
+            else {
+                continue;
+            };
+            if let Err(e) = map.update(&key, &live.slot.to_ne_bytes(), MapFlags::ANY) {
+                say(
+                    &mut self.said,
+                    format!("cannot put {} in map {name}: {e}", live.instance),
+                );
+            }
+        }
     }
 
     /// The pin's path.
@@ -168,9 +273,13 @@ impl Running {
             bss.get(at..at + 8)
                 .map_or(0, |b| u64::from_ne_bytes(b.try_into().expect("8 bytes")))
         };
+        use crate::skel::types::bss;
         Stats {
-            observed: word(std::mem::offset_of!(crate::skel::types::bss, nr_observed)),
-            unrecorded: word(std::mem::offset_of!(crate::skel::types::bss, nr_unrecorded)),
+            observed: word(std::mem::offset_of!(bss, nr_observed)),
+            unrecorded: word(std::mem::offset_of!(bss, nr_unrecorded)),
+            nested: word(std::mem::offset_of!(bss, nr_nested)),
+            disk_done: word(std::mem::offset_of!(bss, nr_disk_done)),
+            disk_unstamped: word(std::mem::offset_of!(bss, nr_disk_unstamped)),
         }
     }
 
@@ -185,7 +294,7 @@ impl Running {
     /// BPF: the map is frozen), then the programs detached. The pin stays,
     /// with the final values, until removed or replaced by the next start.
     pub fn close(self) -> Result<(), Error> {
-        let r = control::run(&self.skel.progs.control, Op::Close, &[]);
+        let r = control::run(&self.skel.progs.control, Op::Close);
         drop(self.links);
         r
     }
@@ -193,7 +302,7 @@ impl Running {
     /// Stops cleanly as [`Self::close`] does, and removes the pin if it is
     /// still this writer's.
     pub fn close_and_unpin(self) -> Result<(), Error> {
-        let r = control::run(&self.skel.progs.control, Op::Close, &[]);
+        let r = control::run(&self.skel.progs.control, Op::Close);
         self.place.remove(self.pin);
         drop(self.links);
         r
@@ -231,28 +340,25 @@ fn load(image: &Image, interval: u64, flavour: Flavour) -> Result<PerfabiSkel<'s
     ro.nr_cpus = image.geometry.nr_cpus;
     ro.cpu_page0 = image.cpu_page0();
     ro.pages_per_cpu = image.pages_per_cpu();
-    ro.w_pswitch = image.value_word[families::PSWITCH];
-    ro.w_wakeups = image.value_word[families::WAKEUPS];
-    ro.w_migrations = image.value_word[families::MIGRATIONS];
-    ro.w_latency = image.value_word[families::WAKEUP_LATENCY];
+    ro.counters_word = (image.layout.counters_offset / 8) as u32;
+    ro.sched_slot = image.sched_slot;
+    ro.table_lo = image.table_lo;
+    ro.table_hi = image.table_hi;
     ro.beat_every_ns = interval / 2;
     open.maps
         .segment
         .set_max_entries(image.pages())
         .map_err(|e| Error::Load(e.to_string()))?;
-    let btf = flavour == Flavour::TpBtf;
-    let p = &mut open.progs;
-    for (prog, keep) in [
-        (&mut p.tp_switch, btf),
-        (&mut p.tp_wakeup, btf),
-        (&mut p.tp_wakeup_new, btf),
-        (&mut p.tp_migrate, btf),
-        (&mut p.raw_switch, !btf),
-        (&mut p.raw_wakeup, !btf),
-        (&mut p.raw_wakeup_new, !btf),
-        (&mut p.raw_migrate, !btf),
-    ] {
-        prog.set_autoload(keep);
+    // One flavour of every tracepoint program, by section prefix.
+    let keep = match flavour {
+        Flavour::TpBtf => "tp_btf/",
+        Flavour::RawTp => "raw_tp/",
+    };
+    for mut prog in open.open_object_mut().progs_mut() {
+        let section = prog.section().to_string_lossy().into_owned();
+        if section != "syscall" {
+            prog.set_autoload(section.starts_with(keep));
+        }
     }
     open.load().map_err(|e| Error::Load(load_hint(&e)))
 }
@@ -287,25 +393,28 @@ fn fill_and_freeze(skel: &PerfabiSkel<'_>, image: &Image) -> Result<(), Error> {
         .map_err(|e| Error::Map(format!("cannot freeze the segment map: {e}")))
 }
 
-/// Attaches the loaded programs of `flavour`.
-fn attach(skel: &PerfabiSkel<'_>, flavour: Flavour) -> Result<Vec<Link>, Error> {
-    let p = &skel.progs;
-    let progs = match flavour {
-        Flavour::TpBtf => [&p.tp_switch, &p.tp_wakeup, &p.tp_wakeup_new, &p.tp_migrate],
-        Flavour::RawTp => [
-            &p.raw_switch,
-            &p.raw_wakeup,
-            &p.raw_wakeup_new,
-            &p.raw_migrate,
-        ],
-    };
-    progs
-        .iter()
+/// Attaches every loaded tracepoint program (one flavour was loaded).
+fn attach(skel: &PerfabiSkel<'_>) -> Result<Vec<Link>, Error> {
+    skel.object()
+        .progs_mut()
+        .filter(|p| p.autoload() && p.section() != "syscall")
         .map(|prog| {
             prog.attach()
                 .map_err(|e| Error::Attach(format!("{}: {e}", prog.name().to_string_lossy())))
         })
         .collect()
+}
+
+/// The group instance map named `name`.
+fn instance_map<'a>(skel: &'a PerfabiSkel<'_>, name: &str) -> Option<libbpf_rs::Map<'a>> {
+    skel.object().maps().find(|m| m.name() == name)
+}
+
+/// Says `what` on stderr, once.
+fn say(said: &mut std::collections::HashSet<String>, what: String) {
+    if said.insert(what.clone()) {
+        eprintln!("perfabi-bpfd: {}", perfabi::text::escape(what.as_bytes()));
+    }
 }
 
 /// A handle of its own on the segment map (a duplicated descriptor).

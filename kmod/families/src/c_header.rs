@@ -144,6 +144,23 @@ enum perfabi_fam {{
     h.push_str(
         "
 /*
+ * An instance's run of value words, for a writer that keeps one run per
+ * instance (the eBPF writer): its subsystem's families in index order, each
+ * family's words consecutive (a counter 1, a histogram 2 + its buckets).
+ * PERFABI_FAM_<id>_AT is where family id's words start in the run,
+ * PERFABI_FAM_<subsystem>_WORDS the run's length.
+ */
+",
+    );
+    for f in FAMILIES {
+        let _ = writeln!(h, "#define PERFABI_FAM_{}_AT\t{}", f.id, f.at());
+    }
+    for g in Group::ALL {
+        let _ = writeln!(h, "#define PERFABI_FAM_{}_WORDS\t{}", g.c_name(), g.words());
+    }
+    h.push_str(
+        "
+/*
  * PERFABI_FAMILIES(X) calls X(id, name, help, dimension, kind, unit,
  * bucket_layout, nr_buckets, log2_first, writers) once per family, in
  * index order:

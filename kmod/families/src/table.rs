@@ -28,7 +28,7 @@ pub const HIST_NS: Log2 = Log2 { first: 10, n: 24 };
 
 /// The kernel subsystem whose tracepoints a family comes from: a writer
 /// turns a subsystem's probes on or off together, with its families.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Group {
     /// `block:block_rq_issue`, `block:block_rq_complete`: per disk.
     Block,
@@ -44,6 +44,16 @@ pub enum Group {
 impl Group {
     /// Every group, in the order of their families.
     pub const ALL: [Group; 4] = [Group::Block, Group::Net, Group::Irq, Group::Sched];
+
+    /// Its families, in table order.
+    pub fn families(self) -> impl Iterator<Item = &'static Family> {
+        FAMILIES.iter().copied().filter(move |f| f.group == self)
+    }
+
+    /// The words of one instance's run: its families' words, summed.
+    pub fn words(self) -> u32 {
+        self.families().map(Family::words).sum()
+    }
 
     /// The group's name in C macros (`PERFABI_FAM_BLOCK_FIRST`).
     pub fn c_name(self) -> &'static str {
@@ -126,6 +136,25 @@ impl Family {
             first: b.first,
             n: b.n,
         })
+    }
+
+    /// Its value words per instance: 1, or `2 + n` for a histogram of `n`
+    /// buckets (count, sum, buckets; spec §6.2).
+    pub fn words(&self) -> u32 {
+        self.buckets.map_or(1, |b| 2 + b.n)
+    }
+
+    /// Where its words start in an instance's run of its group's words
+    /// (the group's families in table order, each family's words
+    /// consecutive): how a writer that keeps one run per instance (the eBPF
+    /// writer) finds a family's words from the run's first slot.
+    pub fn at(&self) -> u32 {
+        FAMILIES
+            .iter()
+            .take_while(|f| f.name != self.name)
+            .filter(|f| f.group == self.group)
+            .map(|f| f.words())
+            .sum()
     }
 
     /// The spec a userspace writer registers
@@ -252,6 +281,19 @@ mod tests {
         let mut runs = groups.clone();
         runs.dedup();
         assert_eq!(runs, Group::ALL, "{groups:?}");
+    }
+
+    #[test]
+    fn runs_are_the_group_families_words_in_order() {
+        assert_eq!(Group::Block.words(), 7 + 26);
+        assert_eq!(DISK_LATENCY.at(), 7);
+        assert_eq!(Group::Net.words(), 4);
+        assert_eq!(NET_OUT_BYTES.at(), 3);
+        assert_eq!(
+            (IRQ_COUNT.at(), IRQ_TIME.at(), Group::Irq.words()),
+            (0, 1, 27)
+        );
+        assert_eq!((SCHED_PSWITCH.at(), SCHED_LATENCY.at()), (0, 3));
     }
 
     #[test]

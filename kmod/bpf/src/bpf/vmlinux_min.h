@@ -59,4 +59,34 @@ struct task_struct___pre_5_14 {
 	long state;
 } __attribute__((preserve_access_index));
 
+/* The block layer's, for block.bpf.h. */
+struct gendisk {
+	int major;
+	int first_minor;
+	__u64 diskseq;
+} __attribute__((preserve_access_index));
+
+struct request_queue {
+	struct gendisk *disk;
+} __attribute__((preserve_access_index));
+
+struct request {
+	struct request_queue *q;
+	unsigned int cmd_flags;
+	unsigned int rq_flags;
+	unsigned int __data_len;
+} __attribute__((preserve_access_index));
+
+/* Values read by CO-RE relocation (bpf_core_enum_value), never these. */
+enum req_op {
+	REQ_OP_FLUSH = 2,
+	REQ_OP_DISCARD = 3,
+	REQ_OP_DRV_IN = 34,
+	REQ_OP_DRV_OUT = 35,
+};
+
+enum rqf_flags {
+	__RQF_FLUSH_SEQ = 1,
+};
+
 #endif /* __PERFABI_VMLINUX_MIN_H */
