@@ -81,6 +81,11 @@ struct Args {
     /// Start the daemon with --raw-tp (the raw_tp/ programs and floors).
     #[arg(long)]
     raw_tp: bool,
+    /// Attach the floors before the daemon starts, so that on each
+    /// tracepoint they run before its programs (by default they are
+    /// attached after them, and run after them).
+    #[arg(long)]
+    floors_first: bool,
     /// The perfabi-bpfd to measure (default: the one beside this example's
     /// folder, target/release/perfabi-bpfd).
     #[arg(long, value_name = "PATH")]
@@ -117,13 +122,33 @@ fn run(args: &Args) -> Result<(), Failure> {
     let sysctl_before = stats::sysctl();
     let disk = workload::LoopDisk::new()?;
     let dir = daemon::PinDir::new()?;
+    // Floors first: on the tracepoints of the writer's object, in the
+    // flavour asked for (a daemon that falls back to raw_tp/ is then
+    // refused below).
+    let early = if args.floors_first {
+        let tps = stats::object_tracepoints(args.raw_tp)?;
+        Some(floor::Floors::attach(
+            args.raw_tp,
+            tps.iter().map(String::as_str),
+        )?)
+    } else {
+        None
+    };
     let d = daemon::Daemon::start(&bpfd, &dir, args.raw_tp)?;
     let writer = stats::writer_programs(d.pid())?;
     if writer.is_empty() {
         return Err(failed("perfabi-bpfd holds no tracepoint program"));
     }
     let raw = writer.iter().any(|p| p.raw_tp);
-    let floors = floor::Floors::attach(raw, writer.iter().map(|p| p.tracepoint.as_str()))?;
+    let floors = match early {
+        Some(f) if raw == args.raw_tp => f,
+        Some(_) => {
+            return Err(failed(
+                "perfabi-bpfd fell back to raw_tp/ programs: run with --raw-tp --floors-first",
+            ))
+        }
+        None => floor::Floors::attach(raw, writer.iter().map(|p| p.tracepoint.as_str()))?,
+    };
     let on = stats::Enabled::new()?;
     let load = workload::Workload::start(&disk)?;
     // A second for the workload's threads to be running and the
@@ -159,6 +184,7 @@ fn run(args: &Args) -> Result<(), Failure> {
         ticks_per_s: rustix::param::clock_ticks_per_second(),
         work,
         sysctl: (sysctl_before, sysctl_after),
+        floors_first: args.floors_first,
     });
     Ok(())
 }

@@ -170,6 +170,18 @@ pub fn insns(id: u32) -> usize {
         .map_or(0, |p| p.xlated_prog_insns.len() / 8)
 }
 
+/// The tracepoints of the writer's object's programs of flavour `raw_tp`.
+pub fn object_tracepoints(raw_tp: bool) -> Result<Vec<String>, Failure> {
+    let prefix = if raw_tp { "raw_tp/" } else { "tp_btf/" };
+    let mut tps: Vec<String> = writer_sections()?
+        .into_iter()
+        .filter_map(|(_, s)| s.strip_prefix(prefix).map(str::to_string))
+        .collect();
+    tps.sort();
+    tps.dedup();
+    Ok(tps)
+}
+
 /// A name as the kernel keeps it.
 fn truncated(name: &str) -> &str {
     let mut end = name.len().min(KERNEL_NAME_LEN);

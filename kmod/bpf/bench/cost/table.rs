@@ -35,6 +35,8 @@ pub struct Report<'a> {
     pub work: Work,
     /// `kernel.bpf_stats_enabled` before and after.
     pub sysctl: (String, String),
+    /// Whether the floors were attached first (and run first).
+    pub floors_first: bool,
 }
 
 /// What a writer program does per event, and the issue's target for its
@@ -51,6 +53,25 @@ fn described(name: &str) -> (&'static str, Option<(f64, &'static str)>) {
             "a counter add, the heartbeat's age checked, stamps looked up and deleted \
              (LRU hash), a histogram update when a stamp is found",
             Some((2.5, "histogram")),
+        ),
+        "tp_rq_issue" | "raw_rq_issue" => (
+            "the request's op and disk read (CO-RE), its issue time stored (LRU hash update)",
+            None,
+        ),
+        "tp_rq_complete" | "raw_rq_complete" => (
+            "the request's op and disk read, the disk looked up (hash), its bytes and count \
+             added, its issue time looked up and deleted (LRU hash), a histogram update",
+            Some((2.5, "histogram")),
+        ),
+        "hist_sched_switch" | "raw_hist_sched_switch" => (
+            "the histogram update alone: the writer's hist_observe() (seg.bpf.h) of a \
+             clock read, into a scratch segment (src/bpf/floor.bpf.c)",
+            Some((2.5, "histogram")),
+        ),
+        "clock_sched_switch" | "raw_clock_sched_switch" => (
+            "the floor and one clock read (bpf_ktime_get_ns), as hist_sched_switch reads the \
+             clock: its ns above the floor are the clock's share of that row",
+            None,
         ),
         _ => ("(not described by the bench)", None),
     }
@@ -78,6 +99,40 @@ fn spread(v: &[Option<f64>]) -> Option<(f64, f64)> {
     Some((lo, hi))
 }
 
+/// ns per run of the program named `name` (or its `raw_` twin) in each
+/// window, if it ran.
+fn per_window(r: &Report<'_>, name: &str) -> Option<Vec<Option<f64>>> {
+    let raw = format!("raw_{name}");
+    let p = r.floors.iter().find(|f| f.name == name || f.name == raw)?;
+    Some(
+        r.runs
+            .iter()
+            .map(|x| ns_per_run(x.delta.get(&p.id)))
+            .collect(),
+    )
+}
+
+/// The histogram update without its clock read: hist_sched_switch's ns
+/// less clock_sched_switch's above the floor, over the floor.
+fn without_clock(r: &Report<'_>) {
+    let (Some(hist), Some(clock), Some(floor)) = (
+        per_window(r, "hist_sched_switch"),
+        per_window(r, "clock_sched_switch"),
+        per_window(r, "floor_sched_switch"),
+    ) else {
+        return;
+    };
+    let ratio: Vec<Option<f64>> = (0..hist.len())
+        .map(|i| Some((hist[i]? - (clock[i]? - floor[i]?)) / floor[i]?))
+        .collect();
+    println!(
+        "sched_switch: the histogram update without its clock read, (hist - (clock - floor)) / floor: \
+         {} (spread {}; target <= 2.5x)",
+        joined(&ratio, 2),
+        spread(&ratio).map_or("-".into(), |(lo, hi)| format!("{lo:.2}-{hi:.2}")),
+    );
+}
+
 /// Prints the table, then `BPF-COST PRINTED` if every writer program ran
 /// beside a floor in every window, else `BPF-COST INCOMPLETE` and why.
 pub fn print(r: &Report<'_>) {
@@ -94,11 +149,24 @@ pub fn print(r: &Report<'_>) {
         "ns/run = run_time_ns / run_cnt over the window (BPF_ENABLE_STATS); per window, \
          separated by /; floor = one atomic add into a PERCPU_ARRAY (src/bpf/floor.bpf.c)"
     );
-    let names: Vec<&str> = r.floors.iter().map(|f| f.name.as_str()).collect();
-    println!("floor programs: {}", names.join(", "));
+    let names: Vec<&str> = r
+        .floors
+        .iter()
+        .filter(|f| !f.alone)
+        .map(|f| f.name.as_str())
+        .collect();
+    println!(
+        "floor programs ({} on each tracepoint): {}",
+        if r.floors_first {
+            "attached before the writer's, run first"
+        } else {
+            "attached after the writer's, run after"
+        },
+        names.join(", ")
+    );
     println!();
     println!(
-        "{:<20} {:<16} {:>7} {:>8} {:<18} {:<18} {:<18} {:<18} {:<11} target",
+        "{:<20} {:<22} {:>7} {:>8} {:<18} {:<18} {:<18} {:<18} {:<11} target",
         "tracepoint",
         "program",
         "insns",
@@ -111,12 +179,26 @@ pub fn print(r: &Report<'_>) {
     );
     let mut incomplete = Vec::new();
     let mut idle: Vec<&str> = Vec::new();
-    for p in r.writer {
-        let floor = r.floors.iter().find(|f| f.tracepoint == p.tracepoint);
+    // The writer's programs, then the histogram update alone.
+    let rows = r
+        .writer
+        .iter()
+        .map(|p| (p.tracepoint.as_str(), p.name.as_str(), p.id, p.insns))
+        .chain(
+            r.floors
+                .iter()
+                .filter(|f| f.alone)
+                .map(|f| (f.tracepoint.as_str(), f.name.as_str(), f.id, f.insns)),
+        );
+    for (tracepoint, name, id, insns) in rows {
+        let floor = r
+            .floors
+            .iter()
+            .find(|f| !f.alone && f.tracepoint == tracepoint);
         let mine: Vec<Option<f64>> = r
             .runs
             .iter()
-            .map(|x| ns_per_run(x.delta.get(&p.id)))
+            .map(|x| ns_per_run(x.delta.get(&id)))
             .collect();
         let theirs: Vec<Option<f64>> = r
             .runs
@@ -136,18 +218,18 @@ pub fn print(r: &Report<'_>) {
         let runs: u64 = r
             .runs
             .iter()
-            .map(|x| x.delta.get(&p.id).map_or(0, |t| t.runs))
+            .map(|x| x.delta.get(&id).map_or(0, |t| t.runs))
             .sum();
         let total_s: f64 = r.runs.iter().map(|x| x.wall.as_secs_f64()).sum();
-        let (does, target) = described(&p.name);
+        let (does, target) = described(name);
         let insns = match floor {
-            Some(f) => format!("{}/{}", p.insns, f.insns),
-            None => p.insns.to_string(),
+            Some(f) => format!("{insns}/{}", f.insns),
+            None => insns.to_string(),
         };
         println!(
-            "{:<20} {:<16} {:>7} {:>8.0} {:<18} {:<18} {:<18} {:<18} {:<11} {}",
-            p.tracepoint,
-            p.name,
+            "{:<20} {:<22} {:>7} {:>8.0} {:<18} {:<18} {:<18} {:<18} {:<11} {}",
+            tracepoint,
+            name,
             insns,
             runs as f64 / total_s.max(1e-9),
             joined(&mine, 1),
@@ -161,14 +243,15 @@ pub fn print(r: &Report<'_>) {
             spread(&ratio).map_or("-".into(), |(lo, hi)| format!("{lo:.2}-{hi:.2}")),
             target.map_or("-".into(), |(t, what)| format!("<= {t}x ({what})")),
         );
-        println!("{:<37} does: {does}", "");
+        println!("{:<43} does: {does}", "");
         if floor.is_none() {
-            incomplete.push(format!("{} has no floor on {}", p.name, p.tracepoint));
+            incomplete.push(format!("{name} has no floor on {tracepoint}"));
         } else if ratio.iter().any(Option::is_none) {
-            idle.push(p.name.as_str());
+            idle.push(name);
         }
     }
     println!();
+    without_clock(r);
     let share: Vec<Option<f64>> = r
         .runs
         .iter()

@@ -133,17 +133,29 @@ impl Workload {
     }
 
     /// Stops every part and says what it did.
-    pub fn stop(self) -> Work {
-        self.stop.store(true, Ordering::Relaxed);
-        for t in self.threads {
-            let _ = t.join();
-        }
+    pub fn stop(mut self) -> Work {
+        self.halt();
         Work {
             round_trips: self.round_trips.load(Ordering::Relaxed),
             moves: self.moves.load(Ordering::Relaxed),
             ios: self.ios.load(Ordering::Relaxed),
             datagrams: self.datagrams.load(Ordering::Relaxed),
         }
+    }
+
+    fn halt(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in std::mem::take(&mut self.threads) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Workload {
+    /// Stopped on every way out, a failure's included: no thread left
+    /// writing to a loop device being detached.
+    fn drop(&mut self) {
+        self.halt();
     }
 }
 

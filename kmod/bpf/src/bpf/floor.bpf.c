@@ -23,10 +23,22 @@
  * One slot per tracepoint, so the floors' adds never share a word. Each
  * floor has a tp_btf/ program and a raw_tp/ twin: the bench loads the
  * flavour the writer runs.
+ *
+ * Beside the floors, the writer's histogram update alone (hist_*): the
+ * writer's own hist_observe() (seg.bpf.h, included, not copied) into a
+ * scratch segment map of this object's (neither frozen nor pinned; the
+ * bench sets its geometry), on sched_switch, where the writer's program
+ * does much more (hash operations on a stamp table) than its histogram
+ * update: so the update's cost is seen apart from the rest; and the floor
+ * with the clock read that update observes (clock_*), to tell the two
+ * apart.
  */
 #include "vmlinux_min.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+
+#include "perfabi_families.h"
+#include "seg.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -43,6 +55,7 @@ enum floor_slot {
 	SLOT_NETIF_RECEIVE_SKB,
 	SLOT_IRQ_HANDLER_ENTRY,
 	SLOT_IRQ_HANDLER_EXIT,
+	SLOT_CLOCK_SCHED_SWITCH,	/* clock_sched_switch's */
 	SLOTS
 };
 
@@ -54,10 +67,8 @@ struct {
 	__type(value, __u64);
 } floor_count SEC(".maps");
 
-/* As perfabi.bpf.c's use(): keeps the result, so the add is BPF_FETCH. */
-#define use(v) asm volatile("" : : "r"(v))
-
-/* The floor: one atomic add into this CPU's slot. */
+/* The floor: one atomic add into this CPU's slot (the fetching form: use()
+ * of seg.bpf.h keeps the result). */
 static __always_inline void floor_add(__u32 slot)
 {
 	__u64 *v = bpf_map_lookup_elem(&floor_count, &slot);
@@ -95,3 +106,50 @@ FLOOR(net_dev_xmit, SLOT_NET_DEV_XMIT)
 FLOOR(netif_receive_skb, SLOT_NETIF_RECEIVE_SKB)
 FLOOR(irq_handler_entry, SLOT_IRQ_HANDLER_ENTRY)
 FLOOR(irq_handler_exit, SLOT_IRQ_HANDLER_EXIT)
+
+/*
+ * One observation of a histogram whose first value slot is 0 in the
+ * scratch segment, as the writer observes a latency: the value is a clock
+ * read (its low 20 bits: buckets up to 2^20 ns), since every latency the
+ * writer observes costs it one clock read for the delta.
+ */
+static __always_inline void hist_alone(void)
+{
+	hist_observe(0, bpf_ktime_get_ns() & 0xfffff);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(hist_sched_switch)
+{
+	hist_alone();
+	return 0;
+}
+
+SEC("raw_tp/sched_switch")
+int BPF_PROG(raw_hist_sched_switch)
+{
+	hist_alone();
+	return 0;
+}
+
+/* The floor plus the clock read hist_alone() makes: what of the histogram
+ * update's cost is the clock's. */
+static __always_inline void clock_floor(void)
+{
+	use(bpf_ktime_get_ns());
+	floor_add(SLOT_CLOCK_SCHED_SWITCH);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(clock_sched_switch)
+{
+	clock_floor();
+	return 0;
+}
+
+SEC("raw_tp/sched_switch")
+int BPF_PROG(raw_clock_sched_switch)
+{
+	clock_floor();
+	return 0;
+}
