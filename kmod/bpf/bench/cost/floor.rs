@@ -39,7 +39,9 @@ pub struct FloorProgram {
     /// BPF instructions after the verifier's rewriting.
     pub insns: usize,
     /// Not a floor but measured beside one: the writer's histogram update
-    /// alone (`hist_*`), or the floor with a clock read (`clock_*`).
+    /// alone (`hist_*`), the floor with a clock read (`clock_*`), with a
+    /// field read by `BPF_CORE_READ` (`core_*`) or loaded directly
+    /// (`direct_*`).
     pub alone: bool,
 }
 
@@ -119,9 +121,9 @@ impl Floors {
                 .map_err(|e| failed(format!("cannot get the id of {name}: {e}")))?;
             progs.push(FloorProgram {
                 id,
-                alone: ["hist_", "raw_hist_", "clock_", "raw_clock_"]
+                alone: ["hist_", "clock_", "core_", "direct_"]
                     .iter()
-                    .any(|p| name.starts_with(p)),
+                    .any(|p| name.trim_start_matches("raw_").starts_with(p)),
                 name,
                 tracepoint: tp,
                 insns: stats::insns(id),

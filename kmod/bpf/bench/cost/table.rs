@@ -73,6 +73,16 @@ fn described(name: &str) -> (&'static str, Option<(f64, &'static str)>) {
              clock: its ns above the floor are the clock's share of that row",
             None,
         ),
+        "core_sched_switch" | "raw_core_sched_switch" => (
+            "the floor and one field read with BPF_CORE_READ (a bpf_probe_read_kernel() \
+             call), as the writer reads every kernel field",
+            None,
+        ),
+        "direct_sched_switch" => (
+            "the floor and the same field loaded directly (tp_btf/ only: a CO-RE-relocated \
+             load, no call)",
+            None,
+        ),
         _ => ("(not described by the bench)", None),
     }
 }

@@ -31,11 +31,16 @@
  * does much more (hash operations on a stamp table) than its histogram
  * update: so the update's cost is seen apart from the rest; and the floor
  * with the clock read that update observes (clock_*), to tell the two
- * apart.
+ * apart. The writer reads kernel structs with BPF_CORE_READ (a
+ * bpf_probe_read_kernel() call per field, what a raw_tp/ program needs);
+ * core_* and direct_* are the floor with one such read, and with the same
+ * field loaded directly as a tp_btf/ program may (a CO-RE-relocated load,
+ * no call).
  */
 #include "vmlinux_min.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 
 #include "perfabi_families.h"
 #include "seg.bpf.h"
@@ -56,6 +61,8 @@ enum floor_slot {
 	SLOT_IRQ_HANDLER_ENTRY,
 	SLOT_IRQ_HANDLER_EXIT,
 	SLOT_CLOCK_SCHED_SWITCH,	/* clock_sched_switch's */
+	SLOT_CORE_SCHED_SWITCH,		/* core_sched_switch's */
+	SLOT_DIRECT_SCHED_SWITCH,	/* direct_sched_switch's */
 	SLOTS
 };
 
@@ -151,5 +158,40 @@ SEC("raw_tp/sched_switch")
 int BPF_PROG(raw_clock_sched_switch)
 {
 	clock_floor();
+	return 0;
+}
+
+/* The floor and one field read with BPF_CORE_READ, as the writer reads. */
+static __always_inline void core_floor(struct task_struct *next)
+{
+	use(BPF_CORE_READ(next, pid));
+	floor_add(SLOT_CORE_SCHED_SWITCH);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(core_sched_switch, bool preempt, struct task_struct *prev,
+	     struct task_struct *next)
+{
+	core_floor(next);
+	return 0;
+}
+
+SEC("raw_tp/sched_switch")
+int BPF_PROG(raw_core_sched_switch, bool preempt, struct task_struct *prev,
+	     struct task_struct *next)
+{
+	core_floor(next);
+	return 0;
+}
+
+/* The floor and the same field loaded directly: a tp_btf/ program's
+ * arguments are BTF pointers the verifier lets it dereference (no raw_tp/
+ * twin: a raw_tp/ program may not). */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(direct_sched_switch, bool preempt, struct task_struct *prev,
+	     struct task_struct *next)
+{
+	use(next->pid);
+	floor_add(SLOT_DIRECT_SCHED_SWITCH);
 	return 0;
 }
