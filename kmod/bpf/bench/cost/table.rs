@@ -87,6 +87,15 @@ fn described(name: &str) -> (&'static str, Option<(f64, &'static str)>) {
     }
 }
 
+/// "1 window", "3 windows".
+fn windows(n: usize) -> String {
+    if n == 1 {
+        "1 window".into()
+    } else {
+        format!("{n} windows")
+    }
+}
+
 fn ns_per_run(t: Option<&Totals>) -> Option<f64> {
     t.filter(|t| t.runs > 0)
         .map(|t| t.ns as f64 / t.runs as f64)
@@ -151,8 +160,8 @@ pub fn print(r: &Report<'_>) {
     println!();
     println!(
         "BPF-COST eBPF writer (perfabi-bpfd) beside floor programs on the same tracepoints, \
-         {} windows of {secs:.1} s, one run",
-        r.runs.len()
+         {} of {secs:.1} s, one run",
+        windows(r.runs.len())
     );
     println!("command: {}", cmd.join(" "));
     println!(
@@ -312,9 +321,9 @@ pub fn print(r: &Report<'_>) {
     );
     if incomplete.is_empty() {
         println!(
-            "BPF-COST PRINTED: {} writer programs beside their floors, {} windows of {secs:.1} s",
+            "BPF-COST PRINTED: {} writer programs beside their floors, {} of {secs:.1} s",
             r.writer.len(),
-            r.runs.len()
+            windows(r.runs.len())
         );
     } else {
         println!("BPF-COST INCOMPLETE: {}", incomplete.join("; "));
