@@ -26,6 +26,8 @@ pub struct Capacity {
     pub values: u32,
     /// Member entries.
     pub members: u32,
+    /// DAMON region records per CPU ring (0: no ring).
+    pub damon: u32,
 }
 
 impl Capacity {
@@ -46,6 +48,7 @@ impl Capacity {
                 .saturating_add(1024)
                 .min(perfabi::layout::MAX_INSTANCES),
             members: members.saturating_mul(2).saturating_add(64).min(1 << 16),
+            damon: 0,
         }
     }
 }
@@ -93,7 +96,7 @@ impl Image {
             page_size: PAGE,
             nr_cpus,
             max_instances: capacity.values,
-            damon_capacity: 0,
+            damon_capacity: capacity.damon,
             max_families: MAX_FAMILIES,
             max_members: capacity.members,
         };
@@ -169,6 +172,11 @@ impl Image {
     /// Page index of CPU 0's block.
     pub fn cpu_page0(&self) -> u32 {
         (self.layout.cpu_area_offset / PAGE as usize) as u32
+    }
+
+    /// Word, in a block, of the DAMON ring's slot 0.
+    pub fn damon_word(&self) -> u32 {
+        (self.layout.damon_offset / 8) as u32
     }
 
     /// Pages per CPU block.

@@ -7,6 +7,7 @@
 //! * [`image`]: the segment laid out with the core's geometry and encoders;
 //! * [`groups`]: the groups with a dimension and how their instances are
 //!   found ([`block`]: the disks);
+//! * [`damon`]: which form of `damon:damon_aggregated` the kernel has;
 //! * [`tables`]: the member and value tables of instances that come and go;
 //! * [`system`]: what the kernel must offer (BTF, capabilities, lockdown,
 //!   bpffs), checked before loading;
@@ -18,6 +19,7 @@
 
 pub mod block;
 pub mod control;
+pub mod damon;
 pub mod error;
 pub mod families;
 pub mod groups;

@@ -50,6 +50,21 @@ struct Args {
     /// (tp_btf/), which are used by default and fall back to these.
     #[arg(long)]
     raw_tp: bool,
+    /// DAMON region records per CPU ring (0: no DAMON regions). Regions
+    /// are recorded where the kernel has the damon:damon_aggregated
+    /// tracepoint, from whatever kdamond runs.
+    #[arg(long, value_name = "N", default_value_t = perfabi_bpf::writer::DEFAULT_DAMON_CAPACITY,
+          value_parser = clap::value_parser!(u32).range(0..=1_048_576))]
+    damon_capacity: u32,
+    /// The DAMON sampling interval recorded with each region, µs (the
+    /// tracepoint carries none: give kdamond's).
+    #[arg(long, value_name = "US", default_value_t = 5_000,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    damon_sample_us: u32,
+    /// The DAMON aggregation interval recorded with each region, µs.
+    #[arg(long, value_name = "US", default_value_t = 100_000,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    damon_aggr_us: u32,
     /// Remove the pin on a clean stop (by default it stays, closed, with
     /// the final values, until the next start replaces it).
     #[arg(long)]
@@ -66,6 +81,8 @@ fn main() -> ExitCode {
         } else {
             Attach::Auto
         },
+        damon_capacity: args.damon_capacity,
+        damon_intervals_us: (args.damon_sample_us, args.damon_aggr_us),
     };
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [

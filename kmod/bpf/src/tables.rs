@@ -290,6 +290,7 @@ mod tests {
         let cap = crate::image::Capacity {
             values: 1024,
             members: 64,
+            damon: 0,
         };
         Image::new(2, 7, 1, 1_000_000_000, cap).unwrap()
     }

@@ -40,6 +40,13 @@ pub struct Options {
     pub heartbeat_interval: Duration,
     /// Which program flavour attaches.
     pub attach: Attach,
+    /// DAMON region records per CPU ring (0: no DAMON regions); a ring is
+    /// made only where the kernel has `damon:damon_aggregated`.
+    pub damon_capacity: u32,
+    /// The sampling and aggregation intervals (µs) recorded with each
+    /// region: the tracepoint carries neither (as the module's
+    /// `damon_sample_us` and `damon_aggr_us`).
+    pub damon_intervals_us: (u32, u32),
 }
 
 impl Default for Options {
@@ -48,9 +55,16 @@ impl Default for Options {
             pin: PathBuf::from(pin::DEFAULT_PIN),
             heartbeat_interval: Duration::from_secs(1),
             attach: Attach::Auto,
+            damon_capacity: DEFAULT_DAMON_CAPACITY,
+            damon_intervals_us: (5_000, 100_000),
         }
     }
 }
+
+/// DAMON region records per CPU ring by default: twice DAMON's default
+/// most regions (1,000) and some, so that the previous complete
+/// aggregation survives while the next is written (spec §6.3).
+pub const DEFAULT_DAMON_CAPACITY: u32 = 2048;
 
 /// Which programs attach to the tracepoints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,12 +137,26 @@ impl Running {
             .zip(&found)
             .map(|(s, f)| (s.group(), f.len()))
             .collect();
-        let image = Image::new(nr_cpus, epoch()?, now, interval, Capacity::for_start(&runs))?;
+        let damon = crate::damon::tracepoint();
+        let capacity = Capacity {
+            damon: if damon.is_some() {
+                opts.damon_capacity
+            } else {
+                0
+            },
+            ..Capacity::for_start(&runs)
+        };
+        let image = Image::new(nr_cpus, epoch()?, now, interval, capacity)?;
+        let setup = Setup {
+            interval,
+            damon,
+            damon_intervals_us: opts.damon_intervals_us,
+        };
         let (skel, flavour) = match opts.attach {
-            Attach::RawTp => (load(&image, interval, Flavour::RawTp)?, Flavour::RawTp),
-            Attach::Auto => match load(&image, interval, Flavour::TpBtf) {
+            Attach::RawTp => (load(&image, &setup, Flavour::RawTp)?, Flavour::RawTp),
+            Attach::Auto => match load(&image, &setup, Flavour::TpBtf) {
                 Ok(s) => (s, Flavour::TpBtf),
-                Err(_) => (load(&image, interval, Flavour::RawTp)?, Flavour::RawTp),
+                Err(_) => (load(&image, &setup, Flavour::RawTp)?, Flavour::RawTp),
             },
         };
         fill_and_freeze(&skel, &image)?;
@@ -322,9 +350,20 @@ fn epoch() -> Result<u64, Error> {
     }
 }
 
+/// What the programs are loaded with, beside the image.
+struct Setup {
+    /// The heartbeat promise, ns.
+    interval: u64,
+    /// The kernel's form of `damon_aggregated`, if it has one.
+    damon: Option<crate::damon::Tracepoint>,
+    /// The intervals recorded with DAMON regions.
+    damon_intervals_us: (u32, u32),
+}
+
 /// Opens the object, sets its read-only globals and the segment map's
 /// size, keeps the programs of `flavour` (and `control`), and loads it.
-fn load(image: &Image, interval: u64, flavour: Flavour) -> Result<PerfabiSkel<'static>, Error> {
+fn load(image: &Image, setup: &Setup, flavour: Flavour) -> Result<PerfabiSkel<'static>, Error> {
+    let interval = setup.interval;
     // The skeleton borrows its object storage for its whole life, which is
     // the writer's: a few bytes per start, given up (the object itself is
     // freed when the skeleton is dropped).
@@ -345,6 +384,9 @@ fn load(image: &Image, interval: u64, flavour: Flavour) -> Result<PerfabiSkel<'s
     ro.table_lo = image.table_lo;
     ro.table_hi = image.table_hi;
     ro.beat_every_ns = interval / 2;
+    ro.damon_word = image.damon_word();
+    ro.damon_capacity = image.geometry.damon_capacity;
+    (ro.damon_sample_us, ro.damon_aggr_us) = setup.damon_intervals_us;
     open.maps
         .segment
         .set_max_entries(image.pages())
@@ -354,10 +396,14 @@ fn load(image: &Image, interval: u64, flavour: Flavour) -> Result<PerfabiSkel<'s
         Flavour::TpBtf => "tp_btf/",
         Flavour::RawTp => "raw_tp/",
     };
+    // The DAMON programs of the kernel's form of the tracepoint only.
     for mut prog in open.open_object_mut().progs_mut() {
         let section = prog.section().to_string_lossy().into_owned();
+        let name = prog.name().to_string_lossy().into_owned();
+        let form =
+            !crate::damon::is_damon_program(&name) || setup.damon.is_some_and(|t| t.matches(&name));
         if section != "syscall" {
-            prog.set_autoload(section.starts_with(keep));
+            prog.set_autoload(section.starts_with(keep) && form);
         }
     }
     open.load().map_err(|e| Error::Load(load_hint(&e)))

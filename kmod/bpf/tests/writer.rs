@@ -10,8 +10,8 @@
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
@@ -21,63 +21,8 @@ use perfabi_bpf::{families, Options, Running};
 use perfabi_reader::{Error, Liveness, Origin, Segment};
 use perfabi_test_harness::deadline::Deadline;
 
-/// Whether the test can run here; if not, says why (`PERFABI-SKIP`).
-fn can_run(test: &str) -> bool {
-    if !perfabi_test_harness::need_root(test) {
-        return false;
-    }
-    perfabi_test_harness::need_file(
-        test,
-        Path::new("/sys/kernel/btf/vmlinux"),
-        "a kernel with BTF (CONFIG_DEBUG_INFO_BTF=y)",
-    )
-}
-
-/// A folder of the test's own in bpffs (made by the writer, or by
-/// [`TestDir::make`]), removed with its pins when dropped.
-struct TestDir(PathBuf);
-
-impl TestDir {
-    fn new(name: &str) -> Self {
-        let d = PathBuf::from(format!(
-            "/sys/fs/bpf/perfabi-test-{}-{name}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&d);
-        TestDir(d)
-    }
-
-    /// Makes the folder (bpffs mounted by a writer start first).
-    fn make(&self) {
-        perfabi_bpf::system::ensure_bpffs(&self.0).unwrap();
-        std::fs::create_dir_all(&self.0).unwrap();
-    }
-
-    fn pin(&self) -> PathBuf {
-        self.0.join("kernel")
-    }
-}
-
-impl Drop for TestDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn options(dir: &TestDir) -> Options {
-    Options {
-        pin: dir.pin(),
-        ..Options::default()
-    }
-}
-
-/// The total of a counter family (its one member, every CPU).
-fn total(seg: &mut Segment, name: &str) -> u64 {
-    let mut h = seg.family_handle(name).unwrap();
-    let mut out = perfabi_reader::FamilyValues::default();
-    seg.read_family(&mut h, &mut out).unwrap();
-    (0..out.nr_cpus()).map(|c| out.words(0, c)[0]).sum()
-}
+mod common;
+use common::*;
 
 /// `ctxt` of `/proc/stat`: context switches since boot.
 fn proc_stat_ctxt() -> u64 {
@@ -350,56 +295,6 @@ fn every_atomic_in_the_object_is_fully_ordered() {
     // Counters, seq (twice), histogram words (three), heartbeat, control.
     assert!(fetching >= 8, "{text}");
     println!("BPF-WRITER atomics PASS ({fetching} fetching atomics, 0 relaxed)");
-}
-
-/// Starts `perfabi-bpfd` on `pin` with a 200 ms heartbeat promise and waits
-/// until a reader finds it alive. The child is the caller's to wait for
-/// (the lint sees only this function's paths).
-#[allow(clippy::zombie_processes)]
-fn start_daemon(pin: &Path) -> (Child, Segment) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_perfabi-bpfd"))
-        .args(["--heartbeat-ms", "200", "--pin"])
-        .arg(pin)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let up = Deadline::after(Duration::from_secs(30));
-    loop {
-        // Reports the writer's state rather than refusing to read once
-        // it is gone.
-        let opts = perfabi_reader::Options {
-            max_silence: Duration::from_millis(600),
-            recheck: Duration::from_millis(50),
-            require_live: false,
-            ..Default::default()
-        };
-        if let Ok(mut s) = Segment::open_with(pin, opts) {
-            if s.info().is_ok_and(|i| i.liveness == Liveness::Kernel) {
-                return (child, s);
-            }
-        }
-        if up.passed() {
-            let _ = child.kill();
-            let _ = child.wait();
-            up.fail("perfabi-bpfd's pin, alive");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Waits until the reader's view of the writer satisfies `want`.
-fn wait_liveness(seg: &mut Segment, what: &str, want: impl Fn(&Liveness) -> bool) -> Liveness {
-    let d = Deadline::after(Duration::from_secs(20));
-    loop {
-        let l = seg.status().map(|(_, l)| l);
-        if let Ok(l) = l {
-            if want(&l) {
-                return l;
-            }
-        }
-        d.assert(!d.passed(), what);
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]

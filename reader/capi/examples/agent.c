@@ -111,7 +111,8 @@ static int watch(perfabi_segment *seg, const char *family, const char *instance)
 
 int main(int argc, char **argv)
 {
-	const char *path = argc > 1 ? argv[1] : "/dev/shm/perfabi.seg";
+	char found[4096]; /* where readers look by default (the module, the eBPF pin, /dev/shm) */
+	const char *path = argc > 1 ? argv[1] : (perfabi_default_path(found, sizeof(found)), found);
 	const char *family = argc > 2 ? argv[2] : "kernel.all.pswitch";
 	const char *instance = argc > 3 ? argv[3] : NULL;
 

@@ -1250,13 +1250,36 @@ enum perfabi_error perfabi_family_handle_histogram(const struct perfabi_family_h
 struct perfabi_options perfabi_options_default(void);
 
 /**
- * perfabi_open() - open and map the segment file at a path: a writer's
- * tmpfs file (`/dev/shm/perfabi.seg`) or the kernel module's
- * `/dev/perfabi`.
+ * perfabi_default_path() - where a reader looks for the segment when it
+ * is given no path: `$PERFABI_SEGMENT` if set, else the kernel module's
+ * `/dev/perfabi` if it exists, else the eBPF writer's pin
+ * `/sys/fs/bpf/perfabi/kernel` if it exists, else `/dev/shm/perfabi.seg`
+ * (the same order as perfabi-cat, pmdaperfabi, perfabi-prometheus and the
+ * Python module).
+ * @buf: where the path goes, NUL-terminated (cut to fit); NULL to ask
+ *       only its length.
+ * @len: bytes at @buf.
+ *
+ * Context: any thread.
+ * Return: the path's length in bytes, without the NUL (as snprintf():
+ * the path was cut if this is @len or more).
+ *
+ * # Safety
+ * `buf` is NULL or points to `len` writable bytes.
+ */
+size_t perfabi_default_path(char *buf,
+                            size_t len);
+
+/**
+ * perfabi_open() - open and map the segment at a path: a writer's tmpfs
+ * file (`/dev/shm/perfabi.seg`), the kernel module's `/dev/perfabi`, or
+ * the eBPF writer's pin in bpffs (`/sys/fs/bpf/perfabi/kernel`);
+ * perfabi_default_path() gives the one to use when none is given.
  * @path: the path, NUL-terminated UTF-8. Its last component is never
  *        followed if it is a symbolic link; nothing blocks (a FIFO is
- *        refused); only a regular file of a trusted owner or the kernel
- *        module's device is read (`spec/PERFABI.md` §11).
+ *        refused); only a regular file of a trusted owner, the kernel
+ *        module's device or a frozen BPF map pinned by root is read
+ *        (`spec/PERFABI.md` §11).
  * @options: NULL for perfabi_options_default().
  * @out: receives the segment (NULL on failure); close it with
  *       perfabi_close().

@@ -100,13 +100,48 @@ impl perfabi_options {
 /// Numbers the segments opened, so that a handle knows its own.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-/// perfabi_open() - open and map the segment file at a path: a writer's
-/// tmpfs file (`/dev/shm/perfabi.seg`) or the kernel module's
-/// `/dev/perfabi`.
+/// perfabi_default_path() - where a reader looks for the segment when it
+/// is given no path: `$PERFABI_SEGMENT` if set, else the kernel module's
+/// `/dev/perfabi` if it exists, else the eBPF writer's pin
+/// `/sys/fs/bpf/perfabi/kernel` if it exists, else `/dev/shm/perfabi.seg`
+/// (the same order as perfabi-cat, pmdaperfabi, perfabi-prometheus and the
+/// Python module).
+/// @buf: where the path goes, NUL-terminated (cut to fit); NULL to ask
+///       only its length.
+/// @len: bytes at @buf.
+///
+/// Context: any thread.
+/// Return: the path's length in bytes, without the NUL (as snprintf():
+/// the path was cut if this is @len or more).
+///
+/// # Safety
+/// `buf` is NULL or points to `len` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn perfabi_default_path(buf: *mut c_char, len: usize) -> usize {
+    use std::os::unix::ffi::OsStrExt;
+    let path = perfabi_reader::default_path();
+    let bytes = path.as_os_str().as_bytes();
+    if !buf.is_null() && len > 0 {
+        let n = bytes.len().min(len - 1);
+        // SAFETY: `buf` points to `len` writable bytes (the caller's
+        // promise) and `n + 1 <= len`; `bytes` is a separate Rust buffer.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr().cast::<c_char>(), buf, n);
+            *buf.add(n) = 0;
+        }
+    }
+    bytes.len()
+}
+
+/// perfabi_open() - open and map the segment at a path: a writer's tmpfs
+/// file (`/dev/shm/perfabi.seg`), the kernel module's `/dev/perfabi`, or
+/// the eBPF writer's pin in bpffs (`/sys/fs/bpf/perfabi/kernel`);
+/// perfabi_default_path() gives the one to use when none is given.
 /// @path: the path, NUL-terminated UTF-8. Its last component is never
 ///        followed if it is a symbolic link; nothing blocks (a FIFO is
-///        refused); only a regular file of a trusted owner or the kernel
-///        module's device is read (`spec/PERFABI.md` §11).
+///        refused); only a regular file of a trusted owner, the kernel
+///        module's device or a frozen BPF map pinned by root is read
+///        (`spec/PERFABI.md` §11).
 /// @options: NULL for perfabi_options_default().
 /// @out: receives the segment (NULL on failure); close it with
 ///       perfabi_close().
@@ -363,3 +398,25 @@ const _: () = {
     const fn send<T: Send>() {}
     send::<perfabi_segment>();
 };
+
+#[cfg(test)]
+mod default_path_tests {
+    use super::*;
+
+    #[test]
+    fn the_default_path_is_the_readers_and_is_cut_to_fit() {
+        let want = perfabi_reader::default_path();
+        let want = want.to_str().unwrap();
+        let mut buf = [0x55 as c_char; 64];
+        // SAFETY: a NULL buffer is allowed; `buf` has 64 bytes.
+        let n = unsafe { perfabi_default_path(std::ptr::null_mut(), 0) };
+        assert_eq!(n, want.len());
+        // SAFETY: as above.
+        let m = unsafe { perfabi_default_path(buf.as_mut_ptr(), 4) };
+        assert_eq!(m, want.len());
+        // SAFETY: the function wrote a NUL within the 4 bytes.
+        let cut = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
+        assert_eq!(cut.to_str().unwrap(), &want[..3]);
+        assert_eq!(buf[4], 0x55, "nothing written past len");
+    }
+}

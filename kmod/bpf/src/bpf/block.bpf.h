@@ -6,7 +6,12 @@
  * bytes at every completion event; a request's count and latency once,
  * when it completes fully; the op group is diskstats' op_stat_group()
  * (flush, discard, write, read); passthrough requests are not counted; a
- * data request of a flush sequence is counted at the sequence's end.
+ * data request of a flush sequence is counted at the sequence's end. A
+ * flush request has no latency observed: the block layer issues the
+ * queue's own flush request to the driver in its place, and that one's
+ * completion does not pass block_rq_complete (blk-flush); so flushes are
+ * neither stamped nor observed, and the histogram counts the reads,
+ * writes and discards completed.
  *
  * Disks are found by the loader (src/block.rs, /sys/block, every 250 ms)
  * and put in `disks` under their key (dev_t, diskseq): diskseq is never
@@ -46,8 +51,10 @@ struct {
 	__type(value, __u64);
 } issued SEC(".maps");
 
-/* Full completions seen of known disks, and of requests without an issue
- * stamp (the latency not observed): the loader's tests read them. */
+/* Full completions seen of known disks (flushes excepted), and of those
+ * the requests without an issue stamp (issued before the programs were
+ * attached, or evicted: the latency not observed): the loader's tests
+ * read them. */
 __u64 nr_disk_done = 0;
 __u64 nr_disk_unstamped = 0;
 
@@ -112,12 +119,12 @@ static __always_inline struct inst *disk_find(struct gendisk *disk)
 }
 
 /* block_rq_issue: stamp the request (every issue: a requeued one is
- * issued again). */
+ * issued again), a flush excepted. */
 static __always_inline void handle_issue(struct request *rq)
 {
 	__u64 key = (__u64)rq, now = bpf_ktime_get_ns();
 
-	if (!rq_disk(rq))
+	if (!rq_disk(rq) || rq_op(rq) == op_value(0))
 		return;
 	bpf_map_update_elem(&issued, &key, &now, BPF_ANY);
 }
@@ -162,6 +169,8 @@ static __always_inline void handle_complete(struct request *rq, unsigned int nr_
 	if (!done)
 		return;
 	value_add(slot + at, 1);
+	if (at == PERFABI_FAM_DISK_FLUSH_AT)
+		return;
 	count(nr_disk_done);
 	ts = bpf_map_lookup_elem(&issued, &key);
 	if (!ts) {

@@ -18,6 +18,7 @@
  *			hist_observe(), the nest-aware seq, the heartbeat
  *	sched.bpf.h	kernel.all.pswitch, kernel.sched.* (per CPU)
  *	block.bpf.h	disk.dev.* (per disk)
+ *	damon.bpf.h	DAMON regions into the per-CPU rings
  *	control.bpf.h	the `control` program
  * Every tracepoint program comes twice, `tp_btf/` and `raw_tp/` calling
  * the same handler: the loader loads one flavour, by section prefix.
@@ -34,4 +35,5 @@ char LICENSE[] SEC("license") = "GPL";
 #include "seg.bpf.h"
 #include "sched.bpf.h"
 #include "block.bpf.h"
+#include "damon.bpf.h"
 #include "control.bpf.h"

@@ -77,6 +77,18 @@ struct request {
 	unsigned int __data_len;
 } __attribute__((preserve_access_index));
 
+/* DAMON's, for damon.bpf.h. */
+struct damon_addr_range {
+	unsigned long start;
+	unsigned long end;
+} __attribute__((preserve_access_index));
+
+struct damon_region {
+	struct damon_addr_range ar;
+	unsigned int nr_accesses;
+	unsigned int age;
+} __attribute__((preserve_access_index));
+
 /* Values read by CO-RE relocation (bpf_core_enum_value), never these. */
 enum req_op {
 	REQ_OP_FLUSH = 2,
