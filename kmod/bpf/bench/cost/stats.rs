@@ -16,6 +16,8 @@ use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::fd::{FromRawFd, OwnedFd};
 
+use libbpf_rs::btf::types::Typedef;
+use libbpf_rs::btf::Btf;
 use libbpf_rs::query::{ProgInfoIter, ProgInfoQueryOptions};
 use libbpf_rs::ObjectBuilder;
 
@@ -170,12 +172,20 @@ pub fn insns(id: u32) -> usize {
         .map_or(0, |p| p.xlated_prog_insns.len() / 8)
 }
 
-/// The tracepoints of the writer's object's programs of flavour `raw_tp`.
+/// The tracepoints of the writer's object's programs of flavour `raw_tp`
+/// that this kernel has (`btf_trace_<name>` in its BTF: a kernel without
+/// DAMON has no `damon_aggregated`, and the writer loads no program there).
 pub fn object_tracepoints(raw_tp: bool) -> Result<Vec<String>, Failure> {
     let prefix = if raw_tp { "raw_tp/" } else { "tp_btf/" };
+    let btf =
+        Btf::from_vmlinux().map_err(|e| failed(format!("cannot read the kernel's BTF: {e}")))?;
     let mut tps: Vec<String> = writer_sections()?
         .into_iter()
         .filter_map(|(_, s)| s.strip_prefix(prefix).map(str::to_string))
+        .filter(|tp| {
+            let td: Option<Typedef<'_>> = btf.type_by_name(&format!("btf_trace_{tp}"));
+            td.is_some()
+        })
         .collect();
     tps.sort();
     tps.dedup();

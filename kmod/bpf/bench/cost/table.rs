@@ -63,6 +63,11 @@ fn described(name: &str) -> (&'static str, Option<(f64, &'static str)>) {
              added, its issue time looked up and deleted (LRU hash), a histogram update",
             Some((2.5, "histogram")),
         ),
+        "tp_damon" | "raw_damon" | "tp_damon_pre_6_7" | "raw_damon_pre_6_7" => (
+            "a DAMON region's record: its stream looked up (hash), four fields read (CO-RE), \
+             eight words written into the CPU's ring under its seq",
+            None,
+        ),
         "hist_sched_switch" | "raw_hist_sched_switch" => (
             "the histogram update alone: the writer's hist_observe() (seg.bpf.h) of a \
              clock read, into a scratch segment (src/bpf/floor.bpf.c)",

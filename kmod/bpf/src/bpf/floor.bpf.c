@@ -60,6 +60,7 @@ enum floor_slot {
 	SLOT_NETIF_RECEIVE_SKB,
 	SLOT_IRQ_HANDLER_ENTRY,
 	SLOT_IRQ_HANDLER_EXIT,
+	SLOT_DAMON_AGGREGATED,
 	SLOT_CLOCK_SCHED_SWITCH,	/* clock_sched_switch's */
 	SLOT_CORE_SCHED_SWITCH,		/* core_sched_switch's */
 	SLOT_DIRECT_SCHED_SWITCH,	/* direct_sched_switch's */
@@ -113,6 +114,7 @@ FLOOR(net_dev_xmit, SLOT_NET_DEV_XMIT)
 FLOOR(netif_receive_skb, SLOT_NETIF_RECEIVE_SKB)
 FLOOR(irq_handler_entry, SLOT_IRQ_HANDLER_ENTRY)
 FLOOR(irq_handler_exit, SLOT_IRQ_HANDLER_EXIT)
+FLOOR(damon_aggregated, SLOT_DAMON_AGGREGATED)
 
 /*
  * One observation of a histogram whose first value slot is 0 in the
