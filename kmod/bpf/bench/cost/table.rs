@@ -50,17 +50,19 @@ fn described(name: &str) -> (&'static str, Option<(f64, &'static str)>) {
             None,
         ),
         "tp_switch" | "raw_switch" => (
-            "a counter add, the heartbeat's age checked, stamps looked up and deleted \
-             (LRU hash), a histogram update when a stamp is found",
+            "a counter add, the heartbeat's age checked (a clock read), stamps looked up and \
+             deleted (LRU hash), a clock read and a histogram update when a stamp is found",
             Some((2.5, "histogram")),
         ),
         "tp_rq_issue" | "raw_rq_issue" => (
-            "the request's op and disk read (CO-RE), its issue time stored (LRU hash update)",
+            "the request's op and disk read (CO-RE), a clock read, its issue time stored \
+             (LRU hash update)",
             None,
         ),
         "tp_rq_complete" | "raw_rq_complete" => (
-            "the request's op and disk read, the disk looked up (hash), its bytes and count \
-             added, its issue time looked up and deleted (LRU hash), a histogram update",
+            "the request's op, disk and length read (CO-RE), the disk looked up (hash), its \
+             bytes and count added, its issue time looked up and deleted (LRU hash), a clock \
+             read, a histogram update",
             Some((2.5, "histogram")),
         ),
         "tp_damon" | "raw_damon" | "tp_damon_pre_6_7" | "raw_damon_pre_6_7" => (
