@@ -116,4 +116,5 @@ def main():
             out["latency_ratio_%s_over_mmv" % side] = round(out[side]["median_us"] / out["mmv"]["median_us"], 3)
     print(json.dumps(out))
 
-main()
+if __name__ == "__main__":
+    main()

@@ -6,12 +6,12 @@
  * bytes at every completion event; a request's count and latency once,
  * when it completes fully; the op group is diskstats' op_stat_group()
  * (flush, discard, write, read); passthrough requests are not counted; a
- * data request of a flush sequence is counted at the sequence's end. A
- * flush request has no latency observed: the block layer issues the
- * queue's own flush request to the driver in its place, and that one's
- * completion does not pass block_rq_complete (blk-flush); so flushes are
- * neither stamped nor observed, and the histogram counts the reads,
- * writes and discards completed.
+ * data request of a flush sequence is counted at the sequence's end. The
+ * latency is observed of every request issued to the driver and
+ * completed (flushes included); a request the block layer completes
+ * itself, never issued (the data-less write of a flush sequence: the
+ * queue's own flush request goes to the driver in its place), is counted
+ * but has no latency.
  *
  * Disks are found by the loader (src/block.rs, /sys/block, every 250 ms)
  * and put in `disks` under their key (dev_t, diskseq): diskseq is never
@@ -51,10 +51,9 @@ struct {
 	__type(value, __u64);
 } issued SEC(".maps");
 
-/* Full completions seen of known disks (flushes excepted), and of those
- * the requests without an issue stamp (issued before the programs were
- * attached, or evicted: the latency not observed): the loader's tests
- * read them. */
+/* Full completions seen of known disks, and of those the requests without
+ * an issue stamp (never issued, issued before the programs were attached,
+ * or evicted: the latency not observed): the loader's tests read them. */
 __u64 nr_disk_done = 0;
 __u64 nr_disk_unstamped = 0;
 
@@ -119,12 +118,12 @@ static __always_inline struct inst *disk_find(struct gendisk *disk)
 }
 
 /* block_rq_issue: stamp the request (every issue: a requeued one is
- * issued again), a flush excepted. */
+ * issued again). */
 static __always_inline void handle_issue(struct request *rq)
 {
 	__u64 key = (__u64)rq, now = bpf_ktime_get_ns();
 
-	if (!rq_disk(rq) || rq_op(rq) == op_value(0))
+	if (!rq_disk(rq))
 		return;
 	bpf_map_update_elem(&issued, &key, &now, BPF_ANY);
 }
@@ -169,8 +168,6 @@ static __always_inline void handle_complete(struct request *rq, unsigned int nr_
 	if (!done)
 		return;
 	value_add(slot + at, 1);
-	if (at == PERFABI_FAM_DISK_FLUSH_AT)
-		return;
 	count(nr_disk_done);
 	ts = bpf_map_lookup_elem(&issued, &key);
 	if (!ts) {
