@@ -32,5 +32,9 @@ pub trait Source: Send {
 
 /// Every group's source, in the order of the groups.
 pub fn sources() -> Vec<Box<dyn Source>> {
-    vec![Box::new(crate::block::Disks::default())]
+    vec![
+        Box::new(crate::block::Disks::default()),
+        Box::new(crate::net::Interfaces::here()),
+        Box::new(crate::irq::Irqs::default()),
+    ]
 }

@@ -6,7 +6,8 @@
 //! * [`families`]: the families published (the one definition's);
 //! * [`image`]: the segment laid out with the core's geometry and encoders;
 //! * [`groups`]: the groups with a dimension and how their instances are
-//!   found ([`block`]: the disks);
+//!   found ([`block`]: the disks, [`net`]: the network devices, [`irq`]:
+//!   the IRQs);
 //! * [`damon`]: which form of `damon:damon_aggregated` the kernel has;
 //! * [`tables`]: the member and value tables of instances that come and go;
 //! * [`system`]: what the kernel must offer (BTF, capabilities, lockdown,
@@ -24,6 +25,8 @@ pub mod error;
 pub mod families;
 pub mod groups;
 pub mod image;
+pub mod irq;
+pub mod net;
 pub mod pin;
 pub mod system;
 pub mod tables;

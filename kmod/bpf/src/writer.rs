@@ -225,8 +225,18 @@ impl Running {
                 continue;
             };
             for key in self.tables.keys(group) {
-                if !found.iter().any(|f| f.key == key) {
-                    // Gone: no program finds it from now on.
+                let same = |f: &Found| {
+                    f.key == key
+                        && self
+                            .tables
+                            .get(group, &key)
+                            .is_some_and(|l| l.instance == f.instance)
+                };
+                // Gone, or renamed (a device's new name, an IRQ's actions
+                // changed: the same key under another instance string,
+                // published again below under the new one): no program
+                // finds it from now on.
+                if !found.iter().any(same) {
                     let _ = map.delete(&key);
                     parts.push(self.tables.remove(group, &key));
                 }

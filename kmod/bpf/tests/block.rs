@@ -8,7 +8,7 @@
 //! `BPF-WRITER <name> PASS`, which `tests/run` counts.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -42,45 +42,6 @@ fn need_tools(test: &str) -> bool {
         }
         found
     })
-}
-
-/// A loop device over a file of its own, detached when dropped.
-struct Loop {
-    dev: PathBuf,
-    _file: tempfile::NamedTempFile,
-}
-
-impl Loop {
-    fn attach() -> Self {
-        let file = tempfile::NamedTempFile::new_in("/var/tmp").unwrap();
-        file.as_file().set_len(64 << 20).unwrap();
-        let out = Command::new("losetup")
-            .args(["-f", "--show"])
-            .arg(file.path())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "losetup: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let dev = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
-        Loop { dev, _file: file }
-    }
-
-    fn name(&self) -> String {
-        self.dev.file_name().unwrap().to_string_lossy().into_owned()
-    }
-
-    fn detach(&self) {
-        let _ = Command::new("losetup").arg("-d").arg(&self.dev).status();
-    }
-}
-
-impl Drop for Loop {
-    fn drop(&mut self) {
-        self.detach();
-    }
 }
 
 /// `/proc/diskstats`' fields after the name for disk `name`.
@@ -179,7 +140,7 @@ fn a_loop_device_counts_as_proc_diskstats_does() {
     // them every 250 ms).
     let mut w = Running::start(&options(&dir)).unwrap();
     let mut seg = Segment::open(w.pin_path()).unwrap();
-    let lo = Loop::attach();
+    let lo = Loop::attach(64);
     let name = lo.name();
     let dev = lo.dev.to_str().unwrap().to_string();
     let (ds0, p0) = quiet(&mut seg, &name, || w.scan().unwrap());
@@ -285,7 +246,7 @@ fn disks_that_come_and_go_appear_and_leave() {
             .ok()
             .and_then(|f| f.members.into_iter().find(|m| m.instance == name))
     };
-    let lo = Loop::attach();
+    let lo = Loop::attach(64);
     let name = lo.name();
     let appeared = time_until(&format!("{name} published"), || {
         member(&mut seg, &name).is_some()
@@ -299,7 +260,7 @@ fn disks_that_come_and_go_appear_and_leave() {
     // its old instance number, under a new reg_id.
     let out = Command::new("losetup")
         .arg(&lo.dev)
-        .arg(lo._file.path())
+        .arg(lo.file.path())
         .output()
         .unwrap();
     assert!(

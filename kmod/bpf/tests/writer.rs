@@ -542,7 +542,15 @@ fn the_raw_tracepoint_fallback_counts_as_the_btf_programs_do() {
     let trips = ping_pong(Duration::from_millis(200));
     let s1 = proc_stat_ctxt();
     let after = total(&mut seg, "kernel.all.pswitch");
-    assert!(after - before >= (s1 - s0).saturating_sub(w.image().geometry.nr_cpus as u64));
+    // As in pswitch_follows_proc_stat_and_the_histogram_is_whole: one
+    // in-flight switch per CPU, and 100 per million the tracepoint never
+    // reports (this test once failed without that allowance under load).
+    let ds = s1 - s0;
+    assert!(
+        after - before + ds / 10_000 >= ds.saturating_sub(w.image().geometry.nr_cpus as u64),
+        "{} switches counted, ctxt moved {ds}",
+        after - before
+    );
     assert!(
         after - before > trips,
         "{trips} round trips, {} switches",

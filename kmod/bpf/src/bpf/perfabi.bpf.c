@@ -18,6 +18,8 @@
  *			hist_observe(), the nest-aware seq, the heartbeat
  *	sched.bpf.h	kernel.all.pswitch, kernel.sched.* (per CPU)
  *	block.bpf.h	disk.dev.* (per disk)
+ *	net.bpf.h	network.interface.* (per device)
+ *	irq.bpf.h	kernel.interrupts.* (per IRQ)
  *	damon.bpf.h	DAMON regions into the per-CPU rings
  *	control.bpf.h	the `control` program
  * Every tracepoint program comes twice, `tp_btf/` and `raw_tp/` calling
@@ -35,5 +37,7 @@ char LICENSE[] SEC("license") = "GPL";
 #include "seg.bpf.h"
 #include "sched.bpf.h"
 #include "block.bpf.h"
+#include "net.bpf.h"
+#include "irq.bpf.h"
 #include "damon.bpf.h"
 #include "control.bpf.h"

@@ -101,4 +101,39 @@ enum rqf_flags {
 	__RQF_FLUSH_SEQ = 1,
 };
 
+/* The network stack's, for net.bpf.h. */
+#define IFF_LOOPBACK 0x8	/* include/uapi/linux/if.h */
+
+struct ns_common {
+	unsigned int inum;
+} __attribute__((preserve_access_index));
+
+struct net {
+	struct ns_common ns;
+} __attribute__((preserve_access_index));
+
+typedef struct {
+	struct net *net;
+} possible_net_t;
+
+struct net_device {
+	unsigned int flags;
+	unsigned short hard_header_len;
+	int ifindex;
+	possible_net_t nd_net;
+} __attribute__((preserve_access_index));
+
+struct sk_buff {
+	struct net_device *dev;
+	unsigned int len;
+	__u16 mac_header;
+	unsigned char *head;
+	unsigned char *data;
+} __attribute__((preserve_access_index));
+
+/* The IRQ core's, for irq.bpf.h. */
+struct irqaction {
+	struct irqaction *next;
+} __attribute__((preserve_access_index));
+
 #endif /* __PERFABI_VMLINUX_MIN_H */

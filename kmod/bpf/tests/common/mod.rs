@@ -139,3 +139,50 @@ pub fn wait_liveness(seg: &mut Segment, what: &str, want: impl Fn(&Liveness) -> 
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A loop device over a file of its own, detached when dropped.
+pub struct Loop {
+    /// Its device node.
+    pub dev: PathBuf,
+    /// Its backing file.
+    pub file: tempfile::NamedTempFile,
+}
+
+impl Loop {
+    /// A loop device over a new file of `mib` MiB.
+    pub fn attach(mib: u64) -> Self {
+        let file = tempfile::Builder::new()
+            .prefix("perfabi-test-loop")
+            .tempfile_in("/var/tmp")
+            .unwrap();
+        file.as_file().set_len(mib << 20).unwrap();
+        let out = Command::new("losetup")
+            .args(["-f", "--show"])
+            .arg(file.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "losetup: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let dev = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+        Loop { dev, file }
+    }
+
+    /// Its name in /sys/block.
+    pub fn name(&self) -> String {
+        self.dev.file_name().unwrap().to_string_lossy().into_owned()
+    }
+
+    /// Detaches it (again when dropped: harmless).
+    pub fn detach(&self) {
+        let _ = Command::new("losetup").arg("-d").arg(&self.dev).status();
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        self.detach();
+    }
+}
