@@ -70,6 +70,25 @@ fn described(name: &str) -> (&'static str, Option<(f64, &'static str)>) {
              eight words written into the CPU's ring under its seq",
             None,
         ),
+        "tp_net_rx" | "raw_net_rx" => (
+            "the device looked up (hash, by namespace and ifindex), the packet's length and \
+             headers read, two counter adds (packets, bytes)",
+            Some((1.5, "counter")),
+        ),
+        "tp_net_tx" | "raw_net_tx" => (
+            "the device looked up (hash), its flags read, two counter adds (packets, bytes)",
+            Some((1.5, "counter")),
+        ),
+        "tp_irq_entry" | "raw_irq_entry" => (
+            "the CPU's stamp written (PERCPU_ARRAY) with a clock read, the IRQ looked up \
+             (hash), one counter add",
+            Some((1.5, "counter")),
+        ),
+        "tp_irq_exit" | "raw_irq_exit" => (
+            "a clock read, the CPU's stamp checked, action->next read, the IRQ looked up \
+             (hash), a histogram update (the handler's time)",
+            Some((2.5, "histogram")),
+        ),
         "hist_sched_switch" | "raw_hist_sched_switch" => (
             "the histogram update alone: the writer's hist_observe() (seg.bpf.h) of a \
              clock read, into a scratch segment (src/bpf/floor.bpf.c)",
@@ -306,9 +325,9 @@ pub fn print(r: &Report<'_>) {
         spread(&exact).map_or("-".into(), |(lo, hi)| format!("{lo:.4}-{hi:.4} %")),
     );
     println!(
-        "workload over the run: {} token round trips, {} moves between CPUs, {} direct I/Os, \
-         {} datagrams over loopback",
-        r.work.round_trips, r.work.moves, r.work.ios, r.work.datagrams
+        "workload over the run: {} token round trips, {} moves between CPUs, {} direct I/Os \
+         on the loop device, {} datagrams over loopback, {} direct reads from the disk",
+        r.work.round_trips, r.work.moves, r.work.ios, r.work.datagrams, r.work.disk_reads
     );
     if !idle.is_empty() {
         println!(

@@ -3,8 +3,10 @@
 //! forth (`sched_switch`, `sched_wakeup`), a thread moved from CPU to CPU
 //! (`sched_migrate_task`), and direct I/O on a loop device of its own
 //! (`block_rq_issue`, `block_rq_complete`: writes, reads, a flush every 32
-//! writes), and datagrams over loopback (`net_dev_xmit`,
-//! `netif_receive_skb`).
+//! writes), datagrams over loopback (`net_dev_xmit`, `netif_receive_skb`),
+//! and a direct read a millisecond from a file of its own on the disk
+//! under `/var/tmp` (the disk's interrupts: `irq_handler_entry`,
+//! `irq_handler_exit`).
 
 use std::fs::{File, OpenOptions};
 use std::net::UdpSocket;
@@ -25,6 +27,10 @@ const DISK_BYTES: u64 = 64 << 20;
 
 /// The I/O size, and its alignment for `O_DIRECT`.
 const IO_BYTES: usize = 4096;
+
+/// The file read from the disk under `/var/tmp`, and how often.
+const IRQ_FILE_BYTES: u64 = 1 << 20;
+const IRQ_READ_EVERY: Duration = Duration::from_millis(1);
 
 /// How long the moved thread stays on a CPU.
 const MIGRATE_EVERY: Duration = Duration::from_millis(1);
@@ -84,6 +90,8 @@ pub struct Work {
     pub ios: u64,
     /// Datagrams sent and received over loopback.
     pub datagrams: u64,
+    /// Direct reads from the disk under `/var/tmp`.
+    pub disk_reads: u64,
 }
 
 /// The workload's threads, running.
@@ -94,6 +102,9 @@ pub struct Workload {
     moves: Arc<AtomicU64>,
     ios: Arc<AtomicU64>,
     datagrams: Arc<AtomicU64>,
+    disk_reads: Arc<AtomicU64>,
+    // Removed when the workload is dropped (after its threads stopped).
+    _irq_file: tempfile::NamedTempFile,
 }
 
 /// One page for `O_DIRECT`, aligned as it requires.
@@ -109,6 +120,7 @@ impl Workload {
             .custom_flags(libc::O_DIRECT)
             .open(&disk.dev)
             .map_err(|e| failed(format!("cannot open {} O_DIRECT: {e}", disk.dev.display())))?;
+        let (irq_file, irq_dev) = disk_file()?;
         let mut w = Self {
             stop: Arc::new(AtomicBool::new(false)),
             threads: Vec::new(),
@@ -116,6 +128,8 @@ impl Workload {
             moves: Arc::new(AtomicU64::new(0)),
             ios: Arc::new(AtomicU64::new(0)),
             datagrams: Arc::new(AtomicU64::new(0)),
+            disk_reads: Arc::new(AtomicU64::new(0)),
+            _irq_file: irq_file,
         };
         let (s, n) = (Arc::clone(&w.stop), Arc::clone(&w.round_trips));
         w.threads
@@ -129,6 +143,9 @@ impl Workload {
         let (s, n) = (Arc::clone(&w.stop), Arc::clone(&w.datagrams));
         w.threads
             .push(std::thread::spawn(move || datagrams(&a, &b, &s, &n)));
+        let (s, n) = (Arc::clone(&w.stop), Arc::clone(&w.disk_reads));
+        w.threads
+            .push(std::thread::spawn(move || disk_reads(&irq_dev, &s, &n)));
         Ok(w)
     }
 
@@ -140,6 +157,7 @@ impl Workload {
             moves: self.moves.load(Ordering::Relaxed),
             ios: self.ios.load(Ordering::Relaxed),
             datagrams: self.datagrams.load(Ordering::Relaxed),
+            disk_reads: self.disk_reads.load(Ordering::Relaxed),
         }
     }
 
@@ -261,5 +279,49 @@ fn datagrams(a: &UdpSocket, b: &UdpSocket, stop: &AtomicBool, n: &AtomicU64) {
         {
             n.fetch_add(2, Ordering::Relaxed);
         }
+    }
+}
+
+/// A file of [`IRQ_FILE_BYTES`] under `/var/tmp` (on a disk, where `/tmp`
+/// may be a tmpfs), written and synced, and a descriptor of it opened
+/// `O_DIRECT`, so that each read goes to the disk and its interrupt.
+fn disk_file() -> Result<(tempfile::NamedTempFile, File), Failure> {
+    let f = tempfile::Builder::new()
+        .prefix("perfabi-cost-irq.")
+        .tempfile_in("/var/tmp")
+        .map_err(|e| failed(format!("cannot make a file in /var/tmp: {e}")))?;
+    let page = Page([0xa5; IO_BYTES]);
+    for k in 0..IRQ_FILE_BYTES / IO_BYTES as u64 {
+        f.as_file()
+            .write_all_at(&page.0, k * IO_BYTES as u64)
+            .map_err(|e| failed(format!("cannot write {}: {e}", f.path().display())))?;
+    }
+    f.as_file()
+        .sync_all()
+        .map_err(|e| failed(format!("cannot sync {}: {e}", f.path().display())))?;
+    let dev = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(f.path())
+        .map_err(|e| failed(format!("cannot open {} O_DIRECT: {e}", f.path().display())))?;
+    Ok((f, dev))
+}
+
+/// A direct read of a page of `file` every [`IRQ_READ_EVERY`] until
+/// `stop`.
+fn disk_reads(file: &File, stop: &AtomicBool, n: &AtomicU64) {
+    let mut page = Box::new(Page([0; IO_BYTES]));
+    let pages = IRQ_FILE_BYTES / IO_BYTES as u64;
+    let mut k: u64 = 0;
+    while !stop.load(Ordering::Relaxed) {
+        if file
+            .read_exact_at(&mut page.0, (k % pages) * IO_BYTES as u64)
+            .is_err()
+        {
+            break;
+        }
+        n.fetch_add(1, Ordering::Relaxed);
+        k += 1;
+        std::thread::sleep(IRQ_READ_EVERY);
     }
 }
