@@ -91,48 +91,50 @@ static __always_inline __u32 rqf_flush_seq(void)
 }
 
 /* The request's op (REQ_OP_MASK: its low 8 bits). */
-static __always_inline __u32 rq_op(struct request *rq)
+static __always_inline __u32 rq_op(bool btf, struct request *rq)
 {
-	return BPF_CORE_READ(rq, cmd_flags) & 0xff;
+	return KREAD(btf, rq, cmd_flags) & 0xff;
 }
 
 /* Whether rq is counted at all: it has a disk, and is no passthrough. */
-static __always_inline struct gendisk *rq_disk(struct request *rq)
+static __always_inline struct gendisk *rq_disk(bool btf, struct request *rq)
 {
-	__u32 op = rq_op(rq);
+	__u32 op = rq_op(btf, rq);
+	struct request_queue *q;
 
 	if (op == op_value(2) || op == op_value(3))
 		return 0;
-	return BPF_CORE_READ(rq, q, disk);
+	q = KREAD(btf, rq, q);
+	return q ? KREAD(btf, q, disk) : 0;
 }
 
-static __always_inline struct inst *disk_find(struct gendisk *disk)
+static __always_inline struct inst *disk_find(bool btf, struct gendisk *disk)
 {
 	struct disk_key k = {};
 
-	k.devt = ((__u32)BPF_CORE_READ(disk, major) << 20) |
-		 (__u32)BPF_CORE_READ(disk, first_minor);
+	k.devt = ((__u32)KREAD(btf, disk, major) << 20) | (__u32)KREAD(btf, disk, first_minor);
 	if (bpf_core_field_exists(disk->diskseq))
-		k.seq = BPF_CORE_READ(disk, diskseq);
+		k.seq = KREAD(btf, disk, diskseq);
 	return bpf_map_lookup_elem(&disks, &k);
 }
 
 /* block_rq_issue: stamp the request (every issue: a requeued one is
  * issued again). */
-static __always_inline void handle_issue(struct request *rq)
+static __always_inline void handle_issue(bool btf, struct request *rq)
 {
 	__u64 key = (__u64)rq, now = bpf_ktime_get_ns();
 
-	if (!rq_disk(rq))
+	if (!rq_disk(btf, rq))
 		return;
 	bpf_map_update_elem(&issued, &key, &now, BPF_ANY);
 }
 
 /* block_rq_complete: bytes always, the count and latency at the full
  * completion. */
-static __always_inline void handle_complete(struct request *rq, unsigned int nr_bytes)
+static __always_inline void handle_complete(bool btf, struct request *rq,
+					    unsigned int nr_bytes)
 {
-	struct gendisk *disk = rq_disk(rq);
+	struct gendisk *disk = rq_disk(btf, rq);
 	__u64 key = (__u64)rq, *ts, now;
 	__u32 op, at, slot;
 	struct inst *d;
@@ -140,14 +142,14 @@ static __always_inline void handle_complete(struct request *rq, unsigned int nr_
 
 	if (!disk)
 		return;
-	op = rq_op(rq);
-	done = nr_bytes >= BPF_CORE_READ(rq, __data_len);
+	op = rq_op(btf, rq);
+	done = nr_bytes >= KREAD(btf, rq, __data_len);
 	/* A data request inside a flush sequence completes twice: its data
 	 * (RQF_FLUSH_SEQ set), then the sequence's end (flag cleared, 0
 	 * bytes); count it at the end, as diskstats does. */
-	if (done && (BPF_CORE_READ(rq, rq_flags) & rqf_flush_seq()) && op != op_value(0))
+	if (done && (KREAD(btf, rq, rq_flags) & rqf_flush_seq()) && op != op_value(0))
 		done = false;
-	d = disk_find(disk);
+	d = disk_find(btf, disk);
 	if (!d) {
 		/* Not (yet) a known disk: still free its stamp. */
 		if (done)
@@ -183,28 +185,28 @@ static __always_inline void handle_complete(struct request *rq, unsigned int nr_
 SEC("tp_btf/block_rq_issue")
 int BPF_PROG(tp_rq_issue, struct request *rq)
 {
-	handle_issue(rq);
+	handle_issue(true, rq);
 	return 0;
 }
 
 SEC("raw_tp/block_rq_issue")
 int BPF_PROG(raw_rq_issue, struct request *rq)
 {
-	handle_issue(rq);
+	handle_issue(false, rq);
 	return 0;
 }
 
 SEC("tp_btf/block_rq_complete")
 int BPF_PROG(tp_rq_complete, struct request *rq, int error, unsigned int nr_bytes)
 {
-	handle_complete(rq, nr_bytes);
+	handle_complete(true, rq, nr_bytes);
 	return 0;
 }
 
 SEC("raw_tp/block_rq_complete")
 int BPF_PROG(raw_rq_complete, struct request *rq, int error, unsigned int nr_bytes)
 {
-	handle_complete(rq, nr_bytes);
+	handle_complete(false, rq, nr_bytes);
 	return 0;
 }
 

@@ -53,7 +53,7 @@ struct {
 /* Regions recorded: the loader's tests read it. */
 __u64 nr_damon_regions = 0;
 
-static __always_inline void record_region(__u32 target_id, struct damon_region *r,
+static __always_inline void record_region(bool btf, __u32 target_id, struct damon_region *r,
 					  __u32 nr_regions)
 {
 	struct damon_stream_key k = {
@@ -102,10 +102,10 @@ static __always_inline void record_region(__u32 target_id, struct damon_region *
 	*(volatile __u64 *)&w[at + 1] = target_id;
 	*(volatile __u64 *)&w[at + 2] = aggregation;
 	*(volatile __u64 *)&w[at + 3] = region | (__u64)nr_regions << 32;
-	*(volatile __u64 *)&w[at + 4] = BPF_CORE_READ(r, ar.start);
-	*(volatile __u64 *)&w[at + 5] = BPF_CORE_READ(r, ar.end);
+	*(volatile __u64 *)&w[at + 4] = KREAD(btf, r, ar.start);
+	*(volatile __u64 *)&w[at + 5] = KREAD(btf, r, ar.end);
 	*(volatile __u64 *)&w[at + 6] =
-		BPF_CORE_READ(r, nr_accesses) | (__u64)BPF_CORE_READ(r, age) << 32;
+		KREAD(btf, r, nr_accesses) | (__u64)KREAD(btf, r, age) << 32;
 	*(volatile __u64 *)&w[at + 7] = damon_sample_us | (__u64)damon_aggr_us << 32;
 	*(volatile __u64 *)&head[CPU_DAMON_NEXT] = (slot + 1) % damon_capacity;
 	seq_nest_end(&head[0], outer);
@@ -117,14 +117,14 @@ static __always_inline void record_region(__u32 target_id, struct damon_region *
 SEC("tp_btf/damon_aggregated")
 int BPF_PROG(tp_damon, unsigned int target_id, struct damon_region *r, unsigned int nr_regions)
 {
-	record_region(target_id, r, nr_regions);
+	record_region(true, target_id, r, nr_regions);
 	return 0;
 }
 
 SEC("raw_tp/damon_aggregated")
 int BPF_PROG(raw_damon, unsigned int target_id, struct damon_region *r, unsigned int nr_regions)
 {
-	record_region(target_id, r, nr_regions);
+	record_region(false, target_id, r, nr_regions);
 	return 0;
 }
 
@@ -134,7 +134,7 @@ SEC("tp_btf/damon_aggregated")
 int BPF_PROG(tp_damon_pre_6_7, void *t, unsigned int target_id, struct damon_region *r,
 	     unsigned int nr_regions)
 {
-	record_region(target_id, r, nr_regions);
+	record_region(true, target_id, r, nr_regions);
 	return 0;
 }
 
@@ -142,7 +142,7 @@ SEC("raw_tp/damon_aggregated")
 int BPF_PROG(raw_damon_pre_6_7, void *t, unsigned int target_id, struct damon_region *r,
 	     unsigned int nr_regions)
 {
-	record_region(target_id, r, nr_regions);
+	record_region(false, target_id, r, nr_regions);
 	return 0;
 }
 

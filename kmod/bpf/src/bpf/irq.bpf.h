@@ -93,7 +93,7 @@ static __always_inline void handle_irq_exit(bool btf, int irq, struct irqaction 
 	ts = s->ts;
 	mine = s->action == (__u64)action && s->irq == irq;
 	s->action = 0;
-	s->next = (__u64)(btf ? action->next : BPF_CORE_READ(action, next));
+	s->next = (__u64)KREAD(btf, action, next);
 	s->next_irq = irq;
 	if (!mine || (__s64)(now - ts) < 0)
 		return;

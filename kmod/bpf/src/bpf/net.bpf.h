@@ -45,30 +45,19 @@ struct {
  * include/linux/skbuff.h: the field's all-ones value). */
 #define NET_MAC_UNSET 0xffff
 
-/*
- * A field of a kernel struct: in a tp_btf program (btf true) a direct
- * load, which the verifier allows on the tracepoint's BTF-typed pointers
- * and turns into a fault-safe load (PROBE_MEM); in a raw_tp program, whose
- * arguments are plain numbers, bpf_probe_read_kernel() (BPF_CORE_READ).
- * Both are CO-RE relocated. `btf` is a constant in each program once the
- * handler is inlined, so each program keeps one of the two.
- */
-#define NET_READ(btf, src, a, ...) \
-	((btf) ? (src)->a __VA_OPT__(.) __VA_ARGS__ : BPF_CORE_READ(src, a __VA_OPT__(,) __VA_ARGS__))
-
 static __always_inline struct inst *net_find(bool btf, struct net_device *dev)
 {
 	struct net_key k = {};
 
 	k.netns = btf ? dev->nd_net.net->ns.inum : BPF_CORE_READ(dev, nd_net.net, ns.inum);
-	k.ifindex = NET_READ(btf, dev, ifindex);
+	k.ifindex = KREAD(btf, dev, ifindex);
 	return bpf_map_lookup_elem(&net_devs, &k);
 }
 
 /* netif_receive_skb: one packet; its bytes with the link-layer header. */
 static __always_inline void handle_net_rx(bool btf, struct sk_buff *skb)
 {
-	struct net_device *dev = NET_READ(btf, skb, dev);
+	struct net_device *dev = KREAD(btf, skb, dev);
 	__u64 len, head, data, mac;
 	struct inst *d;
 
@@ -77,11 +66,11 @@ static __always_inline void handle_net_rx(bool btf, struct sk_buff *skb)
 	d = net_find(btf, dev);
 	if (!d)
 		return;
-	len = NET_READ(btf, skb, len);
-	mac = NET_READ(btf, skb, mac_header);
-	if (!(NET_READ(btf, dev, flags) & IFF_LOOPBACK) && mac != NET_MAC_UNSET) {
-		head = (__u64)NET_READ(btf, skb, head);
-		data = (__u64)NET_READ(btf, skb, data);
+	len = KREAD(btf, skb, len);
+	mac = KREAD(btf, skb, mac_header);
+	if (!(KREAD(btf, dev, flags) & IFF_LOOPBACK) && mac != NET_MAC_UNSET) {
+		head = (__u64)KREAD(btf, skb, head);
+		data = (__u64)KREAD(btf, skb, data);
 		if (head + mac < data)
 			len += data - (head + mac);
 	}
@@ -101,8 +90,8 @@ static __always_inline void handle_net_tx(bool btf, int rc, struct net_device *d
 	d = net_find(btf, dev);
 	if (!d)
 		return;
-	if (NET_READ(btf, dev, flags) & IFF_LOOPBACK) {
-		hdr = NET_READ(btf, dev, hard_header_len);
+	if (KREAD(btf, dev, flags) & IFF_LOOPBACK) {
+		hdr = KREAD(btf, dev, hard_header_len);
 		skb_len -= skb_len < hdr ? skb_len : hdr;
 	}
 	value_add(d->slot + PERFABI_FAM_NET_OUT_PACKETS_AT, 1);

@@ -23,9 +23,9 @@ struct {
 __u64 nr_observed = 0;
 __u64 nr_unrecorded = 0;
 
-static __always_inline void record_wakeup(struct task_struct *p)
+static __always_inline void record_wakeup(bool btf, struct task_struct *p)
 {
-	__u32 pid = BPF_CORE_READ(p, pid);
+	__u32 pid = KREAD(btf, p, pid);
 	__u64 ts = bpf_ktime_get_ns();
 
 	value_add(sched_slot + PERFABI_FAM_SCHED_WAKEUPS_AT, 1);
@@ -37,18 +37,18 @@ static __always_inline void record_wakeup(struct task_struct *p)
 
 /* A task's state (0: runnable), under its name of this kernel: `__state`
  * since 5.14, `state` before (the one place that knows). */
-static __always_inline long task_state(struct task_struct *t)
+static __always_inline long task_state(bool btf, struct task_struct *t)
 {
 	if (bpf_core_field_exists(t->__state))
-		return BPF_CORE_READ(t, __state);
+		return KREAD(btf, t, __state);
 	return BPF_CORE_READ((struct task_struct___pre_5_14 *)t, state);
 }
 
 /* As the module's probe_switch() (kmod/perfabi_src_sched.c). */
-static __always_inline void handle_switch(bool preempt, struct task_struct *prev,
+static __always_inline void handle_switch(bool btf, bool preempt, struct task_struct *prev,
 					  struct task_struct *next)
 {
-	__u32 pid = BPF_CORE_READ(next, pid), prev_pid;
+	__u32 pid = KREAD(btf, next, pid), prev_pid;
 	__u64 *ts;
 
 	value_add(sched_slot + PERFABI_FAM_SCHED_PSWITCH_AT, 1);
@@ -59,8 +59,8 @@ static __always_inline void handle_switch(bool preempt, struct task_struct *prev
 	 * follows no wakeup: drop the stamp. If it sleeps, its next wakeup
 	 * overwrites the stamp first.
 	 */
-	prev_pid = BPF_CORE_READ(prev, pid);
-	if (prev_pid && (preempt || !task_state(prev)))
+	prev_pid = KREAD(btf, prev, pid);
+	if (prev_pid && (preempt || !task_state(btf, prev)))
 		bpf_map_delete_elem(&woken, &prev_pid);
 	if (!pid)
 		return;
@@ -87,42 +87,42 @@ static __always_inline void handle_switch(bool preempt, struct task_struct *prev
 SEC("tp_btf/sched_switch")
 int BPF_PROG(tp_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	handle_switch(preempt, prev, next);
+	handle_switch(true, preempt, prev, next);
 	return 0;
 }
 
 SEC("raw_tp/sched_switch")
 int BPF_PROG(raw_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	handle_switch(preempt, prev, next);
+	handle_switch(false, preempt, prev, next);
 	return 0;
 }
 
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(tp_wakeup, struct task_struct *p)
 {
-	record_wakeup(p);
+	record_wakeup(true, p);
 	return 0;
 }
 
 SEC("raw_tp/sched_wakeup")
 int BPF_PROG(raw_wakeup, struct task_struct *p)
 {
-	record_wakeup(p);
+	record_wakeup(false, p);
 	return 0;
 }
 
 SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(tp_wakeup_new, struct task_struct *p)
 {
-	record_wakeup(p);
+	record_wakeup(true, p);
 	return 0;
 }
 
 SEC("raw_tp/sched_wakeup_new")
 int BPF_PROG(raw_wakeup_new, struct task_struct *p)
 {
-	record_wakeup(p);
+	record_wakeup(false, p);
 	return 0;
 }
 

@@ -79,6 +79,21 @@ __u64 nr_nested = 0;
  * BPF_FETCH form, which is fully ordered (the unused-result add is not). */
 #define use(v) asm volatile("" : : "r"(v))
 
+/*
+ * A field of a kernel struct: in a tp_btf program (btf true) a direct
+ * load, which the verifier allows on the tracepoint's BTF-typed pointers
+ * and turns into a fault-safe load (PROBE_MEM); in a raw_tp program, whose
+ * arguments are plain numbers, bpf_probe_read_kernel() (BPF_CORE_READ).
+ * Both are CO-RE relocated. `btf` is a constant in each program once the
+ * handler is inlined, so each program keeps one of the two. A direct load
+ * costs what any load does; bpf_probe_read_kernel() is a helper call
+ * (14-16 ns each on this machine, kmod/bpf/bench/cost). Every handler
+ * takes `btf` and reads kernel memory through this. A chain of pointers is
+ * one KREAD per pointer (`a.b` is a member, not a pointer).
+ */
+#define KREAD(btf, src, a, ...) \
+	((btf) ? (src)->a __VA_OPT__(.) __VA_ARGS__ : BPF_CORE_READ(src, a __VA_OPT__(,) __VA_ARGS__))
+
 /* Element `page` (0-based) of this CPU's block, or NULL. */
 static __always_inline __u64 *block_page(__u32 page)
 {
