@@ -50,7 +50,7 @@ fn described(name: &str) -> (&'static str, Option<(f64, &'static str)>) {
             None,
         ),
         "tp_switch" | "raw_switch" => (
-            "a counter add, the heartbeat's age checked (a clock read), stamps looked up and \
+            "a counter add, the heartbeat's jiffy checked (a clock read once a jiffy), stamps looked up and \
              deleted (LRU hash), a clock read and a histogram update when a stamp is found",
             Some((2.5, "histogram")),
         ),
