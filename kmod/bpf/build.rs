@@ -1,5 +1,7 @@
-//! Compiles the BPF programs (`src/bpf/perfabi.bpf.c`, CO-RE) with clang and
-//! generates their libbpf-rs skeleton into `OUT_DIR`.
+//! Compiles the BPF programs (CO-RE) with clang and generates their
+//! libbpf-rs skeletons into `OUT_DIR`: the writer's (`src/bpf/perfabi.bpf.c`,
+//! `perfabi.skel.rs`), and the floor the cost bench measures it against
+//! (`src/bpf/floor.bpf.c`, `floor.skel.rs`, used by `bench/cost` only).
 //!
 //! The compiler is `$CLANG` if set, else `clang-19` if it is on the PATH
 //! (Debian 12's package, installed by `tests/setup`), else `clang`. `-mcpu=v3`
@@ -7,11 +9,15 @@
 //! program's header comment).
 
 use std::env;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use libbpf_cargo::SkeletonBuilder;
 
-const SRC: &str = "src/bpf/perfabi.bpf.c";
+/// The BPF objects: (source, skeleton and object name in `OUT_DIR`).
+const OBJECTS: [(&str, &str); 2] = [
+    ("src/bpf/perfabi.bpf.c", "perfabi"),
+    ("src/bpf/floor.bpf.c", "floor"),
+];
 
 fn clang() -> PathBuf {
     if let Some(c) = env::var_os("CLANG") {
@@ -29,12 +35,13 @@ fn clang() -> PathBuf {
     }
 }
 
-fn main() {
-    let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let skel = out.join("perfabi.skel.rs");
-    let obj = out.join("perfabi.bpf.o");
+/// Compiles `src` into `OUT_DIR/<name>.bpf.o` and its skeleton
+/// `OUT_DIR/<name>.skel.rs`.
+fn build(out: &Path, src: &str, name: &str) {
+    let skel = out.join(format!("{name}.skel.rs"));
+    let obj = out.join(format!("{name}.bpf.o"));
     if let Err(e) = SkeletonBuilder::new()
-        .source(SRC)
+        .source(src)
         .obj(&obj)
         .clang(clang())
         .clang_args([
@@ -49,11 +56,18 @@ fn main() {
         .build_and_generate(&skel)
     {
         panic!(
-            "cannot build {SRC} (clang 19 and the kernel's libbpf headers are needed; \
+            "cannot build {src} (clang 19 and the kernel's libbpf headers are needed; \
              tests/setup installs clang-19): {e:#}"
         );
     }
-    // The folder: the object's headers (seg.bpf.h, ...) are its parts.
+}
+
+fn main() {
+    let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    for (src, name) in OBJECTS {
+        build(&out, src, name);
+    }
+    // The folder: every program and header in it, those added later too.
     println!("cargo:rerun-if-changed=src/bpf");
     println!("cargo:rerun-if-changed=../include/perfabi_families.h");
     println!("cargo:rerun-if-env-changed=CLANG");

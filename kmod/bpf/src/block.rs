@@ -39,6 +39,29 @@ pub fn disk_key(major: u32, minor: u32, diskseq: u64) -> Vec<u8> {
     k
 }
 
+/// The bit of `RQF_FLUSH_SEQ` in `struct request`'s `rq_flags` on the
+/// running kernel: `1 << __RQF_FLUSH_SEQ` where the flags are an enum's
+/// bits (an anonymous enum in 6.12, `enum rqf_flags` later: found by its
+/// enumerator in the kernel's BTF, named or not, which a CO-RE enum
+/// relocation cannot do), else 4, the macro's `(1 << 4)` of older kernels
+/// (6.1).
+pub fn rqf_flush_seq_bit() -> u32 {
+    use libbpf_rs::btf::types::Enum;
+    let Ok(btf) = libbpf_rs::btf::Btf::from_vmlinux() else {
+        return 4;
+    };
+    let bit = btf
+        .type_by_kind::<Enum<'_>>()
+        .find_map(|e| {
+            e.iter()
+                .find(|m| m.name.is_some_and(|n| n == "__RQF_FLUSH_SEQ"))
+                .and_then(|m| u32::try_from(m.value).ok())
+        })
+        .filter(|&b| b < 32)
+        .unwrap_or(4);
+    bit
+}
+
 /// A small sysfs file's text, trimmed.
 fn small(path: &Path) -> Option<String> {
     std::fs::read_to_string(path)
@@ -92,6 +115,15 @@ impl Source for Disks {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// This machine's 6.18 names the flag's bit in `enum rqf_flags`: 1.
+    #[test]
+    fn the_flush_sequence_flag_is_read_from_the_kernel() {
+        if std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+            let b = rqf_flush_seq_bit();
+            assert!(b == 1 || b == 4, "{b}");
+        }
+    }
 
     #[test]
     fn keys_are_the_kernel_dev_t_and_diskseq() {

@@ -394,6 +394,7 @@ fn load(image: &Image, setup: &Setup, flavour: Flavour) -> Result<PerfabiSkel<'s
     ro.table_lo = image.table_lo;
     ro.table_hi = image.table_hi;
     ro.beat_every_ns = interval / 2;
+    ro.rqf_flush_seq_bit = crate::block::rqf_flush_seq_bit();
     ro.damon_word = image.damon_word();
     ro.damon_capacity = image.geometry.damon_capacity;
     (ro.damon_sample_us, ro.damon_aggr_us) = setup.damon_intervals_us;

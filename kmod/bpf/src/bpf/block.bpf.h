@@ -81,13 +81,14 @@ static __always_inline __u32 op_value(__u32 which)
 	}
 }
 
-/* RQF_FLUSH_SEQ: a bit of enum rqf_flags in newer kernels, the macro
- * (1 << 4) before. */
+/* The bit of RQF_FLUSH_SEQ in rq_flags, set by the loader from the
+ * kernel's BTF (src/block.rs: an anonymous enum's in 6.12, which no CO-RE
+ * relocation names; the macro (1 << 4) in 6.1). */
+const volatile __u32 rqf_flush_seq_bit = 4;
+
 static __always_inline __u32 rqf_flush_seq(void)
 {
-	if (bpf_core_enum_value_exists(enum rqf_flags, __RQF_FLUSH_SEQ))
-		return 1U << bpf_core_enum_value(enum rqf_flags, __RQF_FLUSH_SEQ);
-	return 1U << 4;
+	return 1U << (rqf_flush_seq_bit & 31);
 }
 
 /* The request's op (REQ_OP_MASK: its low 8 bits). */

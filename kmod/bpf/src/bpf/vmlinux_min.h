@@ -97,10 +97,6 @@ enum req_op {
 	REQ_OP_DRV_OUT = 35,
 };
 
-enum rqf_flags {
-	__RQF_FLUSH_SEQ = 1,
-};
-
 /* The network stack's, for net.bpf.h. */
 #define IFF_LOOPBACK 0x8	/* include/uapi/linux/if.h */
 
