@@ -55,6 +55,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use perfabi_test_harness::deadline::Deadline;
+use perfabi_test_harness::kernel_work::{ping_pong, Loop};
 use support::*;
 
 /// Where PCP's eBPF agent is (Debian's pcp 6.0.3).
@@ -304,29 +305,6 @@ fn within_one_bucket(what: &str, perfabi: &Hist, pmdabpf: &Hist) -> (Vec<u32>, V
     (p, b)
 }
 
-/// Two threads handing a token back and forth for `d`: wakeups and
-/// switches. Returns the round trips.
-fn ping_pong(d: Duration) -> u64 {
-    let (to_b, from_a) = std::sync::mpsc::channel::<u64>();
-    let (to_a, from_b) = std::sync::mpsc::channel::<u64>();
-    let b = std::thread::spawn(move || {
-        while let Ok(v) = from_a.recv() {
-            if to_a.send(v + 1).is_err() {
-                break;
-            }
-        }
-    });
-    let end = Deadline::after(d);
-    let mut n = 0;
-    while !end.passed() {
-        to_b.send(n).unwrap();
-        n = from_b.recv().unwrap();
-    }
-    drop(to_b);
-    b.join().unwrap();
-    n
-}
-
 #[test]
 fn wakeup_latency_agrees_with_pmdabpf_runqlat() {
     let test = "wakeup_latency_agrees_with_pmdabpf_runqlat";
@@ -377,67 +355,6 @@ fn wakeup_latency_agrees_with_pmdabpf_runqlat() {
     );
 }
 
-/// A loop device on a sparse file of `size` bytes in a folder of the
-/// test's; detached when dropped.
-struct Loop {
-    dev: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Loop {
-    fn new(size: u64) -> Loop {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("disk");
-        std::fs::File::create(&file).unwrap().set_len(size).unwrap();
-        let out = run(Command::new("losetup").args(["-f", "--show"]).arg(&file));
-        assert!(
-            out.status.success(),
-            "losetup -f --show: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Loop {
-            dev: PathBuf::from(stdout(&out).trim()),
-            _dir: dir,
-        }
-    }
-
-    /// Its disk's name (`loopN`).
-    fn name(&self) -> String {
-        self.dev.file_name().unwrap().to_string_lossy().into_owned()
-    }
-
-    /// Reads its first `n` blocks of 4 KiB, `O_DIRECT`, one at a time
-    /// (dd): one request each.
-    fn read_direct(&self, n: u64) {
-        let out = run(Command::new("dd")
-            .arg(format!("if={}", self.dev.display()))
-            .args(["of=/dev/null", "bs=4096", "iflag=direct"])
-            .arg(format!("count={n}")));
-        assert!(
-            out.status.success(),
-            "dd: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    /// Its reads and writes completed, from `/proc/diskstats`.
-    fn diskstats(&self) -> (u64, u64) {
-        let text = std::fs::read_to_string("/proc/diskstats").unwrap();
-        let name = self.name();
-        text.lines()
-            .map(|l| l.split_whitespace().collect::<Vec<_>>())
-            .find(|f| f.get(2) == Some(&name.as_str()))
-            .map(|f| (f[3].parse().unwrap(), f[7].parse().unwrap()))
-            .unwrap_or_else(|| panic!("{name} not in /proc/diskstats"))
-    }
-}
-
-impl Drop for Loop {
-    fn drop(&mut self) {
-        let _ = Command::new("losetup").arg("-d").arg(&self.dev).status();
-    }
-}
-
 #[test]
 fn request_latency_agrees_with_pmdabpf_biolatency() {
     let test = "request_latency_agrees_with_pmdabpf_biolatency";
@@ -453,7 +370,7 @@ fn request_latency_agrees_with_pmdabpf_biolatency() {
     let bpfd = Bpfd::start("biolatency");
     let dir = tempfile::tempdir().unwrap();
     let pmcd = pmcd_with_both(dir.path(), &bpfd);
-    let disk = Loop::new(64 << 20);
+    let disk = Loop::attach(64);
     let name = disk.name();
     let names = [
         "perfabi.disk.dev.request_latency.bucket",
@@ -476,7 +393,7 @@ fn request_latency_agrees_with_pmdabpf_biolatency() {
     let keyed = Deadline::after(Duration::from_secs(20));
     loop {
         let was = counted(&pmcd);
-        disk.read_direct(1);
+        read_direct(&disk, 1);
         std::thread::sleep(Duration::from_millis(300));
         if counted(&pmcd) > was {
             break;
@@ -504,7 +421,7 @@ fn request_latency_agrees_with_pmdabpf_biolatency() {
     let missed0 = bpfd.misses(&complete);
     let before = fetch(&pmcd, &names);
     let ds0 = disk.diskstats();
-    disk.read_direct(READS);
+    read_direct(&disk, READS);
     let ds1 = disk.diskstats();
     let after = fetch(&pmcd, &names);
     let missed = bpfd.misses(&complete) - missed0;
@@ -516,7 +433,7 @@ fn request_latency_agrees_with_pmdabpf_biolatency() {
     let perfabi = Hist::parse(&delta(&before, &after, names[0]), "", 1);
     let biolatency = Hist::parse(&delta(&before, &after, names[2]), "", 1000);
     assert_eq!(
-        (ds1.0 - ds0.0, ds1.1 - ds0.1),
+        (ds1[0] - ds0[0], ds1[4] - ds0[4]),
         (READS, 0),
         "{name}'s reads and writes in /proc/diskstats"
     );
@@ -556,9 +473,23 @@ fn request_latency_agrees_with_pmdabpf_biolatency() {
          completions the kernel did not run the program for); requests of \
          every disk: perfabi {all_disks} latencies ({flushes} flushes), biolatency {}; deciles as ceil(log2(bucket's greatest \
          ns)): perfabi {p:?}, biolatency {b:?}; {name} alone {:?})",
-        ds1.0 - ds0.0,
+        ds1[0] - ds0[0],
         counts[&name],
         biolatency.count(),
         on_loop.decile_exponents()
+    );
+}
+
+/// Reads the first `n` blocks of 4 KiB of `disk`, `O_DIRECT`, one at a
+/// time (dd): one request each.
+fn read_direct(disk: &Loop, n: u64) {
+    let out = run(Command::new("dd")
+        .arg(format!("if={}", disk.dev.display()))
+        .args(["of=/dev/null", "bs=4096", "iflag=direct"])
+        .arg(format!("count={n}")));
+    assert!(
+        out.status.success(),
+        "dd: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }

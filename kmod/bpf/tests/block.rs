@@ -7,7 +7,6 @@
 //! each test prints `PERFABI-SKIP`. Each passing test prints
 //! `BPF-WRITER <name> PASS`, which `tests/run` counts.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -15,6 +14,7 @@ use std::time::{Duration, Instant};
 use perfabi_bpf::Running;
 use perfabi_reader::Segment;
 use perfabi_test_harness::deadline::Deadline;
+use perfabi_test_harness::kernel_work::diskstats;
 
 mod common;
 use common::*;
@@ -42,17 +42,6 @@ fn need_tools(test: &str) -> bool {
         }
         found
     })
-}
-
-/// `/proc/diskstats`' fields after the name for disk `name`.
-fn diskstats(name: &str) -> Vec<u64> {
-    let s = std::fs::read_to_string("/proc/diskstats").unwrap();
-    s.lines()
-        .find_map(|l| {
-            let mut f = l.split_whitespace();
-            (f.nth(2) == Some(name)).then(|| f.map(|v| v.parse().unwrap()).collect())
-        })
-        .unwrap_or_else(|| panic!("{name} not in /proc/diskstats"))
 }
 
 /// The words of the block families for `disk`, each summed over the CPUs
@@ -348,23 +337,7 @@ fn another_user_sees_this_machines_disk_latency_histogram() {
         let _ = child.wait();
         return;
     }
-    let bin = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(bin.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let cat = perfabi_test_harness::executable_copy(
-        &perfabi_test_harness::workspace::perfabi_cat(),
-        bin.path(),
-    );
-    let mut cmd = Command::new(&cat);
-    cmd.arg(dir.pin());
-    let out = perfabi_test_harness::as_other_user(&mut cmd)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = cat_as_other_user(&dir.pin());
     // The table: the family's first member on its line, the others on
     // lines of their own below it.
     let mut in_family = false;

@@ -35,35 +35,6 @@ fn proc_stat_ctxt() -> u64 {
         .unwrap()
 }
 
-/// Two threads handing a token back and forth for `d`: context switches
-/// and wakeups.
-fn ping_pong(d: Duration) -> u64 {
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    ping_pong_until(d, &stop)
-}
-
-/// [`ping_pong`] until `stop` is set or `d` has passed.
-fn ping_pong_until(d: Duration, stop: &std::sync::atomic::AtomicBool) -> u64 {
-    let (to_b, from_a) = std::sync::mpsc::channel::<u64>();
-    let (to_a, from_b) = std::sync::mpsc::channel::<u64>();
-    let b = std::thread::spawn(move || {
-        while let Ok(v) = from_a.recv() {
-            if to_a.send(v + 1).is_err() {
-                break;
-            }
-        }
-    });
-    let end = Deadline::after(d);
-    let mut n = 0;
-    while !end.passed() && !stop.load(std::sync::atomic::Ordering::Relaxed) {
-        to_b.send(n).unwrap();
-        n = from_b.recv().unwrap();
-    }
-    drop(to_b);
-    b.join().unwrap();
-    n
-}
-
 #[test]
 fn the_pinned_segment_holds_the_module_families_and_any_user_reads_it() {
     let test = "the_pinned_segment_holds_the_module_families_and_any_user_reads_it";
@@ -107,25 +78,8 @@ fn the_pinned_segment_holds_the_module_families_and_any_user_reads_it() {
         assert_eq!(mode, 0o600, "unprivileged BPF on: the pin is root's only");
     } else {
         assert_eq!(mode, 0o666);
-        // Another user's perfabi-cat reads it (a copy of the program in a
-        // folder that user can reach).
-        let bin = tempfile::tempdir().unwrap();
-        std::fs::set_permissions(bin.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let cat = perfabi_test_harness::executable_copy(
-            &perfabi_test_harness::workspace::perfabi_cat(),
-            bin.path(),
-        );
-        let mut cmd = Command::new(&cat);
-        cmd.arg(w.pin_path());
-        let out = perfabi_test_harness::as_other_user(&mut cmd)
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        // Another user's perfabi-cat reads it.
+        let text = cat_as_other_user(w.pin_path());
         for s in &specs {
             assert!(text.contains(&s.name), "{text}");
         }

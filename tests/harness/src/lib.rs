@@ -12,6 +12,7 @@ pub mod forge;
 pub mod hammer;
 pub mod http;
 pub mod image;
+pub mod kernel_work;
 pub mod probe;
 pub mod prometheus;
 pub mod python;

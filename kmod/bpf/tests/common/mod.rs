@@ -140,49 +140,28 @@ pub fn wait_liveness(seg: &mut Segment, what: &str, want: impl Fn(&Liveness) -> 
     }
 }
 
-/// A loop device over a file of its own, detached when dropped.
-pub struct Loop {
-    /// Its device node.
-    pub dev: PathBuf,
-    /// Its backing file.
-    pub file: tempfile::NamedTempFile,
-}
+#[allow(unused_imports)] // each test binary uses some of it
+pub use perfabi_test_harness::kernel_work::{ping_pong, ping_pong_until, Loop};
 
-impl Loop {
-    /// A loop device over a new file of `mib` MiB.
-    pub fn attach(mib: u64) -> Self {
-        let file = tempfile::Builder::new()
-            .prefix("perfabi-test-loop")
-            .tempfile_in("/var/tmp")
-            .unwrap();
-        file.as_file().set_len(mib << 20).unwrap();
-        let out = Command::new("losetup")
-            .args(["-f", "--show"])
-            .arg(file.path())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "losetup: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let dev = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
-        Loop { dev, file }
-    }
-
-    /// Its name in /sys/block.
-    pub fn name(&self) -> String {
-        self.dev.file_name().unwrap().to_string_lossy().into_owned()
-    }
-
-    /// Detaches it (again when dropped: harmless).
-    pub fn detach(&self) {
-        let _ = Command::new("losetup").arg("-d").arg(&self.dev).status();
-    }
-}
-
-impl Drop for Loop {
-    fn drop(&mut self) {
-        self.detach();
-    }
+/// What another user's `perfabi-cat` prints of `pin` (a copy of the
+/// program in a folder that user can reach); fails the test if it fails.
+pub fn cat_as_other_user(pin: &Path) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(bin.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cat = perfabi_test_harness::executable_copy(
+        &perfabi_test_harness::workspace::perfabi_cat(),
+        bin.path(),
+    );
+    let mut cmd = Command::new(&cat);
+    cmd.arg(pin);
+    let out = perfabi_test_harness::as_other_user(&mut cmd)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
