@@ -44,10 +44,10 @@ pub fn disk_key(major: u32, minor: u32, diskseq: u64) -> Vec<u8> {
 /// bits (an anonymous enum in 6.12, `enum rqf_flags` later: found by its
 /// enumerator in the kernel's BTF, named or not, which a CO-RE enum
 /// relocation cannot do), else 4, the macro's `(1 << 4)` of older kernels
-/// (6.1).
-pub fn rqf_flush_seq_bit() -> u32 {
+/// (6.1), or where there is no BTF.
+pub fn rqf_flush_seq_bit(btf: Option<&libbpf_rs::btf::Btf<'_>>) -> u32 {
     use libbpf_rs::btf::types::Enum;
-    let Ok(btf) = libbpf_rs::btf::Btf::from_vmlinux() else {
+    let Some(btf) = btf else {
         return 4;
     };
     let bit = btf
@@ -120,7 +120,8 @@ mod tests {
     #[test]
     fn the_flush_sequence_flag_is_read_from_the_kernel() {
         if std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
-            let b = rqf_flush_seq_bit();
+            let btf = libbpf_rs::btf::Btf::from_vmlinux().ok();
+            let b = rqf_flush_seq_bit(btf.as_ref());
             assert!(b == 1 || b == 4, "{b}");
         }
     }

@@ -33,9 +33,8 @@ pub fn is_damon_program(name: &str) -> bool {
 /// (`btf_trace_damon_aggregated`: the probe's prototype, its first
 /// parameter the probe's data); `None` if it has none (no DAMON, or no
 /// BTF).
-pub fn tracepoint() -> Option<Tracepoint> {
-    let btf = Btf::from_vmlinux().ok()?;
-    let td: Typedef<'_> = btf.type_by_name("btf_trace_damon_aggregated")?;
+pub fn tracepoint(btf: Option<&Btf<'_>>) -> Option<Tracepoint> {
+    let td: Typedef<'_> = btf?.type_by_name("btf_trace_damon_aggregated")?;
     let proto = FuncProto::try_from(td.referenced_type().next_type()?.skip_mods_and_typedefs())
         .ok()
         .or_else(|| FuncProto::try_from(td.referenced_type().skip_mods_and_typedefs()).ok())?;
@@ -67,6 +66,6 @@ mod tests {
             return;
         };
         let has: Option<Typedef<'_>> = btf.type_by_name("btf_trace_damon_aggregated");
-        assert_eq!(has.is_some(), tracepoint().is_some());
+        assert_eq!(has.is_some(), tracepoint(Some(&btf)).is_some());
     }
 }

@@ -137,7 +137,10 @@ impl Running {
             .zip(&found)
             .map(|(s, f)| (s.group(), f.len()))
             .collect();
-        let damon = crate::damon::tracepoint();
+        // The kernel's BTF, read once: what the programs are loaded with
+        // depends on it (the DAMON form, the flush-sequence flag).
+        let btf = libbpf_rs::btf::Btf::from_vmlinux().ok();
+        let damon = crate::damon::tracepoint(btf.as_ref());
         let capacity = Capacity {
             damon: if damon.is_some() {
                 opts.damon_capacity
@@ -151,7 +154,9 @@ impl Running {
             interval,
             damon,
             damon_intervals_us: opts.damon_intervals_us,
+            rqf_flush_seq_bit: crate::block::rqf_flush_seq_bit(btf.as_ref()),
         };
+        drop(btf);
         let (skel, flavour) = match opts.attach {
             Attach::RawTp => (load(&image, &setup, Flavour::RawTp)?, Flavour::RawTp),
             Attach::Auto => match load(&image, &setup, Flavour::TpBtf) {
@@ -368,6 +373,8 @@ struct Setup {
     damon: Option<crate::damon::Tracepoint>,
     /// The intervals recorded with DAMON regions.
     damon_intervals_us: (u32, u32),
+    /// `RQF_FLUSH_SEQ`'s bit in `rq_flags` on this kernel.
+    rqf_flush_seq_bit: u32,
 }
 
 /// Opens the object, sets its read-only globals and the segment map's
@@ -394,7 +401,7 @@ fn load(image: &Image, setup: &Setup, flavour: Flavour) -> Result<PerfabiSkel<'s
     ro.table_lo = image.table_lo;
     ro.table_hi = image.table_hi;
     ro.beat_every_ns = interval / 2;
-    ro.rqf_flush_seq_bit = crate::block::rqf_flush_seq_bit();
+    ro.rqf_flush_seq_bit = setup.rqf_flush_seq_bit;
     ro.damon_word = image.damon_word();
     ro.damon_capacity = image.geometry.damon_capacity;
     (ro.damon_sample_us, ro.damon_aggr_us) = setup.damon_intervals_us;
