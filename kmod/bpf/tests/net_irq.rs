@@ -23,11 +23,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use perfabi_bpf::{Attach, Flavour, Options, Running};
-use perfabi_reader::{Error, Histogram, Kind, Liveness, Reading, Segment, Snapshot};
+use perfabi_reader::{Error, Histogram, Kind, Reading, Segment, Snapshot};
 use perfabi_test_harness::deadline::Deadline;
 
 mod common;
-use common::{can_run, Loop, TestDir};
+use common::{can_run, start_daemon_by, Loop, TestDir};
 
 /// Runs `cmd`, failing the test with its standard error if it fails.
 fn run(cmd: &mut Command) {
@@ -225,33 +225,18 @@ for _ in range(int(sys.argv[2])):
 }
 
 /// Starts `perfabi-bpfd` inside network namespace `ns` (`nsenter --net`:
-/// only the network namespace changes, so the pin is on this bpffs) with a
-/// 200 ms heartbeat promise, and waits until a reader finds it alive. The
-/// child is the caller's to stop.
-#[allow(clippy::zombie_processes)]
+/// only the network namespace changes, so the pin is on this bpffs) and
+/// waits until a reader finds it alive. The child is the caller's to stop.
 fn start_daemon_in(ns: &Netns, pin: &Path) -> (Child, Segment) {
-    let mut child = Command::new("nsenter")
-        .arg(format!("--net={}", ns.path().display()))
-        .arg(env!("CARGO_BIN_EXE_perfabi-bpfd"))
-        .args(["--heartbeat-ms", "200", "--pin"])
-        .arg(pin)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let up = Deadline::after(Duration::from_secs(30));
-    loop {
-        if let Ok(mut s) = Segment::open(pin) {
-            if s.info().is_ok_and(|i| i.liveness == Liveness::Kernel) {
-                return (child, s);
-            }
-        }
-        if up.passed() || child.try_wait().unwrap().is_some() {
-            let _ = child.kill();
-            let _ = child.wait();
-            up.fail("perfabi-bpfd's pin, alive, started in the test's namespace");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut cmd = Command::new("nsenter");
+    cmd.arg(format!("--net={}", ns.path().display()))
+        .arg(env!("CARGO_BIN_EXE_perfabi-bpfd"));
+    start_daemon_by(
+        cmd,
+        pin,
+        perfabi_reader::Options::default(),
+        "perfabi-bpfd's pin, alive, started in the test's namespace",
+    )
 }
 
 /// Stops the daemon cleanly (SIGTERM) and checks it exited 0.

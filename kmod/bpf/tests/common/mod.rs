@@ -91,11 +91,38 @@ pub fn instance_words(seg: &mut Segment, family: &str, instance: &str) -> Option
 }
 
 /// Starts `perfabi-bpfd` on `pin` with a 200 ms heartbeat promise and waits
-/// until a reader finds it alive. The child is the caller's to wait for
-/// (the lint sees only this function's paths).
-#[allow(clippy::zombie_processes)]
+/// until a reader finds it alive; the reader reports the writer's state
+/// rather than refusing to read once it is gone. The child is the caller's
+/// to wait for.
 pub fn start_daemon(pin: &Path) -> (Child, Segment) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_perfabi-bpfd"))
+    let opts = perfabi_reader::Options {
+        max_silence: Duration::from_millis(600),
+        recheck: Duration::from_millis(50),
+        require_live: false,
+        ..Default::default()
+    };
+    start_daemon_by(
+        Command::new(env!("CARGO_BIN_EXE_perfabi-bpfd")),
+        pin,
+        opts,
+        "perfabi-bpfd's pin, alive",
+    )
+}
+
+/// Runs `cmd` (`perfabi-bpfd` itself, or a wrapper that runs its
+/// arguments, such as `nsenter`) with `--heartbeat-ms 200 --pin PIN` added,
+/// and waits until a reader opened with `opts` finds the writer alive
+/// (`what` names that in a failure). Fails the test if the child exits
+/// first. The child is the caller's to wait for (the lint sees only this
+/// function's paths).
+#[allow(clippy::zombie_processes)]
+pub fn start_daemon_by(
+    mut cmd: Command,
+    pin: &Path,
+    opts: perfabi_reader::Options,
+    what: &str,
+) -> (Child, Segment) {
+    let mut child = cmd
         .args(["--heartbeat-ms", "200", "--pin"])
         .arg(pin)
         .stdout(Stdio::null())
@@ -103,23 +130,15 @@ pub fn start_daemon(pin: &Path) -> (Child, Segment) {
         .unwrap();
     let up = Deadline::after(Duration::from_secs(30));
     loop {
-        // Reports the writer's state rather than refusing to read once
-        // it is gone.
-        let opts = perfabi_reader::Options {
-            max_silence: Duration::from_millis(600),
-            recheck: Duration::from_millis(50),
-            require_live: false,
-            ..Default::default()
-        };
-        if let Ok(mut s) = Segment::open_with(pin, opts) {
+        if let Ok(mut s) = Segment::open_with(pin, opts.clone()) {
             if s.info().is_ok_and(|i| i.liveness == Liveness::Kernel) {
                 return (child, s);
             }
         }
-        if up.passed() {
+        if up.passed() || child.try_wait().unwrap().is_some() {
             let _ = child.kill();
             let _ = child.wait();
-            up.fail("perfabi-bpfd's pin, alive");
+            up.fail(what);
         }
         std::thread::sleep(Duration::from_millis(20));
     }
