@@ -193,8 +193,11 @@ static __always_inline __u32 ceil_log2(__u64 v)
 static __always_inline void hist_observe(__u32 slot, __u64 v)
 {
 	__u32 at = counters_word + slot, c = ceil_log2(v), b;
-	__u64 *head = block_page(0), *w = block_page(at / PAGE_WORDS), old;
+	__u64 *head = block_page(0), *w, old;
 	bool outer;
+
+	/* The run's page: the head's own (one lookup) when it is the first. */
+	w = at < PAGE_WORDS ? head : block_page(at / PAGE_WORDS);
 
 	at %= PAGE_WORDS;
 	if (!head || !w || at + HIST_WORDS > PAGE_WORDS)
