@@ -157,6 +157,17 @@ impl Family {
             .sum()
     }
 
+    /// Whether `f`, a family as a reader decoded it from a segment, is
+    /// this one as every writer must publish it: its kind, unit,
+    /// dimension, help and buckets (the name is the caller's to match).
+    pub fn describes(&self, f: &perfabi::family::Family) -> bool {
+        f.kind == self.kind
+            && f.unit == self.unit
+            && f.dimension == self.dimension
+            && f.help == self.help
+            && f.buckets == self.core_buckets()
+    }
+
     /// The spec a userspace writer registers
     /// (`perfabi_shm::writer::Writer::add_family`).
     pub fn spec(&self) -> FamilySpec {
@@ -294,6 +305,35 @@ mod tests {
             (0, 1, 27)
         );
         assert_eq!((SCHED_PSWITCH.at(), SCHED_LATENCY.at()), (0, 3));
+    }
+
+    /// A family decoded as `f` publishes it is described by `f`; one whose
+    /// help, unit or buckets differ is not.
+    #[test]
+    fn a_decoded_family_is_described_by_its_definition() {
+        let decoded = |f: &Family| perfabi::family::Family {
+            origin: perfabi::family::Origin::Family(0),
+            reg_id: 1,
+            name: f.name.into(),
+            help: f.help.into(),
+            dimension: f.dimension.into(),
+            kind: f.kind,
+            unit: f.unit,
+            unit_text: String::new(),
+            value_type: perfabi::layout::ValueType::U64,
+            buckets: f.core_buckets(),
+            members: Vec::new(),
+        };
+        for f in FAMILIES {
+            assert!(f.describes(&decoded(f)), "{}", f.name);
+        }
+        let mut other = decoded(&DISK_LATENCY);
+        other.help.push('.');
+        assert!(!DISK_LATENCY.describes(&other));
+        let mut other = decoded(&DISK_LATENCY);
+        other.buckets = None;
+        assert!(!DISK_LATENCY.describes(&other));
+        assert!(!DISK_READ.describes(&decoded(&DISK_READ_BYTES)));
     }
 
     #[test]

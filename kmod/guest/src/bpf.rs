@@ -182,12 +182,7 @@ pub fn pin(pin: &str) -> bool {
                 bad.push(format!("{}: not the eBPF writer's", f.name))
             }
             Some(d) => {
-                if f.kind != d.kind
-                    || f.unit != d.unit
-                    || f.dimension != d.dimension
-                    || f.help != d.help
-                    || f.buckets != d.core_buckets()
-                {
+                if !d.describes(f) {
                     bad.push(format!(
                         "{}: {:?} {:?} {:?} {:?} {:?}",
                         d.name, f.kind, f.unit_text, f.dimension, f.help, f.buckets

@@ -898,12 +898,7 @@ fn sources() -> bool {
         match snap.family(d.name) {
             None => bad.push(format!("{} missing", d.name)),
             Some(f) => {
-                if f.kind != d.kind
-                    || f.unit != d.unit
-                    || f.dimension != d.dimension
-                    || f.help != d.help
-                    || f.buckets != d.core_buckets()
-                {
+                if !d.describes(f) {
                     bad.push(format!(
                         "{}: {:?} {:?} {:?} {:?} {:?}",
                         d.name, f.kind, f.unit_text, f.dimension, f.help, f.buckets
