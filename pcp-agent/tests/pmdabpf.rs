@@ -37,10 +37,25 @@
 //!   perfabi count different events: both a latency from a wakeup to the
 //!   switch-in, but runqlat also the time a task preempted while runnable
 //!   waits to run again (its `sched_switch` stamps a runnable `prev`),
-//!   which perfabi, as the module, leaves out. So perfabi's count is at most
+//!   which perfabi, as the module, leaves out. The workload's two threads
+//!   run pinned to two CPUs, so neither is preempted by the other it
+//!   wakes and the two agents time the same waits of the workload's (on
+//!   one CPU, a woken side often preempts its waker, and runqlat's
+//!   deciles then move up by the partner's run time: seen in CI, 42%
+//!   more observations, decile 7 two buckets apart); the two comparisons
+//!   run one at a time, so one's workload does not preempt the other's.
+//!   So perfabi's count is at most
 //!   runqlat's, and runqlat's at most the context switches (each of its
 //!   observations is one switch-in), each but for the events between the
 //!   reads of one fetch (allowed: 1% of the switches in the window).
+//!   Other work on the CPUs (busy loops beside the suite) is preempted by
+//!   the workload's wakeups and adds preemption waits to runqlat's alone,
+//!   so for runqlat the rule is that each of perfabi's latencies has one
+//!   of runqlat's within one bucket (for each bound 2^k: perfabi's up to
+//!   2^k at most runqlat's below 2^(k+1), perfabi's above 2^k at most
+//!   runqlat's from 2^(k-1)), and the deciles within one bucket when the
+//!   preemption waits are at most 5% of runqlat's (the CPUs were the
+//!   workload's).
 //!
 //! Needs root, the kernel's BPF with BTF and PCP with pmdabpf; without
 //! them it prints `PERFABI-SKIP` (a failure under CI). Each comparison that
@@ -55,11 +70,15 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use perfabi_test_harness::deadline::Deadline;
-use perfabi_test_harness::kernel_work::{ping_pong, Loop};
+use perfabi_test_harness::kernel_work::{ping_pong_apart, Loop};
 use support::*;
 
 /// Where PCP's eBPF agent is (Debian's pcp 6.0.3).
 const PMDABPF: &str = "/var/lib/pcp/pmdas/bpf/pmdabpf";
+
+/// Held by each comparison while it runs: one's workload (reads of a loop
+/// device, their wakeups) would otherwise preempt the other's.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Whether the test can run here; if not, says why (`PERFABI-SKIP`).
 fn can_run(test: &str) -> bool {
@@ -267,6 +286,16 @@ impl Hist {
         self.0.iter().map(|(_, n)| n).sum()
     }
 
+    /// How many values are at most `ns` (the buckets whose greatest value
+    /// is at most `ns`).
+    fn at_most(&self, ns: u64) -> u64 {
+        self.0
+            .iter()
+            .filter(|(h, _)| h.is_some_and(|h| h <= ns))
+            .map(|(_, n)| n)
+            .sum()
+    }
+
     /// The nine deciles' buckets, each named by `e` (the module docs).
     fn decile_exponents(&self) -> Vec<u32> {
         let total = self.count();
@@ -305,12 +334,68 @@ fn within_one_bucket(what: &str, perfabi: &Hist, pmdabpf: &Hist) -> (Vec<u32>, V
     (p, b)
 }
 
+/// Asserts that each of perfabi's wakeup latencies has one of runqlat's
+/// within one log2 bucket (runqlat's observations are perfabi's and the
+/// preemption waits): for every bound 2^k of perfabi's buckets, perfabi's
+/// latencies up to 2^k are at most runqlat's up to 2^(k+1), and perfabi's
+/// above 2^k at most runqlat's from 2^(k-1), each but for `slack`.
+fn runqlat_covers(perfabi: &Hist, runqlat: &Hist, slack: u64) {
+    for k in 10..33u32 {
+        let (low, at, high) = (1u64 << (k - 1), 1u64 << k, 1u64 << (k + 1));
+        let (p_le, r_lt) = (perfabi.at_most(at), runqlat.at_most(high - 1));
+        assert!(
+            p_le <= r_lt + slack,
+            "perfabi has {p_le} wakeup latencies up to 2^{k} ns, runqlat only {r_lt} below \
+             2^{} ns (+{slack}): perfabi's are shorter than runqlat's (histograms perfabi \
+             {perfabi:?}, runqlat {runqlat:?})",
+            k + 1
+        );
+        let p_gt = perfabi.count() - p_le;
+        let r_ge = runqlat.count() - runqlat.at_most(low - 1);
+        assert!(
+            p_gt <= r_ge + slack,
+            "perfabi has {p_gt} wakeup latencies above 2^{k} ns, runqlat only {r_ge} from \
+             2^{} ns (+{slack}): perfabi's are longer than runqlat's (histograms perfabi \
+             {perfabi:?}, runqlat {runqlat:?})",
+            k - 1
+        );
+    }
+}
+
+/// The coverage rule bites: runqlat's histogram with preemption waits
+/// added covers perfabi's, a perfabi two buckets shorter or longer does
+/// not (synthetic histograms, no agent).
+#[test]
+fn runqlat_coverage_rule_bites() {
+    // perfabi: bounds 2^10..=2^14 (1024..=16384 ns); runqlat: buckets
+    // up to 2^(s+1) - 1 ns.
+    let perfabi = |counts: [u64; 5]| Hist((10..15).map(|k| Some(1u64 << k)).zip(counts).collect());
+    let runqlat = |counts: [u64; 5]| {
+        Hist(
+            (10..15)
+                .map(|k| Some((1u64 << k) - 1))
+                .zip(counts)
+                .collect(),
+        )
+    };
+    let same = [10, 500, 300, 100, 0];
+    runqlat_covers(&perfabi(same), &runqlat([10, 900, 700, 100, 0]), 0);
+    for (p, r) in [
+        ([500, 300, 0, 0, 0], [0, 0, 500, 300, 0]),
+        ([0, 0, 500, 300, 0], [500, 300, 0, 0, 0]),
+    ] {
+        let caught = std::panic::catch_unwind(|| runqlat_covers(&perfabi(p), &runqlat(r), 0));
+        assert!(caught.is_err(), "perfabi {p:?} vs runqlat {r:?} not caught");
+    }
+}
+
 #[test]
 fn wakeup_latency_agrees_with_pmdabpf_runqlat() {
     let test = "wakeup_latency_agrees_with_pmdabpf_runqlat";
     if !can_run(test) {
         return;
     }
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let bpfd = Bpfd::start("runqlat");
     let dir = tempfile::tempdir().unwrap();
     let pmcd = pmcd_with_both(dir.path(), &bpfd);
@@ -321,7 +406,7 @@ fn wakeup_latency_agrees_with_pmdabpf_runqlat() {
         "bpf.runq.latency",
     ];
     let before = fetch(&pmcd, &names);
-    let trips = ping_pong(Duration::from_secs(1));
+    let trips = ping_pong_apart(Duration::from_secs(1));
     let after = fetch(&pmcd, &names);
 
     let perfabi = Hist::parse(&delta(&before, &after, names[0]), "", 1);
@@ -345,13 +430,29 @@ fn wakeup_latency_agrees_with_pmdabpf_runqlat() {
         "runqlat {} latencies, more than the {switches} switches (+{slack})",
         runqlat.count()
     );
-    let (p, r) = within_one_bucket("wakeup latency vs runqlat", &perfabi, &runqlat);
+    runqlat_covers(&perfabi, &runqlat, slack);
+    // With few preemption waits among runqlat's (other work on the CPUs
+    // preempted by the workload's wakeups adds them), the two histograms
+    // are of the same waits: their deciles then agree.
+    let extra = runqlat.count().saturating_sub(count);
+    let deciles = if extra * 20 <= runqlat.count() {
+        let (p, r) = within_one_bucket("wakeup latency vs runqlat", &perfabi, &runqlat);
+        format!("deciles as ceil(log2(bucket's greatest ns)): perfabi {p:?}, runqlat {r:?}")
+    } else {
+        format!(
+            "deciles not compared: runqlat's preemption waits are more than 5% of its \
+             latencies, other work ran on the workload's CPUs (deciles perfabi {:?}, \
+             runqlat {:?})",
+            perfabi.decile_exponents(),
+            runqlat.decile_exponents()
+        )
+    };
     println!(
         "PMDABPF runqlat PASS ({trips} round trips; latencies perfabi {count}, runqlat {} \
          ({:.1}% more: runnable tasks' waits after preemption), switches {switches}; \
-         deciles as ceil(log2(bucket's greatest ns)): perfabi {p:?}, runqlat {r:?})",
+         each of perfabi's within one bucket of one of runqlat's; {deciles})",
         runqlat.count(),
-        100.0 * (runqlat.count() as f64 - count as f64) / count.max(1) as f64
+        100.0 * extra as f64 / count.max(1) as f64
     );
 }
 
@@ -367,6 +468,7 @@ fn request_latency_agrees_with_pmdabpf_biolatency() {
     {
         return;
     }
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let bpfd = Bpfd::start("biolatency");
     let dir = tempfile::tempdir().unwrap();
     let pmcd = pmcd_with_both(dir.path(), &bpfd);

@@ -8,6 +8,8 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
+
 use crate::deadline::Deadline;
 
 /// Two threads handing a token back and forth for `d`: context switches
@@ -18,9 +20,50 @@ pub fn ping_pong(d: Duration) -> u64 {
 
 /// [`ping_pong`] until `stop` is set or `d` has passed.
 pub fn ping_pong_until(d: Duration, stop: &AtomicBool) -> u64 {
+    exchange(d, stop, None)
+}
+
+/// [`ping_pong`] with its two threads pinned to two different CPUs the
+/// process may run on (as before when it may run on one only). Each side
+/// is woken on its own CPU, where nothing of the workload runs, so a
+/// woken side never preempts the side that woke it: every wait of the
+/// workload's to run follows a wakeup. A run-queue latency (runqlat's,
+/// which also times a preempted task's wait) and a wakeup latency then
+/// time the same waits of the workload's. The calling thread's affinity
+/// is restored before it returns.
+pub fn ping_pong_apart(d: Duration) -> u64 {
+    let allowed = sched_getaffinity(None).expect("sched_getaffinity");
+    let cpus: Vec<usize> = (0..CpuSet::MAX_CPU)
+        .filter(|&c| allowed.is_set(c))
+        .take(2)
+        .collect();
+    match cpus[..] {
+        [a, b] => {
+            pin(a);
+            let n = exchange(d, &AtomicBool::new(false), Some(b));
+            sched_setaffinity(None, &allowed).expect("sched_setaffinity");
+            n
+        }
+        _ => ping_pong(d),
+    }
+}
+
+/// Pins the calling thread to `cpu`.
+fn pin(cpu: usize) {
+    let mut one = CpuSet::new();
+    one.set(cpu);
+    sched_setaffinity(None, &one).unwrap_or_else(|e| panic!("pinning to CPU {cpu}: {e}"));
+}
+
+/// The exchange: the calling thread sends, a new one (pinned to
+/// `other_cpu` if given) answers.
+fn exchange(d: Duration, stop: &AtomicBool, other_cpu: Option<usize>) -> u64 {
     let (to_b, from_a) = std::sync::mpsc::channel::<u64>();
     let (to_a, from_b) = std::sync::mpsc::channel::<u64>();
     let b = std::thread::spawn(move || {
+        if let Some(cpu) = other_cpu {
+            pin(cpu);
+        }
         while let Ok(v) = from_a.recv() {
             if to_a.send(v + 1).is_err() {
                 break;
