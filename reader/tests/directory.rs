@@ -339,3 +339,36 @@ fn a_directory_others_can_replace_files_in_is_refused() {
         1
     );
 }
+
+/// The README's directory example (`reader/examples/read_directory.rs`,
+/// shown verbatim in "Many programs, one reader") prints what the README
+/// says it prints.
+#[test]
+fn the_readme_directory_example_prints_what_the_readme_says() {
+    use perfabi_test_harness::{readme, workspace};
+    readme::example("reader/examples/read_directory.rs");
+    let text = std::fs::read_to_string(readme::repo_root().join("README.md")).unwrap();
+    let after = &text[text
+        .find("<!-- example: reader/examples/read_directory.rs -->")
+        .unwrap()..];
+    let fence = "prints\n\n```text\n";
+    let shown = &after[after.find(fence).unwrap() + fence.len()..];
+    let shown = &shown[..shown.find("```").unwrap()];
+    let example = workspace::profile_dir().join("examples/read_directory");
+    assert!(
+        example.exists(),
+        "{} (cargo test builds examples)",
+        example.display()
+    );
+    let top = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(&example)
+        .arg(top.path().join("segs"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), shown);
+}
