@@ -24,12 +24,13 @@
 //! are still served. The merge rules are [`merge`]'s.
 
 mod listing;
+mod lock;
 pub mod merge;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use perfabi_shm::directory::SegmentName;
+use perfabi_shm::directory::{SegmentName, FOLDED_FAMILY, KEPT_NAME};
 
 use crate::{Error, Liveness, Options, Segment};
 pub use merge::{MergedFamily, Problem};
@@ -98,7 +99,7 @@ impl Directory {
             open: BTreeMap::new(),
         };
         d.opts.segment.require_live = false;
-        listing::list(&d.path, &d.opts)?;
+        listing::open(&d.path, &d.opts)?;
         Ok(d)
     }
 
@@ -113,13 +114,18 @@ impl Directory {
     /// untrusted user, or others may replace its files); every other
     /// failure is a [`Problem`] of one file or one family.
     pub fn read(&mut self) -> Result<Scrape, Error> {
-        let listed = listing::list(&self.path, &self.opts)?;
+        let folder = listing::open(&self.path, &self.opts)?;
+        // Held shared from before the listing to the end of the reading: no
+        // fold runs meanwhile (a fold between the listing and the kept file
+        // could remove a listed segment's identity from it).
+        let _lock = lock::shared(&folder, &self.path, self.opts.segment.busy_timeout)?;
+        let listed = listing::list(&folder, &self.path, &self.opts)?;
         let mut scrape = Scrape {
             problems: listed.problems,
             ..Scrape::default()
         };
         self.open.retain(|n, _| listed.names.contains(n));
-        let mut merger = merge::Merger::new(self.opts.writer_label.as_deref());
+        let mut read = Vec::new();
         for name in listed.names {
             let file = self.path.join(name.to_string());
             let seg = match self.open.entry(name.clone()) {
@@ -136,17 +142,39 @@ impl Directory {
                     }
                 }
             };
-            let snap = match seg.snapshot() {
-                Ok(s) => s,
-                Err(e) => {
-                    scrape.problems.push(Problem::file(&file, &e));
-                    continue;
+            match seg.snapshot() {
+                Ok(snap) => {
+                    let live = !matches!(
+                        seg.status().map(|(_, l)| l),
+                        Ok(Liveness::Closed | Liveness::Dead { .. }) | Err(_)
+                    );
+                    read.push((name, file, snap, live));
                 }
-            };
-            let live = !matches!(
-                seg.status().map(|(_, l)| l),
-                Ok(Liveness::Closed | Liveness::Dead { .. }) | Err(_)
-            );
+                Err(e) => scrape.problems.push(Problem::file(&file, &e)),
+            }
+        }
+        // The kept file after the segments (§15.5): a segment it lists is
+        // counted there, not again.
+        let mut merger = merge::Merger::new(self.opts.writer_label.as_deref());
+        let kept_path = self.path.join(KEPT_NAME);
+        let mut folded = std::collections::BTreeSet::new();
+        match Segment::open_with(&kept_path, self.opts.segment.clone())
+            .and_then(|mut k| k.snapshot())
+        {
+            Ok(mut snap) => {
+                for f in snap.families.iter().filter(|f| f.name == FOLDED_FAMILY) {
+                    folded.extend(f.members.iter().map(|m| m.instance.clone()));
+                }
+                snap.families.retain(|f| f.name != FOLDED_FAMILY);
+                merger.add(&kept_path, "kept", false, &snap);
+            }
+            Err(Error::NotFound(_)) => {}
+            Err(e) => scrape.problems.push(Problem::file(&kept_path, &e)),
+        }
+        for (name, file, snap, live) in read {
+            if folded.contains(&name.identity()) {
+                continue;
+            }
             let writer = format!("{}.{}", name.name, name.pid);
             merger.add(&file, &writer, live, &snap);
             scrape.segments += 1;

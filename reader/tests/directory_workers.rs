@@ -1,7 +1,8 @@
 //! Many worker processes write one directory while workers are killed with
-//! SIGKILL or exit, and new ones start (`spec/PERFABI.md` §15.5): the
-//! merged totals equal the increments made, exactly, and a reader scraping
-//! all the while never sees a total go backwards.
+//! SIGKILL or exit, and new ones start, each start folding the dead ones'
+//! counts into the kept file (`spec/PERFABI.md` §15.5): the merged totals
+//! equal the increments made, exactly, and a reader scraping all the while
+//! never sees a total go backwards.
 //!
 //! The workers are this test binary again, running the ignored test
 //! `worker` (never counted as a pass on its own).
@@ -168,11 +169,18 @@ fn workers_die_and_restart_and_no_count_is_lost() {
     stop.store(true, Ordering::Relaxed);
     let scrapes = scraper.join().unwrap();
     let mut d = Directory::open(&dir, DirectoryOptions::default()).unwrap();
-    let s = d.read().unwrap();
-    assert_eq!(s.segments as u64, started, "every worker its own file");
+    let left = d.read().unwrap().segments;
+    assert_eq!(totals(&mut d), (made, made));
+    // Every later start folded the dead workers' files (§15.5); one more
+    // fold, with every worker gone, leaves only the kept file.
+    let report = perfabi_shm::writer::fold::fold(&dir).unwrap();
+    assert!(report.left.is_empty(), "{report:?}");
+    assert_eq!(d.read().unwrap().segments, 0);
     assert_eq!(totals(&mut d), (made, made));
     println!(
         "{started} workers ({killed} killed with SIGKILL) made {made} increments and as many \
-         observations; merged totals equal; {scrapes} scrapes during the run, none went backwards"
+         observations; merged totals equal; {scrapes} scrapes during the run, none went \
+         backwards; {left} files were left unfolded at the end, {} folded by the last fold",
+        report.folded
     );
 }

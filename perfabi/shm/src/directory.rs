@@ -33,6 +33,18 @@ pub const SEGMENT_SUFFIX: &str = ".perfabi";
 /// The longest writer name in a segment file name, in bytes.
 pub const MAX_NAME_LEN: usize = 64;
 
+/// The directory's lock file: a fold holds it exclusively, a reader shared
+/// (§15.5). Mode `0600`, owned by the directory's writers' user.
+pub const LOCK_NAME: &str = "fold.lock";
+
+/// The directory's kept file: a segment holding dead writers' counts
+/// (§15.5). Not a segment name: readers open it on its own.
+pub const KEPT_NAME: &str = "kept.perfabi-kept";
+
+/// The family of a kept file listing the folded segments' identities
+/// (`<pid>.<nonce>`, one member each); not presented to users.
+pub const FOLDED_FAMILY: &str = "perfabi.folded";
+
 /// The most entries a reader lists in one directory: past it, the rest are
 /// not read and the reader says so (cost bounded by a stated limit, §11.4).
 pub const MAX_ENTRIES: usize = 65_536;
@@ -189,6 +201,59 @@ impl SegmentName {
             nonce,
         })
     }
+}
+
+impl SegmentName {
+    /// The identity a kept file lists for it: `<pid>.<nonce>` (16 hex
+    /// digits).
+    pub fn identity(&self) -> String {
+        format!("{}.{:016x}", self.pid, self.nonce)
+    }
+}
+
+/// What [`list`] found in a directory.
+#[derive(Clone, Debug, Default)]
+pub struct Listing {
+    /// Segment names, sorted.
+    pub names: std::collections::BTreeSet<SegmentName>,
+    /// Every other entry's name (`.` and `..` left out).
+    pub others: Vec<std::ffi::OsString>,
+    /// More than [`MAX_ENTRIES`] entries: the rest were not looked at.
+    pub truncated: bool,
+}
+
+/// Lists the open directory `folder`: at most [`MAX_ENTRIES`] entries are
+/// looked at; names are only parsed, nothing is opened.
+pub fn list(folder: &Folder) -> io::Result<Listing> {
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::openat(
+        folder.fd(),
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut out = Listing::default();
+    let mut seen = 0usize;
+    let mut entries = rustix::fs::Dir::read_from(&fd)?;
+    while let Some(entry) = entries.read() {
+        let entry = entry?;
+        let name = OsStr::from_bytes(entry.file_name().to_bytes());
+        if name == "." || name == ".." {
+            continue;
+        }
+        seen += 1;
+        if seen > MAX_ENTRIES {
+            out.truncated = true;
+            break;
+        }
+        match SegmentName::parse(name) {
+            Some(n) => {
+                out.names.insert(n);
+            }
+            None => out.others.push(name.to_os_string()),
+        }
+    }
+    Ok(out)
 }
 
 impl fmt::Display for SegmentName {

@@ -21,11 +21,10 @@ pub(super) struct Listed {
     pub problems: Vec<Problem>,
 }
 
-/// Opens `dir` (no link of another user followed on the way), checks it
-/// (owned by root or a trusted user; group or others may write it only if
-/// sticky) and lists its segment names: at most [`MAX_ENTRIES`] entries
-/// are looked at and `max_segments` segments kept.
-pub(super) fn list(dir: &Path, opts: &DirectoryOptions) -> Result<Listed, Error> {
+/// Opens `dir` (no link of another user followed on the way) and checks
+/// it: owned by root or a trusted user; group or others may write it only
+/// if sticky.
+pub(super) fn open(dir: &Path, opts: &DirectoryOptions) -> Result<Folder, Error> {
     let folder = Folder::open(dir).map_err(|e| path_error(dir, e))?;
     let io = |e: rustix::io::Errno| Error::Io(dir.to_path_buf(), e.into());
     let fd = rustix::fs::openat(
@@ -36,6 +35,7 @@ pub(super) fn list(dir: &Path, opts: &DirectoryOptions) -> Result<Listed, Error>
     )
     .map_err(io)?;
     let st = rustix::fs::fstat(&fd).map_err(io)?;
+    drop(fd);
     let mode = st.st_mode as u32 & 0o7777;
     if !opts.segment.trust.trusts(st.st_uid) {
         return Err(Error::Untrusted {
@@ -46,25 +46,22 @@ pub(super) fn list(dir: &Path, opts: &DirectoryOptions) -> Result<Listed, Error>
     if mode & 0o022 != 0 && mode & 0o1000 == 0 {
         return Err(Error::Writable(dir.to_path_buf(), mode));
     }
-    let mut names = BTreeSet::new();
+    Ok(folder)
+}
+
+/// Lists the segment names of `folder` (the directory `dir`): at most
+/// [`MAX_ENTRIES`] entries are looked at and `max_segments` segments kept.
+pub(super) fn list(folder: &Folder, dir: &Path, opts: &DirectoryOptions) -> Result<Listed, Error> {
+    let found =
+        perfabi_shm::directory::list(folder).map_err(|e| Error::Io(dir.to_path_buf(), e))?;
     let mut problems = Vec::new();
-    let mut seen = 0usize;
-    let mut entries = rustix::fs::Dir::read_from(&fd).map_err(io)?;
-    while let Some(entry) = entries.read() {
-        let entry = entry.map_err(io)?;
-        seen += 1;
-        if seen > MAX_ENTRIES {
-            problems.push(Problem::limit(
-                dir,
-                format!("more than {MAX_ENTRIES} entries: the rest were not looked at"),
-            ));
-            break;
-        }
-        let name = std::ffi::OsStr::from_bytes(entry.file_name().to_bytes());
-        if let Some(n) = SegmentName::parse(name) {
-            names.insert(n);
-        }
+    if found.truncated {
+        problems.push(Problem::limit(
+            dir,
+            format!("more than {MAX_ENTRIES} entries: the rest were not looked at"),
+        ));
     }
+    let mut names = found.names;
     if names.len() > opts.max_segments {
         problems.push(Problem::limit(
             dir,
@@ -78,5 +75,3 @@ pub(super) fn list(dir: &Path, opts: &DirectoryOptions) -> Result<Listed, Error>
     }
     Ok(Listed { names, problems })
 }
-
-use std::os::unix::ffi::OsStrExt;

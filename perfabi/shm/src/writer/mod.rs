@@ -26,6 +26,7 @@
 
 mod counter;
 mod families;
+pub mod fold;
 mod health;
 mod heartbeat;
 mod percpu;
@@ -276,7 +277,12 @@ impl Writer {
                 _ => io::Error::new(io::ErrorKind::PermissionDenied, e.to_string()),
             })
         })?;
-        Self::create(dir.join(file.to_string()), config)
+        let w = Self::create(dir.join(file.to_string()), config)?;
+        // Dead writers' counts of this user are folded now and then: at
+        // every creation in a directory. Never fatal: a fold that cannot
+        // run leaves the files, which readers still count.
+        let _ = fold::fold(dir);
+        Ok(w)
     }
 
     /// Creates an anonymous segment in a memfd sealed against shrinking;

@@ -1,0 +1,394 @@
+//! Folding dead writers' counts into a directory's kept file
+//! (`spec/PERFABI.md` §15.5), so that their segment files can be removed
+//! without a merged total going backwards.
+//!
+//! Under an exclusive `flock` of the directory's lock file, for every
+//! segment file of this user whose writer is dead for sure (closed, or its
+//! pid no longer a process started at its start time), the fold reads a
+//! consistent total of its counters, histograms and peaks and writes a new
+//! kept file = old kept + those totals, listing the folded segments'
+//! identities, under a temporary name; renames it over the kept file; then
+//! removes the folded files. A reader holds the lock shared while it lists
+//! and reads, and skips a segment the kept file lists: at no moment is a
+//! count missing or counted twice.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsStr;
+use std::io;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+use perfabi::family::Origin;
+use perfabi::layout::FLAG_CLOSED;
+use perfabi::{Family, FamilySpec, Kind, Reading, Semantics, Snapshot};
+use rustix::fs::FlockOperation;
+
+use super::{Config, MethodChoice, Writer};
+use crate::directory::{self, SegmentName, FOLDED_FAMILY, KEPT_NAME, LOCK_NAME};
+use crate::safe_open::{euid, Access, FileKind, Folder};
+
+/// The test-only variable that makes a fold kill its own process with
+/// SIGKILL at one step: `written` (kept file written under its temporary
+/// name), `renamed` (renamed over the kept file), `unlinked` (after the
+/// first folded file is removed).
+pub const CRASH_ENV: &str = "PERFABI_FOLD_TEST_CRASH_AT";
+
+/// How long a fold waits for readers (which hold the lock shared while
+/// they read) or another fold to let go of the lock.
+const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Largest segment a fold reads (a larger one stays as it is).
+const MAX_SEGMENT: u64 = 1 << 30;
+
+/// What one fold did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FoldReport {
+    /// Another process was folding: nothing done.
+    pub busy: bool,
+    /// Segment files folded and removed.
+    pub folded: usize,
+    /// Dead writers' files left as they are, with why (a reader still
+    /// counts them).
+    pub left: Vec<String>,
+}
+
+fn crash_at(step: &str) {
+    if std::env::var_os(CRASH_ENV).is_some_and(|v| v == step) {
+        let _ =
+            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+    }
+}
+
+/// Whether the writer of a segment whose header says `info` is gone for
+/// sure: it closed the segment, or its pid names no process started at its
+/// start time (within a second). A writer merely silent is not.
+pub fn dead_for_sure(info: &perfabi::Info) -> bool {
+    if info.flags & FLAG_CLOSED != 0 {
+        return true;
+    }
+    let Ok(pid) = u32::try_from(info.writer_pid) else {
+        return false;
+    };
+    if pid == 0 {
+        return false;
+    }
+    match crate::host::process_start_ns(Some(pid)) {
+        None => {
+            rustix::process::test_kill_process(match rustix::process::Pid::from_raw(pid as i32) {
+                Some(p) => p,
+                None => return false,
+            })
+            .is_err_and(|e| e == rustix::io::Errno::SRCH)
+        }
+        Some(start) => start.abs_diff(info.writer_start_ns) > 1_000_000_000,
+    }
+}
+
+/// A consistent snapshot of the file `name` in `folder`, which must be a
+/// regular file of this user, not writable by others, with one link.
+fn read(folder: &Folder, name: &OsStr) -> Result<(Snapshot, perfabi::Info), String> {
+    let (file, md) = folder
+        .open_read_checked(name, |e| {
+            if e.kind != FileKind::Regular {
+                return Err(crate::safe_open::Problem::Kind(e.kind));
+            }
+            if e.uid != euid() || e.mode & 0o022 != 0 || e.nlink != 1 {
+                return Err(crate::safe_open::Problem::Refused);
+            }
+            Ok(())
+        })
+        .map_err(|e| e.to_string())?;
+    let map = crate::SegmentMap::new(file, &md, perfabi::trust::Origin::File, MAX_SEGMENT)
+        .map_err(|e| format!("{e:?}"))?;
+    let view = map.view();
+    let snap = view
+        .snapshot(perfabi::protocol::DEFAULT_RETRIES)
+        .map_err(|e| e.to_string())?;
+    if !map.intact() {
+        return Err("truncated while read".into());
+    }
+    Ok((snap, view.info()))
+}
+
+/// A kept family: its metadata (members cleared), and its series' total
+/// words by (instance, labels).
+struct Kept {
+    family: Family,
+    series: BTreeMap<(String, Vec<(String, String)>), Vec<u64>>,
+}
+
+fn words(r: &Reading) -> Vec<u64> {
+    match r {
+        Reading::Unsigned(v) => vec![*v],
+        Reading::Signed(v) => vec![*v as u64],
+        Reading::Histogram(h) => [h.count, h.sum]
+            .into_iter()
+            .chain(h.buckets.iter().copied())
+            .collect(),
+    }
+}
+
+fn same(a: &Family, b: &Family) -> bool {
+    let origin = |f: &Family| matches!(f.origin, Origin::Entry(_));
+    origin(a) == origin(b)
+        && a.kind == b.kind
+        && a.unit == b.unit
+        && a.unit_text == b.unit_text
+        && a.value_type == b.value_type
+        && a.dimension == b.dimension
+        && a.help == b.help
+        && a.buckets == b.buckets
+}
+
+/// Adds the kept families of `snap` (counters, histograms, peaks) to
+/// `acc`, or says why they cannot be kept (and adds nothing).
+fn fold_in(acc: &mut BTreeMap<String, Kept>, snap: &Snapshot) -> Result<(), String> {
+    let kept = |f: &&Family| f.kind != Kind::Gauge && f.name != FOLDED_FAMILY;
+    for f in snap.families.iter().filter(kept) {
+        if let Some(k) = acc.get(&f.name) {
+            if !same(&k.family, f) {
+                return Err(format!("family {} differs from the kept one", f.name));
+            }
+        } else if !matches!(f.origin, Origin::Entry(_)) {
+            spec_of(f)
+                .entry(1)
+                .map_err(|e| format!("family {}: {e}", f.name))?;
+        }
+    }
+    for f in snap.families.iter().filter(kept) {
+        let k = acc.entry(f.name.clone()).or_insert_with(|| Kept {
+            family: Family {
+                members: Vec::new(),
+                ..f.clone()
+            },
+            series: BTreeMap::new(),
+        });
+        for m in &f.members {
+            let w = words(&snap.reading(f, m));
+            let key = (m.instance.clone(), m.labels.clone());
+            match k.series.get_mut(&key) {
+                None => {
+                    k.series.insert(key, w);
+                }
+                Some(old) if f.kind == Kind::Peak => old[0] = old[0].max(w[0]),
+                Some(old) => {
+                    for (a, b) in old.iter_mut().zip(w) {
+                        *a = a.wrapping_add(b);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn spec_of(f: &Family) -> FamilySpec {
+    FamilySpec {
+        value_type: f.value_type,
+        buckets: f.buckets.clone(),
+        ..FamilySpec::new(&f.name, &f.help, &f.dimension, f.kind, f.unit)
+    }
+}
+
+/// The identities a kept file lists (`<pid>.<nonce>`).
+fn identities(snap: &Snapshot) -> BTreeSet<String> {
+    snap.families
+        .iter()
+        .filter(|f| f.name == FOLDED_FAMILY)
+        .flat_map(|f| f.members.iter().map(|m| m.instance.clone()))
+        .collect()
+}
+
+/// Writes `acc` and `ids` as a kept file under a temporary name in
+/// `folder`; returns that name.
+fn write_kept(
+    dir: &Path,
+    acc: &BTreeMap<String, Kept>,
+    ids: &BTreeSet<String>,
+) -> io::Result<std::ffi::OsString> {
+    let members: usize = acc.values().map(|k| k.series.len()).sum::<usize>() + ids.len();
+    let values: usize = acc
+        .values()
+        .map(|k| k.series.values().map(Vec::len).sum::<usize>())
+        .sum::<usize>()
+        + ids.len();
+    let config = Config {
+        nr_cpus: Some(1),
+        max_instances: u32::try_from(values + 8).map_err(io::Error::other)?,
+        max_families: u32::try_from(acc.len() + 2).map_err(io::Error::other)?,
+        max_members: u32::try_from(members + 2).map_err(io::Error::other)?,
+        damon_capacity: 0,
+        heartbeat_interval: std::time::Duration::ZERO,
+        auto_heartbeat: false,
+        method: MethodChoice::Lock,
+    };
+    let tmp = format!(
+        ".kept.{}.{:016x}.tmp",
+        std::process::id(),
+        SegmentName::new("kept")?.nonce
+    );
+    let w = Writer::create(dir.join(&tmp), &config).map_err(|e| io::Error::other(e.to_string()))?;
+    let bad = |e: perfabi::Error| io::Error::other(e.to_string());
+    let store = |slot: u32, vals: &[u64]| {
+        let words = w.state.words();
+        for (k, v) in vals.iter().enumerate() {
+            words[w.state.layout.counter_word(0, slot as usize + k)].store(*v, Ordering::Relaxed);
+        }
+    };
+    for k in acc.values() {
+        if matches!(k.family.origin, Origin::Entry(_)) {
+            let sem = match k.family.kind {
+                Kind::Counter => Semantics::Counter,
+                _ => continue,
+            };
+            let id = w
+                .add_typed(
+                    &k.family.name,
+                    &k.family.unit_text,
+                    sem,
+                    k.family.value_type,
+                )
+                .map_err(bad)?;
+            if let Some(v) = k.series.values().next() {
+                store(id.slot(), v);
+            }
+            continue;
+        }
+        let f = w.add_family(&spec_of(&k.family)).map_err(bad)?;
+        for ((instance, labels), v) in &k.series {
+            let l: Vec<(&str, &str)> = labels
+                .iter()
+                .map(|(a, b)| (a.as_str(), b.as_str()))
+                .collect();
+            let m = w.add_member(f, instance, &l).map_err(bad)?;
+            store(m.value_slot(), v);
+        }
+    }
+    let f = w
+        .add_family(&FamilySpec::new(
+            FOLDED_FAMILY,
+            "Segments whose counts this kept file holds",
+            "segment",
+            Kind::Counter,
+            perfabi::Unit::COUNT,
+        ))
+        .map_err(bad)?;
+    for id in ids {
+        let m = w.add_member(f, id, &[]).map_err(bad)?;
+        store(m.value_slot(), &[1]);
+    }
+    w.close();
+    Ok(tmp.into())
+}
+
+/// Folds the dead writers' segments of this user in the directory `dir`
+/// (see the module's text). Safe against a crash at any moment and
+/// against concurrent folds and readers.
+pub fn fold(dir: &Path) -> io::Result<FoldReport> {
+    let refused = |e: crate::safe_open::PathError| io::Error::other(e.to_string());
+    let folder = directory::prepare(dir).map_err(refused)?;
+    let (lock, _) = folder
+        .open_private(OsStr::new(LOCK_NAME), Access::ReadWrite, 0o600)
+        .map_err(refused)?;
+    // Readers hold the lock shared for the moment of a read: wait a little
+    // for a gap, then leave the work to a later fold.
+    let end = std::time::Instant::now() + LOCK_PATIENCE;
+    loop {
+        match rustix::fs::flock(&lock, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => break,
+            Err(rustix::io::Errno::WOULDBLOCK) if std::time::Instant::now() < end => {
+                std::thread::sleep(std::time::Duration::from_micros(500));
+            }
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                return Ok(FoldReport {
+                    busy: true,
+                    ..FoldReport::default()
+                })
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    // The lock must still be the directory's (not removed or replaced).
+    let held = crate::safe_open::FileId::of(&lock.metadata()?);
+    if folder.stat(OsStr::new(LOCK_NAME))?.map(|e| e.id) != Some(held) {
+        return Ok(FoldReport {
+            busy: true,
+            ..FoldReport::default()
+        });
+    }
+    let mut report = FoldReport::default();
+    // A crashed fold's temporary kept files: no fold runs but this one.
+    let listing = directory::list(&folder)?;
+    for junk in &listing.others {
+        if junk.to_string_lossy().starts_with(".kept.")
+            || junk.to_string_lossy().starts_with("..kept.")
+        {
+            let _ = folder.unlink(junk);
+        }
+    }
+    let mut acc = BTreeMap::new();
+    let mut old_ids = BTreeSet::new();
+    if folder.stat(OsStr::new(KEPT_NAME))?.is_some() {
+        // Never replace a kept file that cannot be read: its counts would
+        // be lost.
+        let (snap, _) = read(&folder, OsStr::new(KEPT_NAME)).map_err(|e| {
+            io::Error::other(format!("the kept file cannot be read, not folding: {e}"))
+        })?;
+        fold_in(&mut acc, &snap).map_err(io::Error::other)?;
+        old_ids = identities(&snap);
+    }
+    let listed: BTreeSet<String> = listing.names.iter().map(SegmentName::identity).collect();
+    let mut folded = Vec::new();
+    let mut ids: BTreeSet<String> = old_ids.intersection(&listed).cloned().collect();
+    for name in &listing.names {
+        let file = OsStr::new(&name.to_string()).to_os_string();
+        if ids.contains(&name.identity()) {
+            // Folded by a fold that stopped before removing it.
+            folded.push(file);
+            continue;
+        }
+        let (snap, info) = match read(&folder, &file) {
+            Ok(r) => r,
+            Err(e) => {
+                report.left.push(format!("{}: {e}", name));
+                continue;
+            }
+        };
+        if !dead_for_sure(&info) {
+            continue;
+        }
+        match fold_in(&mut acc, &snap) {
+            Ok(()) => {
+                ids.insert(name.identity());
+                folded.push(file);
+            }
+            Err(e) => report.left.push(format!("{name}: {e}")),
+        }
+    }
+    if folded.is_empty() && ids == old_ids {
+        return Ok(report);
+    }
+    let tmp = write_kept(dir, &acc, &ids)?;
+    crash_at("written");
+    folder
+        .rename(&tmp, OsStr::new(KEPT_NAME))
+        .inspect_err(|_| {
+            let _ = folder.unlink(&tmp);
+        })?;
+    crash_at("renamed");
+    for (k, f) in folded.iter().enumerate() {
+        folder.unlink(f).or_else(|e| {
+            if e.kind() == io::ErrorKind::NotFound {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        })?;
+        if k == 0 {
+            crash_at("unlinked");
+        }
+    }
+    report.folded = folded.len();
+    drop(lock);
+    Ok(report)
+}
