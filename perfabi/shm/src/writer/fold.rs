@@ -86,7 +86,13 @@ pub fn dead_for_sure(info: &perfabi::Info) -> bool {
 
 /// A consistent snapshot of the file `name` in `folder`, which must be a
 /// regular file of this user, not writable by others, with one link.
-fn read(folder: &Folder, name: &OsStr) -> Result<(Snapshot, perfabi::Info), String> {
+/// `None` when `wanted` refuses its header (read before any value is
+/// copied: a live writer's segment costs a fold one header read).
+fn read(
+    folder: &Folder,
+    name: &OsStr,
+    wanted: impl FnOnce(&perfabi::Info) -> bool,
+) -> Result<Option<Snapshot>, String> {
     let (file, md) = folder
         .open_read_checked(name, |e| {
             if e.kind != FileKind::Regular {
@@ -101,20 +107,26 @@ fn read(folder: &Folder, name: &OsStr) -> Result<(Snapshot, perfabi::Info), Stri
     let map = crate::SegmentMap::new(file, &md, perfabi::trust::Origin::File, MAX_SEGMENT)
         .map_err(|e| format!("{e:?}"))?;
     let view = map.view();
+    if !wanted(&view.info()) {
+        return Ok(None);
+    }
     let snap = view
         .snapshot(perfabi::protocol::DEFAULT_RETRIES)
         .map_err(|e| e.to_string())?;
     if !map.intact() {
         return Err("truncated while read".into());
     }
-    Ok((snap, view.info()))
+    Ok(Some(snap))
 }
+
+/// A series' identity within a family: instance, then labels.
+type SeriesKey = (String, Vec<(String, String)>);
 
 /// A kept family: its metadata (members cleared), and its series' total
 /// words by (instance, labels).
 struct Kept {
     family: Family,
-    series: BTreeMap<(String, Vec<(String, String)>), Vec<u64>>,
+    series: BTreeMap<SeriesKey, Vec<u64>>,
 }
 
 fn words(r: &Reading) -> Vec<u64> {
@@ -331,9 +343,10 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
     if folder.stat(OsStr::new(KEPT_NAME))?.is_some() {
         // Never replace a kept file that cannot be read: its counts would
         // be lost.
-        let (snap, _) = read(&folder, OsStr::new(KEPT_NAME)).map_err(|e| {
-            io::Error::other(format!("the kept file cannot be read, not folding: {e}"))
-        })?;
+        let snap = read(&folder, OsStr::new(KEPT_NAME), |_| true)
+            .ok()
+            .flatten()
+            .ok_or_else(|| io::Error::other("the kept file cannot be read: not folding"))?;
         fold_in(&mut acc, &snap).map_err(io::Error::other)?;
         old_ids = identities(&snap);
     }
@@ -347,16 +360,14 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
             folded.push(file);
             continue;
         }
-        let (snap, info) = match read(&folder, &file) {
-            Ok(r) => r,
+        let snap = match read(&folder, &file, dead_for_sure) {
+            Ok(Some(snap)) => snap,
+            Ok(None) => continue, // a live writer's
             Err(e) => {
-                report.left.push(format!("{}: {e}", name));
+                report.left.push(format!("{name}: {e}"));
                 continue;
             }
         };
-        if !dead_for_sure(&info) {
-            continue;
-        }
         match fold_in(&mut acc, &snap) {
             Ok(()) => {
                 ids.insert(name.identity());
