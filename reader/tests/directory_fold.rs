@@ -169,6 +169,7 @@ fn a_fold_stopped_dead_at_any_step_loses_and_doubles_nothing() {
             .args(["--ignored", "--exact", "folder", "--quiet"])
             .env(ENV_DIR, &dir)
             .env(CRASH_ENV, step)
+            .stdout(std::process::Stdio::null())
             .status()
             .unwrap();
         assert_eq!(
