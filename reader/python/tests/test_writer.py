@@ -318,3 +318,30 @@ def test_prefork_pool_workers_count_apart() -> None:
         total = sum(values("pooled", p).get("task", 0) for p in paths)
     assert total == sum(amounts)
     assert values("pooled") == {"task": 1000}
+
+
+def test_readme_example_writes_what_it_did(tmp_path: Path) -> None:
+    example = Path(__file__).parent.parent / "examples" / "job_worker.py"
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, str(example), "--jobs", "20"],
+        env={**os.environ, "PERFABI_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    path = Path(out.stdout.strip())
+    assert path.parent == tmp_path
+    assert path.name.startswith("job_worker.")
+    # The worker has exited: its values are final.
+    with perfabi.Segment(str(path), require_live=False) as seg:
+        jobs = {v.instance.name: v.total for v in seg.read("jobs_processed").values}
+        lat = seg.read("job_duration_seconds").values[0].total
+        in_flight = seg.read("jobs_in_flight").values[0].total
+    assert jobs == {"slow": 5, "fast": 15}
+    assert isinstance(lat, perfabi.Histogram)
+    assert lat.count == 20 and lat.sum > 0
+    assert in_flight == 0

@@ -261,13 +261,16 @@ class _Child:
         self._metric = metric
         self._instance = instance
         self._labels = labels
+        self._seconds = metric._seconds
         self._m: Any = metric._family.add_member(instance, labels)
 
     def _rebind(self) -> None:
         self._m = self._metric._family.add_member(self._instance, self._labels)
 
     def _value(self, amount: float) -> int:
-        if self._metric._seconds:
+        if type(amount) is int and not self._seconds:
+            return amount  # the common case, first
+        if self._seconds:
             return round(amount * _NS)
         return _whole(self._metric._name, amount)
 
@@ -290,6 +293,9 @@ class _CounterChild(_Child):
 
     def inc(self, amount: float = 1, exemplar: Optional[dict[str, str]] = None) -> None:
         """Adds ``amount`` (not negative)."""
+        if type(amount) is int and amount >= 0 and not self._seconds:
+            self._m.add(amount)  # the hot path: one call into the writer
+            return
         if amount < 0:
             raise ValueError("Counters can only be incremented by non-negative amounts.")
         self._m.add(self._value(amount))
@@ -335,7 +341,7 @@ class _HistogramChild(_Child):
 
     def observe(self, amount: float, exemplar: Optional[dict[str, str]] = None) -> None:
         """Records one observation (not negative)."""
-        v = self._value(amount)
+        v = round(amount * _NS) if self._seconds else self._value(amount)
         if v < 0:
             raise ValueError(f"{self._metric._name}: perfabi histograms observe no negative values")
         self._m.observe(v)
@@ -458,8 +464,11 @@ class _Metric:
 
     def _single(self) -> Any:
         if self._only is None:
-            raise ValueError(f"{self._name} metric is missing label values")
+            raise self._missing()
         return self._only
+
+    def _missing(self) -> ValueError:
+        return ValueError(f"{self._name} metric is missing label values")
 
     def __repr__(self) -> str:
         return f"perfabi.client.{type(self).__name__}({self._name!r})"
@@ -473,7 +482,10 @@ class Counter(_Metric):
 
     def inc(self, amount: float = 1, exemplar: Optional[dict[str, str]] = None) -> None:
         """Adds ``amount`` (not negative)."""
-        self._single().inc(amount)
+        only = self._only
+        if only is None:
+            raise self._missing()
+        only.inc(amount)  # type: ignore[attr-defined]
 
     def count_exceptions(self, exception: Any = Exception) -> _ExceptionCounter:
         """Counts the exceptions a block or function raises."""
@@ -567,7 +579,10 @@ class Histogram(_Metric):
 
     def observe(self, amount: float, exemplar: Optional[dict[str, str]] = None) -> None:
         """Records one observation (not negative)."""
-        self._single().observe(amount)
+        only = self._only
+        if only is None:
+            raise self._missing()
+        only.observe(amount)  # type: ignore[attr-defined]
 
     def time(self) -> _Timer:
         """Observes how long a block or function took, in seconds."""
