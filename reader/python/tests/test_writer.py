@@ -345,3 +345,33 @@ def test_readme_example_writes_what_it_did(tmp_path: Path) -> None:
     assert isinstance(lat, perfabi.Histogram)
     assert lat.count == 20 and lat.sum > 0
     assert in_flight == 0
+
+
+def test_fork_child_without_a_segment_never_writes_the_parents(tmp_path: Path) -> None:
+    c = Counter("forked_unplaced", "Across a fork whose child has no directory")
+    c.inc(3)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    saved = client._PROCESS.directory
+    # The child's segment would go under a regular file: it cannot be made.
+    client._PROCESS.directory = str(blocker / "segments")
+    r, w = os.pipe()
+    try:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                try:
+                    c.inc(100)
+                    os.write(w, b"wrote")
+                except perfabi.WriterError as e:
+                    os.write(w, ("refused " + str(e)).encode())
+            finally:
+                os._exit(0)
+    finally:
+        client._PROCESS.directory = saved
+    said = os.read(r, 4096).decode()
+    _, status = os.waitpid(pid, 0)
+    os.close(r)
+    os.close(w)
+    assert said.startswith("refused this process, a child of fork(), has no segment"), said
+    assert values("forked_unplaced") == {"": 3}

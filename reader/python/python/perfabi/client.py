@@ -123,8 +123,34 @@ class _Process:
             return
         # The parent's writer, copied: never written, never closed.
         old.abandon()
+        # Nothing of the child may reach the parent's segment, even if its
+        # own segment cannot be made: every handle is unbound first.
+        unbound = _Unbound()
         for m in self.metrics:
-            m._rebind()
+            m._family = unbound
+            for c in m._children.values():
+                c._m = unbound
+        try:
+            for m in self.metrics:
+                m._rebind()
+        except Exception as e:  # an at-fork hook must not raise
+            unbound.why = (
+                "this process, a child of fork(), has no segment of its own "
+                f"({e}): its metrics made before the fork are not written"
+            )
+
+
+class _Unbound:
+    """A fork child's handle until its own segment has the member: every
+    update raises, none reaches the parent's segment."""
+
+    def __init__(self) -> None:
+        self.why = "this process, a child of fork(), is still making its segment"
+
+    def _fail(self, *args: Any) -> Any:
+        raise WriterError(self.why, "io", False)
+
+    add = set = observe = add_member = add_family = _fail
 
 
 _PROCESS = _Process()
