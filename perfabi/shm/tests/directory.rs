@@ -76,10 +76,7 @@ fn create_in_refuses_bad_names_and_open_directories() {
 
 #[test]
 fn a_directory_squatted_by_another_user_is_refused() {
-    if rustix::process::geteuid().as_raw() != 0 {
-        println!(
-            "PERFABI-SKIP a_directory_squatted_by_another_user_is_refused: needs root to chown"
-        );
+    if !perfabi_test_harness::need_root("a_directory_squatted_by_another_user_is_refused") {
         return;
     }
     let top = tempfile::tempdir().unwrap();

@@ -1,0 +1,139 @@
+//! The segment-directory vectors of `spec/PERFABI.md` §15.6: directories
+//! made of committed segment vectors under §15.2 names, with entries a
+//! reader must not list, and their merged reading.
+//!
+//! Shared by `examples/make_dir_vectors.rs` (which writes them) and
+//! `tests/spec_oracle_directory.rs` (which checks them).
+#![allow(dead_code)]
+
+use std::fmt::Write as _;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use perfabi_reader::directory::{Directory, DirectoryOptions, Scrape};
+use perfabi_reader::Reading;
+
+/// `(directory, [(file name, source vector or None for junk bytes)])`.
+pub type DirVector = (
+    &'static str,
+    &'static [(&'static str, Option<&'static str>)],
+);
+
+/// Every directory vector.
+pub const ALL: &[DirVector] = &[(
+    "dir_merge",
+    &[
+        // Two copies of one valid 1.1 segment: every counter doubles.
+        ("a.1.0000000000000001.perfabi", Some("family_every_kind")),
+        ("b.2.0000000000000002.perfabi", Some("family_every_kind")),
+        // The same families, but its gauge declares MAX: that family alone
+        // is refused, naming a's and c's files; the rest merges thrice.
+        (
+            "c.3.0000000000000003.perfabi",
+            Some("family_gauge_mode_max_is_valid"),
+        ),
+        // A segment refused on its own (an undefined kind).
+        ("d.4.0000000000000004.perfabi", Some("family_bad_kind")),
+        // A 1.0 segment: its entries are families of one instance.
+        ("e.5.0000000000000005.perfabi", Some("valid_basic")),
+        // Not segments: never opened.
+        ("notes.txt", None),
+        (".a.1.0000000000000001.perfabi.7.00000000000000aa.tmp", None),
+        ("A.1.0000000000000001.perfabi.old", None),
+        ("f.6.00000000000000FF.perfabi", None),
+        ("g.07.00000000000000ff.perfabi", None),
+    ],
+)];
+
+/// Makes the directory `name` of vector `files` under `out`, from the
+/// segment vectors in `vectors`.
+pub fn make(vectors: &Path, out: &Path, name: &str, files: &[(&str, Option<&str>)]) {
+    let dir = out.join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for (file, src) in files {
+        let bytes = match src {
+            Some(v) => std::fs::read(vectors.join(format!("{v}.bin"))).unwrap(),
+            None => b"not a segment\n".to_vec(),
+        };
+        std::fs::write(dir.join(file), bytes).unwrap();
+        // Whatever the umask: a reader refuses a file others may write.
+        std::fs::set_permissions(dir.join(file), std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+}
+
+/// A copy of the committed directory `name` in `out`, with the modes a
+/// writer gives its files (a checkout's depend on the umask).
+pub fn copy_committed(vectors: &Path, out: &Path, name: &str) -> std::path::PathBuf {
+    let dir = out.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for e in std::fs::read_dir(vectors.join(name)).unwrap() {
+        let e = e.unwrap();
+        let to = dir.join(e.file_name());
+        std::fs::copy(e.path(), &to).unwrap();
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    dir
+}
+
+/// One reading as the `.expect` shows it.
+pub fn show(r: &Reading) -> String {
+    match r {
+        Reading::Unsigned(v) => v.to_string(),
+        Reading::Signed(v) => v.to_string(),
+        Reading::Histogram(h) => format!("count={} sum={} buckets={:?}", h.count, h.sum, h.buckets),
+    }
+}
+
+/// The merged reading of a directory, as its `merged.expect` holds it:
+/// files read, each family with its series, then each problem by file
+/// name, code and family.
+pub fn describe(s: &Scrape) -> String {
+    let mut out = String::new();
+    writeln!(out, "segments: {}", s.segments).unwrap();
+    for f in &s.families {
+        let fam = &f.family;
+        writeln!(
+            out,
+            "family {} {} unit={:?} dimension={:?} gauge_mode={} writers={}",
+            fam.name,
+            fam.kind.as_str(),
+            fam.unit_text,
+            fam.dimension,
+            fam.gauge_mode.as_str(),
+            f.writers
+        )
+        .unwrap();
+        for (m, r) in fam.members.iter().zip(&f.readings) {
+            writeln!(
+                out,
+                "  series instance={:?} labels={:?} value={}",
+                m.instance,
+                m.labels,
+                show(r)
+            )
+            .unwrap();
+        }
+    }
+    for p in &s.problems {
+        writeln!(
+            out,
+            "problem {} {} family={:?}",
+            p.file.file_name().unwrap().to_string_lossy(),
+            p.code,
+            p.family.as_deref().unwrap_or("")
+        )
+        .unwrap();
+    }
+    out
+}
+
+/// Reads the directory `dir` as the reference reader does.
+pub fn read(dir: &Path) -> Scrape {
+    Directory::open(dir, DirectoryOptions::default())
+        .unwrap()
+        .read()
+        .unwrap()
+}
