@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use perfabi::{Buckets, FamilySpec, Kind, Unit, ValueType};
+use perfabi::{Buckets, FamilySpec, GaugeMode, Kind, Unit, ValueType};
 use perfabi_shm::writer::{self as w, Config, CreateError, FamilyId, MemberId};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -86,10 +86,13 @@ impl Writer {
         self.w.path().map(PathBuf::from)
     }
 
-    /// Registers a family: `kind` is `"counter"`, `"gauge"` or
-    /// `"histogram"`; `unit` `""`, `"bytes"` or `"ns"`; a gauge's values
-    /// are signed; a histogram's `bounds` are its finite upper bounds,
-    /// strictly increasing (`+Inf` follows them).
+    /// Registers a family: `kind` is `"counter"`, `"histogram"`, or
+    /// `"gauge"` with how a directory's readers merge it across writers
+    /// (`spec/PERFABI.md` §15): `"gauge:sum"` (as `"gauge"`),
+    /// `"gauge:max"`, `"gauge:min"` or `"gauge:all"`; `unit` `""`,
+    /// `"bytes"` or `"ns"`; a gauge's values are signed; a histogram's
+    /// `bounds` are its finite upper bounds, strictly increasing (`+Inf`
+    /// follows them).
     #[pyo3(signature = (name, help, dimension, kind, unit, bounds = None))]
     fn add_family(
         &self,
@@ -108,10 +111,24 @@ impl Writer {
         };
         let spec = match (kind, bounds) {
             ("counter", None) => FamilySpec::new(name, help, dimension, Kind::Counter, unit),
-            ("gauge", None) => FamilySpec {
-                value_type: ValueType::I64,
-                ..FamilySpec::new(name, help, dimension, Kind::Gauge, unit)
-            },
+            (gauge, None) if gauge.starts_with("gauge") => {
+                let mode = match gauge {
+                    "gauge" | "gauge:sum" => GaugeMode::Sum,
+                    "gauge:max" => GaugeMode::Max,
+                    "gauge:min" => GaugeMode::Min,
+                    "gauge:all" => GaugeMode::All,
+                    other => {
+                        return Err(writer_error(
+                            format!("unknown kind {other:?}"),
+                            "bad-family",
+                        ))
+                    }
+                };
+                FamilySpec {
+                    value_type: ValueType::I64,
+                    ..FamilySpec::gauge(name, help, dimension, unit, mode)
+                }
+            }
             ("histogram", Some(b)) => {
                 FamilySpec::histogram(name, help, dimension, unit, Buckets::Explicit(b))
             }

@@ -118,6 +118,23 @@ def test_gauge_inc_dec_set() -> None:
     assert values("queue_depth") == {"": -13}
 
 
+def test_gauge_multiprocess_mode_is_the_familys_gauge_mode() -> None:
+    made = {
+        "all": Gauge("mode_default", "prometheus_client's default, all"),
+        "max": Gauge("mode_livemax", "x", multiprocess_mode="livemax"),
+        "min": Gauge("mode_min", "x", multiprocess_mode="min"),
+        "sum": Gauge("mode_sum", "x", multiprocess_mode="sum"),
+    }
+    with perfabi.Segment(client.segment_path()) as seg:
+        for mode, g in made.items():
+            assert seg.family(g._name).gauge_mode == mode
+        assert seg.family("queue_depth").gauge_mode == "sum"
+        assert seg.family("jobs").gauge_mode is None
+    for mode in ("mostrecent", "livemostrecent"):
+        with pytest.raises(ValueError, match="liveall"):
+            Gauge("mode_" + mode, "x", multiprocess_mode=mode)
+
+
 def test_gauge_helpers() -> None:
     g = Gauge("in_flight", "Requests in flight")
     seen: list[int] = []

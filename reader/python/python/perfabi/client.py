@@ -40,9 +40,14 @@ What differs from prometheus_client, and why:
   string). A label name is ``[a-z][a-z0-9_]*``, at most 15 bytes, not
   ``cpu``, ``le`` or ``series``; a value at most 47 printable ASCII bytes
   without ``"`` or ``\\`` (and without space for a single label).
-* **Gauges.** ``multiprocess_mode`` is checked against prometheus_client's
-  values and kept (``Gauge.multiprocess_mode``); segments do not record it
-  yet: a reader merging segments sums gauges.
+* **Gauges.** ``multiprocess_mode`` is the family's gauge mode, how a
+  reader of the segment directory merges the processes' values
+  (``spec/PERFABI.md`` §15): ``all``/``liveall`` each process apart (the
+  default, as in prometheus_client), ``max``/``livemax``,
+  ``min``/``livemin``, ``sum``/``livesum``. Only live processes' gauges
+  count (an exited process's level describes nothing that still exists),
+  so ``max`` is ``livemax`` and so on; ``mostrecent`` and
+  ``livemostrecent`` have no perfabi mode and are refused.
 * **Not mapped**: ``Summary``, ``Info``, ``Enum``, ``Gauge.set_function``,
   ``remove``/``clear``, exemplars (accepted, ignored), ``registry``
   (accepted, ignored: every metric is in the process's segment).
@@ -89,6 +94,12 @@ MULTIPROCESS_MODES = frozenset(
      "mostrecent", "livemostrecent")
 )  # fmt: skip
 """The values of prometheus_client's ``Gauge(multiprocess_mode=...)``."""
+_GAUGE_MODES = {
+    "all": "all", "liveall": "all", "max": "max", "livemax": "max",
+    "min": "min", "livemin": "min", "sum": "sum", "livesum": "sum",
+}  # fmt: skip
+"""How each ``multiprocess_mode`` merges across a directory's writers
+(``spec/PERFABI.md`` §15); perfabi counts live writers' gauges only."""
 CONTENT_TYPE_LATEST = "text/plain; version=0.0.4; charset=utf-8"
 """prometheus_client's constant, for code that imports it from here."""
 
@@ -538,8 +549,15 @@ class Gauge(_Metric):
     ) -> None:
         if multiprocess_mode not in MULTIPROCESS_MODES:
             raise ValueError("Invalid multiprocess mode: " + multiprocess_mode)
+        merged = _GAUGE_MODES.get(multiprocess_mode)
+        if merged is None:
+            raise ValueError(
+                f"multiprocess_mode {multiprocess_mode!r}: perfabi keeps no exited "
+                "process's gauge, so has no most recent one; use 'liveall' (each "
+                "process apart), 'livemax', 'livemin' or 'livesum'"
+            )
         self.multiprocess_mode = multiprocess_mode
-        """As given; not recorded in the segment yet (see the module)."""
+        self._kind = "gauge:" + merged
         super().__init__(name, documentation, labelnames, namespace, subsystem, unit, registry)
 
     def inc(self, amount: float = 1) -> None:
