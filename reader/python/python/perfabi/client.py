@@ -15,7 +15,7 @@ Every process writes its own segment, through the Rust writer
 (``perfabi_shm::writer``: per-CPU values, consistent snapshots, a
 heartbeat): ``<name>.<pid>.<nonce>.perfabi`` in the segment directory,
 :func:`configure`'s ``directory``, else ``$PERFABI_DIR``, else
-``/dev/shm/perfabi-<euid>`` (:func:`perfabi.default_dir`). ``perfabi-cat``
+``/dev/shm/perfabi-<euid>`` (``perfabi_shm::directory::default_dir``). ``perfabi-cat``
 and the other readers show it.
 
 What differs from prometheus_client, and why:
