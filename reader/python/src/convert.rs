@@ -8,7 +8,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use perfabi::damon::DamonRead;
 use perfabi::unit::{QUANTITY_PAGES, QUANTITY_PLAIN, QUANTITY_RATIO};
-use perfabi::{Family, Member, Reading, Snapshot, Unit, ValueType};
+use perfabi::{Family, Kind, Member, Reading, Snapshot, Unit, ValueType};
 use perfabi_reader::{
     Counter, FamilyHandle, FamilyValues, Liveness, Origin, ReadStats, SegmentInfo,
 };
@@ -149,6 +149,7 @@ fn make_family<'py>(
         value_type: f.value_type.as_str(),
         buckets: buckets,
         instances: &instances,
+        gauge_mode: (f.kind == Kind::Gauge).then(|| f.gauge_mode.as_str()),
     })?;
     Ok((family, instances))
 }

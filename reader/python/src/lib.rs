@@ -16,6 +16,7 @@ mod convert;
 mod errors;
 mod handles;
 mod segment;
+mod writer;
 
 use pyo3::prelude::*;
 
@@ -29,11 +30,19 @@ fn default_path() -> std::ffi::OsString {
     perfabi_reader::default_path().into_os_string()
 }
 
-/// The native module: `Segment` and `default_path`; `perfabi/__init__.py`
+/// The native module: `Segment` and `default_path`, and the writer's
+/// classes (`Writer`, `WriterFamily`, `WriterMember`) that `perfabi.client`
+/// builds on; `perfabi/__init__.py`
 /// re-exports them with the Python types and errors.
 #[pymodule]
 fn _perfabi(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<segment::Segment>()?;
+    m.add_class::<writer::Writer>()?;
+    m.add_class::<writer::WriterFamily>()?;
+    m.add_class::<writer::WriterMember>()?;
+    m.add_function(wrap_pyfunction!(writer::default_dir, m)?)?;
+    m.add_function(wrap_pyfunction!(writer::program_name, m)?)?;
+    m.add_function(wrap_pyfunction!(writer::sanitize_name, m)?)?;
     m.add_function(wrap_pyfunction!(default_path, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -25,6 +25,9 @@ const TEST: &str = "python_module_in_a_fresh_venv";
 
 /// The README's example, run by the Python tests against the exporter.
 const EXAMPLE: &str = "reader/python/examples/top_counters.py";
+/// The writer's example, shown in README.md's "Writing from Python" and
+/// run by `test_writer.py`.
+const WRITER_EXAMPLE: &str = "reader/python/examples/job_worker.py";
 
 /// The segment path of a [`python_test_writer`] process.
 const WRITER_PATH: &str = "PERFABI_PY_WRITER";
@@ -39,6 +42,7 @@ fn python_module_in_a_fresh_venv() {
     let root = readme::repo_root();
     // The README shows the example as it is in the file the tests run.
     readme::example(EXAMPLE);
+    readme::example(WRITER_EXAMPLE);
     let tmp = tempfile::tempdir().unwrap();
     let venv = tmp.path().join("venv");
     let python3 = std::env::var("PERFABI_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
@@ -165,6 +169,7 @@ fn python_module_in_a_fresh_venv() {
             .arg(tmp.path().join("mypy-cache"))
             .arg(root.join("reader/python/python/perfabi"))
             .arg(root.join(EXAMPLE))
+            .arg(root.join(WRITER_EXAMPLE))
             .arg(root.join("reader/python/tests"))
             .current_dir(tmp.path()),
     );

@@ -35,6 +35,7 @@ from perfabi._errors import (
     TruncatedError,
     UnknownInstanceError,
     UntrustedError,
+    WriterError,
 )
 from perfabi._perfabi import Segment, __version__, default_path
 from perfabi._types import (
@@ -90,6 +91,7 @@ __all__ = [
     "UntrustedError",
     "Value",
     "ValueType",
+    "WriterError",
     "__version__",
     "default_path",
 ]

@@ -23,6 +23,7 @@ from perfabi._errors import StaleError as StaleError
 from perfabi._errors import SymlinkError as SymlinkError
 from perfabi._errors import TruncatedError as TruncatedError
 from perfabi._errors import UnknownInstanceError as UnknownInstanceError
+from perfabi._errors import WriterError as WriterError
 from perfabi._errors import UntrustedError as UntrustedError
 from perfabi._types import Aggregation as Aggregation
 from perfabi._types import Counter as Counter
@@ -76,6 +77,7 @@ __all__ = [
     "UntrustedError",
     "Value",
     "ValueType",
+    "WriterError",
     "__version__",
     "default_path",
 ]

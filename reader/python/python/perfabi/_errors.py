@@ -23,7 +23,8 @@ same, so ``except FileNotFoundError`` or ``except KeyError`` work too::
     ├── HeaderChangedError                  header-changed
     ├── NoSuchFamilyError (KeyError)        no-such-family
     ├── NoSuchCounterError (KeyError)       no-such-counter
-    └── UnknownInstanceError (KeyError)     unknown-instance
+    ├── UnknownInstanceError (KeyError)     unknown-instance
+    └── WriterError (ValueError)            the Rust writer's refusal (§5 codes: duplicate-name, table-full, …; io)
 """
 
 from __future__ import annotations
@@ -165,3 +166,9 @@ class UnknownInstanceError(Error, KeyError):
     again by a new writer, during the read (after it was looked up). It is
     transient: read it again, which looks it up afresh (NoSuchFamilyError or
     NoSuchCounterError if it is gone for good)."""
+
+
+class WriterError(Error, ValueError):
+    """The writer (:mod:`perfabi.client`) refused a metric, a label or a
+    segment: the Rust writer's message and code (``duplicate-name``,
+    ``bad-name``, ``table-full``, ``io``, …); nothing was changed."""

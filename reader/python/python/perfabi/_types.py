@@ -124,6 +124,10 @@ class Family:
     value_type: ValueType
     buckets: tuple[int | None, ...] | None
     instances: tuple[Instance, ...]
+    gauge_mode: Literal["sum", "max", "min", "all"] | None = None
+    """A gauge's mode: how a reader of a segment directory merges its
+    writers' values (``spec/PERFABI.md`` §15); ``None`` for the other
+    kinds."""
 
     def instance(self, name: str = "") -> Instance:
         """The instance called ``name``; ``KeyError`` if there is none."""
