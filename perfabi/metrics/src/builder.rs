@@ -1,0 +1,170 @@
+//! [`PerfabiBuilder`]: where the recorder writes, its capacities and
+//! histogram buckets, then [`install`](PerfabiBuilder::install).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use perfabi_shm::writer::{Config, CreateError, Writer};
+
+use crate::PerfabiRecorder;
+
+/// Why a recorder could not be built or installed.
+#[derive(Debug)]
+pub enum BuildError {
+    /// The segment could not be created.
+    Create(CreateError),
+    /// The recorder's own family could not be registered in it.
+    Segment(perfabi::Error),
+    /// Buckets given to [`PerfabiBuilder::buckets_for_metric`] that perfabi
+    /// cannot hold.
+    Buckets(String),
+    /// A recorder is installed already in this process.
+    AlreadyInstalled,
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::Create(e) => write!(f, "cannot create the perfabi segment: {e}"),
+            BuildError::Segment(e) => write!(
+                f,
+                "cannot register the recorder's family in the segment: {e}; give it family tables (Config::max_families)"
+            ),
+            BuildError::Buckets(why) => write!(f, "bad histogram buckets: {why}"),
+            BuildError::AlreadyInstalled => write!(
+                f,
+                "a metrics recorder is installed already in this process; install one only"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BuildError::Create(e) => Some(e),
+            BuildError::Segment(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Builds a [`PerfabiRecorder`]: where its segment is, how large, and the
+/// buckets of histograms that should not have the default ones.
+///
+/// ```no_run
+/// perfabi_metrics::PerfabiBuilder::new()
+///     .path("/dev/shm/myapp.perfabi")
+///     .buckets_for_metric("http.latency", &[0.001, 0.01, 0.1, 1.0])?
+///     .install()?;
+/// metrics::counter!("http.requests").increment(1);
+/// # Ok::<(), perfabi_metrics::BuildError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct PerfabiBuilder {
+    path: Option<PathBuf>,
+    config: Config,
+    buckets: HashMap<String, Vec<f64>>,
+}
+
+impl Default for PerfabiBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PerfabiBuilder {
+    /// A builder with the defaults: room for 256 families, 1,024 series and
+    /// 8,192 values (a histogram series takes 34), one block per possible
+    /// CPU, a heartbeat each second kept by the writer's own thread, no
+    /// DAMON ring.
+    pub fn new() -> Self {
+        Self {
+            path: None,
+            config: Config {
+                max_instances: 8192,
+                max_families: 256,
+                max_members: 1024,
+                damon_capacity: 0,
+                heartbeat_interval: Duration::from_secs(1),
+                ..Config::default()
+            },
+            buckets: HashMap::new(),
+        }
+    }
+
+    /// Writes the segment at `path` (replacing a segment there).
+    pub fn path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.path = Some(path.into());
+        self
+    }
+
+    /// The writer's configuration (capacities, heartbeat), instead of the
+    /// defaults of [`new`](Self::new).
+    pub fn config(mut self, config: Config) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Explicit bucket bounds for the histogram `name` (its exact name),
+    /// in its described unit (`0.001` is a millisecond in a histogram
+    /// described in seconds): 1 to 31 finite, non-negative, strictly
+    /// increasing values; a last `+Inf` bucket follows them. Other
+    /// histograms have `LOG2` buckets. Bounds that stop increasing once
+    /// scaled to integers in the stored unit (nanoseconds, bytes, …) are
+    /// refused when the histogram is registered (reason `buckets`).
+    pub fn buckets_for_metric(mut self, name: &str, bounds: &[f64]) -> Result<Self, BuildError> {
+        let max = perfabi::layout::MAX_BUCKETS as usize - 1;
+        if bounds.is_empty() || bounds.len() > max {
+            return Err(BuildError::Buckets(format!(
+                "{}: {} bounds, not 1 to {max}",
+                name.escape_debug(),
+                bounds.len()
+            )));
+        }
+        if bounds.iter().any(|b| !b.is_finite() || *b < 0.0)
+            || bounds.windows(2).any(|w| w[0] >= w[1])
+        {
+            return Err(BuildError::Buckets(format!(
+                "{}: {bounds:?} are not finite, non-negative and strictly increasing",
+                name.escape_debug()
+            )));
+        }
+        self.buckets.insert(name.to_string(), bounds.to_vec());
+        Ok(self)
+    }
+
+    /// Creates the segment and the recorder, without installing it (for
+    /// `metrics::with_local_recorder`, or a recorder layered by hand).
+    ///
+    /// The segment's writer lives as long as the process: `metrics`'
+    /// handles must be `'static`, so it is never dropped, and readers see
+    /// the segment's writer gone when the process exits.
+    pub fn build(self) -> Result<PerfabiRecorder, BuildError> {
+        let writer = match &self.path {
+            Some(path) => Writer::create(path, &self.config),
+            None => Writer::create(default_path(), &self.config),
+        }
+        .map_err(BuildError::Create)?;
+        let writer: &'static Writer = Box::leak(Box::new(writer));
+        PerfabiRecorder::new(writer, self.buckets).map_err(BuildError::Segment)
+    }
+
+    /// Builds the recorder and installs it as the process's global
+    /// `metrics` recorder; returns its writer (its path, its health).
+    pub fn install(self) -> Result<&'static Writer, BuildError> {
+        let recorder = self.build()?;
+        let writer = recorder.writer();
+        metrics::set_global_recorder(recorder).map_err(|_| BuildError::AlreadyInstalled)?;
+        Ok(writer)
+    }
+}
+
+fn default_path() -> PathBuf {
+    PathBuf::from(format!(
+        "/dev/shm/perfabi-metrics.{}.perfabi",
+        std::process::id()
+    ))
+}
