@@ -12,6 +12,8 @@
 //!   It stays private: a writable mapping's words reach users only through
 //!   the writer, a read-only one's only through [`SegmentMap::view`] (an
 //!   atomic store to read-only memory would fault);
+//! * [`directory`]: segment directories (the default one, file names,
+//!   what a reader lists), shared by writers and readers;
 //! * [`bpf_pin`]: opening a segment held in a frozen BPF map pinned in
 //!   bpffs (the eBPF writer's), with the checks that make it trusted;
 //! * [`segment_map`]: a reader's validated, read-only mapping of a segment,
@@ -30,6 +32,7 @@
 #![cfg(target_os = "linux")]
 
 pub mod bpf_pin;
+pub mod directory;
 pub mod host;
 mod mapping;
 pub mod pair_loads;

@@ -160,7 +160,7 @@ pub struct PathError {
 }
 
 impl PathError {
-    fn new(path: &Path, problem: Problem) -> Self {
+    pub(crate) fn new(path: &Path, problem: Problem) -> Self {
         Self {
             path: path.to_path_buf(),
             problem,

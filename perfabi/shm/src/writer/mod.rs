@@ -247,6 +247,38 @@ impl Writer {
         Ok(Self::start(state, config))
     }
 
+    /// Creates a segment of the writer `name` in the segment directory
+    /// `dir` (`spec/PERFABI.md` §15), under a file name of its own,
+    /// `<name>.<pid>.<nonce>.perfabi`, new at each creation (a restarted
+    /// worker never reuses a dead one's file). The directory is created
+    /// (mode `0755`) if absent, and refused if another user could replace
+    /// its files ([`directory::prepare`](crate::directory::prepare)).
+    /// `name`: 1 to 64 ASCII letters, digits, `_` or `-`
+    /// ([`directory::program_name`](crate::directory::program_name) is a
+    /// good default); [`directory::default_dir`](crate::directory::default_dir)
+    /// is the directory readers look in by default.
+    pub fn create_in(
+        dir: impl AsRef<Path>,
+        name: &str,
+        config: &Config,
+    ) -> Result<Self, CreateError> {
+        let dir = dir.as_ref();
+        let file = crate::directory::SegmentName::new(name)?;
+        crate::directory::prepare(dir).map_err(|e| {
+            CreateError::Io(match e.problem {
+                crate::safe_open::Problem::Io(io) => io::Error::new(
+                    io.kind(),
+                    format!(
+                        "cannot use the segment directory {}: {io}",
+                        crate::safe_open::escape_path(dir)
+                    ),
+                ),
+                _ => io::Error::new(io::ErrorKind::PermissionDenied, e.to_string()),
+            })
+        })?;
+        Self::create(dir.join(file.to_string()), config)
+    }
+
     /// Creates an anonymous segment in a memfd sealed against shrinking;
     /// hand [`fd`](Self::fd) to readers (over a Unix socket, or as
     /// `/proc/PID/fd/N`).

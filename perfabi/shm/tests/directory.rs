@@ -1,0 +1,112 @@
+//! Segment directories, the writers' side (`spec/PERFABI.md` §15):
+//! `Writer::create_in` names its file so that no two creations share one,
+//! creates the directory if absent, and refuses a directory others could
+//! replace files in.
+#![cfg(not(loom))]
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+use perfabi_shm::directory::{self, SegmentName};
+use perfabi_shm::writer::{Config, Writer};
+
+fn small() -> Config {
+    Config {
+        nr_cpus: Some(2),
+        max_instances: 16,
+        damon_capacity: 64,
+        ..Config::default()
+    }
+}
+
+#[test]
+fn create_in_makes_the_directory_and_a_fresh_name_per_creation() {
+    let top = tempfile::tempdir().unwrap();
+    let dir = top.path().join("segs");
+    let a = Writer::create_in(&dir, "worker", &small()).unwrap();
+    let b = Writer::create_in(&dir, "worker", &small()).unwrap();
+    let md = std::fs::symlink_metadata(&dir).unwrap();
+    assert!(md.is_dir());
+    assert_eq!(md.mode() & 0o022, 0, "created without group/other write");
+    let names: Vec<SegmentName> = [&a, &b]
+        .iter()
+        .map(|w| {
+            let p = w.path().unwrap();
+            assert_eq!(p.parent().unwrap(), dir);
+            SegmentName::parse(p.file_name().unwrap()).expect("a segment name")
+        })
+        .collect();
+    assert_ne!(names[0], names[1]);
+    for n in &names {
+        assert_eq!(n.name, "worker");
+        assert_eq!(n.pid, std::process::id());
+    }
+    // Only the two segments are listed: no temporary file is left behind.
+    let listed: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| SegmentName::parse(&e.unwrap().file_name()))
+        .collect();
+    assert_eq!(listed.len(), 2);
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
+}
+
+#[test]
+fn create_in_refuses_bad_names_and_open_directories() {
+    let top = tempfile::tempdir().unwrap();
+    let err = Writer::create_in(top.path(), "a/b", &small())
+        .err()
+        .expect("a name with '/' is refused");
+    assert!(err.to_string().contains("invalid writer name"), "{err}");
+    // A directory anyone may replace files in (0777, not sticky) is refused.
+    let open = top.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let err = Writer::create_in(&open, "w", &small())
+        .err()
+        .expect("an open directory is refused");
+    println!("refused as: {err}");
+    assert_eq!(
+        std::fs::read_dir(&open).unwrap().count(),
+        0,
+        "nothing created"
+    );
+    // Sticky, it is accepted (as /dev/shm is).
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    Writer::create_in(&open, "w", &small()).unwrap();
+}
+
+#[test]
+fn a_directory_squatted_by_another_user_is_refused() {
+    if rustix::process::geteuid().as_raw() != 0 {
+        println!(
+            "PERFABI-SKIP a_directory_squatted_by_another_user_is_refused: needs root to chown"
+        );
+        return;
+    }
+    let top = tempfile::tempdir().unwrap();
+    let dir = top.path().join("perfabi-squatted");
+    std::fs::create_dir(&dir).unwrap();
+    std::os::unix::fs::chown(&dir, Some(4242), Some(4242)).unwrap();
+    let err = Writer::create_in(&dir, "w", &small())
+        .err()
+        .expect("another user's directory is refused");
+    assert!(err.to_string().contains("refusing"), "{err}");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+}
+
+#[test]
+fn the_default_directory_follows_perfabi_dir() {
+    // The only test here that touches the environment.
+    std::env::set_var(directory::ENV_DIR, "/tmp/somewhere");
+    assert_eq!(
+        directory::default_dir(),
+        std::path::Path::new("/tmp/somewhere")
+    );
+    std::env::set_var(directory::ENV_DIR, "");
+    let uid = rustix::process::geteuid().as_raw();
+    assert_eq!(
+        directory::default_dir(),
+        std::path::PathBuf::from(format!("/dev/shm/perfabi-{uid}"))
+    );
+    std::env::remove_var(directory::ENV_DIR);
+    assert!(directory::valid_name(&directory::program_name()));
+}
