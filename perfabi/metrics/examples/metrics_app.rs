@@ -2,7 +2,9 @@
 //! through `perfabi-metrics` after one line of setup. The crate's tests
 //! run it and read back every value it writes.
 //!
-//! Usage: `metrics_app [SEGMENT]` (default: the recorder's default place).
+//! Usage: `metrics_app [DIRECTORY]`: its segment goes into the segment
+//! directory DIRECTORY, or the default one (`$PERFABI_DIR`, else
+//! `/dev/shm/perfabi-<euid>`).
 //! It prints the segment's path, then keeps it (a live writer, whose
 //! heartbeat its own thread keeps) until its standard input ends or gives
 //! a line.
@@ -17,8 +19,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The one line of setup (here with one histogram's own buckets).
     let mut builder = perfabi_metrics::PerfabiBuilder::new()
         .buckets_for_metric("app.request_size", &[100.0, 1000.0])?;
-    if let Some(path) = std::env::args_os().nth(1) {
-        builder = builder.path(path);
+    if let Some(dir) = std::env::args_os().nth(1) {
+        builder = builder.directory(dir);
     }
     let writer = builder.install()?;
 

@@ -6,6 +6,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use perfabi_shm::directory;
 use perfabi_shm::writer::{Config, CreateError, Writer};
 
 use crate::PerfabiRecorder;
@@ -56,7 +57,7 @@ impl std::error::Error for BuildError {
 ///
 /// ```no_run
 /// perfabi_metrics::PerfabiBuilder::new()
-///     .path("/dev/shm/myapp.perfabi")
+///     .name("myapp") // /dev/shm/perfabi-<euid>/myapp.<pid>.<nonce>.perfabi
 ///     .buckets_for_metric("http.latency", &[0.001, 0.01, 0.1, 1.0])?
 ///     .install()?;
 /// metrics::counter!("http.requests").increment(1);
@@ -64,9 +65,19 @@ impl std::error::Error for BuildError {
 /// ```
 #[derive(Clone, Debug)]
 pub struct PerfabiBuilder {
-    path: Option<PathBuf>,
+    place: Place,
     config: Config,
     buckets: HashMap<String, Vec<f64>>,
+}
+
+/// Where the segment is written.
+#[derive(Clone, Debug)]
+enum Place {
+    /// A file of its own name in a segment directory (`None`: the default
+    /// one), named after the writer `name` (`None`: the program's name).
+    Directory(Option<PathBuf>, Option<String>),
+    /// One path.
+    Path(PathBuf),
 }
 
 impl Default for PerfabiBuilder {
@@ -76,13 +87,17 @@ impl Default for PerfabiBuilder {
 }
 
 impl PerfabiBuilder {
-    /// A builder with the defaults: room for 256 families, 1,024 series and
+    /// A builder with the defaults: a segment of its own in the default
+    /// segment directory ([`directory::default_dir`]: `$PERFABI_DIR`, else
+    /// `/dev/shm/perfabi-<euid>`), named after the program
+    /// (`<program>.<pid>.<nonce>.perfabi`), so that one reader sees every
+    /// process of the user's; room for 256 families, 1,024 series and
     /// 8,192 values (a histogram series takes 34), one block per possible
     /// CPU, a heartbeat each second kept by the writer's own thread, no
     /// DAMON ring.
     pub fn new() -> Self {
         Self {
-            path: None,
+            place: Place::Directory(None, None),
             config: Config {
                 max_instances: 8192,
                 max_families: 256,
@@ -95,9 +110,33 @@ impl PerfabiBuilder {
         }
     }
 
-    /// Writes the segment at `path` (replacing a segment there).
+    /// Writes the segment in the segment directory `dir` instead of the
+    /// default one (created if absent, refused if another user could
+    /// replace its files: [`Writer::create_in`]).
+    pub fn directory(mut self, dir: impl Into<PathBuf>) -> Self {
+        let name = match self.place {
+            Place::Directory(_, name) => name,
+            Place::Path(_) => None,
+        };
+        self.place = Place::Directory(Some(dir.into()), name);
+        self
+    }
+
+    /// Names the segment's file in its directory after `name` (1 to 64
+    /// ASCII letters, digits, `_` or `-`) instead of the program's name.
+    pub fn name(mut self, name: &str) -> Self {
+        let dir = match self.place {
+            Place::Directory(dir, _) => dir,
+            Place::Path(_) => None,
+        };
+        self.place = Place::Directory(dir, Some(name.to_string()));
+        self
+    }
+
+    /// Writes the segment at `path` (replacing a segment there), not in a
+    /// segment directory.
     pub fn path(mut self, path: impl Into<PathBuf>) -> Self {
-        self.path = Some(path.into());
+        self.place = Place::Path(path.into());
         self
     }
 
@@ -143,9 +182,13 @@ impl PerfabiBuilder {
     /// handles must be `'static`, so it is never dropped, and readers see
     /// the segment's writer gone when the process exits.
     pub fn build(self) -> Result<PerfabiRecorder, BuildError> {
-        let writer = match &self.path {
-            Some(path) => Writer::create(path, &self.config),
-            None => Writer::create(default_path(), &self.config),
+        let writer = match &self.place {
+            Place::Path(path) => Writer::create(path, &self.config),
+            Place::Directory(dir, name) => Writer::create_in(
+                dir.clone().unwrap_or_else(directory::default_dir),
+                name.as_deref().unwrap_or(&directory::program_name()),
+                &self.config,
+            ),
         }
         .map_err(BuildError::Create)?;
         let writer: &'static Writer = Box::leak(Box::new(writer));
@@ -160,11 +203,4 @@ impl PerfabiBuilder {
         metrics::set_global_recorder(recorder).map_err(|_| BuildError::AlreadyInstalled)?;
         Ok(writer)
     }
-}
-
-fn default_path() -> PathBuf {
-    PathBuf::from(format!(
-        "/dev/shm/perfabi-metrics.{}.perfabi",
-        std::process::id()
-    ))
 }
