@@ -20,6 +20,11 @@ fn example_program_writes_every_kind_read_back_exactly() {
     let dir = tempfile::tempdir().unwrap();
     let segments = dir.path().join("segments");
     let exe = profile_dir().join("examples/metrics_app");
+    assert!(
+        exe.exists(),
+        "{} (cargo test builds the examples; not with --test alone)",
+        exe.display()
+    );
     let mut child = Command::new(&exe)
         .arg(&segments)
         .stdin(Stdio::piped())
