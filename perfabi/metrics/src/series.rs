@@ -24,6 +24,9 @@ pub const SERIES: &str = "series";
 /// At most this many labels (a member's four label slots, §5.3).
 pub const MAX_LABELS: usize = 4;
 
+/// A series' family dimension, member instance and member labels.
+pub(crate) type Member<'a> = (&'a str, String, Vec<(&'a str, &'a str)>);
+
 /// One series: a family name and a member of it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Series {
@@ -54,7 +57,7 @@ impl Series {
 
     /// The family's dimension, the member's instance and its labels; `None`
     /// if there are more labels than a member holds.
-    pub fn member(&self) -> Option<(&str, String, Vec<(&str, &str)>)> {
+    pub fn member(&self) -> Option<Member<'_>> {
         match self.labels.as_slice() {
             [] => Some(("", String::new(), Vec::new())),
             [(k, v)] => Some((k.as_str(), v.clone(), Vec::new())),

@@ -63,8 +63,9 @@ pub fn float_unit(u: Option<M>) -> (Unit, f64) {
 /// number in `i64`'s range.
 pub fn scaled_i64(v: f64, factor: f64) -> Option<i64> {
     let x = (v * factor).round();
-    // 2^63 is exactly representable; every f64 below it in magnitude fits.
-    (x.is_finite() && x >= -9.223_372_036_854_775_808e18 && x < 9.223_372_036_854_775_808e18)
+    // -2^63 and 2^63 are exact in f64; NaN and infinities are in no range.
+    (i64::MIN as f64..-(i64::MIN as f64))
+        .contains(&x)
         .then_some(x as i64)
 }
 
@@ -72,7 +73,10 @@ pub fn scaled_i64(v: f64, factor: f64) -> Option<i64> {
 /// number in `u64`'s range (negative observations are refused).
 pub fn scaled_u64(v: f64, factor: f64) -> Option<u64> {
     let x = (v * factor).round();
-    (x.is_finite() && x >= 0.0 && x < 1.844_674_407_370_955_161_6e19).then_some(x as u64)
+    // -0.0 (a small negative rounded) is 0; 2^64 is exact in f64.
+    (-0.0..-2.0 * (i64::MIN as f64))
+        .contains(&x)
+        .then_some(x as u64)
 }
 
 #[cfg(test)]
