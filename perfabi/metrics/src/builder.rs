@@ -196,11 +196,25 @@ impl PerfabiBuilder {
     }
 
     /// Builds the recorder and installs it as the process's global
-    /// `metrics` recorder; returns its writer (its path, its health).
+    /// `metrics` recorder; returns its writer (its path, its health). If a
+    /// recorder is installed already, the new segment is removed again and
+    /// the error says so.
+    ///
+    /// Install in the process that updates the metrics: a child made by
+    /// `fork()` after the install writes into its parent's segment with
+    /// the parent's process-private update state, which perfabi's writer
+    /// does not share across processes (install in each worker after it
+    /// forks; each then has a segment of its own in the directory).
     pub fn install(self) -> Result<&'static Writer, BuildError> {
         let recorder = self.build()?;
         let writer = recorder.writer();
-        metrics::set_global_recorder(recorder).map_err(|_| BuildError::AlreadyInstalled)?;
+        if metrics::set_global_recorder(recorder).is_err() {
+            // A segment made for nothing: no reader should find it.
+            if let Some(p) = writer.path() {
+                let _ = std::fs::remove_file(p);
+            }
+            return Err(BuildError::AlreadyInstalled);
+        }
         Ok(writer)
     }
 }

@@ -30,6 +30,14 @@ pub struct PerfabiRecorder {
     registry: Mutex<Registry>,
 }
 
+impl std::fmt::Debug for PerfabiRecorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PerfabiRecorder")
+            .field("path", &self.writer.path())
+            .finish_non_exhaustive()
+    }
+}
+
 /// A registered family.
 struct Family {
     id: FamilyId,

@@ -167,4 +167,6 @@ fn installs_once_per_process() {
         .err()
         .expect("a second install is refused");
     assert!(matches!(e, BuildError::AlreadyInstalled), "{e}");
+    let files: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(files.len(), 1, "the refused install's segment is removed");
 }
