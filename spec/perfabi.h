@@ -124,6 +124,13 @@
 #define PERFABI_BUCKETS_LOG2	 1	/* bound k = 2^(log2_first + k) */
 #define PERFABI_BUCKETS_EXPLICIT 2	/* bounds[0 .. nr_buckets - 2], strictly increasing */
 
+/* perfabi_family.bucket_layout of a GAUGE is its gauge_mode (spec 15.4):
+ * how its values merge across the writers of a segment directory */
+#define PERFABI_GAUGE_SUM	0	/* sum of the live writers' values (default) */
+#define PERFABI_GAUGE_MAX	1	/* the largest live writer's value */
+#define PERFABI_GAUGE_MIN	2	/* the smallest live writer's value */
+#define PERFABI_GAUGE_ALL	3	/* not merged: one series per live writer */
+
 /* perfabi_unit.quantity */
 #define PERFABI_QUANTITY_PLAIN	0	/* a plain value of the unit's dimensions */
 #define PERFABI_QUANTITY_PAGES	1	/* a count of memory pages (dim_count 1, nothing else) */
@@ -285,7 +292,7 @@ struct perfabi_family {
 	struct perfabi_unit unit;	/* the values' unit */
 	__u32 value_type;		/* PERFABI_TYPE_*; a histogram: PERFABI_TYPE_U64 */
 	__u32 nr_buckets;		/* histogram: 2..32, +Inf included; else 0 */
-	__u32 bucket_layout;		/* PERFABI_BUCKETS_*; NONE unless a histogram */
+	__u32 bucket_layout;		/* PERFABI_BUCKETS_*; a gauge's PERFABI_GAUGE_*; else 0 */
 	__u32 log2_first;		/* LOG2: first bound's exponent, log2_first + nr_buckets - 2
 					 * <= 63; else 0 */
 	__u64 bounds[PERFABI_MAX_BUCKETS - 1]; /* EXPLICIT: nr_buckets - 1 finite inclusive upper

@@ -869,6 +869,7 @@ mod tests {
             unit_text: Unit::KIB.to_string(),
             value_type: ValueType::U64,
             buckets: (kind == FamilyKind::Histogram).then_some(Buckets::Log2 { first: 10, n: 3 }),
+            gauge_mode: perfabi::GaugeMode::Sum,
             members: members
                 .iter()
                 .enumerate()

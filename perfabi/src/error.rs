@@ -96,6 +96,9 @@ pub enum FamilyField {
     Buckets,
     /// `bounds`: not strictly increasing, or non-zero past the last bound.
     Bounds,
+    /// `gauge_mode` (a gauge's word at 256): a value this version does not
+    /// define.
+    GaugeMode,
 }
 
 impl FamilyField {
@@ -112,6 +115,7 @@ impl FamilyField {
             Self::ValueType => "undefined value type, or one the kind does not allow",
             Self::Buckets => "bucket count or layout out of range for the kind",
             Self::Bounds => "bucket bounds not strictly increasing, or set past the last bound",
+            Self::GaugeMode => "undefined gauge mode (0 sum, 1 max, 2 min, 3 all)",
         }
     }
 }

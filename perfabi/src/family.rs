@@ -116,6 +116,9 @@ pub struct FamilySpec {
     pub value_type: ValueType,
     /// A histogram's buckets; `None` for the other kinds.
     pub buckets: Option<Buckets>,
+    /// How a gauge merges across the writers of a directory (§15.4);
+    /// [`GaugeMode::Sum`] for the other kinds.
+    pub gauge_mode: GaugeMode,
 }
 
 impl FamilySpec {
@@ -129,6 +132,15 @@ impl FamilySpec {
             unit,
             value_type: ValueType::U64,
             buckets: None,
+            gauge_mode: GaugeMode::Sum,
+        }
+    }
+
+    /// A gauge family that merges across writers by `mode`.
+    pub fn gauge(name: &str, help: &str, dimension: &str, unit: Unit, mode: GaugeMode) -> Self {
+        Self {
+            gauge_mode: mode,
+            ..Self::new(name, help, dimension, Kind::Gauge, unit)
         }
     }
 
@@ -150,7 +162,10 @@ impl FamilySpec {
         }
         let hist = self.kind == Kind::Histogram;
         let unsigned_only = hist || self.kind == Kind::Peak;
-        if hist != self.buckets.is_some() || (unsigned_only && self.value_type != ValueType::U64) {
+        if hist != self.buckets.is_some()
+            || (unsigned_only && self.value_type != ValueType::U64)
+            || (self.kind != Kind::Gauge && self.gauge_mode != GaugeMode::Sum)
+        {
             return Err(Error::WrongKind);
         }
         let mut e = FamilyEntry::zeroed_entry();
@@ -162,6 +177,9 @@ impl FamilySpec {
         e.kind = self.kind as u32;
         e.unit = self.unit;
         e.value_type = self.value_type as u32;
+        if self.kind == Kind::Gauge {
+            e.bucket_layout = self.gauge_mode as u32;
+        }
         if let Some(b) = &self.buckets {
             b.check()?;
             e.nr_buckets = b.count() as u32;
@@ -282,6 +300,13 @@ pub fn decode_family(slot: u32, e: &FamilyEntry) -> Result<Option<FamilyDef>, Er
             Some(Buckets::Explicit(e.bounds[..finite].to_vec()))
         }
         (Kind::Histogram, _) => return Err(bad(FamilyField::Buckets)),
+        // A gauge's word at 256 is its `gauge_mode`, checked in table
+        // order: after `nr_buckets`, before `log2_first`.
+        (Kind::Gauge, _) if e.nr_buckets != 0 => return Err(bad(FamilyField::Buckets)),
+        (Kind::Gauge, l) if GaugeMode::from_raw(l).is_none() => {
+            return Err(bad(FamilyField::GaugeMode))
+        }
+        (Kind::Gauge, _) if e.log2_first == 0 => None,
         (_, l) if l == 0 && e.nr_buckets == 0 && e.log2_first == 0 => None,
         _ => return Err(bad(FamilyField::Buckets)),
     };
@@ -314,6 +339,10 @@ pub fn decode_family(slot: u32, e: &FamilyEntry) -> Result<Option<FamilyDef>, Er
             unit: e.unit,
             value_type,
             buckets,
+            gauge_mode: match kind {
+                Kind::Gauge => GaugeMode::from_raw(e.bucket_layout).unwrap_or_default(),
+                _ => GaugeMode::Sum,
+            },
         },
     }))
 }
@@ -439,6 +468,9 @@ pub struct Family {
     pub value_type: ValueType,
     /// A histogram's buckets.
     pub buckets: Option<Buckets>,
+    /// How a gauge merges across the writers of a directory (§15.4);
+    /// [`GaugeMode::Sum`] for a 1.0 entry and the other kinds.
+    pub gauge_mode: GaugeMode,
     /// Live instances, by member slot.
     pub members: Vec<Member>,
 }
@@ -457,6 +489,7 @@ impl Family {
             unit_text: i.unit.clone(),
             value_type: i.value_type,
             buckets: None,
+            gauge_mode: GaugeMode::Sum,
             members: alloc::vec![Member {
                 slot: None,
                 reg_id: i.reg_id,
@@ -572,6 +605,7 @@ pub fn assemble(
         unit_text: d.spec.unit.to_string(),
         value_type: d.spec.value_type,
         buckets: d.spec.buckets.clone(),
+        gauge_mode: d.spec.gauge_mode,
         members: Vec::new(),
     }));
     let mut ranges: Vec<(usize, usize, Option<u32>)> =

@@ -261,6 +261,48 @@ pub enum BucketLayout {
     Explicit = 2,
 }
 
+/// How the gauges of one family merge across the writers of a segment
+/// directory (spec §5.1, §15.4): stored in a gauge family's word at 256
+/// (`gauge_mode`, a histogram's `bucket_layout`). Only live writers' gauges
+/// count in every mode: a dead writer's gauge is gone.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum GaugeMode {
+    /// The sum of the live writers' values (the default, and every 1.1
+    /// gauge's).
+    #[default]
+    Sum = 0,
+    /// The largest live writer's value.
+    Max = 1,
+    /// The smallest live writer's value.
+    Min = 2,
+    /// Never merged: one series per live writer, labelled by the writer.
+    All = 3,
+}
+
+impl GaugeMode {
+    /// The mode stored as `v`, if this version defines it.
+    pub fn from_raw(v: u32) -> Option<Self> {
+        Some(match v {
+            0 => Self::Sum,
+            1 => Self::Max,
+            2 => Self::Min,
+            3 => Self::All,
+            _ => return None,
+        })
+    }
+
+    /// Its name in the spec and in text formats: `sum`, `max`, `min`, `all`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sum => "sum",
+            Self::Max => "max",
+            Self::Min => "min",
+            Self::All => "all",
+        }
+    }
+}
+
 /// A unit: dimensions and scales of space, time and count, after PCP's
 /// `pmUnits`, plus what a count counts (spec §5.2). 8 bytes, one word.
 #[repr(C)]
@@ -310,7 +352,8 @@ pub struct FamilyEntry {
     pub value_type: u32,
     /// Buckets of a histogram, `+Inf` included (2..=[`MAX_BUCKETS`]); else 0.
     pub nr_buckets: u32,
-    /// [`BucketLayout`].
+    /// A histogram's [`BucketLayout`]; a gauge's [`GaugeMode`] (`gauge_mode`
+    /// in the spec: the same word); 0 for the other kinds.
     pub bucket_layout: u32,
     /// Log2 layout: exponent of the first bound; else 0.
     pub log2_first: u32,

@@ -50,7 +50,7 @@ pub mod view;
 pub use error::{EntryField, Error, FamilyField, MemberField, Named, Section};
 pub use family::{Buckets, Family, FamilySpec, Histogram, HistogramPlace, Member, Reading};
 pub use geometry::{Geometry, Sizes, WriterIdentity};
-pub use layout::{Kind, Semantics, Unit, ValueType};
+pub use layout::{GaugeMode, Kind, Semantics, Unit, ValueType};
 pub use validate::{validate, validate_header, validate_prefix, FamilyTables, Layout};
 pub use view::{
     load_family_header, load_header, CopyWords, Info, Instance, InstanceTable, SegmentView,

@@ -44,6 +44,7 @@
 #![forbid(unsafe_code)]
 
 pub mod decimal;
+pub mod directory;
 mod error;
 pub mod exposition;
 pub mod liveness;

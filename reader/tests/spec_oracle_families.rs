@@ -284,6 +284,8 @@ struct PFamily {
     unit: [u8; 8],
     /// A histogram's bounds, `None` for +Inf.
     buckets: Option<Vec<Option<u64>>>,
+    /// A gauge's `gauge_mode` (§5.1: the word at 256), else 0.
+    gauge_mode: u32,
     members: Vec<PMember>,
 }
 
@@ -349,7 +351,11 @@ fn decode_family(e: &[u8], slot: usize) -> Result<Option<DFamily>, &'static str>
         return Err("nr_buckets");
     }
     let layout = u32_at(e, fam::BUCKET_LAYOUT) as u32;
-    if (hist && !(1..=2).contains(&layout)) || (!hist && layout != 0) {
+    // §5.1: the word at 256 is a gauge's `gauge_mode` (0..=3).
+    if kind == 2 && layout > 3 {
+        return Err("gauge_mode");
+    }
+    if (hist && !(1..=2).contains(&layout)) || (!hist && kind != 2 && layout != 0) {
         return Err("bucket_layout");
     }
     let log2 = hist && layout == 1;
@@ -390,6 +396,7 @@ fn decode_family(e: &[u8], slot: usize) -> Result<Option<DFamily>, &'static str>
             value_type: vt,
             unit,
             buckets,
+            gauge_mode: if kind == 2 { layout } else { 0 },
             members: Vec::new(),
         },
     }))
@@ -531,6 +538,7 @@ fn oracle(b: &[u8]) -> Result<Vec<PFamily>, Fault> {
                 value_type: vt,
                 unit: legacy_unit(&unit),
                 buckets: None,
+                gauge_mode: 0,
                 members: vec![PMember {
                     slot: None,
                     reg_id: reg,
@@ -801,6 +809,7 @@ fn reader_field(table: &str, spec: &str) -> &'static str {
         // One field of the reader for three of the table.
         ("bad-family", "nr_buckets" | "bucket_layout" | "log2_first") => "Buckets",
         ("bad-family", "bounds") => "Bounds",
+        ("bad-family", "gauge_mode") => "GaugeMode",
         ("bad-member", "instance") => "Instance",
         ("bad-member", "family") => "Family",
         ("bad-member", "value_slot") => "ValueSlot",
@@ -940,6 +949,7 @@ fn check_presented(b: &[u8], s: &perfabi::Snapshot, want: &[PFamily]) -> Result<
                 .buckets
                 .as_ref()
                 .map(|bk| (0..bk.count()).map(|k| bk.bound(k)).collect()),
+            gauge_mode: f.gauge_mode as u32,
             members: f
                 .members
                 .iter()
@@ -1614,6 +1624,7 @@ fn every_family_and_member_change_gets_the_spec_s_verdict() {
         "bad-family/bucket_layout (decode)",
         "bad-family/log2_first (decode)",
         "bad-family/bounds (decode)",
+        "bad-family/gauge_mode (decode)",
         "bad-member/state (decode)",
         "bad-member/instance (decode)",
         "bad-member/reg_id (decode)",

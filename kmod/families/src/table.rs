@@ -322,6 +322,7 @@ mod tests {
             unit_text: String::new(),
             value_type: perfabi::layout::ValueType::U64,
             buckets: f.core_buckets(),
+            gauge_mode: perfabi::GaugeMode::Sum,
             members: Vec::new(),
         };
         for f in FAMILIES {

@@ -882,6 +882,19 @@ mod families {
             "family_bad_layout",
             with_family(3, fam("bucket_layout"), &3u32),
         ));
+        // §5.1 and §15.4: a gauge's word at 256 is its `gauge_mode`.
+        v.push((
+            "family_gauge_mode_max_is_valid",
+            with_family(1, fam("bucket_layout"), &1u32),
+        ));
+        v.push((
+            "family_gauge_mode_undefined",
+            with_family(1, fam("bucket_layout"), &4u32),
+        ));
+        v.push((
+            "family_counter_with_gauge_mode",
+            with_family(0, fam("bucket_layout"), &1u32),
+        ));
         // §5.4: names across entries and families.
         v.push((
             "family_clashes_with_entry",
@@ -1107,6 +1120,10 @@ mod families {
                                 .collect();
                             format!(" buckets={}", bounds.join(","))
                         }
+                    };
+                    let buckets = match f.gauge_mode {
+                        perfabi::GaugeMode::Sum => buckets,
+                        m => format!("{buckets} gauge_mode={}", m.as_str()),
                     };
                     writeln!(
                         out,

@@ -1,0 +1,159 @@
+//! A directory of segments read as one (`spec/PERFABI.md` §15): every
+//! program writes its own segment ([`perfabi_shm::directory`] names them),
+//! and one reader merges their families.
+//!
+//! ```no_run
+//! use perfabi_reader::directory::{Directory, DirectoryOptions};
+//!
+//! let mut dir = Directory::open(perfabi_shm::directory::default_dir(), DirectoryOptions::default())?;
+//! let scrape = dir.read()?;
+//! for f in &scrape.families {
+//!     for (m, r) in f.family.members.iter().zip(&f.readings) {
+//!         println!("{} {} {:?}", f.family.name, m.instance, r);
+//!     }
+//! }
+//! for p in &scrape.problems {
+//!     eprintln!("{p}"); // a hostile or conflicting file spoils only itself
+//! }
+//! # Ok::<(), perfabi_reader::Error>(())
+//! ```
+//!
+//! Every file is opened as [`Segment::open_with`] opens one (no link
+//! followed, owner, mode, links, holes and size checked): a file refused, or
+//! one whose read fails, is named in [`Scrape::problems`] and the others
+//! are still served. The merge rules are [`merge`]'s.
+
+mod listing;
+pub mod merge;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use perfabi_shm::directory::SegmentName;
+
+use crate::{Error, Liveness, Options, Segment};
+pub use merge::{MergedFamily, Problem};
+
+/// The default of [`DirectoryOptions::max_segments`].
+pub const DEFAULT_MAX_SEGMENTS: usize = 10_000;
+
+/// The label key [`DirectoryOptions::writer_label`] uses by default, and
+/// the one a gauge of mode `ALL` is always kept apart by.
+pub const WRITER_LABEL: &str = "writer";
+
+/// How a [`Directory`] is read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirectoryOptions {
+    /// How each segment file is opened and read. `require_live` is
+    /// ignored: a dead writer's counters still count (§15.3).
+    pub segment: Options,
+    /// Keep every writer's series apart under this label key (its value:
+    /// `<name>.<pid>` of the segment file name) instead of merging them.
+    pub writer_label: Option<String>,
+    /// Most segment files read; past it the rest are left out and a
+    /// [`Problem`] says so (a reader's cost is bounded by a stated limit,
+    /// not by what others put in the directory).
+    pub max_segments: usize,
+}
+
+impl Default for DirectoryOptions {
+    fn default() -> Self {
+        Self {
+            segment: Options::default(),
+            writer_label: None,
+            max_segments: DEFAULT_MAX_SEGMENTS,
+        }
+    }
+}
+
+/// One read of a directory: the merged families and what was left out.
+#[derive(Clone, Debug, Default)]
+pub struct Scrape {
+    /// The merged families, by name. Each family's `members` are the merged
+    /// series (`slot` `None`, `value_slot` 0: they are no one file's);
+    /// `readings[k]` is the value of `members[k]`.
+    pub families: Vec<MergedFamily>,
+    /// Files refused or unreadable, families refused for conflicting
+    /// metadata, limits reached: each spoils only itself.
+    pub problems: Vec<Problem>,
+    /// Segment files read and merged.
+    pub segments: usize,
+}
+
+/// A directory of segments, read as one. Segments stay open between reads
+/// (a file that disappears is dropped, a new one opened).
+pub struct Directory {
+    path: PathBuf,
+    opts: DirectoryOptions,
+    open: BTreeMap<SegmentName, Segment>,
+}
+
+impl Directory {
+    /// Opens the directory `dir` (checked as [`read`](Self::read) checks
+    /// it at every call).
+    pub fn open(dir: impl AsRef<Path>, opts: DirectoryOptions) -> Result<Self, Error> {
+        let mut d = Self {
+            path: dir.as_ref().to_path_buf(),
+            opts,
+            open: BTreeMap::new(),
+        };
+        d.opts.segment.require_live = false;
+        listing::list(&d.path, &d.opts)?;
+        Ok(d)
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Lists the directory, opens new segment files, and merges every
+    /// segment's families. Fails only if the directory itself is refused
+    /// (a link of another user on the way, not a directory, owned by an
+    /// untrusted user, or others may replace its files); every other
+    /// failure is a [`Problem`] of one file or one family.
+    pub fn read(&mut self) -> Result<Scrape, Error> {
+        let listed = listing::list(&self.path, &self.opts)?;
+        let mut scrape = Scrape {
+            problems: listed.problems,
+            ..Scrape::default()
+        };
+        self.open.retain(|n, _| listed.names.contains(n));
+        let mut merger = merge::Merger::new(self.opts.writer_label.as_deref());
+        for name in listed.names {
+            let file = self.path.join(name.to_string());
+            let seg = match self.open.entry(name.clone()) {
+                std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    match Segment::open_with(&file, self.opts.segment.clone()) {
+                        Ok(s) => v.insert(s),
+                        // Gone between the listing and the open: nothing to read.
+                        Err(Error::NotFound(_)) => continue,
+                        Err(e) => {
+                            scrape.problems.push(Problem::file(&file, &e));
+                            continue;
+                        }
+                    }
+                }
+            };
+            let snap = match seg.snapshot() {
+                Ok(s) => s,
+                Err(e) => {
+                    scrape.problems.push(Problem::file(&file, &e));
+                    continue;
+                }
+            };
+            let live = !matches!(
+                seg.status().map(|(_, l)| l),
+                Ok(Liveness::Closed | Liveness::Dead { .. }) | Err(_)
+            );
+            let writer = format!("{}.{}", name.name, name.pid);
+            merger.add(&file, &writer, live, &snap);
+            scrape.segments += 1;
+        }
+        let (families, problems) = merger.finish();
+        scrape.families = families;
+        scrape.problems.extend(problems);
+        Ok(scrape)
+    }
+}

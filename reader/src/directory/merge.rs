@@ -1,0 +1,275 @@
+//! The merge rules of a segment directory (`spec/PERFABI.md` §15.4):
+//!
+//! * families merge by name when their metadata agree (kind, unit, value
+//!   type, dimension, help, buckets, gauge mode); a family whose metadata
+//!   differ between two files is refused whole, with a [`Problem`] naming
+//!   both files, and every other family is still served;
+//! * series (members) merge by instance and labels; with a writer label,
+//!   every writer's series stay apart under it;
+//! * counters and histograms: the wrapping sum over every writer, live or
+//!   dead; peaks: the largest;
+//! * gauges: only live writers' count (a closed or dead writer's gauge is
+//!   gone), merged by the family's [`GaugeMode`]: sum, max, min, or `ALL`
+//!   (never merged: each writer's series under the writer label).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use perfabi::{Family, GaugeMode, Kind, Member, Reading, Snapshot};
+
+use super::WRITER_LABEL;
+use crate::Error;
+
+/// A family merged over a directory's segments.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MergedFamily {
+    /// The family's metadata, and its merged series as `members`.
+    pub family: Family,
+    /// `readings[k]`: the merged value of `family.members[k]`.
+    pub readings: Vec<Reading>,
+    /// How many segments had this family.
+    pub writers: usize,
+}
+
+/// Something left out of a directory's read; each spoils only itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// The file it concerns (the directory, for a limit).
+    pub file: PathBuf,
+    /// The family refused, if it is a family.
+    pub family: Option<String>,
+    /// What happened, in one line (paths escaped).
+    pub message: String,
+    /// The reader's error code (`spec/PERFABI.md` §11.6), or
+    /// `family-conflict` / `limit`.
+    pub code: &'static str,
+}
+
+impl Problem {
+    pub(super) fn file(file: &Path, e: &Error) -> Self {
+        let shown = perfabi_shm::safe_open::escape_path(file).to_string();
+        let message = e.to_string();
+        Self {
+            file: file.to_path_buf(),
+            family: None,
+            // Every message names its file.
+            message: if message.contains(&shown) {
+                message
+            } else {
+                format!("{shown}: {message}")
+            },
+            code: e.code(),
+        }
+    }
+
+    pub(super) fn limit(dir: &Path, message: String) -> Self {
+        Self {
+            file: dir.to_path_buf(),
+            family: None,
+            message: format!("{}: {message}", perfabi_shm::safe_open::escape_path(dir)),
+            code: "limit",
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Whether two files' families may merge: everything but the members and
+/// where the family sits in each file.
+fn same_metadata(a: &Family, b: &Family) -> bool {
+    a.kind == b.kind
+        && a.unit == b.unit
+        && a.unit_text == b.unit_text
+        && a.value_type == b.value_type
+        && a.dimension == b.dimension
+        && a.help == b.help
+        && a.buckets == b.buckets
+        && a.gauge_mode == b.gauge_mode
+}
+
+/// The metadata that differ, for the refusal's message.
+fn differences(a: &Family, b: &Family) -> String {
+    let mut d = Vec::new();
+    if a.kind != b.kind {
+        d.push(format!("kind {} / {}", a.kind.as_str(), b.kind.as_str()));
+    }
+    if a.unit != b.unit || a.unit_text != b.unit_text {
+        d.push(format!("unit {:?} / {:?}", a.unit_text, b.unit_text));
+    }
+    if a.value_type != b.value_type {
+        d.push(format!(
+            "value type {} / {}",
+            a.value_type.as_str(),
+            b.value_type.as_str()
+        ));
+    }
+    if a.dimension != b.dimension {
+        d.push(format!("dimension {:?} / {:?}", a.dimension, b.dimension));
+    }
+    if a.help != b.help {
+        d.push("help".into());
+    }
+    if a.buckets != b.buckets {
+        d.push("buckets".into());
+    }
+    if a.gauge_mode != b.gauge_mode {
+        d.push(format!(
+            "gauge mode {} / {}",
+            a.gauge_mode.as_str(),
+            b.gauge_mode.as_str()
+        ));
+    }
+    d.join(", ")
+}
+
+/// A series' identity within a family: instance, then labels.
+type SeriesKey = (String, Vec<(String, String)>);
+
+struct Acc {
+    family: Family,
+    first_file: PathBuf,
+    conflict: Option<String>,
+    series: BTreeMap<SeriesKey, (Member, Reading)>,
+    writers: usize,
+}
+
+/// Folds segments' snapshots into merged families.
+pub(super) struct Merger<'a> {
+    writer_label: Option<&'a str>,
+    families: BTreeMap<String, Acc>,
+}
+
+impl<'a> Merger<'a> {
+    pub(super) fn new(writer_label: Option<&'a str>) -> Self {
+        Self {
+            writer_label,
+            families: BTreeMap::new(),
+        }
+    }
+
+    /// Adds the families of `snap`, read from `file` of the writer named
+    /// `writer`, `live` or not.
+    pub(super) fn add(&mut self, file: &Path, writer: &str, live: bool, snap: &Snapshot) {
+        for f in &snap.families {
+            let acc = self.families.entry(f.name.clone()).or_insert_with(|| Acc {
+                family: Family {
+                    members: Vec::new(),
+                    ..f.clone()
+                },
+                first_file: file.to_path_buf(),
+                conflict: None,
+                series: BTreeMap::new(),
+                writers: 0,
+            });
+            if acc.conflict.is_some() {
+                continue;
+            }
+            if !same_metadata(&acc.family, f) {
+                acc.conflict = Some(format!(
+                    "family {} refused: {} and {} disagree on its {}",
+                    perfabi::text::escape(f.name.as_bytes()),
+                    perfabi_shm::safe_open::escape_path(&acc.first_file),
+                    perfabi_shm::safe_open::escape_path(file),
+                    differences(&acc.family, f)
+                ));
+                acc.series.clear();
+                continue;
+            }
+            acc.writers += 1;
+            let gauge = f.kind == Kind::Gauge;
+            if gauge && !live {
+                continue;
+            }
+            let apart = self
+                .writer_label
+                .or((gauge && f.gauge_mode == GaugeMode::All).then_some(WRITER_LABEL));
+            for m in &f.members {
+                let mut labels = m.labels.clone();
+                if let Some(key) = apart {
+                    labels.push((key.to_string(), writer.to_string()));
+                }
+                let r = snap.reading(f, m);
+                let key = (m.instance.clone(), labels.clone());
+                match acc.series.entry(key) {
+                    std::collections::btree_map::Entry::Vacant(v) => {
+                        let member = Member {
+                            slot: None,
+                            value_slot: 0,
+                            labels,
+                            ..m.clone()
+                        };
+                        v.insert((member, r));
+                    }
+                    std::collections::btree_map::Entry::Occupied(mut o) => {
+                        combine(f.kind, f.gauge_mode, &mut o.get_mut().1, r);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The merged families by name, and the families refused.
+    pub(super) fn finish(self) -> (Vec<MergedFamily>, Vec<Problem>) {
+        let mut out = Vec::new();
+        let mut problems = Vec::new();
+        for (name, acc) in self.families {
+            if let Some(message) = acc.conflict {
+                problems.push(Problem {
+                    file: acc.first_file,
+                    family: Some(name),
+                    message,
+                    code: "family-conflict",
+                });
+                continue;
+            }
+            let mut family = acc.family;
+            let (members, readings) = acc.series.into_values().unzip();
+            family.members = members;
+            out.push(MergedFamily {
+                family,
+                readings,
+                writers: acc.writers,
+            });
+        }
+        (out, problems)
+    }
+}
+
+/// Merges `b` into `a`, two writers' values of one series of a family of
+/// `kind` (and `mode`, for a gauge).
+pub fn combine(kind: Kind, mode: GaugeMode, a: &mut Reading, b: Reading) {
+    use Reading::*;
+    // Counters and gauges of mode SUM add; so does a gauge of mode ALL,
+    // which meets a second value only from another segment of the same
+    // writer (name and pid).
+    match (a, b) {
+        (Histogram(a), Histogram(b)) => {
+            a.count = a.count.wrapping_add(b.count);
+            a.sum = a.sum.wrapping_add(b.sum);
+            for (x, y) in a.buckets.iter_mut().zip(b.buckets) {
+                *x = x.wrapping_add(y);
+            }
+        }
+        (Unsigned(x), Unsigned(y)) => {
+            *x = match (kind, mode) {
+                (Kind::Peak, _) | (Kind::Gauge, GaugeMode::Max) => (*x).max(y),
+                (Kind::Gauge, GaugeMode::Min) => (*x).min(y),
+                _ => x.wrapping_add(y),
+            }
+        }
+        (Signed(x), Signed(y)) => {
+            *x = match (kind, mode) {
+                (Kind::Peak, _) | (Kind::Gauge, GaugeMode::Max) => (*x).max(y),
+                (Kind::Gauge, GaugeMode::Min) => (*x).min(y),
+                _ => x.wrapping_add(y),
+            }
+        }
+        // Metadata agree, so the variants do; nothing else can meet.
+        (a, b) => *a = b,
+    }
+}
