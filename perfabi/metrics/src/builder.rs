@@ -10,6 +10,16 @@ use perfabi_shm::directory;
 use perfabi_shm::writer::{Config, CreateError, Writer};
 
 use crate::PerfabiRecorder;
+use perfabi::GaugeMode;
+
+/// What the builder sets for single metrics, by exact name.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PerMetric {
+    /// Explicit histogram bounds, in the metric's described unit.
+    pub buckets: HashMap<String, Vec<f64>>,
+    /// Gauges' merge modes.
+    pub gauge_modes: HashMap<String, GaugeMode>,
+}
 
 /// Why a recorder could not be built or installed.
 #[derive(Debug)]
@@ -67,7 +77,7 @@ impl std::error::Error for BuildError {
 pub struct PerfabiBuilder {
     place: Place,
     config: Config,
-    buckets: HashMap<String, Vec<f64>>,
+    per_metric: PerMetric,
 }
 
 /// Where the segment is written.
@@ -106,7 +116,7 @@ impl PerfabiBuilder {
                 heartbeat_interval: Duration::from_secs(1),
                 ..Config::default()
             },
-            buckets: HashMap::new(),
+            per_metric: PerMetric::default(),
         }
     }
 
@@ -171,8 +181,20 @@ impl PerfabiBuilder {
                 name.escape_debug()
             )));
         }
-        self.buckets.insert(name.to_string(), bounds.to_vec());
+        self.per_metric
+            .buckets
+            .insert(name.to_string(), bounds.to_vec());
         Ok(self)
+    }
+
+    /// How the gauge `name` (its exact name) merges across the writers of
+    /// a segment directory (spec §15.4): [`GaugeMode::Sum`] by default,
+    /// or the largest or smallest live writer's value, or one series per
+    /// writer. It applies when `name` is registered as a gauge; a counter
+    /// or histogram of that name ignores it.
+    pub fn gauge_mode_for_metric(mut self, name: &str, mode: GaugeMode) -> Self {
+        self.per_metric.gauge_modes.insert(name.to_string(), mode);
+        self
     }
 
     /// Creates the segment and the recorder, without installing it (for
@@ -192,7 +214,7 @@ impl PerfabiBuilder {
         }
         .map_err(BuildError::Create)?;
         let writer: &'static Writer = Box::leak(Box::new(writer));
-        PerfabiRecorder::new(writer, self.buckets).map_err(BuildError::Segment)
+        PerfabiRecorder::new(writer, self.per_metric).map_err(BuildError::Segment)
     }
 
     /// Builds the recorder and installs it as the process's global

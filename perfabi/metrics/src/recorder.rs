@@ -9,6 +9,7 @@ use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, Share
 use perfabi::{Buckets, FamilySpec, Kind, ValueType};
 use perfabi_shm::writer::{FamilyId, Writer};
 
+use crate::builder::PerMetric;
 use crate::dropped::{say, Dropped, Reason};
 use crate::handles::{CounterHandle, GaugeHandle, HistogramHandle, Refused};
 use crate::series::Series;
@@ -26,7 +27,7 @@ use crate::units::{counter_unit, float_unit, scaled_u64};
 pub struct PerfabiRecorder {
     writer: &'static Writer,
     dropped: Arc<Dropped>,
-    buckets: HashMap<String, Vec<f64>>,
+    per_metric: PerMetric,
     registry: Mutex<Registry>,
 }
 
@@ -67,12 +68,12 @@ struct Registry {
 impl PerfabiRecorder {
     pub(crate) fn new(
         writer: &'static Writer,
-        buckets: HashMap<String, Vec<f64>>,
+        per_metric: PerMetric,
     ) -> Result<Self, perfabi::Error> {
         Ok(Self {
             writer,
             dropped: Arc::new(Dropped::register(writer)?),
-            buckets,
+            per_metric,
             registry: Mutex::new(Registry::default()),
         })
     }
@@ -213,7 +214,7 @@ impl PerfabiRecorder {
         };
         let spec = match kind {
             Kind::Histogram => {
-                let buckets = match self.buckets.get(&series.name) {
+                let buckets = match self.per_metric.buckets.get(&series.name) {
                     Some(bounds) => explicit(bounds, factor).ok_or_else(|| {
                         (
                             Reason::Buckets,
@@ -232,7 +233,17 @@ impl PerfabiRecorder {
             }
             Kind::Gauge => FamilySpec {
                 value_type: ValueType::I64,
-                ..FamilySpec::new(&series.name, &help, dimension, kind, perfabi_unit)
+                ..FamilySpec::gauge(
+                    &series.name,
+                    &help,
+                    dimension,
+                    perfabi_unit,
+                    self.per_metric
+                        .gauge_modes
+                        .get(&series.name)
+                        .copied()
+                        .unwrap_or_default(),
+                )
             },
             _ => FamilySpec::new(&series.name, &help, dimension, kind, perfabi_unit),
         };

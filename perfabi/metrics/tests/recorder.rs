@@ -170,3 +170,28 @@ fn installs_once_per_process() {
     let files: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert_eq!(files.len(), 1, "the refused install's segment is removed");
 }
+
+#[test]
+fn a_gauge_declares_the_mode_the_builder_gives_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = PerfabiBuilder::new()
+        .gauge_mode_for_metric("pool.peak_busy", perfabi::GaugeMode::Max)
+        .gauge_mode_for_metric("pool.done", perfabi::GaugeMode::Max);
+    let (r, path) = recorder(dir.path(), b);
+    with_local_recorder(&r, || {
+        gauge!("pool.peak_busy").set(3.0);
+        gauge!("pool.busy").set(2.0);
+        counter!("pool.done").increment(1); // not a gauge: no mode
+        let (f, m) = family(&path, "pool.peak_busy");
+        assert_eq!(
+            (f.gauge_mode, &m[0].total),
+            (perfabi::GaugeMode::Max, &Reading::Signed(3))
+        );
+        assert_eq!(
+            family(&path, "pool.busy").0.gauge_mode,
+            perfabi::GaugeMode::Sum
+        );
+        assert_eq!(total(&path, "pool.done", ""), Reading::Unsigned(1));
+        assert_eq!(dropped(&path, "kind"), 0);
+    });
+}
