@@ -138,14 +138,12 @@ fn builder_refuses_with_clear_errors() {
         .config(no_families)
         .path(dir.path().join("m.perfabi"))
         .build()
-        .err()
-        .expect("a segment without family tables is refused");
+        .expect_err("a segment without family tables is refused");
     assert!(e.to_string().contains("Config::max_families"), "{e}");
     let e = PerfabiBuilder::new()
         .path(dir.path().join("no/such/dir/m.perfabi"))
         .build()
-        .err()
-        .expect("a missing folder is refused");
+        .expect_err("a missing folder is refused");
     assert!(matches!(e, BuildError::Create(_)), "{e}");
 }
 
