@@ -32,6 +32,8 @@
 //! [`PerfabiBuilder::buckets_for_metric`]; a negative value is dropped
 //! (reason `value`).
 
+#![forbid(unsafe_code)]
+
 mod builder;
 mod dropped;
 mod handles;
