@@ -23,8 +23,8 @@
 //!   never panics.
 //!
 //! Descriptions (`describe_counter!` …) give a family its help and unit
-//! when they come before the metric's first use; a later one is dropped
-//! (reason `description`). Counters: `increment` adds, `absolute` raises
+//! when they come before the metric's first use; a later, different one
+//! is dropped (reason `description`). Counters: `increment` adds, `absolute` raises
 //! the total to the largest value given. Gauges: `increment`, `decrement`
 //! and `set` change an `f64` kept by the handle, and the perfabi member
 //! holds it scaled and rounded. Histograms: `record` is one perfabi

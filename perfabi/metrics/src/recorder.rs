@@ -57,8 +57,13 @@ enum Handle {
     Histogram(Histogram),
 }
 
+/// Refused series kept (and said) at most; later ones are only counted.
+const MAX_REFUSED_KEPT: usize = 4096;
+
 #[derive(Default)]
 struct Registry {
+    /// Refused series kept in `series`.
+    refused: usize,
     families: HashMap<String, Family>,
     series: HashMap<(Kind, Series), Handle>,
     /// Descriptions by name: the unit and the help.
@@ -89,7 +94,11 @@ impl PerfabiRecorder {
 
     fn describe(&self, key: KeyName, unit: Option<Unit>, description: SharedString) {
         let mut r = self.registry();
+        let described = (unit, help(&description));
         if r.families.contains_key(key.as_str()) {
+            if r.descriptions.get(key.as_str()) == Some(&described) {
+                return; // the description the family has already
+            }
             say(
                 &format!("the description of {}", key.as_str().escape_debug()),
                 &"it came after the metric was registered, whose help and unit are fixed then; describe metrics before their first use",
@@ -98,8 +107,7 @@ impl PerfabiRecorder {
             self.dropped.count(Reason::Description, 1);
             return;
         }
-        r.descriptions
-            .insert(key.as_str().to_string(), (unit, help(&description)));
+        r.descriptions.insert(key.as_str().to_string(), described);
     }
 
     /// The handle of `key` as a `kind`, registered now if it is new.
@@ -113,20 +121,36 @@ impl PerfabiRecorder {
         let handle = match self.add(&mut r, &at.1, kind) {
             Ok(h) => h,
             Err((reason, why)) => {
-                say(
-                    &format!("the {} {}", kind_name(kind), describe(key)),
-                    &why,
-                    reason,
-                );
+                // A refused series is kept, so it is said once, up to a
+                // bound: a program making ever new label values after the
+                // segment is full must not grow the map without end.
+                let keep = r.refused < MAX_REFUSED_KEPT;
+                if keep {
+                    r.refused += 1;
+                    say(
+                        &format!("the {} {}", kind_name(kind), describe(key)),
+                        &why,
+                        reason,
+                    );
+                    if r.refused == MAX_REFUSED_KEPT {
+                        eprintln!(
+                            "perfabi-metrics: {MAX_REFUSED_KEPT} series refused; later refusals are counted but not said"
+                        );
+                    }
+                }
                 let refused = Arc::new(Refused {
                     dropped: self.dropped.clone(),
                     reason,
                 });
-                match kind {
+                let h = match kind {
                     Kind::Counter => Handle::Counter(Counter::from_arc(refused)),
                     Kind::Gauge => Handle::Gauge(Gauge::from_arc(refused)),
                     _ => Handle::Histogram(Histogram::from_arc(refused)),
+                };
+                if !keep {
+                    return h; // not kept in the map: counted, not said
                 }
+                h
             }
         };
         r.series.insert(at, handle.clone());

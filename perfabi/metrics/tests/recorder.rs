@@ -70,13 +70,19 @@ fn full_tables_refuse_new_series_and_count_their_updates() {
         assert_eq!(total(&path, "a", ""), Reading::Unsigned(1));
         assert_eq!(total(&path, "b", ""), Reading::Unsigned(2));
         assert_eq!(dropped(&path, "capacity"), 5);
-        // Members of a family that exists still fit.
+        // A series of "a" with other label keys than its first.
         counter!("a", "k" => "v").increment(1);
         assert_eq!(
             dropped(&path, "kind"),
             1,
             "other label keys than its first series"
         );
+        // Ever new series on a full segment: each counted, the map bounded
+        // (4,096 kept and said; the rest counted only).
+        for i in 0..5000 {
+            counter!(format!("n{i}")).increment(1);
+        }
+        assert_eq!(dropped(&path, "capacity"), 5 + 5000);
     });
 }
 
@@ -97,6 +103,11 @@ fn names_labels_and_buckets_perfabi_refuses() {
         histogram!("tiny").record(0.1); // 0.1 and 0.2 both round to 0
         describe_histogram!("late", Unit::Seconds, "x");
         histogram!("late").record(1.0);
+        // The same description again is no change; another is refused.
+        describe_histogram!("late", Unit::Seconds, "x");
+        assert_eq!(dropped(&path, "description"), 0);
+        describe_histogram!("late", Unit::Milliseconds, "x");
+        assert_eq!(dropped(&path, "description"), 1);
         assert_eq!(dropped(&path, "name"), 2);
         assert_eq!(dropped(&path, "labels"), 3);
         assert_eq!(dropped(&path, "buckets"), 1);
