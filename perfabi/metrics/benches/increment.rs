@@ -11,8 +11,9 @@
 //!   for scale: what keeping the handle saves.
 //!
 //! Criterion's `increment/adjust` has measured 7–8 ns here, slower than
-//! `increment/facade` (4–5.5 ns): inside criterion's timing loop the
-//! handle is not kept in registers. The in-turns rounds below keep it
+//! `increment/facade` (4–5.5 ns), likely because inside criterion's loop the
+//! handle is not kept in registers (not examined further). The in-turns
+//! rounds below keep it
 //! there (2.5–3.9 ns), the floor the ratio is taken against.
 //!
 //! All are timed with the thread's CPU clock (not the wall clock, which on
