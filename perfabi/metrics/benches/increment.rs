@@ -13,8 +13,8 @@
 //! Criterion's `increment/adjust` has measured 7–8 ns here, slower than
 //! `increment/facade` (4–5.5 ns), likely because inside criterion's loop the
 //! handle is not kept in registers (not examined further). The in-turns
-//! rounds below keep it
-//! there (2.5–3.9 ns), the floor the ratio is taken against.
+//! rounds below keep it there (2.5–3.9 ns), the floor the ratio is
+//! taken against.
 //!
 //! All are timed with the thread's CPU clock (not the wall clock, which on
 //! a busy machine also counts waits for a CPU). Then, so that the ratio is
