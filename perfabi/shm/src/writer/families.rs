@@ -73,6 +73,12 @@ impl MemberId {
     pub fn kind(&self) -> Kind {
         self.kind
     }
+    /// The id of its (first) value slot: of a counter or gauge member, the
+    /// id [`Writer::counter`] makes a [`Counter`](super::Counter) handle
+    /// of, so a hot member is adjusted without a lookup.
+    pub fn instance(&self) -> InstanceId {
+        self.value
+    }
 }
 
 /// The writer's record of one live family.
