@@ -476,6 +476,21 @@ pub struct Family {
 }
 
 impl Family {
+    /// Whether `other` has this family's metadata (`spec/PERFABI.md`
+    /// §15.4: what must agree for two files' families of one name to
+    /// merge): kind, unit, value type, dimension, help, buckets and gauge
+    /// mode; not the members, the registration id or where each sits.
+    pub fn same_metadata(&self, other: &Family) -> bool {
+        self.kind == other.kind
+            && self.unit == other.unit
+            && self.unit_text == other.unit_text
+            && self.value_type == other.value_type
+            && self.dimension == other.dimension
+            && self.help == other.help
+            && self.buckets == other.buckets
+            && self.gauge_mode == other.gauge_mode
+    }
+
     /// The ABI 1.0 entry `i`, presented as a family of one instance.
     pub fn from_entry(i: &Instance) -> Self {
         Family {

@@ -79,19 +79,6 @@ impl fmt::Display for Problem {
     }
 }
 
-/// Whether two files' families may merge: everything but the members and
-/// where the family sits in each file.
-fn same_metadata(a: &Family, b: &Family) -> bool {
-    a.kind == b.kind
-        && a.unit == b.unit
-        && a.unit_text == b.unit_text
-        && a.value_type == b.value_type
-        && a.dimension == b.dimension
-        && a.help == b.help
-        && a.buckets == b.buckets
-        && a.gauge_mode == b.gauge_mode
-}
-
 /// The metadata that differ, for the refusal's message.
 fn differences(a: &Family, b: &Family) -> String {
     let mut d = Vec::new();
@@ -169,7 +156,7 @@ impl<'a> Merger<'a> {
             if acc.conflict.is_some() {
                 continue;
             }
-            if !same_metadata(&acc.family, f) {
+            if !acc.family.same_metadata(f) {
                 acc.conflict = Some(format!(
                     "family {} refused: {} and {} disagree on its {}",
                     perfabi::text::escape(f.name.as_bytes()),

@@ -140,16 +140,11 @@ fn words(r: &Reading) -> Vec<u64> {
     }
 }
 
+/// Whether a dead writer's family may be added to the kept one: the same
+/// metadata (§15.4), and both entries or both 1.0 counters.
 fn same(a: &Family, b: &Family) -> bool {
     let origin = |f: &Family| matches!(f.origin, Origin::Entry(_));
-    origin(a) == origin(b)
-        && a.kind == b.kind
-        && a.unit == b.unit
-        && a.unit_text == b.unit_text
-        && a.value_type == b.value_type
-        && a.dimension == b.dimension
-        && a.help == b.help
-        && a.buckets == b.buckets
+    origin(a) == origin(b) && a.same_metadata(b)
 }
 
 /// Adds the kept families of `snap` (counters, histograms, peaks) to
