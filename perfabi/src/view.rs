@@ -19,6 +19,22 @@ use crate::protocol::{self, gen_read, load_words, seq_read, Sound};
 use crate::sync::{AtomicU64, Ordering};
 use crate::validate::{validate_header, FamilyTables, Layout};
 
+/// Up to this many slots, [`SegmentView::read_slots`] writes `out` a value
+/// at a time: that many rows' cache lines stay in any L1 cache's ways even
+/// when they all fall in one set.
+const TILE_DIRECT: usize = 8;
+/// Words of the stack tile of [`SegmentView::read_slots`] (4 KiB); more
+/// slots than this are written a value at a time.
+const TILE_WORDS: usize = 512;
+/// CPUs per tile at most: one 64-byte cache line of each `out` row.
+const TILE_CPUS: usize = 8;
+/// Below this many CPUs [`SegmentView::read_slots`] writes `out` a value
+/// at a time: `out`'s rows are under 1 KiB apart, so 30 of them spread
+/// over at least 4 of an L1 cache's sets (set index: address bits 6-11),
+/// within its 8 or 12 ways, and the tile's 4 KiB of zeros would cost
+/// more than it saves.
+const TILE_MIN_CPUS: usize = 128;
+
 /// Header fields that describe the writer and the current state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Info {
@@ -80,6 +96,19 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// After a failed read: keeps the buffers for the next attempt, but
+    /// never a stale cache (the next read decodes the tables afresh).
+    fn forget(&mut self) {
+        self.instances.clear();
+        self.families.clear();
+        *self = Snapshot {
+            instances: core::mem::take(&mut self.instances),
+            families: core::mem::take(&mut self.families),
+            values: core::mem::take(&mut self.values),
+            ..Snapshot::default()
+        };
+    }
+
     /// The value of `inst` on `cpu`.
     pub fn value(&self, cpu: usize, inst: &Instance) -> u64 {
         self.values[cpu * self.slots + inst.slot as usize]
@@ -341,15 +370,19 @@ impl<'a> SegmentView<'a> {
                 live &= self.word(e + reg_word).load(Ordering::Relaxed) == reg
                     && state == SlotState::Live as u32;
             }
-            for cpu in 0..n {
-                seq_read::<Sound, _>(self.seq(cpu), retries, || {
-                    for (k, &(slot, _)) in slots.iter().enumerate() {
-                        out[k * n + cpu] = self
-                            .word(self.layout.counter_word(cpu, slot as usize))
-                            .load(Ordering::Relaxed);
-                    }
-                })
-                .ok_or(Error::BusyCpu(cpu as u32))?;
+            if n < TILE_MIN_CPUS || slots.len() <= TILE_DIRECT || slots.len() > TILE_WORDS {
+                for cpu in 0..n {
+                    seq_read::<Sound, _>(self.seq(cpu), retries, || {
+                        for (k, &(slot, _)) in slots.iter().enumerate() {
+                            out[k * n + cpu] = self
+                                .word(self.layout.counter_word(cpu, slot as usize))
+                                .load(Ordering::Relaxed);
+                        }
+                    })
+                    .ok_or(Error::BusyCpu(cpu as u32))?;
+                }
+            } else {
+                self.read_slots_tiled(slots, out, retries)?;
             }
             Ok(live)
         })?;
@@ -358,6 +391,48 @@ impl<'a> SegmentView<'a> {
             Some((false, _)) => Err(Error::UnknownInstance),
             None => Err(Error::BusyMetadata),
         }
+    }
+
+    /// [`read_slots`](Self::read_slots)' values, a tile of CPUs at a time:
+    /// each CPU's values (between two equal even loads of its sequence
+    /// word, as there) go to a tile on the stack, CPU major, and the tile
+    /// then to `out` a row segment at a time, so `out` is written in runs
+    /// of [`TILE_CPUS`] consecutive words. Written a value at a time, CPU
+    /// after CPU, `out`'s rows (`nr_cpus` words apart) are the same cache
+    /// set in every row when `nr_cpus` is a multiple of 512 (a row stride
+    /// of 4 KiB): more slots than the cache has ways then miss it at
+    /// every store, 10x slower per value than at any other CPU count.
+    /// `TILE_DIRECT < slots.len() <= TILE_WORDS`, `out.len() == slots.len() * nr_cpus`.
+    fn read_slots_tiled(
+        &self,
+        slots: &[(u32, u64)],
+        out: &mut [u64],
+        retries: u32,
+    ) -> Result<(), Error> {
+        let n = self.layout.nr_cpus;
+        let per = slots.len();
+        let g = (TILE_WORDS / per).clamp(1, TILE_CPUS);
+        let mut tile = [0u64; TILE_WORDS];
+        for c0 in (0..n).step_by(g) {
+            let cpus = g.min(n - c0);
+            for (i, row) in tile.chunks_exact_mut(per).take(cpus).enumerate() {
+                let cpu = c0 + i;
+                seq_read::<Sound, _>(self.seq(cpu), retries, || {
+                    for (v, &(slot, _)) in row.iter_mut().zip(slots) {
+                        *v = self
+                            .word(self.layout.counter_word(cpu, slot as usize))
+                            .load(Ordering::Relaxed);
+                    }
+                })
+                .ok_or(Error::BusyCpu(cpu as u32))?;
+            }
+            for (k, dst) in out.chunks_exact_mut(n).enumerate() {
+                for (i, d) in dst[c0..c0 + cpus].iter_mut().enumerate() {
+                    *d = tile[i * per + k];
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Copies runs of value slots of every CPU inside one metadata
@@ -620,6 +695,9 @@ impl<'a> SegmentView<'a> {
     /// which a histogram's count is not its buckets' sum is refused
     /// ([`Error::BadHistogram`], by [`family::check_histograms`]).
     pub fn snapshot_into(&self, snap: &mut Snapshot, retries: u32) -> Result<(), Error> {
+        if let Some(r) = self.snapshot_kept(snap, retries) {
+            return r;
+        }
         let nr_cpus = self.layout.nr_cpus;
         let same_table = snap.epoch == self.layout.epoch && !snap.families.is_empty();
         let cached_gen = if same_table {
@@ -687,18 +765,66 @@ impl<'a> SegmentView<'a> {
                 Ok(())
             }
             Err(e) => {
-                // Keep the buffers for the next attempt, but never a stale cache.
-                instances.clear();
-                families.clear();
                 *snap = Snapshot {
                     instances,
                     families,
                     values,
                     ..Snapshot::default()
                 };
+                snap.forget();
                 Err(e)
             }
         }
+    }
+
+    /// [`snapshot_into`](Self::snapshot_into) of a table `snap` holds
+    /// decoded at the generation the segment is still at: the values only,
+    /// copied in place, with the same checks (inside one generation
+    /// window, each CPU's row between two equal even sequence loads, every
+    /// histogram's count its buckets' sum) and no buffer moved, taken or
+    /// dropped, which is most of a small snapshot's cost. `None` when the
+    /// table must be decoded (another epoch, generation or geometry, or
+    /// families edited since): the caller then takes the full path.
+    fn snapshot_kept(&self, snap: &mut Snapshot, retries: u32) -> Option<Result<(), Error>> {
+        let nr_cpus = self.layout.nr_cpus;
+        if snap.epoch != self.layout.epoch
+            || snap.families.is_empty()
+            || snap.nr_cpus != nr_cpus
+            || TableFacts::identity(&snap.families) != snap.facts.table
+        {
+            return None;
+        }
+        let (cached, needs) = (snap.generation, snap.facts.slots);
+        let Snapshot { values, facts, .. } = &mut *snap;
+        let r = gen_read::<Sound, _, Error>(self.gen1(), self.gen2(), retries, |g| {
+            let used = self.used();
+            if g != cached || needs > used {
+                return Ok(None);
+            }
+            values.resize(nr_cpus * used, 0);
+            // As in the full path: each row checked while fresh in the
+            // cache; a failure counts only if the window proves consistent.
+            let mut histograms = Ok(());
+            for cpu in 0..nr_cpus {
+                let row = &mut values[cpu * used..(cpu + 1) * used];
+                self.read_cpu_counters(cpu, row, retries)?;
+                if histograms.is_ok() {
+                    histograms = family::check_histogram_row(&facts.histograms, cpu, row);
+                }
+            }
+            Ok(Some((used, histograms)))
+        });
+        let e = match r {
+            Ok(Some((None, _))) => return None,
+            Ok(Some((Some((used, Ok(()))), _))) => {
+                snap.slots = used;
+                return Some(Ok(()));
+            }
+            Ok(Some((Some((_, Err(e))), _))) | Err(e) => e,
+            Ok(None) => Error::BusyMetadata,
+        };
+        snap.forget();
+        Some(Err(e))
     }
 
     /// A fresh consistent snapshot.

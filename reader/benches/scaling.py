@@ -9,7 +9,9 @@ Each row is one operation on one simulated geometry (nr_cpus x used value
 slots per block): its median ns per call and per value read, the floors on
 the same bytes (`loop`: relaxed loads of the sequence word, the values, the
 sequence word again, per block; `copy`: copy_from_slice of the values, per
-block), and the operation's ratio to each. The last row is /proc/stat
+block), and the operation's ratio to each. `many` is read_many of the
+first 30 counters (14 in 30-slot blocks); the CPU counts are powers of two
+and counts a few apart (60/64/68, 500/512/520, 1000/1024/1040). The last row is /proc/stat
 opened, read and parsed at this machine's real CPU count.
 """
 import json
@@ -47,9 +49,9 @@ def result(group, name):
     return est["median"]["point_estimate"], bench["throughput"]["Elements"]
 
 
-CPUS = [2, 16, 64, 256, 1024]
+CPUS = [2, 16, 60, 64, 68, 256, 500, 512, 520, 1000, 1024, 1040]
 INSTANCES = [30, 1024, 4080]
-OPS = ["handle", "family", "snapshot"]
+OPS = ["handle", "many", "family", "snapshot"]
 
 rows = []
 per_value = {}
@@ -62,10 +64,12 @@ for cpus in CPUS:
     for inst in INSTANCES:
         g = f"scaling_{cpus}x{inst}"
         for op in OPS:
+            # read_many has no copy floor (its words are not one run).
             r, lp, cp = result(g, op), result(g, "loop_" + op), result(g, "copy_" + op)
-            if r is None or lp is None or cp is None:
+            if r is None or lp is None:
                 continue
-            (ns, n), (lns, _), (cns, _) = r, lp, cp
+            (ns, n), (lns, _) = r, lp
+            cns = cp[0] if cp else float("nan")
             per_value[(cpus, inst, op)] = ns / n
             ratio[(cpus, inst, op)] = (ns / lns, ns / cns)
             print(f"{cpus:>5} {inst:>5} {op:<10} {n:>8} {ns:>11.1f} {ns / n:>8.3f} "
@@ -77,6 +81,25 @@ if stat is not None:
           f"{'-':>11} {'-':>11} {'-':>6} {'-':>6}")
 if not per_value:
     sys.exit(f"no scaling results under {root}")
+
+# Every read path against its loop floor at every geometry, powers of two
+# beside CPU counts a few apart (issue 32: none may depend on the CPU count
+# being a power of two), and read_many beside its old loop order.
+worst = max(ratio.items(), key=lambda kv: kv[1][0], default=None)
+if worst:
+    (c, i, op), (x, _) = worst
+    print(f"\nworst read path / loop floor: {x:.2f}x ({op}, {c} CPUs x {i} slots; target <= 2x)")
+naive = []
+for cpus in CPUS:
+    for inst in INSTANCES:
+        g = f"scaling_{cpus}x{inst}"
+        r, nv = result(g, "many"), result(g, "naive_many")
+        if r and nv:
+            naive.append((cpus, inst, r[0] / nv[0]))
+if naive:
+    print("read_many / the same loads stored counter major value by value (the old order):")
+    for inst in INSTANCES:
+        print(f"  {inst:>5} slots: " + " ".join(f"{c}:{x:.2f}" for c, i, x in naive if i == inst))
 
 # The issue's targets, from the rows above.
 t = ratio.get((1024, 30, "snapshot"))

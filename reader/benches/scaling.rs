@@ -1,10 +1,21 @@
 //! How the reader's cost grows with the machine: segments of simulated
-//! geometry (`Config::nr_cpus` 2, 16, 64, 256 and 1,024 per-CPU blocks;
+//! geometry (`Config::nr_cpus` 2, 16, 256, and powers of two beside
+//! counts a few apart: 60, 64, 68, 500, 512, 520, 1,000, 1,024, 1,040
+//! per-CPU blocks;
 //! 30, 1,024 and 4,080 value slots per block) made by the real writer and
 //! read by the real reader, each operation beside its floors on the same
 //! bytes, measured in the same run:
 //!
 //! * `handle`: [`Segment::read`] of one counter, summed over the CPUs;
+//! * `many`: [`Segment::read_many`] of the first 30 counters of the block
+//!   (14 in the 30-slot blocks, whose other 16 slots are the family's),
+//!   the call an agent reading "these 30 counters" makes; its floor
+//!   loads the same words CPU by CPU into a CPU-major buffer (the
+//!   reader's output is counter major: `nr_cpus` values per counter), and
+//!   `naive_many` is the floor's loop storing each value straight into a
+//!   counter-major buffer, as `read_many` did until it wrote a tile of
+//!   CPUs at a time: 10x slower per value when `nr_cpus` is a multiple
+//!   of 512;
 //! * `family`: [`Segment::read_family`] of a 16-instance family (the last
 //!   value slots);
 //! * `snapshot`: [`Segment::snapshot_into`], every used slot on every CPU;
@@ -41,7 +52,9 @@ use perfabi::{FamilySpec, Kind, Layout, Semantics, Unit, ValueType};
 use perfabi_reader::{FamilyValues, Segment, Snapshot};
 use perfabi_shm::writer::{Config, Writer};
 
-const CPUS: [u32; 5] = [2, 16, 64, 256, 1024];
+const CPUS: [u32; 12] = [2, 16, 60, 64, 68, 256, 500, 512, 520, 1000, 1024, 1040];
+/// Counters read by `many` (fewer if the block has fewer).
+const MANY: usize = 30;
 /// 4,080 slots make a block of exactly 8 pages of 4 KiB (128 + 8 × 4,080).
 const INSTANCES: [u32; 3] = [30, 1024, 4080];
 /// Members of the family read by `family` (the last slots of a block).
@@ -173,6 +186,38 @@ fn loop_floor(words: &[AtomicU64], l: &Layout, first: usize, out: &mut [u64]) ->
     seqs
 }
 
+/// Floor of [`Segment::read_many`] of `slots`: per block, the sequence
+/// word, the slots' values (relaxed loads, stored CPU major: `slots.len()`
+/// consecutive words per CPU), the sequence word again.
+fn loop_many(words: &[AtomicU64], l: &Layout, slots: &[usize], out: &mut [u64]) -> u64 {
+    let mut seqs = 0u64;
+    for (cpu, row) in out.chunks_exact_mut(slots.len()).enumerate() {
+        let seq = &words[l.cpu_block_word(cpu) + CPU_SEQ_WORD];
+        let s1 = seq.load(Ordering::Relaxed);
+        for (o, &s) in row.iter_mut().zip(slots) {
+            *o = words[l.counter_word(cpu, s)].load(Ordering::Relaxed);
+        }
+        seqs = seqs.wrapping_add(s1 ^ seq.load(Ordering::Relaxed));
+    }
+    seqs
+}
+
+/// [`loop_many`] storing counter major (`nr_cpus` words per slot), each
+/// value as it is loaded: `read_many`'s loop before it wrote tiles.
+fn naive_many(words: &[AtomicU64], l: &Layout, slots: &[usize], out: &mut [u64]) -> u64 {
+    let n = l.nr_cpus;
+    let mut seqs = 0u64;
+    for cpu in 0..n {
+        let seq = &words[l.cpu_block_word(cpu) + CPU_SEQ_WORD];
+        let s1 = seq.load(Ordering::Relaxed);
+        for (k, &s) in slots.iter().enumerate() {
+            out[k * n + cpu] = words[l.counter_word(cpu, s)].load(Ordering::Relaxed);
+        }
+        seqs = seqs.wrapping_add(s1 ^ seq.load(Ordering::Relaxed));
+    }
+    seqs
+}
+
 /// Floor of the same bytes as plain memory: one `copy_from_slice` per block.
 fn copy_floor(words: &[u64], l: &Layout, first: usize, out: &mut [u64]) {
     let n = out.len() / l.nr_cpus;
@@ -234,6 +279,39 @@ fn geometry(g: &mut BenchmarkGroup<'_, ThreadTime>, path: &Path, cpus: u32) {
             copy_floor(map.plain(), &layout, 0, &mut per_cpu);
             per_cpu.iter().fold(0u64, |a, &v| a.wrapping_add(v))
         })
+    });
+
+    // The first MANY counters, one read.
+    let counters = used - FAMILY as usize;
+    let k = MANY.min(counters);
+    let slots: Vec<usize> = (0..k).collect();
+    let hs: Vec<_> = slots
+        .iter()
+        .map(|s| seg.handle(&format!("c{s}")).unwrap())
+        .collect();
+    assert!(hs
+        .iter()
+        .zip(&slots)
+        .all(|(h, &s)| h.instance.slot as usize == s));
+    let mut many = vec![0u64; nr * k];
+    seg.read_many(&hs, &mut many).unwrap();
+    for (row, &s) in many.chunks_exact(nr).zip(&slots) {
+        assert!(row
+            .iter()
+            .enumerate()
+            .all(|(c, &v)| v == ((s as u64) << 20) + c as u64));
+    }
+    let expect = many.clone();
+    g.throughput(Throughput::Elements(many.len() as u64));
+    g.bench_function("many", |b| {
+        b.iter(|| seg.read_many(black_box(&hs), black_box(&mut many)).unwrap())
+    });
+    assert_eq!(many, expect);
+    g.bench_function("loop_many", |b| {
+        b.iter(|| loop_many(map.atomics(), &layout, &slots, black_box(&mut many)))
+    });
+    g.bench_function("naive_many", |b| {
+        b.iter(|| naive_many(map.atomics(), &layout, &slots, black_box(&mut many)))
     });
 
     // One family of FAMILY members.

@@ -1,0 +1,157 @@
+//! `Segment::read_many` at every shape of its output: few and many
+//! handles (up to 8 are written a value at a time, 9 to 512 a tile of CPUs
+//! at a time, more a value at a time again), CPU counts that are and are
+//! not multiples of a tile or a power of two, and a group update seen
+//! whole through the tiled path under a writer running at full speed.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+
+use perfabi::Semantics;
+use perfabi_reader::{Error, Segment};
+use perfabi_shm::writer::{Config, Writer};
+use perfabi_test_harness::deadline::Deadline;
+
+/// A segment of `cpus` blocks with `slots` counters `c0..`, counter `i`
+/// holding `i << 20 | cpu` on each CPU.
+fn segment(path: &std::path::Path, cpus: u32, slots: u32) -> Writer {
+    let w = Writer::create(
+        path,
+        &Config {
+            nr_cpus: Some(cpus),
+            max_instances: slots,
+            damon_capacity: 0,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    for i in 0..slots {
+        let id = w
+            .add_external(
+                &format!("c{i}"),
+                "",
+                Semantics::Counter,
+                perfabi::ValueType::U64,
+            )
+            .unwrap();
+        let v: Vec<u64> = (0..u64::from(cpus))
+            .map(|c| u64::from(i) << 20 | c)
+            .collect();
+        w.publish_per_cpu(id, &v).unwrap();
+    }
+    w
+}
+
+#[test]
+fn read_many_returns_every_value_in_place_at_every_shape() {
+    let dir = tempfile::tempdir().unwrap();
+    for cpus in [1u32, 7, 8, 9, 64, 68, 130, 512, 1025] {
+        let path = dir.path().join(format!("seg{cpus}"));
+        let slots = 600;
+        let _w = segment(&path, cpus, slots);
+        let mut seg = Segment::open(&path).unwrap();
+        let n = seg.nr_cpus();
+        assert_eq!(n, cpus as usize);
+        for count in [1usize, 8, 9, 30, 64, 65, 512, 513, 600] {
+            // Handles in an order other than the slots', with a repeat.
+            let picks: Vec<usize> = (0..count)
+                .map(|i| (i * 7 + 3) % slots as usize)
+                .chain([5])
+                .collect();
+            let hs: Vec<_> = picks
+                .iter()
+                .map(|i| seg.handle(&format!("c{i}")).unwrap())
+                .collect();
+            let mut out = vec![u64::MAX; hs.len() * n];
+            seg.read_many(&hs, &mut out).unwrap();
+            for (k, (row, &i)) in out.chunks_exact(n).zip(&picks).enumerate() {
+                for (cpu, &v) in row.iter().enumerate() {
+                    assert_eq!(
+                        v,
+                        (i as u64) << 20 | cpu as u64,
+                        "{cpus} CPUs, {} handles: handle {k} (c{i}) on CPU {cpu}",
+                        hs.len()
+                    );
+                }
+            }
+            // A buffer of the wrong size is refused, not written past.
+            let mut short = vec![0u64; hs.len() * n - 1];
+            assert!(seg.read_many(&hs, &mut short).is_err());
+        }
+    }
+}
+
+/// Every group update adds 1 to each of 8 counters (a group's most), read
+/// with 4 more (12 handles: more than the 8 read a value at a time) from a
+/// segment of 256 CPU blocks (so the tiled path): on every CPU the 8 are
+/// equal in a read, or the read was torn.
+#[test]
+fn a_group_update_is_seen_whole_through_the_tiled_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let w = Arc::new(
+        Writer::create(
+            &path,
+            &Config {
+                nr_cpus: Some(256),
+                max_instances: 16,
+                damon_capacity: 0,
+                ..Config::default()
+            },
+        )
+        .unwrap(),
+    );
+    let ids: Vec<_> = (0..12)
+        .map(|i| w.add(&format!("g{i}"), "", Semantics::Counter).unwrap())
+        .collect();
+    let ids = ids[..8].to_vec();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (w, stop) = (w.clone(), stop.clone());
+        let group: Vec<_> = ids.iter().map(|&id| (id, 1)).collect();
+        thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                w.adjust_group(&group).unwrap();
+                n += 1;
+            }
+            n
+        })
+    };
+    let mut seg = Segment::open(&path).unwrap();
+    let hs: Vec<_> = (0..12)
+        .map(|i| seg.handle(&format!("g{i}")).unwrap())
+        .collect();
+    let n = seg.nr_cpus();
+    let mut out = vec![0u64; hs.len() * n];
+    let (mut reads, mut changes, mut bad) = (0u64, 0u64, 0u64);
+    let mut last = 0u64;
+    let until = Deadline::witness();
+    while reads < 100_000 || (changes < 100 && !until.passed()) {
+        match seg.read_many(&hs, &mut out) {
+            Ok(_) => {
+                for cpu in 0..n {
+                    let first = out[cpu];
+                    if out.chunks_exact(n).take(8).any(|row| row[cpu] != first) {
+                        bad += 1;
+                    }
+                }
+                let total: u64 = out[..n].iter().sum();
+                changes += u64::from(total != last);
+                last = total;
+                reads += 1;
+            }
+            Err(Error::Busy(_)) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let updates = writer.join().unwrap();
+    println!("tiled read_many: {reads} reads, {changes} changes seen, {bad} torn, {updates} group updates");
+    assert_eq!(bad, 0);
+    until.assert(
+        changes >= 100,
+        format_args!("100 changes seen ({changes} in {reads} reads)"),
+    );
+}
