@@ -37,6 +37,7 @@
 #![allow(non_camel_case_types)] // C's names: perfabi_segment, PERFABI_OK
 
 mod damon;
+mod directory;
 mod error;
 mod family;
 mod handle;
@@ -47,6 +48,7 @@ mod snapshot;
 use std::ffi::c_char;
 
 pub use damon::*;
+pub use directory::*;
 pub use error::perfabi_error;
 pub use error::{perfabi_last_error_code, perfabi_last_error_code_name};
 pub use error::{perfabi_last_error_message, perfabi_strerror};
