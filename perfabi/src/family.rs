@@ -962,7 +962,10 @@ mod tests {
             })
         };
         for (fam, r) in [
-            (f(Kind::Counter, ValueType::U64), Reading::Unsigned(u64::MAX)),
+            (
+                f(Kind::Counter, ValueType::U64),
+                Reading::Unsigned(u64::MAX),
+            ),
             (f(Kind::Gauge, ValueType::I64), Reading::Signed(-7)),
             (
                 f(Kind::Histogram, ValueType::U64),
