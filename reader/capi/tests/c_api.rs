@@ -1562,3 +1562,30 @@ fn misusing_a_directory_from_c_is_a_typed_error_never_a_crash() {
         assert!(f.stdout.contains(line), "{line:?} in\n{}", f.stdout);
     }
 }
+
+/// The README's C directory example (shown verbatim), built against the
+/// installed library, prints every merged value exactly and each problem.
+#[test]
+fn readme_directory_example_prints_the_merged_values() {
+    let test = "readme_directory_example_prints_the_merged_values";
+    let src = readme::example("reader/capi/examples/read_directory.c");
+    let Some(c) = DirChecks::new(test) else {
+        return;
+    };
+    let exe = compile(c.top.path(), "read_directory", &src, Link::Shared);
+    let f = run(&exe, &[c.dir().to_str().unwrap()]);
+    assert_eq!(f.code(), Some(0), "{}\n{}", f.stdout, f.stderr);
+    let mut lines: Vec<&str> = f.stdout.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(
+        lines,
+        [
+            "app.latency{} count=45 sum=8325",
+            "app.level{} -105",
+            "app.peak{} 800",
+            "app.requests{api} 45",
+            "app.requests{home} 150",
+        ]
+    );
+    assert_eq!(f.stderr.matches("left out: ").count(), 2, "{}", f.stderr);
+}

@@ -191,3 +191,25 @@ def test_default_dir_is_where_client_writes(tmp_path: Path) -> None:
         check=True,
     )
     assert out.stdout.strip() == str(tmp_path)
+
+
+def test_the_readme_directory_example(tmp_path: Path, workers: list[Worker]) -> None:
+    d = tmp_path / "segs"
+    workers.extend(Worker(d, f"w{k}", k) for k in (1, 2))
+    example = Path(__file__).parent.parent / "examples" / "read_directory.py"
+    out = subprocess.run(
+        [sys.executable, str(example), str(d)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    lines = sorted(out.stdout.splitlines())
+    assert lines == [
+        "busy  {} 3",
+        "jobs build {} 30",
+        "jobs test {} 9",
+        "queue  {} 10",
+        "sizes  {} Histogram(count=9, sum=1665, buckets=(3, 3, 3))",
+    ], out.stdout
+    assert out.stderr == ""
