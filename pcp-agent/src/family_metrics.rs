@@ -956,6 +956,100 @@ mod tests {
             .collect()
     }
 
+    /// A directory's merged series (spec §15.7): where writers are kept
+    /// apart (a writer label, or a gauge of mode ALL), the writer is part of
+    /// the instance name, and a family without dimension gets an instance
+    /// domain; merged values (no CPUs) have no per-CPU metrics.
+    #[test]
+    fn merged_series_apart_by_writer_are_named_by_instance_and_writer() {
+        let apart = |mut f: Family, key: &str| {
+            for (m, w) in f.members.iter_mut().zip(["w.1", "w.2"]) {
+                m.labels.push((key.into(), w.into()));
+            }
+            f
+        };
+        let mut all = family("pool", "", FamilyKind::Gauge, &[("", 0), ("", 0)]);
+        all.gauge_mode = perfabi::GaugeMode::All;
+        let fams = [
+            apart(all, "writer"),
+            family("hits", "", FamilyKind::Counter, &[("", 0)]),
+            apart(
+                family(
+                    "reads",
+                    "device",
+                    FamilyKind::Histogram,
+                    &[("sda", 0), ("sda", 0)],
+                ),
+                "worker",
+            ),
+        ];
+        let instances = |b: &Built, serial: u32| -> Vec<String> {
+            let d = b.indoms.iter().find(|d| d.serial == serial).unwrap();
+            d.instances.iter().map(|i| i.name.clone()).collect()
+        };
+        // No writer label: only the gauge of mode ALL is apart, by `writer`.
+        let mut n = CounterNames::default();
+        let mut ids = InstanceIds::default();
+        let series = Series::Merged { writer_label: None };
+        let b = build(
+            502,
+            &fams,
+            0,
+            &mut n,
+            &mut ids,
+            MAX_FAMILY_INSTANCES,
+            series,
+        );
+        assert_eq!(
+            names(&b),
+            [
+                ("perfabi.pool", Some(16)),
+                ("perfabi.hits", None),
+                ("perfabi.reads.bucket", Some(16 + 4)),
+                ("perfabi.reads.count", Some(16 + 6)),
+                ("perfabi.reads.sum", Some(16 + 6)),
+            ],
+            "no per-CPU metrics"
+        );
+        assert_eq!(instances(&b, 16), ["w.1", "w.2"]);
+        // `worker` is no writer label here: the instance is the device.
+        assert_eq!(instances(&b, 16 + 6), ["sda", "sda"]);
+        // With the writer label `worker`, every family is apart by it.
+        let mut ids = InstanceIds::default();
+        let series = Series::Merged {
+            writer_label: Some("worker"),
+        };
+        let b = build(
+            502,
+            &fams,
+            0,
+            &mut n,
+            &mut ids,
+            MAX_FAMILY_INSTANCES,
+            series,
+        );
+        assert_eq!(instances(&b, 16 + 6), ["sda::w.1", "sda::w.2"]);
+        assert_eq!(
+            instances(&b, 16 + 4)[..4],
+            [
+                "sda::w.1::0-1024",
+                "sda::w.1::1025-2048",
+                "sda::w.1::2049-inf",
+                "sda::w.2::0-1024"
+            ]
+        );
+        assert!(
+            names(&b).contains(&("perfabi.hits", Some(16 + 2))),
+            "{:?}",
+            names(&b)
+        );
+        let labelled = Series::Merged {
+            writer_label: Some("worker"),
+        };
+        assert!(!labelled.singular(&fams[1]));
+        assert!(Series::Segment.singular(&fams[1]));
+    }
+
     #[test]
     fn each_family_is_one_metric_with_its_members_as_instances() {
         let legacy = Family::from_entry(&Instance {
