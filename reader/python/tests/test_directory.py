@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Iterator
 
@@ -213,3 +214,26 @@ def test_the_readme_directory_example(tmp_path: Path, workers: list[Worker]) -> 
         "sizes  {} Histogram(count=9, sum=1665, buckets=(3, 3, 3))",
     ], out.stdout
     assert out.stderr == ""
+
+
+def test_threads_share_a_directory(tmp_path: Path, workers: list[Worker]) -> None:
+    d = tmp_path / "segs"
+    workers.extend(Worker(d, f"w{k}", k) for k in (1, 2))
+    directory = perfabi.Directory(d)
+    got: list[dict[str, perfabi.Value]] = []
+    failed: list[BaseException] = []
+
+    def reads() -> None:
+        try:
+            for _ in range(20):
+                got.append(totals(directory.read(), "jobs"))
+        except BaseException as e:  # noqa: BLE001 -- checked below
+            failed.append(e)
+
+    threads = [threading.Thread(target=reads) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failed == []
+    assert got == [{"build": 30, "test": 9}] * 80
