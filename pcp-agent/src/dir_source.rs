@@ -50,6 +50,8 @@ pub struct DirSource {
     pub segments: usize,
     /// The last good read's problems, one line each.
     pub problems: Vec<String>,
+    /// The same, `; ` between two.
+    problems_text: String,
     /// Whether the values are held over a failed read.
     pub held: bool,
     /// Requests answered with held values.
@@ -72,6 +74,7 @@ impl DirSource {
             available: false,
             segments: 0,
             problems: Vec::new(),
+            problems_text: String::new(),
             held: false,
             held_reads: 0,
             last_read: None,
@@ -83,6 +86,11 @@ impl DirSource {
     /// The directory's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The last good read's problems in one line, `; ` between two.
+    pub fn problems_text(&self) -> &str {
+        &self.problems_text
     }
 
     /// The label key writers are kept apart under, if the agent was given
@@ -145,6 +153,7 @@ impl DirSource {
                     self.snapshot.generation += 1;
                     self.segments = 0;
                     self.problems.clear();
+                    self.problems_text.clear();
                     // A directory replaced or refused is opened anew.
                     self.dir = None;
                 }
@@ -202,7 +211,10 @@ impl DirSource {
                 escape_path(&self.path)
             ));
         }
-        self.problems = problems;
+        if problems != self.problems {
+            self.problems_text = problems.join("; ");
+            self.problems = problems;
+        }
     }
 }
 

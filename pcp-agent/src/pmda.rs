@@ -355,9 +355,8 @@ impl Agent {
     /// CPU instance domain if its CPUs did.
     fn update_tables(&mut self, tables: &mut Tables) {
         if let Some(d) = &self.dir {
-            let text = d.problems.join("; ");
-            if self.problems.as_bytes() != text.as_bytes() {
-                self.problems = cstring(&text);
+            if self.problems.as_bytes() != d.problems_text().as_bytes() {
+                self.problems = cstring(d.problems_text());
             }
         }
         let r = &self.source.reading;
