@@ -240,6 +240,33 @@ mod tests {
         (w, f)
     }
 
+    /// A directory absent when the agent starts is served once a writer
+    /// makes it, as a segment that appears later is.
+    #[test]
+    fn a_directory_made_after_the_agent_starts_is_served() {
+        let top = tempfile::tempdir().unwrap();
+        let dir = top.path().join("later");
+        let mut s = DirSource::new(&dir, DirectoryOptions::default());
+        let mut logs = Vec::new();
+        let t0 = Instant::now();
+        s.refresh(t0, &mut |l| logs.push(l));
+        assert!(!s.available && !s.held);
+        assert_eq!(total(&s), None);
+        let _w = writer(&dir, "a", 3);
+        // Not read again within MAX_AGE of the last read, then read.
+        s.refresh(t0 + MAX_AGE / 2, &mut |l| logs.push(l));
+        assert!(!s.available);
+        s.refresh(t0 + MAX_AGE, &mut |l| logs.push(l));
+        assert!(s.available);
+        assert_eq!((total(&s), s.segments), (Some(3), 1));
+        assert_eq!(logs.len(), 2, "{logs:#?}");
+        assert!(logs[0].contains("serving no values"), "{logs:#?}");
+        assert!(
+            logs[1].contains("read again (1 segment files)"),
+            "{logs:#?}"
+        );
+    }
+
     fn total(s: &DirSource) -> Option<u64> {
         let f = s.snapshot.families.iter().find(|f| f.name == "jobs")?;
         Some(s.snapshot.values[f.members.first()?.value_slot as usize])
