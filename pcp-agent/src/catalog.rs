@@ -252,7 +252,9 @@ pub fn fixed(domain: u32) -> Vec<Metric> {
           the path is missing, not a valid segment, or unreadable for longer than\n\
           the hold. The agent logs why and retries at every request; meanwhile\n\
           the metrics read from the segment answer PM_ERR_AGAIN (try again),\n\
-          and the families and DAMON instances are gone."),
+          and the families and DAMON instances are gone. With --directory, 1\n\
+          while the directory's last read succeeded (or is held), 0 while the\n\
+          directory is missing or refused as a whole."),
         (0, 1, "segment.abi_version", PM_TYPE_STRING, None, PM_SEM_DISCRETE, NONE, AbiVersion,
          "perfabi ABI version of the segment, major.minor",
          "The ABI version in the segment header. The agent reads major version 1."),
@@ -303,8 +305,9 @@ pub fn fixed(domain: u32) -> Vec<Metric> {
           (perfabi.segment, perfabi.damon, perfabi.percpu) or is no valid PCP name\n\
           is left out, and the agent's log says so."),
         (0, 11, "segment.path", PM_TYPE_STRING, None, PM_SEM_DISCRETE, NONE, Path,
-         "path of the segment the agent reads",
-         "The segment path given to the agent (-s/--segment)."),
+         "path of the segment (or segment directory) the agent reads",
+         "The segment path given to the agent (-s/--segment), or the directory\n\
+          (--directory)."),
         (0, 12, "segment.owner_uid", PM_TYPE_U32, None, PM_SEM_DISCRETE, NONE, OwnerUid,
          "user id owning the segment file the agent reads",
          "The uid that owns the segment file (0 for root or the kernel module's\n\
