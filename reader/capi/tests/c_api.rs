@@ -1561,6 +1561,16 @@ fn misusing_a_directory_from_c_is_a_typed_error_never_a_crash() {
     ] {
         assert!(f.stdout.contains(line), "{line:?} in\n{}", f.stdout);
     }
+    // perfabi_directory_default_path() as snprintf(): the length, and the
+    // path cut to the buffer.
+    let dflt = perfabi_reader::directory::default_dir();
+    let dflt = dflt.to_str().unwrap();
+    for line in [
+        format!("default dir length: {}", dflt.len()),
+        format!("default dir cut: {} ({})", &dflt[..7], dflt.len()),
+    ] {
+        assert!(f.stdout.contains(&line), "{line:?} in\n{}", f.stdout);
+    }
 }
 
 /// The README's C directory example (shown verbatim), built against the

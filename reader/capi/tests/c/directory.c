@@ -121,6 +121,10 @@ static int misuse(const char *path)
 	perfabi_histogram h = { 0, 0, 0 };
 	uint64_t b[1];
 	perfabi_directory_options o = perfabi_directory_options_default();
+	char dflt[8];
+	size_t n = perfabi_directory_default_path(NULL, 0);
+	printf("default dir length: %zu\n", n);
+	printf("default dir cut: %s (%zu)\n", dflt, perfabi_directory_default_path(dflt, sizeof dflt));
 	CHECK(perfabi_directory_open(path, NULL, NULL));
 	o.writer_label = "";
 	CHECK(perfabi_directory_open(path, &o, &d));
