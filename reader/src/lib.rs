@@ -50,6 +50,7 @@ pub mod exposition;
 pub mod liveness;
 mod segment;
 mod trust;
+pub mod view;
 
 pub use error::Error;
 pub use liveness::Liveness;
