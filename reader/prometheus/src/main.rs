@@ -220,7 +220,8 @@ fn main() -> ExitCode {
     };
     let addr = listener.local_addr().unwrap_or(args.listen);
     eprintln!(
-        "perfabi-prometheus: serving {} at http://{addr}/metrics",
+        "perfabi-prometheus: serving {}{} at http://{addr}/metrics",
+        if is_dir { "the directory " } else { "" },
         escape_path(&path)
     );
     let endpoint = Arc::new(if is_dir {
