@@ -91,7 +91,7 @@ impl<'a> Families<'a> {
             }),
             Source::Merged(m) => m.get(k).map(|mf| FamilyView {
                 family: &mf.family,
-                values: Values::Merged(&mf.readings),
+                values: Values::Merged(mf),
             }),
         }
     }
@@ -107,7 +107,7 @@ impl<'a> Families<'a> {
 #[derive(Clone, Copy, Debug)]
 enum Values<'a> {
     Snapshot(&'a Snapshot),
-    Merged(&'a [Reading]),
+    Merged(&'a MergedFamily),
 }
 
 /// One family and its members' values.
@@ -127,7 +127,7 @@ impl<'a> FamilyView<'a> {
         let m = self.family.members.get(k)?;
         match self.values {
             Values::Snapshot(s) => Some(s.reading(self.family, m)),
-            Values::Merged(r) => r.get(k).cloned(),
+            Values::Merged(mf) => mf.readings.get(k).cloned(),
         }
     }
 
@@ -138,6 +138,15 @@ impl<'a> FamilyView<'a> {
         match self.values {
             Values::Snapshot(s) if cpu < s.nr_cpus => Some(s.reading_on(cpu, self.family, m)),
             _ => None,
+        }
+    }
+
+    /// For a merged family, how many segments had it
+    /// ([`MergedFamily::writers`]); `None` for a snapshot's.
+    pub fn writers(&self) -> Option<usize> {
+        match self.values {
+            Values::Snapshot(_) => None,
+            Values::Merged(mf) => Some(mf.writers),
         }
     }
 
