@@ -290,3 +290,38 @@ fn watch_rates_over_a_directory_never_go_negative() {
     assert!(rate(&line).as_f64().unwrap() >= 0.0);
     drop(c);
 }
+
+/// With no path, perfabi-cat finds the default segment directory
+/// (`$PERFABI_DIR`) when no kernel or exportd segment is there to be found
+/// first, and reads it as one; where one is, that one wins.
+#[test]
+fn the_default_directory_is_found_after_the_kernels_and_exportds() {
+    let (_top, dir) = directory();
+    let _a = writer(&dir, "a", 9, "Requests served");
+    let out = Command::new(perfabi_test_harness::workspace::perfabi_cat())
+        .arg("--json")
+        .env_remove("PERFABI_SEGMENT")
+        .env("PERFABI_DIR", &dir)
+        .output()
+        .unwrap();
+    let earlier = [
+        "/dev/perfabi",
+        perfabi_reader::DEFAULT_BPF_PIN,
+        "/dev/shm/perfabi.seg",
+    ]
+    .into_iter()
+    .find(|p| Path::new(p).exists());
+    match earlier {
+        None => {
+            assert!(out.status.success(), "{out:?}");
+            let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(doc["directory"]["path"], dir.to_str().unwrap());
+            assert_eq!(doc["families"]["app.requests"]["series"][0]["total"], 9);
+        }
+        Some(p) => {
+            // Not the directory: the kernel's or exportd's segment.
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(!text.contains("\"directory\""), "{p} exists: {text}");
+        }
+    }
+}
