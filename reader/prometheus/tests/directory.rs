@@ -248,6 +248,23 @@ fn merged_totals_are_exact_as_writers_come_and_go() {
     // The Prometheus text format: the same samples.
     let mut s = common::connect(e.addr);
     let text = common::ask(&mut s, "GET", "/metrics", None).unwrap().body;
+    // Both pages as prometheus_client's parsers read them.
+    for py in &perfabi_test_harness::python::openmetrics_parsers(
+        "merged_totals_are_exact_as_writers_come_and_go",
+    ) {
+        for (module, page) in [
+            ("prometheus_client.openmetrics.parser", &page),
+            ("prometheus_client.parser", &text),
+        ] {
+            let samples = common::parse(py, module, page);
+            for want in [
+                "counter perfabi_app_requests_total [('route', 'a')] 1350.0",
+                "gauge perfabi_directory_segments [] 3.0",
+            ] {
+                assert!(samples.contains(want), "{module}: {want} in\n{samples}");
+            }
+        }
+    }
     assert!(
         text.contains("# TYPE perfabi_app_requests_total counter\n"),
         "{text}"
@@ -306,6 +323,15 @@ fn a_conflict_and_hostile_files_spoil_only_themselves() {
         Some(1),
         "{page}"
     );
+    for py in &perfabi_test_harness::python::openmetrics_parsers(
+        "a_conflict_and_hostile_files_spoil_only_themselves",
+    ) {
+        let samples = common::parse(py, "prometheus_client.openmetrics.parser", &page);
+        assert!(
+            samples.contains("gauge perfabi_directory_problems [('code', 'family-conflict')] 1.0"),
+            "{samples}"
+        );
+    }
     let bad: u64 = page
         .lines()
         .filter(|l| l.starts_with("perfabi_directory_problems{"))
