@@ -188,6 +188,31 @@ fn scrape_until(addr: SocketAddr, what: &str, ok: impl Fn(&str) -> bool) -> Stri
     }
 }
 
+/// The endpoint's log once every line of the scrapes so far is in it: a
+/// scrape of the directory made writable by others for a moment (refused
+/// whole: a `503`, logged after the earlier lines) is awaited, bounded by
+/// time, and the directory's mode restored.
+fn settled_log(e: &common::Running, dir: &Path) -> Vec<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(dir).unwrap().permissions().mode();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode | 0o002)).unwrap();
+    let mut s = common::connect(e.addr);
+    let r = common::ask(&mut s, "GET", "/metrics", None).unwrap();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).unwrap();
+    assert_eq!(r.status, 503, "{}", r.body);
+    let d = Deadline::witness();
+    loop {
+        let log = e.log();
+        if log.iter().any(|l| l.contains("answering 503")) {
+            return log;
+        }
+        if d.passed() {
+            d.fail(format_args!("the 503 logged: {log:#?}"));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 #[test]
 fn merged_totals_are_exact_as_writers_come_and_go() {
     let (_top, dir) = directory();
@@ -341,7 +366,7 @@ fn a_conflict_and_hostile_files_spoil_only_themselves() {
     // Logged once each, the conflict naming both files.
     let again = scrape(e.addr);
     assert_eq!(value(&again, "perfabi_app_latency_count"), Some(340));
-    let log = e.log();
+    let log = settled_log(&e, &dir);
     let conflict: Vec<&String> = log.iter().filter(|l| l.contains("app.requests")).collect();
     assert_eq!(conflict.len(), 1, "{log:#?}");
     for w in [&good, &odd] {
@@ -466,4 +491,36 @@ fn flags_that_do_not_apply_are_refused() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "a reserved label name");
+}
+
+/// `--max-segments`: past it the rest are left out, the page served with
+/// what was read and the limit counted (code `limit`) and logged once.
+#[test]
+fn the_segment_limit_is_a_problem_not_a_failure() {
+    let (_top, dir) = directory();
+    let _a = Worker::start(&dir, 10, None);
+    let _b = Worker::start(&dir, 20, None);
+    let e = common::start(&dir, &["--max-segments", "1"]);
+    let page = scrape(e.addr);
+    assert_eq!(
+        value(&page, "perfabi_directory_segments"),
+        Some(1),
+        "{page}"
+    );
+    let total = value(&page, "perfabi_app_requests_total{route=\"a\"}");
+    assert!(total == Some(10) || total == Some(20), "{page}");
+    assert_eq!(
+        value(&page, "perfabi_directory_problems{code=\"limit\"}"),
+        Some(1),
+        "{page}"
+    );
+    scrape(e.addr);
+    let log = settled_log(&e, &dir);
+    assert_eq!(
+        log.iter()
+            .filter(|l| l.contains("max_segments") || l.contains("limit of 1"))
+            .count(),
+        1,
+        "{log:#?}"
+    );
 }
