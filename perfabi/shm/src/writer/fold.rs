@@ -2,15 +2,16 @@
 //! (`spec/PERFABI.md` §15.5), so that their segment files can be removed
 //! without a merged total going backwards.
 //!
-//! Under an exclusive `flock` of the directory's lock file, for every
-//! segment file of this user whose writer is dead for sure (closed, or its
-//! pid no longer a process started at its start time), the fold reads a
-//! consistent total of its counters, histograms and peaks and writes a new
-//! kept file = old kept + those totals, listing the folded segments'
-//! identities, under a temporary name; renames it over the kept file; then
-//! removes the folded files. A reader holds the lock shared while it lists
-//! and reads, and skips a segment the kept file lists: at no moment is a
-//! count missing or counted twice.
+//! Holding the directory's locks ([`crate::directory::lock`]: the folds'
+//! own, and `fold.lock` alone), for every segment file of this user whose
+//! writer is dead for sure (closed, or its pid no longer a process started
+//! at its start time), the fold reads a total of its counters, histograms
+//! and peaks ([`perfabi::dead::snapshot`]) and writes a new kept file = old
+//! kept + those totals, listing the folded segments' identities, under a
+//! temporary name; renames it over the kept file; then removes the folded
+//! files. A reader holds `fold.lock` to read while it lists and reads, and
+//! skips a segment the kept file lists: at no moment is a count missing or
+//! counted twice.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
@@ -21,11 +22,10 @@ use std::sync::atomic::Ordering;
 use perfabi::family::Origin;
 use perfabi::layout::FLAG_CLOSED;
 use perfabi::{Family, FamilySpec, Kind, Reading, Semantics, Snapshot};
-use rustix::fs::FlockOperation;
 
 use super::{Config, MethodChoice, Writer};
-use crate::directory::{self, SegmentName, FOLDED_FAMILY, KEPT_NAME, LOCK_NAME};
-use crate::safe_open::{euid, Access, FileKind, Folder};
+use crate::directory::{self, lock, SegmentName, FOLDED_FAMILY, KEPT_NAME};
+use crate::safe_open::{euid, FileKind, Folder};
 
 /// The test-only variable that makes a fold kill its own process with
 /// SIGKILL at one step: `written` (kept file written under its temporary
@@ -301,41 +301,23 @@ fn write_kept(
 pub fn fold(dir: &Path) -> io::Result<FoldReport> {
     let refused = |e: crate::safe_open::PathError| io::Error::other(e.to_string());
     let folder = directory::prepare(dir).map_err(refused)?;
-    let (lock, _) = folder
-        .open_private(OsStr::new(LOCK_NAME), Access::ReadWrite, 0o600)
-        .map_err(refused)?;
-    // Readers hold the lock shared for the moment of a read: wait a little
-    // for a gap, then leave the work to a later fold.
-    let end = std::time::Instant::now() + LOCK_PATIENCE;
-    loop {
-        match rustix::fs::flock(&lock, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => break,
-            Err(rustix::io::Errno::WOULDBLOCK) if std::time::Instant::now() < end => {
-                std::thread::sleep(std::time::Duration::from_micros(500));
-            }
-            Err(rustix::io::Errno::WOULDBLOCK) => {
-                return Ok(FoldReport {
-                    busy: true,
-                    ..FoldReport::default()
-                })
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    // The lock must still be the directory's (not removed or replaced).
-    let held = crate::safe_open::FileId::of(&lock.metadata()?);
-    if folder.stat(OsStr::new(LOCK_NAME))?.map(|e| e.id) != Some(held) {
+    // Readers hold the lock for the moment of a read: wait a little for a
+    // gap (a lock readers hold past that is replaced); another fold
+    // running: leave the work to it.
+    let Some(locks) = lock::for_fold(&folder, LOCK_PATIENCE)? else {
         return Ok(FoldReport {
             busy: true,
             ..FoldReport::default()
         });
-    }
+    };
     let mut report = FoldReport::default();
     // A crashed fold's temporary kept files: no fold runs but this one.
     let listing = directory::list(&folder)?;
     for junk in &listing.others {
-        if junk.to_string_lossy().starts_with(".kept.")
-            || junk.to_string_lossy().starts_with("..kept.")
+        let junk_name = junk.to_string_lossy();
+        if junk_name.starts_with(".kept.")
+            || junk_name.starts_with("..kept.")
+            || junk_name.starts_with(lock::TEMP_PREFIX)
         {
             let _ = folder.unlink(junk);
         }
@@ -402,6 +384,6 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
         }
     }
     report.folded = folded.len();
-    drop(lock);
+    drop(locks);
     Ok(report)
 }
