@@ -147,7 +147,17 @@ impl Directory {
                     }
                 }
             };
-            match seg.snapshot() {
+            // A dead writer killed inside an update left a block busy for
+            // ever: read settled, as the fold will (§15.5).
+            let snapshot = match seg.snapshot() {
+                Err(e) if e.code().starts_with("busy") => match seg.snapshot_if_dead() {
+                    Ok(Some(s)) => Ok(s),
+                    Ok(None) => Err(e),
+                    Err(d) => Err(d),
+                },
+                r => r,
+            };
+            match snapshot {
                 Ok(snap) => {
                     let live = !matches!(
                         seg.status().map(|(_, l)| l),
