@@ -88,9 +88,15 @@ fn a_dead_writers_busy_block_is_read_settled_by_readers_and_the_fold_alike() {
     let fam = snap.family("app.latency").unwrap();
     let slot = fam.members[0].value_slot as usize;
     let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
-    let put = |word: usize, v: u64| file.write_all_at(&v.to_ne_bytes(), word as u64 * 8).unwrap();
+    let put = |word: usize, v: u64| {
+        file.write_all_at(&v.to_ne_bytes(), word as u64 * 8)
+            .unwrap()
+    };
     let seq = layout.cpu_block_word(0) + perfabi::layout::CPU_SEQ_WORD;
-    put(seq, u64::from_ne_bytes(bytes[seq * 8..seq * 8 + 8].try_into().unwrap()) | 1);
+    put(
+        seq,
+        u64::from_ne_bytes(bytes[seq * 8..seq * 8 + 8].try_into().unwrap()) | 1,
+    );
     let count = layout.counter_word(0, slot);
     let c0 = u64::from_ne_bytes(bytes[count * 8..count * 8 + 8].try_into().unwrap());
     put(count, c0 + 1);

@@ -33,6 +33,7 @@ mod percpu;
 #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
 mod rseq;
 mod segment;
+pub mod series;
 mod state;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -58,6 +59,7 @@ pub use crate::host::{boottime_ns, possible_cpus};
 pub use counter::Counter;
 pub use families::{FamilyId, MemberId};
 pub use percpu::{Method, MethodChoice, UpdateStats};
+pub use series::{series_member, SeriesMember, SERIES_DIMENSION};
 
 /// What a writer creates.
 #[derive(Clone, Debug, PartialEq, Eq)]
