@@ -17,10 +17,12 @@
 //! such block is counted (the same as a writer killed just after its
 //! update, before it could tell anyone).
 //!
-//! Only for a writer gone for sure: a live writer's odd block is an
-//! update in progress, read by the protocol. The copy still checks that
-//! the generation and every sequence word stayed as they were around it
-//! (a writer misjudged dead is refused, never read torn).
+//! Only for a writer gone for sure (§10: closed, or its pid no longer the
+//! process started at its start time, which a live writer cannot fail): a
+//! live writer's odd block is an update in progress, read by the protocol.
+//! The copy still checks that the generation and every sequence word
+//! stayed as they were around it, so a writer that moves during it (one
+//! misjudged dead) is refused.
 
 use crate::family::HistogramPlace;
 use crate::layout::{HEADER_GEN1_WORD, HEADER_GEN2_WORD};
