@@ -32,16 +32,17 @@ impl Thread {
 
 /// A writer created in a segment directory folds it (§15.5) once every
 /// this many beats (every 10 s at the default 1 s heartbeat interval),
-/// the first time after a random number of beats below it, so that the
-/// workers of one directory do not all fold at once.
+/// the first time after a random number of beats between half of it and
+/// it (its creation folded just now), so that the workers of one
+/// directory do not all fold at once.
 pub(crate) const FOLD_EVERY: u32 = 20;
 
 fn run(state: Weak<State>, stop: &(Mutex<bool>, Condvar), period: Duration) {
     let (lock, cv) = stop;
     let mut stopped = lock.lock().unwrap_or_else(|p| p.into_inner());
     let mut until_fold = crate::directory::SegmentName::new("fold")
-        .map(|n| (n.nonce % u64::from(FOLD_EVERY)) as u32)
-        .unwrap_or(0);
+        .map(|n| FOLD_EVERY / 2 + (n.nonce % u64::from(FOLD_EVERY / 2)) as u32)
+        .unwrap_or(FOLD_EVERY);
     loop {
         // The flag first: a stop may come before this thread ever waits.
         if *stopped {
