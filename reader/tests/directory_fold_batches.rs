@@ -91,7 +91,7 @@ fn a_fold_takes_a_batch_and_readers_meanwhile_read_every_count_once() {
     };
     let deadline = Deadline::witness();
     let mut folds = Vec::new();
-    let mut longest = Duration::ZERO;
+    let (mut longest, mut held) = (Duration::ZERO, Duration::ZERO);
     loop {
         // A read between every two folds (and during them, by chance).
         let before = reads.load(Ordering::Relaxed);
@@ -102,6 +102,7 @@ fn a_fold_takes_a_batch_and_readers_meanwhile_read_every_count_once() {
         let t = std::time::Instant::now();
         let r = fold(&dir).unwrap();
         longest = longest.max(t.elapsed());
+        held = held.max(r.held);
         assert!(r.left.is_empty(), "{r:?}");
         assert!(r.folded <= MAX_BATCH, "{r:?}");
         if !r.busy {
@@ -120,8 +121,9 @@ fn a_fold_takes_a_batch_and_readers_meanwhile_read_every_count_once() {
     let mut d = Directory::open(&dir, DirectoryOptions::default()).unwrap();
     assert_eq!(requests(&mut d), (total, 0));
     println!(
-        "{files} dead files folded in batches {folds:?} (the longest fold, locks included: \
-         {longest:?}); {reads} reads meanwhile, all exact"
+        "{files} dead files folded in batches {folds:?} (the longest fold {longest:?}, \
+         waiting for readers included; the longest lock hold {held:?}); {reads} reads \
+         meanwhile, all exact"
     );
 }
 

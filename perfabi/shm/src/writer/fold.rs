@@ -62,6 +62,9 @@ pub struct FoldReport {
     /// The batch was full ([`MAX_BATCH`], [`READ_BUDGET`]): segment files
     /// were not looked at, for a later fold.
     pub more: bool,
+    /// How long the fold held the directory's lock (readers waited at
+    /// most this long for it).
+    pub held: std::time::Duration,
 }
 
 fn crash_at(step: &str) {
@@ -331,6 +334,7 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
             ..FoldReport::default()
         });
     };
+    let held = std::time::Instant::now();
     let mut report = FoldReport::default();
     // A crashed fold's temporary kept files: no fold runs but this one.
     let listing = directory::list(&folder)?;
@@ -393,6 +397,7 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
         }
     }
     if folded.is_empty() && ids == old_ids {
+        report.held = held.elapsed();
         return Ok(report);
     }
     let tmp = write_kept(dir, &acc, &ids)?;
@@ -416,6 +421,7 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
         }
     }
     report.folded = folded.len();
+    report.held = held.elapsed();
     drop(locks);
     Ok(report)
 }
