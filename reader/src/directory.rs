@@ -131,11 +131,16 @@ impl Directory {
     /// failure is a [`Problem`] of one file or one family.
     pub fn read(&mut self) -> Result<Scrape, Error> {
         let folder = listing::open(&self.path, &self.opts)?;
-        // Held shared from before the listing to the end of the reading: no
-        // fold runs meanwhile (a fold between the listing and the kept file
-        // could remove a listed segment's identity from it).
-        let _lock = lock::shared(&folder, &self.path, self.opts.segment.busy_timeout)?;
-        let listed = listing::list(&folder, &self.path, &self.opts)?;
+        // Held to read from before the listing to the end of the reading:
+        // no fold runs meanwhile (a fold between the listing and the kept
+        // file could remove a listed segment's identity from it).
+        let (path, patience) = (self.path.clone(), self.opts.segment.busy_timeout);
+        lock::read_under(&folder, &path, patience, || self.read_locked(&folder))
+    }
+
+    /// [`read`](Self::read) under the lock.
+    fn read_locked(&mut self, folder: &perfabi_shm::safe_open::Folder) -> Result<Scrape, Error> {
+        let listed = listing::list(folder, &self.path, &self.opts)?;
         let mut scrape = Scrape {
             problems: listed.problems,
             ..Scrape::default()
@@ -158,7 +163,17 @@ impl Directory {
                     }
                 }
             };
-            match seg.snapshot() {
+            // A dead writer killed inside an update left a block busy for
+            // ever: read settled, as the fold will (§15.5).
+            let snapshot = match seg.snapshot() {
+                Err(e) if e.code().starts_with("busy") => match seg.snapshot_if_dead() {
+                    Ok(Some(s)) => Ok(s),
+                    Ok(None) => Err(e),
+                    Err(d) => Err(d),
+                },
+                r => r,
+            };
+            match snapshot {
                 Ok(snap) => {
                     let live = !matches!(
                         seg.status().map(|(_, l)| l),

@@ -13,6 +13,7 @@ use crate::liveness::{self, Liveness};
 use crate::trust::{self, Found, Trust};
 use perfabi_shm::{MapError, SegmentMap};
 
+mod dead;
 mod families;
 pub use families::{FamilyHandle, FamilyValues};
 

@@ -91,6 +91,16 @@ fn oracle(dir: &Path) -> String {
         )
     });
     let mut problems = Vec::new();
+    // §15.2: past the reader's stated limit, the first files in name
+    // order are read and the directory reports `limit`.
+    let max = dir_vectors::max_segments(&dir.file_name().unwrap().to_string_lossy());
+    if names.len() > max {
+        names.truncate(max);
+        problems.push(format!(
+            "problem {} limit family=\"\"",
+            dir.file_name().unwrap().to_string_lossy()
+        ));
+    }
     let mut segments = 0;
     // name -> (meta, family, first file, conflict, writers, series)
     #[allow(clippy::type_complexity)]

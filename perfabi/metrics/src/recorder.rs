@@ -167,7 +167,10 @@ impl PerfabiRecorder {
         let Some((dimension, instance, labels)) = series.member() else {
             return Err((
                 Reason::Labels,
-                format!("more than {} labels", crate::series::MAX_LABELS),
+                format!(
+                    "more than {} labels, or a label key twice",
+                    crate::series::MAX_LABELS
+                ),
             ));
         };
         if !r.families.contains_key(&series.name) {

@@ -3,15 +3,10 @@
 //!
 //! The key's name is the family's name as it is (perfabi's naming rule
 //! decides: a name it refuses is a refusal). The labels, sorted by key,
-//! decide the family's dimension and the member:
-//!
-//! * no labels: a family without dimension, its one member;
-//! * one label `k=v`: dimension `k`, instance `v`;
-//! * two to four labels: dimension [`SERIES`], instance the values joined
-//!   by `,` in key order (`GET,200`), and each label as a member label
-//!   (`method=GET`, `status=200`), so consumers show every label as its
-//!   own and the instance is still unique in the family;
-//! * five or more: refused (a member has room for four labels).
+//! decide the family's dimension and the member by the writer's one rule,
+//! [`perfabi_shm::writer::series_member`] (no labels: no dimension; one:
+//! its key; two to four: [`SERIES`], the values joined by `,` in key order,
+//! each label a member label; five or more: refused).
 //!
 //! A family's label keys are fixed by its first series: a later series of
 //! the same name with other keys is refused, as a kind clash is.
@@ -19,10 +14,10 @@
 use metrics::Key;
 
 /// The dimension of a family whose series have two to four labels.
-pub const SERIES: &str = "series";
+pub const SERIES: &str = perfabi_shm::writer::SERIES_DIMENSION;
 
 /// At most this many labels (a member's four label slots, §5.3).
-pub const MAX_LABELS: usize = 4;
+pub const MAX_LABELS: usize = perfabi::layout::MAX_LABELS;
 
 /// A series' family dimension, member instance and member labels.
 pub(crate) type Member<'a> = (&'a str, String, Vec<(&'a str, &'a str)>);
@@ -58,16 +53,8 @@ impl Series {
     /// The family's dimension, the member's instance and its labels; `None`
     /// if there are more labels than a member holds.
     pub fn member(&self) -> Option<Member<'_>> {
-        match self.labels.as_slice() {
-            [] => Some(("", String::new(), Vec::new())),
-            [(k, v)] => Some((k.as_str(), v.clone(), Vec::new())),
-            l if l.len() <= MAX_LABELS => {
-                let values: Vec<&str> = l.iter().map(|(_, v)| v.as_str()).collect();
-                let labels = l.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-                Some((SERIES, values.join(","), labels))
-            }
-            _ => None,
-        }
+        let m = perfabi_shm::writer::series_member(&self.labels).ok()?;
+        Some((m.dimension, m.instance, m.labels))
     }
 }
 

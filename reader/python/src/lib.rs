@@ -45,6 +45,7 @@ fn _perfabi(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(writer::default_dir, m)?)?;
     m.add_function(wrap_pyfunction!(writer::program_name, m)?)?;
     m.add_function(wrap_pyfunction!(writer::sanitize_name, m)?)?;
+    m.add_function(wrap_pyfunction!(writer::series_member, m)?)?;
     m.add_function(wrap_pyfunction!(default_path, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -225,3 +225,25 @@ pub fn program_name() -> String {
 pub fn sanitize_name(name: &str) -> String {
     perfabi_shm::directory::sanitize_name(name)
 }
+
+/// The family dimension, member instance and member labels of a series
+/// whose `(key, value)` labels are `labels`, in their order: the writer's
+/// one rule (`spec/PERFABI.md` §9.2, `perfabi_shm::writer::series_member`):
+/// none, no dimension; one, its key; two to four, `series`, the values
+/// joined by `,`, each label a member label. More than four, or a key
+/// twice: `bad-labels`.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+pub fn series_member(
+    labels: Vec<(String, String)>,
+) -> PyResult<(String, String, Vec<(String, String)>)> {
+    let m = perfabi_shm::writer::series_member(&labels).map_err(abi)?;
+    Ok((
+        m.dimension.to_string(),
+        m.instance,
+        m.labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    ))
+}

@@ -20,30 +20,53 @@ pub type DirVector = (
 );
 
 /// Every directory vector.
-pub const ALL: &[DirVector] = &[(
-    "dir_merge",
-    &[
-        // Two copies of one valid 1.1 segment: every counter doubles.
-        ("a.1.0000000000000001.perfabi", Some("family_every_kind")),
-        ("b.2.0000000000000002.perfabi", Some("family_every_kind")),
-        // The same families, but its gauge declares MAX: that family alone
-        // is refused, naming a's and c's files; the rest merges thrice.
-        (
-            "c.3.0000000000000003.perfabi",
-            Some("family_gauge_mode_max_is_valid"),
-        ),
-        // A segment refused on its own (an undefined kind).
-        ("d.4.0000000000000004.perfabi", Some("family_bad_kind")),
-        // A 1.0 segment: its entries are families of one instance.
-        ("e.5.0000000000000005.perfabi", Some("valid_basic")),
-        // Not segments: never opened.
-        ("notes.txt", None),
-        (".a.1.0000000000000001.perfabi.7.00000000000000aa.tmp", None),
-        ("A.1.0000000000000001.perfabi.old", None),
-        ("f.6.00000000000000FF.perfabi", None),
-        ("g.07.00000000000000ff.perfabi", None),
-    ],
-)];
+pub const ALL: &[DirVector] = &[
+    (
+        "dir_merge",
+        &[
+            // Two copies of one valid 1.1 segment: every counter doubles.
+            ("a.1.0000000000000001.perfabi", Some("family_every_kind")),
+            ("b.2.0000000000000002.perfabi", Some("family_every_kind")),
+            // The same families, but its gauge declares MAX: that family alone
+            // is refused, naming a's and c's files; the rest merges thrice.
+            (
+                "c.3.0000000000000003.perfabi",
+                Some("family_gauge_mode_max_is_valid"),
+            ),
+            // A segment refused on its own (an undefined kind).
+            ("d.4.0000000000000004.perfabi", Some("family_bad_kind")),
+            // A 1.0 segment: its entries are families of one instance.
+            ("e.5.0000000000000005.perfabi", Some("valid_basic")),
+            // Not segments: never opened.
+            ("notes.txt", None),
+            (".a.1.0000000000000001.perfabi.7.00000000000000aa.tmp", None),
+            ("A.1.0000000000000001.perfabi.old", None),
+            ("f.6.00000000000000FF.perfabi", None),
+            ("g.07.00000000000000ff.perfabi", None),
+        ],
+    ),
+    // Three segment files, read with `max_segments` 2 (`LIMITS`): the first
+    // two in name order are merged, and the directory reports `limit`.
+    (
+        "dir_limit",
+        &[
+            ("a.1.0000000000000001.perfabi", Some("valid_basic")),
+            ("a.2.0000000000000002.perfabi", Some("valid_basic")),
+            ("b.1.0000000000000003.perfabi", Some("valid_basic")),
+        ],
+    ),
+];
+
+/// The vectors read with a `max_segments` of their own (§15.2).
+pub const LIMITS: &[(&str, usize)] = &[("dir_limit", 2)];
+
+/// The `max_segments` the vector `name` is read with.
+pub fn max_segments(name: &str) -> usize {
+    LIMITS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(DirectoryOptions::default().max_segments, |(_, m)| *m)
+}
 
 /// Makes the directory `name` of vector `files` under `out`, from the
 /// segment vectors in `vectors`.
@@ -130,10 +153,13 @@ pub fn describe(s: &Scrape) -> String {
     out
 }
 
-/// Reads the directory `dir` as the reference reader does.
+/// Reads the directory `dir` (named as its vector) as the reference
+/// reader does.
 pub fn read(dir: &Path) -> Scrape {
-    Directory::open(dir, DirectoryOptions::default())
-        .unwrap()
-        .read()
-        .unwrap()
+    let name = dir.file_name().unwrap().to_string_lossy();
+    let opts = DirectoryOptions {
+        max_segments: max_segments(&name),
+        ..DirectoryOptions::default()
+    };
+    Directory::open(dir, opts).unwrap().read().unwrap()
 }

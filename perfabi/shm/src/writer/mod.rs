@@ -33,6 +33,7 @@ mod percpu;
 #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
 mod rseq;
 mod segment;
+pub mod series;
 mod state;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -58,6 +59,7 @@ pub use crate::host::{boottime_ns, possible_cpus};
 pub use counter::Counter;
 pub use families::{FamilyId, MemberId};
 pub use percpu::{Method, MethodChoice, UpdateStats};
+pub use series::{series_member, SeriesMember, SERIES_DIMENSION};
 
 /// What a writer creates.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -279,8 +281,10 @@ impl Writer {
         })?;
         let w = Self::create(dir.join(file.to_string()), config)?;
         // Dead writers' counts of this user are folded now and then: at
-        // every creation in a directory. Never fatal: a fold that cannot
-        // run leaves the files, which readers still count.
+        // every creation in a directory, and every `heartbeat::FOLD_EVERY`
+        // beats of the writer's heartbeat thread. Never fatal: a fold that
+        // cannot run leaves the files, which readers still count.
+        let _ = w.state.fold_dir.set(dir.to_path_buf());
         let _ = fold::fold(dir);
         Ok(w)
     }
@@ -345,6 +349,7 @@ impl Writer {
             shape: (0..n).map(|_| AtomicU64::new(0)).collect(),
             set_lock: Mutex::new(()),
             aggregations: Mutex::new(BTreeMap::new()),
+            fold_dir: std::sync::OnceLock::new(),
         }
     }
 

@@ -424,12 +424,9 @@ class _Metric:
             )
         if len(set(self._labelnames)) != len(self._labelnames):
             raise ValueError(f"{full}: a label name twice")
-        if len(self._labelnames) == 1:
-            self._dimension = self._labelnames[0]
-        elif self._labelnames:
-            self._dimension = "series"
-        else:
-            self._dimension = ""
+        # The writer's one rule for labels (spec §9.2): the dimension
+        # depends on the label names only.
+        self._dimension = str(_native.series_member([(n, "") for n in self._labelnames])[0])
         self._documentation = documentation
         self._native_unit = native_unit
         self._children: dict[tuple[str, ...], _Child] = {}
@@ -465,19 +462,14 @@ class _Metric:
             child = self._children.get(values)
             if child is not None:
                 return child
-            labels = list(zip(self._labelnames, values)) if len(values) > 1 else []
-            if len(values) == 1:
-                instance = values[0]
-            elif values:
-                instance = ",".join(values)
+            _, instance, labels = _native.series_member(list(zip(self._labelnames, values)))
+            if len(values) > 1:
                 if (
                     len(instance) > 63
                     or any(not (0x21 <= ord(c) <= 0x7E) or c in '"\\' for c in instance)
                     or any(c._instance == instance for c in self._children.values())
                 ):
                     instance = f"#{len(self._children)}"
-            else:
-                instance = ""
             child = self._child_class(self, instance, labels)
             self._children[values] = child
             return child
