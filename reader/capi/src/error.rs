@@ -89,9 +89,30 @@ pub enum perfabi_error {
     /// `not-read`: a family handle holds no values: it was not read yet,
     /// or its last perfabi_family_read() failed (read it again).
     PERFABI_E_NOT_READ = 25,
+    /// A writer's refusal of what it was asked to describe: `bad-name`,
+    /// `bad-help`, `bad-unit`, `bad-label-key` (a dimension or label key),
+    /// `bad-instance`, `bad-labels`, `bad-buckets` (the rules of
+    /// `spec/PERFABI.md` §5; the message says which string).
+    PERFABI_E_BAD_NAME = 26,
+    /// A writer's `duplicate-name` (a live family or counter has that name
+    /// or clashes with it, §5) or `duplicate-instance` (the family has a
+    /// live member of that instance).
+    PERFABI_E_DUPLICATE = 27,
+    /// A writer's `table-full` (no value slots left) or `no-family-room`
+    /// (no family or member slot left, or a segment without family
+    /// tables): create the writer with larger `perfabi_writer_options`.
+    PERFABI_E_TABLE_FULL = 28,
+    /// A writer's `wrong-kind`: the update does not fit the member's kind
+    /// (observe() of a counter, set() of a counter), or the family spec
+    /// does not fit its kind (buckets on a gauge, a signed peak).
+    PERFABI_E_WRONG_KIND = 29,
+    /// A writer's `bad-config`: `perfabi_writer_options` describe a
+    /// segment the ABI cannot hold (the core's code, `bad-capacity`,
+    /// `bad-cpu-count`..., is the code string).
+    PERFABI_E_BAD_CONFIG = 30,
     /// Not a code: one more than the largest (non-ABI; codes may be added
     /// before it).
-    PERFABI_E_MAX = 26,
+    PERFABI_E_MAX = 31,
 }
 
 use perfabi_error::*;
@@ -177,13 +198,22 @@ impl perfabi_error {
             PERFABI_E_NOT_READ => {
                 c"the family handle holds no values: not read yet, or its last read failed (read it again)"
             }
+            PERFABI_E_BAD_NAME => {
+                c"the writer refused a name, help, unit, label or buckets (see the naming rules)"
+            }
+            PERFABI_E_DUPLICATE => c"a live family, counter or member already has that name",
+            PERFABI_E_TABLE_FULL => {
+                c"the segment has no room left (create the writer with larger tables)"
+            }
+            PERFABI_E_WRONG_KIND => c"the update or spec does not fit the family's kind",
+            PERFABI_E_BAD_CONFIG => c"the writer's options describe no valid segment",
             PERFABI_E_MAX => c"unknown error code",
         }
     }
 }
 
 /// Every code, in order (`PERFABI_E_MAX` last).
-const ALL: [perfabi_error; 27] = [
+const ALL: [perfabi_error; 32] = [
     PERFABI_OK,
     PERFABI_E_NOT_FOUND,
     PERFABI_E_IO,
@@ -210,7 +240,32 @@ const ALL: [perfabi_error; 27] = [
     PERFABI_E_WRONG_TYPE,
     PERFABI_E_PANIC,
     PERFABI_E_NOT_READ,
+    PERFABI_E_BAD_NAME,
+    PERFABI_E_DUPLICATE,
+    PERFABI_E_TABLE_FULL,
+    PERFABI_E_WRONG_KIND,
+    PERFABI_E_BAD_CONFIG,
     PERFABI_E_MAX,
+];
+
+/// The writer's code strings (`perfabi::Error::code`) with a code of
+/// their own; any other is the reader's mapping ([`perfabi_error::of_code`]:
+/// `unknown-instance`, `closed`...). Separate from [`CODES`]: a reader
+/// that finds a bad name in a segment has a malformed segment, a writer
+/// asked for one has a bad argument.
+const WRITER_CODES: [(&str, perfabi_error); 12] = [
+    ("bad-name", PERFABI_E_BAD_NAME),
+    ("bad-help", PERFABI_E_BAD_NAME),
+    ("bad-unit", PERFABI_E_BAD_NAME),
+    ("bad-label-key", PERFABI_E_BAD_NAME),
+    ("bad-instance", PERFABI_E_BAD_NAME),
+    ("bad-labels", PERFABI_E_BAD_NAME),
+    ("bad-buckets", PERFABI_E_BAD_NAME),
+    ("duplicate-name", PERFABI_E_DUPLICATE),
+    ("duplicate-instance", PERFABI_E_DUPLICATE),
+    ("table-full", PERFABI_E_TABLE_FULL),
+    ("no-family-room", PERFABI_E_TABLE_FULL),
+    ("wrong-kind", PERFABI_E_WRONG_KIND),
 ];
 
 /// Why a call failed: its code, the stable code string and the message
@@ -294,6 +349,75 @@ impl Failure {
             })
         });
         code
+    }
+}
+
+impl Failure {
+    /// The Rust writer's refusal `e` in entry point `func`, about `what`
+    /// (the name or instance it was given, for the message).
+    #[cold]
+    pub(crate) fn writer(func: &str, what: &str, e: &perfabi::Error) -> Self {
+        let name = e.code();
+        let code = WRITER_CODES
+            .iter()
+            .find(|(c, _)| *c == name)
+            .map_or_else(|| perfabi_error::of_code(name), |&(_, c)| c);
+        let message = if what.is_empty() {
+            format!("{func}: {e}")
+        } else {
+            format!("{func}: {what}: {e}")
+        };
+        Self {
+            code,
+            name,
+            message,
+        }
+    }
+
+    /// A segment the Rust writer could not create (`perfabi_writer_create`,
+    /// `_create_in`): options it refuses are `PERFABI_E_BAD_CONFIG` (a
+    /// writer name it refuses `PERFABI_E_BAD_NAME`), anything of the
+    /// system `PERFABI_E_IO`.
+    #[cold]
+    pub(crate) fn create(func: &str, at: &str, e: perfabi_shm::writer::CreateError) -> Self {
+        use perfabi_shm::writer::CreateError;
+        match e {
+            CreateError::Abi(a) => {
+                let name = a.code();
+                let code = if name == "bad-name" {
+                    PERFABI_E_BAD_NAME
+                } else {
+                    PERFABI_E_BAD_CONFIG
+                };
+                Self {
+                    code,
+                    name,
+                    message: format!("{func}: {at}: {e}", e = CreateError::Abi(a)),
+                }
+            }
+            CreateError::Io(io) => Self {
+                code: PERFABI_E_IO,
+                name: "io",
+                message: format!("{func}: cannot create the segment at {at}: {io}"),
+            },
+        }
+    }
+}
+
+impl Failure {
+    /// A writer name (of a segment file in a directory) the rules of
+    /// `perfabi_shm::directory::valid_name` refuse.
+    #[cold]
+    pub(crate) fn writer_name(func: &str, name: &str) -> Self {
+        Self {
+            code: PERFABI_E_BAD_NAME,
+            name: "bad-name",
+            message: format!(
+                "{func}: name \"{}\": use 1 to {} ASCII letters, digits, '_' or '-'",
+                name.escape_default(),
+                perfabi_shm::directory::MAX_NAME_LEN
+            ),
+        }
     }
 }
 

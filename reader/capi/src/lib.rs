@@ -6,6 +6,8 @@
 //! call, no allocation), read DAMON regions. Nothing here reads a segment
 //! itself: every read is the reader's, with its guarantees (never a torn
 //! value, never a hang, never a crash on a truncated or hostile file).
+//! And a C face on the Rust writer (`perfabi_shm::writer`, module
+//! `writer`): create a segment, add families and members, update them.
 //!
 //! The C header `include/perfabi.h` is generated from this crate by
 //! cbindgen (`reader/capi/regenerate-header`; a test fails while it is
@@ -43,6 +45,7 @@ mod handle;
 mod ptr;
 mod segment;
 mod snapshot;
+mod writer;
 
 use std::ffi::c_char;
 
@@ -54,6 +57,7 @@ pub use family::*;
 pub use handle::*;
 pub use segment::*;
 pub use snapshot::*;
+pub use writer::*;
 
 /// Major version of libperfabi (of the C API: its soname is
 /// `libperfabi.so.0` while this is 0).
