@@ -469,6 +469,33 @@ pub(crate) fn guard(
     }
 }
 
+/// [`guard`] for a hot path (perfabi_member_add()): `body` returns the
+/// code itself and builds and records every failure out of line
+/// ([`failed`]), so that a success costs neither a stack frame for a
+/// `Failure` nor its copies: only the body's own work.
+#[inline(always)]
+pub(crate) fn guard_hot(func: &'static str, body: impl FnOnce() -> perfabi_error) -> perfabi_error {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(code) => code,
+        Err(p) => panicked(func, p),
+    }
+}
+
+/// A panic of entry point `func`, recorded as its failure (out of line).
+#[cold]
+#[inline(never)]
+fn panicked(func: &'static str, p: Box<dyn std::any::Any + Send>) -> perfabi_error {
+    Failure::panic(func, &*p).record()
+}
+
+/// The failure `make` builds, recorded as the thread's last error, out
+/// of line: the slow path of a [`guard_hot`] body.
+#[cold]
+#[inline(never)]
+pub(crate) fn failed(make: impl FnOnce() -> Failure) -> perfabi_error {
+    make().record()
+}
+
 /// [`guard`] for an entry point that returns a value: `fallback` (NULL, 0)
 /// when it fails.
 pub(crate) fn guard_value<T>(

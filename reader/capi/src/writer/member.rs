@@ -7,7 +7,7 @@ use std::sync::Arc;
 use perfabi::Kind;
 use perfabi_shm::writer::{Counter, MemberId, Writer};
 
-use crate::error::{guard, perfabi_error, Failure};
+use crate::error::{failed, guard, guard_hot, perfabi_error, Failure};
 use crate::ptr;
 
 /// A member of a family a writer writes
@@ -70,15 +70,30 @@ fn refused(func: &str, e: perfabi::Error) -> Failure {
 #[no_mangle]
 pub unsafe extern "C" fn perfabi_member_add(m: *const perfabi_member, delta: i64) -> perfabi_error {
     const F: &str = "perfabi_member_add";
-    guard(F, || {
-        // SAFETY: the caller promises a live handle.
-        let m = unsafe { ptr::obj(F, "m", m) }?;
-        match &m.counter {
-            Some(c) => c.adjust(delta),
-            None => m.w.member_add(&m.id, delta),
+    guard_hot(F, || {
+        // SAFETY: the caller promises NULL or a live handle.
+        let Some(m) = (unsafe { m.as_ref() }) else {
+            return failed(|| Failure::invalid(F, "m is NULL"));
+        };
+        let Some(c) = &m.counter else {
+            return add_slow(m, delta);
+        };
+        match c.adjust(delta) {
+            Ok(()) => perfabi_error::PERFABI_OK,
+            Err(e) => failed(|| refused(F, e)),
         }
-        .map_err(|e| refused(F, e))
     })
+}
+
+/// perfabi_member_add() of a member with no `Counter`: a peak or
+/// histogram, which the writer refuses (out of line).
+#[cold]
+#[inline(never)]
+fn add_slow(m: &perfabi_member, delta: i64) -> perfabi_error {
+    match m.w.member_add(&m.id, delta) {
+        Ok(()) => perfabi_error::PERFABI_OK,
+        Err(e) => failed(|| refused("perfabi_member_add", e)),
+    }
 }
 
 /// perfabi_member_set() - set a gauge member's value (its sum over CPUs):
