@@ -1768,3 +1768,81 @@ fn misuse_of_the_c_writer_is_a_typed_error_never_a_crash() {
         f.stdout
     );
 }
+
+/// The README's "Writing from C" example, this very text, compiled
+/// against the installed library under the sanitizers and run as the
+/// README says: its segment lands in the segment directory, the Rust
+/// reader reads its values exactly, and `perfabi-cat` shows them.
+#[test]
+fn readme_writer_example_writes_what_perfabi_cat_shows() {
+    let test = "readme_writer_example_writes_what_perfabi_cat_shows";
+    if !have_tools(test) {
+        return;
+    }
+    let src = readme::example("reader/capi/examples/writer.c");
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path(), "writer", &src, Link::Sanitized);
+    let segments = dir.path().join("perfabi");
+    let mut child = c_program(&exe, &[])
+        .env("PERFABI_DIR", &segments)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = stdout.read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx
+        .recv_timeout(LIMIT)
+        .expect("the example prints its segment's path");
+    let path = PathBuf::from(line.trim_end());
+    assert_eq!(path.parent(), Some(segments.as_path()), "$PERFABI_DIR");
+
+    let s = Segment::open(&path).unwrap().snapshot().unwrap();
+    assert_eq!(total(&s, "myapp.requests", "200"), Reading::Unsigned(1000));
+    let Reading::Histogram(h) = total(&s, "myapp.latency", "") else {
+        panic!("myapp.latency is no histogram")
+    };
+    // 50,000 + 100 i ns for i < 1000.
+    assert_eq!(
+        (h.count, h.sum),
+        (1000, 50_000 * 1000 + 100 * 999 * 1000 / 2)
+    );
+
+    let out = Command::new(perfabi_test_harness::workspace::perfabi_cat())
+        .arg("--openmetrics")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    for want in [
+        "perfabi_myapp_requests_total{code=\"200\"} 1000",
+        "perfabi_myapp_latency_count 1000",
+        "# HELP perfabi_myapp_latency Request latency (unit: ns)",
+    ] {
+        assert!(text.lines().any(|l| l == want), "{want:?} in {text}");
+    }
+    drop(child.stdin.take());
+    let mut f = Finished {
+        status: None,
+        max_rss_kib: 0,
+        elapsed: Duration::ZERO,
+        stdout: String::new(),
+        stderr: String::new(),
+    };
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut f.stderr)
+        .unwrap();
+    f.status = Some(child.wait().unwrap());
+    assert_eq!(f.code(), Some(0), "{}", f.stderr);
+    assert_sanitizers_quiet(&f);
+}
