@@ -1846,3 +1846,45 @@ fn readme_writer_example_writes_what_perfabi_cat_shows() {
     assert_eq!(f.code(), Some(0), "{}", f.stderr);
     assert_sanitizers_quiet(&f);
 }
+
+/// Threads of a C program update the same member handles at once: not one
+/// add or observation is lost or torn (each lands in its CPU's block,
+/// exclusive by the writer's method), under ASan and UBSan.
+#[test]
+fn c_threads_sharing_member_handles_lose_no_update() {
+    let test = "c_threads_sharing_member_handles_lose_no_update";
+    let Some((_tmp, exe, dir)) = writer_checks(test) else {
+        return;
+    };
+    let f = run(&exe, &["threads", dir.to_str().unwrap()]);
+    assert_eq!(f.code(), Some(0), "{}\n{}", f.stdout, f.stderr);
+    assert_sanitizers_quiet(&f);
+    // 4 threads x 200,000: adds of 3; observations i % 100, half of
+    // them (0..=49) in the first bucket.
+    let n: u64 = 4 * 200_000;
+    let sum = 4 * (200_000 / 100) * (0..100).sum::<u64>();
+    let want = format!(
+        "adds {} count {n} sum {sum} buckets {},{}",
+        3 * n,
+        n / 2,
+        n / 2
+    );
+    assert!(
+        f.stdout.lines().any(|l| l == want),
+        "{want} in {}",
+        f.stdout
+    );
+    // The Rust reader reads the same totals from the closed segment.
+    let path = f
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("path "))
+        .map(PathBuf::from)
+        .unwrap();
+    let opts = perfabi_reader::Options {
+        require_live: false,
+        ..Default::default()
+    };
+    let s = Segment::open_with(&path, opts).unwrap().snapshot().unwrap();
+    assert_eq!(total(&s, "t.adds", ""), Reading::Unsigned(3 * n));
+}
