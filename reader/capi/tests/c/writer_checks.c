@@ -260,6 +260,26 @@ static int misuse(const char *dir)
 	CHECK(perfabi_writer_create_in(dir, "w", &small, &w));
 	if (!w)
 		return 1;
+
+	/* At a path: the file is the segment, read back at once. */
+	perfabi_writer *at = NULL;
+	snprintf(path, sizeof path, "%s/at-path.seg", dir);
+	MUST(perfabi_writer_create(path, &o, &at));
+	perfabi_writer_family *one = family(at, (perfabi_family_spec){
+		.name = "at.path", .kind = PERFABI_METRIC_COUNTER });
+	perfabi_member *only = member(one, NULL);
+	MUST(perfabi_member_add(only, 5));
+	perfabi_segment *seg = NULL;
+	perfabi_snapshot *snap = NULL;
+	MUST(perfabi_open(path, NULL, &seg));
+	MUST(perfabi_snapshot_take(seg, &snap));
+	printf("at-path %s total %" PRId64 "\n", perfabi_writer_path(at), total(snap, "at.path", ""));
+	perfabi_snapshot_free(snap);
+	perfabi_close(seg);
+	perfabi_member_free(only);
+	perfabi_writer_family_free(one);
+	perfabi_writer_close(at);
+
 	printf("perfabi_writer_path(NULL) %s\n", perfabi_writer_path(NULL) ? "non-NULL" : "NULL");
 
 	perfabi_writer_family *f = NULL, *g = NULL;
