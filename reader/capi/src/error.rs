@@ -654,6 +654,51 @@ mod tests {
         assert_eq!(rx.recv().unwrap(), (PERFABI_E_INVALID_ARGUMENT, PERFABI_OK));
     }
 
+    /// A writer's refusal has the writer's code, with the core's code
+    /// string kept; the same code met while reading a segment is still a
+    /// malformed segment's.
+    #[test]
+    fn a_writers_refusal_has_its_code_and_the_same_code_read_is_malformed() {
+        use perfabi::Error as E;
+        for (e, c) in [
+            (E::BadName, PERFABI_E_BAD_NAME),
+            (E::BadHelp, PERFABI_E_BAD_NAME),
+            (E::BadUnit, PERFABI_E_BAD_NAME),
+            (E::BadLabelKey, PERFABI_E_BAD_NAME),
+            (E::BadInstance, PERFABI_E_BAD_NAME),
+            (E::BadLabels, PERFABI_E_BAD_NAME),
+            (E::BadBuckets, PERFABI_E_BAD_NAME),
+            (E::DuplicateName, PERFABI_E_DUPLICATE),
+            (E::DuplicateInstance, PERFABI_E_DUPLICATE),
+            (E::TableFull, PERFABI_E_TABLE_FULL),
+            (E::NoFamilyRoom, PERFABI_E_TABLE_FULL),
+            (E::WrongKind, PERFABI_E_WRONG_KIND),
+        ] {
+            let f = Failure::writer("perfabi_test", "family x", &e);
+            assert_eq!((f.code, f.name), (c, e.code()), "{e:?}");
+            assert!(
+                f.message.starts_with("perfabi_test: family x: "),
+                "{}",
+                f.message
+            );
+            assert_eq!(
+                perfabi_error::of_code(e.code()),
+                PERFABI_E_MALFORMED,
+                "{e:?}"
+            );
+        }
+        // A code of the reader's own stays the reader's.
+        let f = Failure::writer("perfabi_test", "", &E::UnknownInstance);
+        assert_eq!(f.code, PERFABI_E_UNKNOWN_INSTANCE);
+        assert_eq!(f.message, format!("perfabi_test: {}", E::UnknownInstance));
+        let f = Failure::create(
+            "perfabi_test",
+            "/x",
+            perfabi_shm::writer::CreateError::Abi(E::BadCpuCount(0)),
+        );
+        assert_eq!((f.code, f.name), (PERFABI_E_BAD_CONFIG, "bad-cpu-count"));
+    }
+
     #[test]
     fn a_panic_is_an_error_of_the_thread_only() {
         let code = guard("perfabi_test", || panic!("boom"));
