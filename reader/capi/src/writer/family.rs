@@ -108,8 +108,9 @@ pub struct perfabi_writer_family {
     name: String,
 }
 
-/// A refusal of `spec`'s field `what` by entry point `func`, with the
-/// core's code `e`.
+/// The refusal `e` of family `name` by entry point `func` (the message
+/// names the family).
+#[cold]
 fn refused(func: &str, name: &str, e: perfabi::Error) -> Failure {
     Failure::writer(func, &format!("family {name}"), &e)
 }
