@@ -126,6 +126,12 @@ pub enum Kind {
     DroppedRegions,
     /// DAMON streams in the segment.
     NrStreams,
+    /// Segment files merged (1 for a segment).
+    NrSegments,
+    /// Problems of the last directory read.
+    NrProblems,
+    /// Those problems' messages, in one line.
+    Problems,
     /// A value of the family at this index of the snapshot's families.
     Family {
         /// Index in `Snapshot::families`.
@@ -238,7 +244,7 @@ pub fn fixed(domain: u32) -> Vec<Metric> {
         &'static str,
     );
     #[rustfmt::skip]
-    let table: [Row; 28] = [
+    let table: [Row; 31] = [
         (0, 0, "segment.available", PM_TYPE_U32, None, PM_SEM_INSTANT, NONE, Available,
          "1 while the agent serves values of a valid perfabi segment, else 0",
          "1 while the agent serves values of a valid segment at its path (read\n\
@@ -246,7 +252,9 @@ pub fn fixed(domain: u32) -> Vec<Metric> {
           the path is missing, not a valid segment, or unreadable for longer than\n\
           the hold. The agent logs why and retries at every request; meanwhile\n\
           the metrics read from the segment answer PM_ERR_AGAIN (try again),\n\
-          and the families and DAMON instances are gone."),
+          and the families and DAMON instances are gone. With --directory, 1\n\
+          while the directory's last read succeeded (or is held), 0 while the\n\
+          directory is missing or refused as a whole."),
         (0, 1, "segment.abi_version", PM_TYPE_STRING, None, PM_SEM_DISCRETE, NONE, AbiVersion,
          "perfabi ABI version of the segment, major.minor",
          "The ABI version in the segment header. The agent reads major version 1."),
@@ -297,8 +305,9 @@ pub fn fixed(domain: u32) -> Vec<Metric> {
           (perfabi.segment, perfabi.damon, perfabi.percpu) or is no valid PCP name\n\
           is left out, and the agent's log says so."),
         (0, 11, "segment.path", PM_TYPE_STRING, None, PM_SEM_DISCRETE, NONE, Path,
-         "path of the segment the agent reads",
-         "The segment path given to the agent (-s/--segment)."),
+         "path of the segment (or segment directory) the agent reads",
+         "The segment path given to the agent (-s/--segment), or the directory\n\
+          (--directory)."),
         (0, 12, "segment.owner_uid", PM_TYPE_U32, None, PM_SEM_DISCRETE, NONE, OwnerUid,
          "user id owning the segment file the agent reads",
          "The uid that owns the segment file (0 for root or the kernel module's\n\
@@ -320,6 +329,25 @@ pub fn fixed(domain: u32) -> Vec<Metric> {
          "requests answered with held values after a transient read error",
          "Requests the agent answered with the last good values because the read\n\
           failed for a transient reason (see perfabi.segment.held)."),
+        (0, 16, "segment.nr_segments", PM_TYPE_U32, None, PM_SEM_INSTANT, NONE, NrSegments,
+         "segment files the values are merged from (1 for a segment)",
+         "With --directory, the segment files of the directory (one per writer\n\
+          process) whose families the last read merged, the kept counts of writers\n\
+          already folded not counted (spec/PERFABI.md section 15). Files refused\n\
+          are not counted: see perfabi.segment.problems. 1 for a single segment."),
+        (0, 17, "segment.nr_problems", PM_TYPE_U32, None, PM_SEM_INSTANT, NONE, NrProblems,
+         "problems of the last read of the directory (0 for a segment)",
+         "With --directory, what the last read left out, each spoiling only\n\
+          itself: a file refused (a symbolic link, another user's, writable by\n\
+          others, truncated or with a hole) or unreadable, a family whose\n\
+          metadata differ between two files (refused whole, both files named),\n\
+          or a limit reached. Every other family is served. The messages are\n\
+          perfabi.segment.problems, and the agent's log has each once."),
+        (0, 18, "segment.problems", PM_TYPE_STRING, None, PM_SEM_INSTANT, NONE, Problems,
+         "messages of the last directory read's problems, \"; \" between two",
+         "The messages counted by perfabi.segment.nr_problems, in one line, \"; \"\n\
+          between two, each naming its file (paths escaped); empty when there is\n\
+          none, and for a single segment."),
         (1, 0, "damon.nr_regions", PM_TYPE_U32, Some(Indom::Stream), PM_SEM_INSTANT, NONE, NrRegions,
          "regions in the latest DAMON aggregation of each stream",
          "Number of regions of the latest complete aggregation of each (kdamond,\n\

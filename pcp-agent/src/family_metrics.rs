@@ -35,7 +35,8 @@ use std::ffi::c_int;
 use std::fmt::Write;
 
 use perfabi::unit::{QUANTITY_PAGES, QUANTITY_PLAIN, QUANTITY_RATIO};
-use perfabi::{Buckets, Family, Kind as FamilyKind, Unit, ValueType};
+use perfabi::{Buckets, Family, Kind as FamilyKind, Member, Unit, ValueType};
+use perfabi_reader::directory::merge::writer_label_of;
 
 use std::borrow::Cow;
 
@@ -73,6 +74,55 @@ pub enum Role {
     Buckets,
     /// One per member and CPU.
     PerCpu,
+}
+
+/// Whose series a family's members are, which says how its instances are
+/// named.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Series<'a> {
+    /// One segment's members: an instance per member, named by its
+    /// instance string.
+    #[default]
+    Segment,
+    /// A directory's merged series (`spec/PERFABI.md` §15.4). Where the
+    /// writers are kept apart ([`writer_label_of`]: the agent's writer
+    /// label, or `writer` for a gauge of mode `ALL`), the writer
+    /// (`<name>.<pid>`, the value of that label) is part of the instance
+    /// name, `<instance>::<writer>` (just `<writer>` for a family without
+    /// dimension, which then has an instance domain too).
+    Merged {
+        /// The agent's writer label (`--writer-label`), if any.
+        writer_label: Option<&'a str>,
+    },
+}
+
+impl<'a> Series<'a> {
+    /// The label key `f`'s writers are kept apart under, if they are.
+    fn apart(self, f: &Family) -> Option<&'a str> {
+        match self {
+            Series::Segment => None,
+            Series::Merged { writer_label } => writer_label_of(writer_label, f),
+        }
+    }
+
+    /// Whether `f` is one value, without instance domain (but for its
+    /// buckets).
+    pub fn singular(self, f: &Family) -> bool {
+        f.dimension.is_empty() && self.apart(f).is_none()
+    }
+
+    /// The instance name of member `m` of `f` (before a bucket's or a
+    /// CPU's part).
+    pub fn instance(self, f: &Family, m: &Member) -> String {
+        let writer = self
+            .apart(f)
+            .and_then(|k| m.labels.iter().rev().find(|(key, _)| key == k));
+        match writer {
+            Some((_, w)) if f.dimension.is_empty() => w.clone(),
+            Some((_, w)) => format!("{}::{w}", m.instance),
+            None => m.instance.clone(),
+        }
+    }
 }
 
 /// One instance of a family instance domain.
@@ -271,8 +321,10 @@ pub fn bucket_name(b: &Buckets, k: usize) -> String {
 }
 
 /// The metrics and instance domains of `families` (a snapshot's, on
-/// `nr_cpus` CPUs) for `domain`: numbers from `names`, instance ids from
-/// `ids`, at most `budget` instances in the family instance domains.
+/// `nr_cpus` CPUs; no per-CPU metrics without CPUs, as for a directory's
+/// merged values) for `domain`: numbers from `names`, instance ids from
+/// `ids`, at most `budget` instances in the family instance domains,
+/// instances named as `series` says.
 pub fn build(
     domain: u32,
     families: &[Family],
@@ -280,6 +332,7 @@ pub fn build(
     names: &mut CounterNames,
     ids: &mut InstanceIds,
     budget: usize,
+    series: Series<'_>,
 ) -> Built {
     let mut out = Built::default();
     let mut left = budget;
@@ -314,7 +367,7 @@ pub fn build(
             ));
             continue;
         };
-        let singular = f.dimension.is_empty();
+        let singular = series.singular(f);
         let need = match hist {
             Some(b) => f.members.len() * b.count() + if singular { 0 } else { f.members.len() },
             None if singular => 0,
@@ -358,7 +411,7 @@ pub fn build(
                             let name = if singular {
                                 range
                             } else {
-                                format!("{}::{range}", m.instance)
+                                format!("{}::{range}", series.instance(f, m))
                             };
                             let preferred = u64::from(m.instance_id) * b.count() as u64 + k as u64;
                             (name, preferred, mi as u32, k as u32)
@@ -370,7 +423,7 @@ pub fn build(
                 let members_indom = (!singular).then(|| {
                     let serial = FIRST_FAMILY_INDOM + 2 * nc;
                     out.indoms
-                        .push(indom(ids, serial, fi, Role::Members, members(f)));
+                        .push(indom(ids, serial, fi, Role::Members, members(f, series)));
                     serial
                 });
                 out.metrics.extend([
@@ -407,7 +460,7 @@ pub fn build(
                 let members_indom = (!singular).then(|| {
                     let serial = FIRST_FAMILY_INDOM + 2 * n0;
                     out.indoms
-                        .push(indom(ids, serial, fi, Role::Members, members(f)));
+                        .push(indom(ids, serial, fi, Role::Members, members(f, series)));
                     serial
                 });
                 out.metrics.push(metric(
@@ -424,9 +477,12 @@ pub fn build(
         served.push((fi, n0, nc, ns));
     }
     // Per-CPU metrics, within what the totals left of the budget.
+    if nr_cpus == 0 {
+        return out;
+    }
     for (fi, n0, nc, ns) in served {
         let f = &families[fi];
-        let singular = f.dimension.is_empty();
+        let singular = series.singular(f);
         let need = if singular {
             0
         } else {
@@ -456,7 +512,7 @@ pub fn build(
                     (0..nr_cpus).map(move |c| {
                         let preferred = u64::from(m.instance_id) * nr_cpus as u64 + c as u64;
                         (
-                            format!("{}::cpu{c}", m.instance),
+                            format!("{}::cpu{c}", series.instance(f, m)),
                             preferred,
                             mi as u32,
                             c as u32,
@@ -515,11 +571,18 @@ pub fn build(
 
 /// A family's members as instance list entries (name, preferred id,
 /// member, sub).
-fn members(f: &Family) -> Vec<(String, u64, u32, u32)> {
+fn members(f: &Family, series: Series<'_>) -> Vec<(String, u64, u32, u32)> {
     f.members
         .iter()
         .enumerate()
-        .map(|(mi, m)| (m.instance.clone(), u64::from(m.instance_id), mi as u32, 0))
+        .map(|(mi, m)| {
+            (
+                series.instance(f, m),
+                u64::from(m.instance_id),
+                mi as u32,
+                0,
+            )
+        })
         .collect()
 }
 
@@ -893,6 +956,100 @@ mod tests {
             .collect()
     }
 
+    /// A directory's merged series (spec §15.7): where writers are kept
+    /// apart (a writer label, or a gauge of mode ALL), the writer is part of
+    /// the instance name, and a family without dimension gets an instance
+    /// domain; merged values (no CPUs) have no per-CPU metrics.
+    #[test]
+    fn merged_series_apart_by_writer_are_named_by_instance_and_writer() {
+        let apart = |mut f: Family, key: &str| {
+            for (m, w) in f.members.iter_mut().zip(["w.1", "w.2"]) {
+                m.labels.push((key.into(), w.into()));
+            }
+            f
+        };
+        let mut all = family("pool", "", FamilyKind::Gauge, &[("", 0), ("", 0)]);
+        all.gauge_mode = perfabi::GaugeMode::All;
+        let fams = [
+            apart(all, "writer"),
+            family("hits", "", FamilyKind::Counter, &[("", 0)]),
+            apart(
+                family(
+                    "reads",
+                    "device",
+                    FamilyKind::Histogram,
+                    &[("sda", 0), ("sda", 0)],
+                ),
+                "worker",
+            ),
+        ];
+        let instances = |b: &Built, serial: u32| -> Vec<String> {
+            let d = b.indoms.iter().find(|d| d.serial == serial).unwrap();
+            d.instances.iter().map(|i| i.name.clone()).collect()
+        };
+        // No writer label: only the gauge of mode ALL is apart, by `writer`.
+        let mut n = CounterNames::default();
+        let mut ids = InstanceIds::default();
+        let series = Series::Merged { writer_label: None };
+        let b = build(
+            502,
+            &fams,
+            0,
+            &mut n,
+            &mut ids,
+            MAX_FAMILY_INSTANCES,
+            series,
+        );
+        assert_eq!(
+            names(&b),
+            [
+                ("perfabi.pool", Some(16)),
+                ("perfabi.hits", None),
+                ("perfabi.reads.bucket", Some(16 + 4)),
+                ("perfabi.reads.count", Some(16 + 6)),
+                ("perfabi.reads.sum", Some(16 + 6)),
+            ],
+            "no per-CPU metrics"
+        );
+        assert_eq!(instances(&b, 16), ["w.1", "w.2"]);
+        // `worker` is no writer label here: the instance is the device.
+        assert_eq!(instances(&b, 16 + 6), ["sda", "sda"]);
+        // With the writer label `worker`, every family is apart by it.
+        let mut ids = InstanceIds::default();
+        let series = Series::Merged {
+            writer_label: Some("worker"),
+        };
+        let b = build(
+            502,
+            &fams,
+            0,
+            &mut n,
+            &mut ids,
+            MAX_FAMILY_INSTANCES,
+            series,
+        );
+        assert_eq!(instances(&b, 16 + 6), ["sda::w.1", "sda::w.2"]);
+        assert_eq!(
+            instances(&b, 16 + 4)[..4],
+            [
+                "sda::w.1::0-1024",
+                "sda::w.1::1025-2048",
+                "sda::w.1::2049-inf",
+                "sda::w.2::0-1024"
+            ]
+        );
+        assert!(
+            names(&b).contains(&("perfabi.hits", Some(16 + 2))),
+            "{:?}",
+            names(&b)
+        );
+        let labelled = Series::Merged {
+            writer_label: Some("worker"),
+        };
+        assert!(!labelled.singular(&fams[1]));
+        assert!(Series::Segment.singular(&fams[1]));
+    }
+
     #[test]
     fn each_family_is_one_metric_with_its_members_as_instances() {
         let legacy = Family::from_entry(&Instance {
@@ -917,7 +1074,15 @@ mod tests {
         ];
         let mut n = CounterNames::default();
         let mut ids = InstanceIds::default();
-        let b = build(502, &fams, 2, &mut n, &mut ids, MAX_FAMILY_INSTANCES);
+        let b = build(
+            502,
+            &fams,
+            2,
+            &mut n,
+            &mut ids,
+            MAX_FAMILY_INSTANCES,
+            Series::Segment,
+        );
         assert_eq!(
             names(&b),
             [
@@ -985,7 +1150,15 @@ mod tests {
         let mut n = CounterNames::default();
         let mut ids = InstanceIds::default();
         let f = family("d", "device", FamilyKind::Gauge, &[("sda", 0), ("sdb", 1)]);
-        build(502, &[f], 1, &mut n, &mut ids, MAX_FAMILY_INSTANCES);
+        build(
+            502,
+            &[f],
+            1,
+            &mut n,
+            &mut ids,
+            MAX_FAMILY_INSTANCES,
+            Series::Segment,
+        );
         // A new writer numbers sdc 0 and sda 1: sda keeps 0, sdc cannot
         // have it, nor sdb's 1.
         let f = family(
@@ -994,7 +1167,15 @@ mod tests {
             FamilyKind::Gauge,
             &[("sdc", 0), ("sda", 1), ("sdb", 2)],
         );
-        let b = build(502, &[f], 1, &mut n, &mut ids, MAX_FAMILY_INSTANCES);
+        let b = build(
+            502,
+            &[f],
+            1,
+            &mut n,
+            &mut ids,
+            MAX_FAMILY_INSTANCES,
+            Series::Segment,
+        );
         let got: Vec<_> = b.indoms[0]
             .instances
             .iter()
@@ -1029,11 +1210,11 @@ mod tests {
         let mut n = CounterNames::default();
         let mut ids = InstanceIds::default();
         let f = family("d", "device", FamilyKind::Gauge, &[("sda", 0), ("sdb", 1)]);
-        let b = build(502, &[f], 4, &mut n, &mut ids, 5);
+        let b = build(502, &[f], 4, &mut n, &mut ids, 5, Series::Segment);
         assert_eq!(names(&b), [("perfabi.d", Some(16))]);
         assert!(b.left_out[0].starts_with("per-CPU metrics of family d left out"));
         let f = family("e", "device", FamilyKind::Gauge, &[("sda", 0), ("sdb", 1)]);
-        let b = build(502, &[f], 4, &mut n, &mut ids, 1);
+        let b = build(502, &[f], 4, &mut n, &mut ids, 1, Series::Segment);
         assert!(b.metrics.is_empty());
         assert!(b.left_out[0].starts_with("family e left out"));
     }

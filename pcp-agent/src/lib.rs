@@ -14,6 +14,9 @@
 //! * [`source`]: the segment: its header looked at before every request,
 //!   its tables read when they change, the values a fetch serves read for
 //!   it; its last good values held over transient errors;
+//! * [`dir_source`]: a directory of segments served instead (`--directory`),
+//!   read and merged as one by the reader library, laid out as a
+//!   segment's values;
 //! * [`indom_cache`]: instance ids from libpcp_pmda's instance cache, saved;
 //! * [`damon_instances`]: the DAMON stream and region instances;
 //! * [`state_dir`]: the folder the agent saves its state in;
@@ -24,6 +27,7 @@
 pub mod catalog;
 pub mod counter_names;
 pub mod damon_instances;
+pub mod dir_source;
 pub mod family_metrics;
 // The one home of the agent's unsafe code: PCP's C API.
 #[allow(unsafe_code)]

@@ -9,10 +9,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use perfabi_pcp_agent::dir_source::DirSource;
 use perfabi_pcp_agent::{ffi, help_text, pmda, DEFAULT_DOMAIN};
 
 const USAGE: &str = "\
 Usage: pmdaperfabi [-d DOMAIN] [-l LOGFILE] [-s SEGMENT] [-t UID]...
+       pmdaperfabi [-d DOMAIN] [-l LOGFILE] --directory DIR [--writer-label KEY] [-t UID]...
        pmdaperfabi --help-text
 
 A PCP daemon PMDA serving a perfabi segment (run by pmcd, or by dbpmda).
@@ -21,6 +23,14 @@ A PCP daemon PMDA serving a perfabi segment (run by pmcd, or by dbpmda).
   -l, --logfile FILE     log file (default perfabi.log, in pmcd's log folder)
   -s, --segment PATH     segment to serve (default: $PERFABI_SEGMENT, else
                          /dev/perfabi if it exists, else /dev/shm/perfabi.seg)
+      --directory DIR    serve the segment directory DIR instead: every
+                         program's segment in it (perfabi_shm's writers,
+                         perfabi.client, the C writer put one per process in
+                         /dev/shm/perfabi-<uid> by default) read and merged
+                         as one, the kept counts of exited writers included
+                         (spec/PERFABI.md section 15); no per-CPU metrics
+      --writer-label KEY keep each writer's series apart: instances named
+                         <instance>::<name>.<pid>, with label KEY
   -t, --trust-uid UID    also serve a segment owned by UID (repeatable); by
                          default only the agent's own user's and root's
       --help-text        print the help text of the fixed metrics in
@@ -38,6 +48,8 @@ struct Args {
     domain: u32,
     logfile: String,
     segment: PathBuf,
+    directory: Option<PathBuf>,
+    writer_label: Option<String>,
     trust: Vec<u32>,
 }
 
@@ -46,8 +58,11 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
         domain: DEFAULT_DOMAIN,
         logfile: "perfabi.log".into(),
         segment: perfabi_reader::default_path(),
+        directory: None,
+        writer_label: None,
         trust: Vec::new(),
     };
+    let mut segment_given = false;
     while let Some(arg) = it.next() {
         let mut value = |flag: &str| it.next().ok_or_else(|| format!("{flag} needs a value"));
         match arg.as_str() {
@@ -60,7 +75,18 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
                     .ok_or_else(|| format!("{arg} {v}: a domain is a number from 1 to 510"))?;
             }
             "-l" | "--logfile" => a.logfile = value(&arg)?,
-            "-s" | "--segment" => a.segment = PathBuf::from(value(&arg)?),
+            "-s" | "--segment" => {
+                a.segment = PathBuf::from(value(&arg)?);
+                segment_given = true;
+            }
+            "--directory" => a.directory = Some(PathBuf::from(value(&arg)?)),
+            "--writer-label" => {
+                let v = value(&arg)?;
+                if let Err(e) = perfabi::name::check_label_key(&v) {
+                    return Err(format!("{arg} {v:?}: {e}"));
+                }
+                a.writer_label = Some(v);
+            }
             "-t" | "--trust-uid" => {
                 let v = value(&arg)?;
                 a.trust.push(
@@ -78,6 +104,12 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
             }
             other => return Err(format!("unknown argument {other:?} (see --help)")),
         }
+    }
+    if segment_given && a.directory.is_some() {
+        return Err("-s and --directory: give one source".into());
+    }
+    if a.writer_label.is_some() && a.directory.is_none() {
+        return Err("--writer-label needs --directory".into());
     }
     Ok(Some(a))
 }
@@ -99,7 +131,25 @@ fn main() -> ExitCode {
         }
     };
     let trust = perfabi_reader::Trust::from_flags(false, &args.trust);
-    match pmda::run(pcp, args.domain, &args.logfile, &args.segment, trust) {
+    let directory = args.directory.map(|d| {
+        let opts = perfabi_reader::directory::DirectoryOptions {
+            segment: perfabi_reader::Options {
+                trust: trust.clone(),
+                ..perfabi_reader::Options::default()
+            },
+            writer_label: args.writer_label,
+            ..Default::default()
+        };
+        DirSource::new(&d, opts)
+    });
+    match pmda::run(
+        pcp,
+        args.domain,
+        &args.logfile,
+        &args.segment,
+        trust,
+        directory,
+    ) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("pmdaperfabi: {e}");

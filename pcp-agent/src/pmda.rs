@@ -16,7 +16,8 @@ use perfabi_shm::safe_open::escape_path;
 use crate::catalog::{self, Indom, Kind, Metric, Part, INDOMS};
 use crate::counter_names::{self, CounterNames};
 use crate::damon_instances::{DamonInstances, FORGET_AFTER};
-use crate::family_metrics::{self, InstanceIds, Role, MAX_FAMILY_INSTANCES};
+use crate::dir_source::DirSource;
+use crate::family_metrics::{self, InstanceIds, Role, Series, MAX_FAMILY_INSTANCES};
 use crate::ffi::daemon::{Callbacks, Daemon, Tables, Value};
 use crate::ffi::*;
 use crate::indom_cache::CachedIndom;
@@ -30,6 +31,9 @@ pub struct Agent {
     pcp: &'static Pcp,
     domain: u32,
     source: Source,
+    /// The directory served instead of `source`'s segment, if the agent
+    /// serves one (`--directory`).
+    dir: Option<DirSource>,
     metrics: Vec<Metric>,
     /// PMID → index into `metrics`.
     by_pmid: HashMap<pmID, usize>,
@@ -73,6 +77,8 @@ pub struct Agent {
     last_state_problem: Option<String>,
     abi: CString,
     path: CString,
+    /// A directory's problems, `; ` between two (`perfabi.segment.problems`).
+    problems: CString,
 }
 
 /// What a fetch of some PMIDs reads, worked out once per metric table
@@ -253,6 +259,7 @@ impl Agent {
             pcp,
             domain,
             source: Source::new(segment, trust),
+            dir: None,
             metrics: Vec::new(),
             by_pmid: HashMap::new(),
             namespace: Namespace::default(),
@@ -278,6 +285,7 @@ impl Agent {
             values_ok: true,
             last_state_problem: None,
             abi: cstring(""),
+            problems: cstring(""),
             // not raw: the path handed to libpcp, not a message
             path: cstring(&segment.display().to_string()),
         }
@@ -286,6 +294,31 @@ impl Agent {
     /// The segment as the agent reads it.
     pub fn source(&mut self) -> &mut Source {
         &mut self.source
+    }
+
+    /// Serves the directory `dir` (read as one) instead of a segment:
+    /// before the first request.
+    pub fn serve_directory(&mut self, dir: DirSource) {
+        self.path = cstring(&dir.path().display().to_string());
+        self.dir = Some(dir);
+    }
+
+    /// The families and values served: the segment's, or the directory's
+    /// merged ones.
+    fn snapshot(&self) -> &perfabi::Snapshot {
+        match &self.dir {
+            Some(d) => &d.snapshot,
+            None => &self.source.reading.snapshot,
+        }
+    }
+
+    /// Whether there are values to serve (a valid segment mapped, or a
+    /// directory read), held or fresh.
+    fn available(&self) -> bool {
+        match &self.dir {
+            Some(d) => d.available,
+            None => self.source.reading.info.is_some(),
+        }
     }
 
     /// The index of metric `pmid` in the metric table (what libpcp_pmda
@@ -309,7 +342,10 @@ impl Agent {
     pub fn refresh(&mut self, tables: &mut Tables) {
         let pcp = self.pcp;
         let now = Instant::now();
-        self.source.refresh(now, &mut |m| pcp.notify(LOG_INFO, &m));
+        match &mut self.dir {
+            Some(d) => d.refresh(now, &mut |m| pcp.notify(LOG_INFO, &m)),
+            None => self.source.refresh(now, &mut |m| pcp.notify(LOG_INFO, &m)),
+        }
         self.damon_read = false;
         self.values_ok = true;
         self.update_tables(tables);
@@ -318,14 +354,25 @@ impl Agent {
     /// Rebuilds the metric table if the segment's tables changed, and the
     /// CPU instance domain if its CPUs did.
     fn update_tables(&mut self, tables: &mut Tables) {
+        if let Some(d) = &self.dir {
+            if self.problems.as_bytes() != d.problems_text().as_bytes() {
+                self.problems = cstring(d.problems_text());
+            }
+        }
         let r = &self.source.reading;
-        let key = r.info.as_ref().map(|i| {
-            (
-                i.header.epoch,
-                r.snapshot.generation,
-                r.snapshot.instances.len(),
-            )
-        });
+        let key = match &self.dir {
+            // Its generation moves whenever its merged families do.
+            Some(d) => d
+                .available
+                .then_some((0, d.snapshot.generation, d.snapshot.families.len())),
+            None => r.info.as_ref().map(|i| {
+                (
+                    i.header.epoch,
+                    r.snapshot.generation,
+                    r.snapshot.instances.len(),
+                )
+            }),
+        };
         if key != self.key || self.metrics.is_empty() {
             self.key = key;
             if let Some(i) = &self.source.reading.info {
@@ -356,6 +403,15 @@ impl Agent {
     pub fn prepare_fetch(&mut self, pmids: &[pmID], tables: &mut Tables) {
         let pcp = self.pcp;
         let mut log = |m: String| pcp.notify(LOG_INFO, &m);
+        if let Some(d) = &mut self.dir {
+            // One read of the whole directory, merged; the tables follow
+            // it if its families changed (libpcp_pmda has not looked at
+            // them yet).
+            d.read(Instant::now(), &mut log);
+            self.update_tables(tables);
+            self.current_plan = Some(self.plan_for(pmids));
+            return;
+        }
         let mut plan = self.plan_for(pmids);
         for attempt in 0.. {
             let runs = &self.plans[plan].runs;
@@ -394,10 +450,10 @@ impl Agent {
         }
         // As value(): no segment, or values not read at the metric table's
         // generation: "try again".
-        if self.source.reading.info.is_none() || !self.values_ok {
+        if !self.available() || !self.values_ok {
             return Err(PM_ERR_AGAIN);
         }
-        let s = &self.source.reading.snapshot;
+        let s = self.snapshot();
         Ok(match recipe {
             Recipe::Column { slot, max, signed } => {
                 column(s, slot as usize, max, signed).map(Value::U64)
@@ -436,7 +492,10 @@ impl Agent {
                 self.next_plan
             }
         };
-        let families = &self.source.reading.snapshot.families;
+        let families = match &self.dir {
+            Some(d) => &d.snapshot.families,
+            None => &self.source.reading.snapshot.families,
+        };
         self.plans[i].make(pmids, serial, &self.by_pmid, &self.metrics, families);
         i
     }
@@ -486,14 +545,25 @@ impl Agent {
     fn rebuild_metrics(&mut self, tables: &mut Tables) {
         let mut metrics = catalog::fixed(self.domain);
         let r = &self.source.reading;
+        // A directory's merged values have no CPUs: no per-CPU metrics.
         let nr_cpus = r.info.as_ref().map_or(0, |i| i.header.nr_cpus);
+        let (families, series) = match &self.dir {
+            Some(d) => (
+                &d.snapshot.families,
+                Series::Merged {
+                    writer_label: d.writer_label(),
+                },
+            ),
+            None => (&r.snapshot.families, Series::Segment),
+        };
         let built = family_metrics::build(
             self.domain,
-            &r.snapshot.families,
+            families,
             nr_cpus,
             &mut self.names,
             &mut self.ids,
             MAX_FAMILY_INSTANCES,
+            series,
         );
         if built.left_out != self.left_out {
             // Each reason once while it lasts; at most ten lines at a time.
@@ -586,7 +656,7 @@ impl Agent {
         };
         let r = &self.source.reading;
         let info = r.info.as_ref();
-        let s = &r.snapshot;
+        let s = self.snapshot();
         let region = || {
             self.damon
                 .region_of
@@ -604,15 +674,29 @@ impl Agent {
         };
         use Value as V;
         let v = match m.kind {
-            Kind::Available => Some(V::U32(info.is_some() as u32)),
+            Kind::Available => Some(V::U32(self.available() as u32)),
             Kind::Path => Some(V::Str(&self.path)),
             Kind::BusyReads => Some(V::U64(self.source.busy)),
             Kind::StaleReads => Some(V::U64(self.source.stale)),
             Kind::Remaps => Some(V::U64(self.source.remaps)),
-            Kind::Held => Some(V::U32(self.source.held as u32)),
-            Kind::HeldReads => Some(V::U64(self.source.held_reads)),
+            Kind::Held => Some(V::U32(match &self.dir {
+                Some(d) => d.held,
+                None => self.source.held,
+            } as u32)),
+            Kind::HeldReads => Some(V::U64(match &self.dir {
+                Some(d) => d.held_reads,
+                None => self.source.held_reads,
+            })),
             // No segment: "try again", not an empty answer.
-            _ if info.is_none() => return Err(PM_ERR_AGAIN),
+            _ if !self.available() => return Err(PM_ERR_AGAIN),
+            Kind::NrSegments => Some(V::U32(match &self.dir {
+                Some(d) => d.segments as u32,
+                None => 1,
+            })),
+            Kind::NrProblems => Some(V::U32(
+                self.dir.as_ref().map_or(0, |d| d.problems.len()) as u32
+            )),
+            Kind::Problems => Some(V::Str(&self.problems)),
             Kind::AbiVersion => Some(V::Str(&self.abi)),
             Kind::Epoch => info.map(|i| V::U64(i.header.epoch)),
             Kind::Generation => info.map(|i| V::U64(i.header.generation)),
@@ -660,7 +744,7 @@ impl Agent {
         per_cpu: bool,
         inst: c_uint,
     ) -> Option<Value<'_>> {
-        let s = &self.source.reading.snapshot;
+        let s = self.snapshot();
         let f = s.families.get(family)?;
         let (member, sub) = match indom {
             None => (0, 0),
@@ -700,8 +784,32 @@ impl Agent {
         let oneline = kind & PM_TEXT_ONELINE != 0;
         if kind & PM_TEXT_PMID != 0 {
             let m = self.metrics.get(*self.by_pmid.get(&(ident as pmID))?)?;
-            let (one, long) =
-                crate::family_metrics::metric_help(m, &self.source.reading.snapshot.families)?;
+            let families = &self.snapshot().families;
+            let (one, mut long) = crate::family_metrics::metric_help(m, families)?;
+            if let (Some(d), Kind::Family { family, .. }) = (&self.dir, m.kind) {
+                let f = families.get(family)?;
+                let how = match f.kind {
+                    perfabi::Kind::Gauge => format!(
+                        "over the live writers by the family's gauge mode, {}",
+                        f.gauge_mode.as_str()
+                    ),
+                    perfabi::Kind::Peak => "the largest of every writer's".into(),
+                    _ => "summed over every writer, live or dead".into(),
+                };
+                let note = format!(
+                    "\nServed merged over the segments of the directory {} \
+                     (spec/PERFABI.md §15.4): {how}; no per-CPU values.{}",
+                    escape_path(d.path()),
+                    match d.writer_label() {
+                        Some(l) => format!(
+                            " Each writer's series apart: instances named \
+                             <instance>::<writer> (label {l}, the writer's <name>.<pid>)."
+                        ),
+                        None => String::new(),
+                    }
+                );
+                long.to_mut().push_str(&note);
+            }
             self.text = cstring(if oneline { &one } else { &long });
             return Some(&self.text);
         }
@@ -711,7 +819,7 @@ impl Agent {
                 return Some(if oneline { &t.0 } else { &t.1 });
             }
             let d = self.family_indoms.get(&serial)?;
-            let f = self.source.reading.snapshot.families.get(d.family)?;
+            let f = self.snapshot().families.get(d.family)?;
             let (one, long) = family_metrics::indom_help(f, d.role);
             self.text = cstring(if oneline { &one } else { &long });
             return Some(&self.text);
@@ -731,7 +839,7 @@ impl Agent {
         let Kind::Family { family, part, .. } = m.kind else {
             return None;
         };
-        let f = self.source.reading.snapshot.families.get(family)?;
+        let f = self.snapshot().families.get(family)?;
         Some(family_metrics::metric_labels(f, part))
     }
 
@@ -744,7 +852,7 @@ impl Agent {
         }
         let d = self.family_indoms.get(&serial)?;
         let &(member, sub) = d.by_id.get(&(inst as c_int))?;
-        let f = self.source.reading.snapshot.families.get(d.family)?;
+        let f = self.snapshot().families.get(d.family)?;
         family_metrics::instance_labels(f, d.role, member, sub)
     }
 }
@@ -842,6 +950,7 @@ pub fn run(
     logfile: &str,
     segment: &Path,
     trust: Trust,
+    directory: Option<DirSource>,
 ) -> Result<(), String> {
     let log = CString::new(logfile).map_err(|_| "--logfile contains a NUL byte".to_string())?;
     pcp.set_progname(c"pmdaperfabi");
@@ -863,11 +972,16 @@ pub fn run(
         names,
         pmda_dir.as_deref(),
     );
+    let served = match directory {
+        Some(d) => {
+            let what = format!("the segment directory {}", escape_path(d.path()));
+            agent.serve_directory(d);
+            what
+        }
+        None => escape_path(segment).to_string(),
+    };
     agent.refresh(daemon.tables());
-    pcp.notify(
-        LOG_INFO,
-        &format!("serving {} (domain {domain})", escape_path(segment)),
-    );
+    pcp.notify(LOG_INFO, &format!("serving {served} (domain {domain})"));
     daemon.serve(agent)
 }
 

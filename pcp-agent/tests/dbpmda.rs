@@ -15,13 +15,18 @@ use perfabi_shm::writer::{Config, Writer};
 use support::*;
 
 fn dbpmda(dir: &Path, segment: &Path, commands: &str) -> String {
+    dbpmda_serving(dir, &format!("-s {}", segment.display()), commands)
+}
+
+/// dbpmda running `commands` against the agent serving `source` (its
+/// arguments: `-s PATH`, `--directory DIR`...).
+fn dbpmda_serving(dir: &Path, source: &str, commands: &str) -> String {
     let pmns = dir.join("pmns");
     std::fs::write(&pmns, "root {\n    perfabi 502:*:*\n}\n").unwrap();
     let log = dir.join("agent.log");
     let script = format!(
-        "open pipe {AGENT} -d 502 -l {} -s {}\ngetdesc on\n{commands}",
+        "open pipe {AGENT} -d 502 -l {} {source}\ngetdesc on\n{commands}",
         log.display(),
-        segment.display()
     );
     let mut child = tool("dbpmda", dir)
         .arg("-n")
@@ -101,6 +106,39 @@ fn dbpmda_fetches_values_descriptors_help_and_the_dynamic_namespace() {
         !out.contains("Segmentation") && !out.contains("panic"),
         "{out}"
     );
+}
+
+/// `--directory`: two writers' segments served merged, with their count,
+/// help that says so, and no per-CPU metrics.
+#[test]
+fn dbpmda_serves_a_directory_of_segments_merged() {
+    let dir = tempfile::tempdir().unwrap();
+    let segs = dir.path().join("segs");
+    let writers: Vec<Writer> = [("a", 5), ("b", 7)]
+        .into_iter()
+        .map(|(name, n)| {
+            let w = Writer::create_in(&segs, name, &Config::default()).unwrap();
+            let id = w.add("dbdir.x", "count", Semantics::Counter).unwrap();
+            w.adjust(id, n).unwrap();
+            w
+        })
+        .collect();
+    let out = dbpmda_serving(
+        dir.path(),
+        &format!("--directory {}", segs.display()),
+        "fetch perfabi.dbdir.x\nfetch perfabi.segment.nr_segments\n\
+         fetch perfabi.segment.nr_problems\ntext perfabi.dbdir.x\nchildren perfabi.percpu\n",
+    );
+    assert!(out.contains("value 12"), "merged total");
+    assert!(out.contains("value 2"), "two segments");
+    assert!(out.contains("value 0"), "no problem");
+    assert!(
+        out.contains("Served merged over the segments of the directory"),
+        "help"
+    );
+    assert!(!out.contains("non-leaf dbdir"), "no per-CPU metrics");
+    assert!(!out.contains("panic"), "{out}");
+    drop(writers);
 }
 
 #[test]

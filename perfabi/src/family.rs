@@ -889,6 +889,21 @@ pub fn check_histograms(
 }
 
 impl Reading {
+    /// Appends the value's words as a member's words on one CPU hold them
+    /// (the inverse of [`Reading::from_words`]): the value, or a
+    /// histogram's count, sum and buckets.
+    pub fn push_words(&self, out: &mut Vec<u64>) {
+        match self {
+            Self::Unsigned(v) => out.push(*v),
+            Self::Signed(v) => out.push(*v as u64),
+            Self::Histogram(h) => {
+                out.push(h.count);
+                out.push(h.sum);
+                out.extend_from_slice(&h.buckets);
+            }
+        }
+    }
+
     /// One CPU's value of a member of `family` from its words on that CPU.
     pub fn from_words(family: &Family, w: &[u64]) -> Self {
         match (family.kind, family.value_type) {
@@ -930,6 +945,42 @@ impl Reading {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn push_words_is_the_inverse_of_from_words() {
+        let f = |kind, value_type| Family {
+            kind,
+            value_type,
+            buckets: Some(Buckets::Explicit(alloc::vec![10])),
+            ..Family::from_entry(&Instance {
+                slot: 0,
+                reg_id: 1,
+                name: "f".into(),
+                unit: String::new(),
+                semantics: Semantics::Counter,
+                value_type: ValueType::U64,
+            })
+        };
+        for (fam, r) in [
+            (
+                f(Kind::Counter, ValueType::U64),
+                Reading::Unsigned(u64::MAX),
+            ),
+            (f(Kind::Gauge, ValueType::I64), Reading::Signed(-7)),
+            (
+                f(Kind::Histogram, ValueType::U64),
+                Reading::Histogram(Histogram {
+                    count: 3,
+                    sum: 70,
+                    buckets: alloc::vec![1, 2],
+                }),
+            ),
+        ] {
+            let mut w = alloc::vec![9];
+            r.push_words(&mut w);
+            assert_eq!(Reading::from_words(&fam, &w[1..]), r);
+        }
+    }
 
     #[test]
     fn log2_buckets() {

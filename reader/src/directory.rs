@@ -34,6 +34,9 @@ use perfabi_shm::directory::{SegmentName, FOLDED_FAMILY, KEPT_NAME};
 
 use crate::{Error, Liveness, Options, Segment};
 pub use merge::{MergedFamily, Problem};
+/// The default directory (§15.1): `$PERFABI_DIR`, else
+/// `/dev/shm/perfabi-<euid>`; the one writers use.
+pub use perfabi_shm::directory::default_dir;
 
 /// The default of [`DirectoryOptions::max_segments`].
 pub const DEFAULT_MAX_SEGMENTS: usize = 10_000;

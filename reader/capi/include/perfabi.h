@@ -386,6 +386,14 @@ typedef struct perfabi_counter perfabi_counter;
 typedef struct perfabi_damon perfabi_damon;
 
 /**
+ * A segment directory, open: its segment files stay mapped between
+ * reads (a file gone is dropped, a new one opened at the next read).
+ *
+ * Thread safety: one thread at a time; it may move between threads.
+ */
+typedef struct perfabi_directory perfabi_directory;
+
+/**
  * One family looked up once (perfabi_family_handle_lookup()) and read
  * many times (perfabi_family_read()): every member's values on every CPU
  * inside one generation. It follows members that come and go.
@@ -401,7 +409,8 @@ typedef struct perfabi_family_handle perfabi_family_handle;
  *
  * It belongs to the snapshot or family handle it came from: its strings
  * and members live as long as that snapshot, or until the handle's next
- * successful read. Thread safety: a snapshot's family is immutable, for
+ * successful read (a directory read's family lives as long as the read).
+ * Thread safety: a snapshot's (or directory read's) family is immutable, for
  * any threads at once; a family handle's is replaced by the handle's
  * next successful read, so it is read by the thread using the handle's
  * segment.
@@ -418,6 +427,16 @@ typedef struct perfabi_family_info perfabi_family_info;
  * other uses it.
  */
 typedef struct perfabi_member perfabi_member;
+
+/**
+ * One read of a directory (perfabi_directory_read()): its merged
+ * families with their values, the problems met, and how many segment
+ * files were merged.
+ *
+ * Thread safety: immutable; any threads may read it at once. It does not
+ * refer to its directory: it stays valid after perfabi_directory_close().
+ */
+typedef struct perfabi_scrape perfabi_scrape;
 
 /**
  * An open segment: the Rust reader's `Segment`, mapped read-only, which
@@ -519,6 +538,81 @@ typedef struct perfabi_aggregation {
 } perfabi_aggregation;
 
 /**
+ * How perfabi_open() opens and reads a segment. Start from
+ * perfabi_options_default() and change the fields you need.
+ */
+typedef struct perfabi_options {
+  /**
+   * Whose files to believe: a `perfabi_trust` value.
+   */
+  uint32_t trust;
+  /**
+   * With `PERFABI_TRUST_UID`: the other uid to trust.
+   */
+  uint32_t trust_uid;
+  /**
+   * How long a read keeps trying while the writer keeps the segment
+   * busy, before it fails with `PERFABI_E_BUSY` (default 200).
+   */
+  uint32_t busy_timeout_ms;
+  /**
+   * Non-zero (the default): reads fail with `PERFABI_E_STALE` or
+   * `PERFABI_E_CLOSED` when the writer is gone; 0: they return its last
+   * values.
+   */
+  int require_live;
+  /**
+   * Largest segment to map, in bytes (default 4 GiB); a larger one is
+   * refused with `PERFABI_E_TOO_LARGE`.
+   */
+  uint64_t max_segment_bytes;
+} perfabi_options;
+
+/**
+ * How perfabi_directory_open() reads a directory. Start from
+ * perfabi_directory_options_default() and change the fields you need.
+ */
+typedef struct perfabi_directory_options {
+  /**
+   * How each segment file is opened and read (whose files to believe,
+   * busy timeout, size limit); `require_live` is ignored: a dead
+   * writer's counters still count (§15.3).
+   */
+  struct perfabi_options segment;
+  /**
+   * NULL (the default): writers' series merge. Else a label key, say
+   * "writer": every writer's series stay apart under it, its value the
+   * writer's `<name>.<pid>`. The string is copied by
+   * perfabi_directory_open().
+   */
+  const char *writer_label;
+  /**
+   * Most segment files one read reads (default 10,000); past it the
+   * rest are left out and a problem says so.
+   */
+  size_t max_segments;
+} perfabi_directory_options;
+
+/**
+ * A histogram's values (the `_histogram` accessors): its bucket counts
+ * go to the caller's array.
+ */
+typedef struct perfabi_histogram {
+  /**
+   * Observations.
+   */
+  uint64_t count;
+  /**
+   * Sum of the observations (wrapping).
+   */
+  uint64_t sum;
+  /**
+   * Buckets, `+Inf` included: the values the bucket array receives.
+   */
+  size_t nr_buckets;
+} perfabi_histogram;
+
+/**
  * A family's unit (`spec/PERFABI.md` §5.2): PCP's `pmUnits` in 8 bytes,
  * the bytes of `struct perfabi_unit` in the segment. The unit as text is
  * perfabi_family_unit_text().
@@ -557,56 +651,6 @@ typedef struct perfabi_units {
    */
   uint8_t reserved;
 } perfabi_units;
-
-/**
- * A histogram's values (the `_histogram` accessors): its bucket counts
- * go to the caller's array.
- */
-typedef struct perfabi_histogram {
-  /**
-   * Observations.
-   */
-  uint64_t count;
-  /**
-   * Sum of the observations (wrapping).
-   */
-  uint64_t sum;
-  /**
-   * Buckets, `+Inf` included: the values the bucket array receives.
-   */
-  size_t nr_buckets;
-} perfabi_histogram;
-
-/**
- * How perfabi_open() opens and reads a segment. Start from
- * perfabi_options_default() and change the fields you need.
- */
-typedef struct perfabi_options {
-  /**
-   * Whose files to believe: a `perfabi_trust` value.
-   */
-  uint32_t trust;
-  /**
-   * With `PERFABI_TRUST_UID`: the other uid to trust.
-   */
-  uint32_t trust_uid;
-  /**
-   * How long a read keeps trying while the writer keeps the segment
-   * busy, before it fails with `PERFABI_E_BUSY` (default 200).
-   */
-  uint32_t busy_timeout_ms;
-  /**
-   * Non-zero (the default): reads fail with `PERFABI_E_STALE` or
-   * `PERFABI_E_CLOSED` when the writer is gone; 0: they return its last
-   * values.
-   */
-  int require_live;
-  /**
-   * Largest segment to map, in bytes (default 4 GiB); a larger one is
-   * refused with `PERFABI_E_TOO_LARGE`.
-   */
-  uint64_t max_segment_bytes;
-} perfabi_options;
 
 /**
  * A segment's header fields and what the reader knows of its writer
@@ -911,6 +955,340 @@ double perfabi_damon_frequency(const struct perfabi_aggregation *a,
                                uint32_t nr_accesses);
 
 /**
+ * perfabi_directory_options_default() - the options
+ * perfabi_directory_open() uses when given NULL: perfabi_options_default()
+ * for each file, no writer label, at most 10,000 segment files.
+ *
+ * Context: any thread.
+ * Return: the default options.
+ */
+struct perfabi_directory_options perfabi_directory_options_default(void);
+
+/**
+ * perfabi_directory_default_path() - the directory writers create their
+ * segments in when given none: `$PERFABI_DIR` if set and not empty, else
+ * `/dev/shm/perfabi-<euid>` (`spec/PERFABI.md` §15.1).
+ * @buf: where the path goes, NUL-terminated (cut to fit); NULL to ask
+ *       only its length.
+ * @len: bytes at @buf.
+ *
+ * Context: any thread.
+ * Return: the path's length in bytes, without the NUL (as snprintf():
+ * the path was cut if this is @len or more).
+ *
+ * # Safety
+ * `buf` is NULL or points to `len` writable bytes.
+ */
+size_t perfabi_directory_default_path(char *buf,
+                                      size_t len);
+
+/**
+ * perfabi_directory_open() - open a directory of segments, to read as
+ * one with perfabi_directory_read().
+ * @path: the directory, NUL-terminated UTF-8; NULL for
+ *        perfabi_directory_default_path(). No symbolic link of another
+ *        user is followed on the way; the directory must belong to root
+ *        or a trusted user and, if group or others may write it, be
+ *        sticky (`spec/PERFABI.md` §15.3).
+ * @options: NULL for perfabi_directory_options_default().
+ * @out: receives the directory (NULL on failure); close it with
+ *       perfabi_directory_close().
+ *
+ * Context: any thread. The directory is then used by one thread at a
+ * time.
+ * Return: `PERFABI_OK`; `PERFABI_E_NOT_FOUND`, `PERFABI_E_FOREIGN_LINK`,
+ * `PERFABI_E_UNTRUSTED_OWNER`, `PERFABI_E_WRITABLE_BY_OTHERS`,
+ * `PERFABI_E_IO`, `PERFABI_E_INVALID_ARGUMENT` (the message says why).
+ *
+ * # Safety
+ * `path` is NULL or a NUL-terminated string; `options` is NULL or points
+ * to a `perfabi_directory_options` whose `writer_label` is NULL or a
+ * NUL-terminated string; `out` is NULL or writable.
+ */
+enum perfabi_error perfabi_directory_open(const char *path,
+                                          const struct perfabi_directory_options *options,
+                                          struct perfabi_directory **out);
+
+/**
+ * perfabi_directory_close() - close a directory and unmap its segments.
+ * @d: a directory from perfabi_directory_open(), or NULL (nothing
+ *     happens).
+ *
+ * Context: the thread using the directory. Its reads
+ * (`perfabi_scrape`) stay valid: they are copies.
+ *
+ * # Safety
+ * `d` is NULL or a directory from perfabi_directory_open(), not closed
+ * before.
+ */
+void perfabi_directory_close(struct perfabi_directory *d);
+
+/**
+ * perfabi_directory_read() - list the directory, open its new segment
+ * files and merge every segment's families (`spec/PERFABI.md` §15.4):
+ * counters and histograms summed over every writer, live or dead (and
+ * the directory's kept counts of folded writers), gauges over live
+ * writers by their family's mode, peaks the largest.
+ * @d: the directory.
+ * @out: receives the read (NULL on failure); free it with
+ *       perfabi_scrape_free().
+ *
+ * A file refused (a link, another user's, writable by others, truncated,
+ * with a hole...) or unreadable, a family whose metadata differ between
+ * two files, a limit reached: each is a problem of the read
+ * (perfabi_scrape_problem_code()), never a failure of it; the rest is served.
+ *
+ * Context: the thread using the directory. Allocates; system calls (the
+ * listing, a shared `flock` of the fold lock, opening new files).
+ * Return: `PERFABI_OK`; a failure only for the directory as a whole
+ * (`PERFABI_E_UNTRUSTED_OWNER`, `PERFABI_E_WRITABLE_BY_OTHERS`,
+ * `PERFABI_E_FOREIGN_LINK`, `PERFABI_E_NOT_FOUND`, `PERFABI_E_IO`: a fold
+ * held the lock longer than the busy timeout, read again).
+ *
+ * # Safety
+ * `d` is NULL or an open directory used by this thread only; `out` is
+ * NULL or writable.
+ */
+enum perfabi_error perfabi_directory_read(struct perfabi_directory *d,
+                                          struct perfabi_scrape **out);
+
+/**
+ * perfabi_scrape_free() - free a directory's read and its families.
+ * @s: a read, or NULL (nothing happens).
+ *
+ * Context: any thread, once no thread uses the read any more.
+ *
+ * # Safety
+ * `s` is NULL or a read of perfabi_directory_read(), not freed before.
+ */
+void perfabi_scrape_free(struct perfabi_scrape *s);
+
+/**
+ * perfabi_scrape_nr_segments() - the segment files the read merged.
+ * @s: the read.
+ *
+ * Context: any thread.
+ * Return: their number; 0 if `s` is NULL.
+ *
+ * # Safety
+ * `s` is NULL or a live read.
+ */
+size_t perfabi_scrape_nr_segments(const struct perfabi_scrape *s);
+
+/**
+ * perfabi_scrape_nr_families() - the merged families, sorted by name.
+ * @s: the read.
+ *
+ * Context: any thread.
+ * Return: their number; 0 if `s` is NULL.
+ *
+ * # Safety
+ * `s` is NULL or a live read.
+ */
+size_t perfabi_scrape_nr_families(const struct perfabi_scrape *s);
+
+/**
+ * perfabi_scrape_family() - one merged family, described as a
+ * snapshot's (perfabi_family_name(), perfabi_family_kind(),
+ * perfabi_family_nr_members(), perfabi_family_member_label()...). Its
+ * members are the merged series, in the order of (instance, labels); with
+ * a writer label, each one's last label names its writer. Its
+ * perfabi_family_reg_id() and member instance ids are those of the first
+ * file that had it.
+ * @s: the read.
+ * @i: the family, 0 to perfabi_scrape_nr_families() - 1.
+ *
+ * Context: any thread.
+ * Return: the family, which lives as long as the read; NULL for a NULL
+ * read or a family past the last.
+ *
+ * # Safety
+ * `s` is NULL or a live read.
+ */
+const struct perfabi_family_info *perfabi_scrape_family(const struct perfabi_scrape *s,
+                                                        size_t i);
+
+/**
+ * perfabi_scrape_find_family() - the merged family of a name.
+ * @s: the read.
+ * @name: the family's name (NUL-terminated).
+ *
+ * Context: any thread.
+ * Return: the family, which lives as long as the read; NULL if there is
+ * none (last error `PERFABI_E_NO_SUCH_FAMILY`: no file has it, or it was
+ * refused, see perfabi_scrape_problem_code()) or for a NULL argument.
+ *
+ * # Safety
+ * `s` is NULL or a live read; `name` is NULL or a NUL-terminated string.
+ */
+const struct perfabi_family_info *perfabi_scrape_find_family(const struct perfabi_scrape *s,
+                                                             const char *name);
+
+/**
+ * perfabi_scrape_family_writers() - how many segments (and the kept
+ * counts of folded writers, as one) had a merged family.
+ * @s: the read.
+ * @f: one of the read's families.
+ *
+ * Context: any thread.
+ * Return: their number; 0 for a NULL argument or another read's family.
+ *
+ * # Safety
+ * `s` and `f` are NULL or live.
+ */
+size_t perfabi_scrape_family_writers(const struct perfabi_scrape *s,
+                                     const struct perfabi_family_info *f);
+
+/**
+ * perfabi_scrape_u64() - a merged unsigned value: a counter's, gauge's
+ * or peak's of type `PERFABI_VALUE_U64` (the sum over writers; by the
+ * gauge mode for a gauge; the largest for a peak).
+ * @s: the read.
+ * @f: one of the read's families.
+ * @k: the member (merged series).
+ * @out: receives the value.
+ *
+ * Context: any thread.
+ * Return: `PERFABI_OK`; `PERFABI_E_WRONG_TYPE` for a signed family or a
+ * histogram; `PERFABI_E_INVALID_ARGUMENT`.
+ *
+ * # Safety
+ * `s` and `f` are NULL or live; `out` is NULL or writable.
+ */
+enum perfabi_error perfabi_scrape_u64(const struct perfabi_scrape *s,
+                                      const struct perfabi_family_info *f,
+                                      size_t k,
+                                      uint64_t *out);
+
+/**
+ * perfabi_scrape_i64() - a merged signed value (type
+ * `PERFABI_VALUE_I64`).
+ * @s: the read.
+ * @f: one of the read's families.
+ * @k: the member (merged series).
+ * @out: receives the value.
+ *
+ * Context: any thread.
+ * Return: `PERFABI_OK`; `PERFABI_E_WRONG_TYPE` for an unsigned family or
+ * a histogram; `PERFABI_E_INVALID_ARGUMENT`.
+ *
+ * # Safety
+ * `s` and `f` are NULL or live; `out` is NULL or writable.
+ */
+enum perfabi_error perfabi_scrape_i64(const struct perfabi_scrape *s,
+                                      const struct perfabi_family_info *f,
+                                      size_t k,
+                                      int64_t *out);
+
+/**
+ * perfabi_scrape_histogram() - a merged histogram (count, sum and each
+ * bucket summed over writers).
+ * @s: the read.
+ * @f: one of the read's families, a histogram.
+ * @k: the member (merged series).
+ * @out: receives the count, the sum and the number of buckets.
+ * @buckets: receives the observations of each bucket (not cumulative),
+ *           the last one `+Inf`.
+ * @n: the values `buckets` holds (perfabi_family_nr_buckets() suffice).
+ *
+ * Context: any thread.
+ * Return: `PERFABI_OK`; `PERFABI_E_BUFFER_TOO_SMALL` (then `out` is
+ * filled, `out->nr_buckets` says how many are needed);
+ * `PERFABI_E_WRONG_TYPE` if the family is not a histogram.
+ *
+ * # Safety
+ * `s` and `f` are NULL or live; `out` is NULL or writable; `buckets` is
+ * NULL or `n` writable values.
+ */
+enum perfabi_error perfabi_scrape_histogram(const struct perfabi_scrape *s,
+                                            const struct perfabi_family_info *f,
+                                            size_t k,
+                                            struct perfabi_histogram *out,
+                                            uint64_t *buckets,
+                                            size_t n);
+
+/**
+ * perfabi_scrape_nr_problems() - the problems of the read: files refused
+ * or unreadable, families refused for conflicting metadata, limits
+ * reached. Each spoiled only itself.
+ * @s: the read.
+ *
+ * Context: any thread.
+ * Return: their number; 0 if `s` is NULL.
+ *
+ * # Safety
+ * `s` is NULL or a live read.
+ */
+size_t perfabi_scrape_nr_problems(const struct perfabi_scrape *s);
+
+/**
+ * perfabi_scrape_problem_message() - a problem's whole message, in one
+ * line, naming its file (and, for a family refused, both files that
+ * disagree and on what).
+ * @s: the read.
+ * @i: the problem, 0 to perfabi_scrape_nr_problems() - 1.
+ *
+ * Context: any thread.
+ * Return: a NUL-terminated string that lives as long as the read; NULL
+ * for a NULL read or a problem past the last.
+ *
+ * # Safety
+ * `s` is NULL or a live read.
+ */
+const char *perfabi_scrape_problem_message(const struct perfabi_scrape *s,
+                                           size_t i);
+
+/**
+ * perfabi_scrape_problem_code() - a problem's code: the reader's code
+ * string of a file refused or unreadable (`spec/PERFABI.md` §11.6:
+ * "symlink", "untrusted-owner", "sparse"...), "family-conflict" for a
+ * family refused, "limit" for a limit reached.
+ * @s: the read.
+ * @i: the problem, 0 to perfabi_scrape_nr_problems() - 1.
+ *
+ * Context: any thread.
+ * Return: a NUL-terminated string that lives as long as the read; NULL
+ * for a NULL read or a problem past the last.
+ *
+ * # Safety
+ * `s` is NULL or a live read.
+ */
+const char *perfabi_scrape_problem_code(const struct perfabi_scrape *s,
+                                        size_t i);
+
+/**
+ * perfabi_scrape_problem_file() - the file a problem concerns (the first
+ * of the two, for a family refused; the directory, for a limit).
+ * @s: the read.
+ * @i: the problem, 0 to perfabi_scrape_nr_problems() - 1.
+ *
+ * Context: any thread.
+ * Return: a NUL-terminated string that lives as long as the read; NULL
+ * for a NULL read or a problem past the last.
+ *
+ * # Safety
+ * `s` is NULL or a live read.
+ */
+const char *perfabi_scrape_problem_file(const struct perfabi_scrape *s,
+                                        size_t i);
+
+/**
+ * perfabi_scrape_problem_family() - the family a problem refused.
+ * @s: the read.
+ * @i: the problem, 0 to perfabi_scrape_nr_problems() - 1.
+ *
+ * Context: any thread.
+ * Return: a NUL-terminated string that lives as long as the read; NULL
+ * for a problem of a file or a limit (the last error unchanged), a NULL
+ * read or a problem past the last.
+ *
+ * # Safety
+ * `s` is NULL or a live read.
+ */
+const char *perfabi_scrape_problem_family(const struct perfabi_scrape *s,
+                                          size_t i);
+
+/**
  * perfabi_strerror() - what an error code means, in one line.
  * @code: a `perfabi_error` (any int: an unknown one is "unknown error
  * code").
@@ -964,8 +1342,9 @@ const char *perfabi_last_error_code_name(void);
  * perfabi_family_name() - the family's name (`disk.dev.read_bytes`).
  * @f: the family.
  *
- * Context: any thread for a snapshot's family; the thread using the
- * segment for a family handle's (perfabi_family_handle_info()).
+ * Context: any thread for a snapshot's or directory read's family; the
+ * thread using the segment for a family handle's
+ * (perfabi_family_handle_info()).
  * Return: a NUL-terminated string that lives as long as the family; NULL
  * if `f` is NULL.
  *
@@ -979,8 +1358,9 @@ const char *perfabi_family_name(const struct perfabi_family_info *f);
  * counter).
  * @f: the family.
  *
- * Context: any thread for a snapshot's family; the thread using the
- * segment for a family handle's (perfabi_family_handle_info()).
+ * Context: any thread for a snapshot's or directory read's family; the
+ * thread using the segment for a family handle's
+ * (perfabi_family_handle_info()).
  * Return: a NUL-terminated string that lives as long as the family; NULL
  * if `f` is NULL.
  *
@@ -994,8 +1374,9 @@ const char *perfabi_family_help(const struct perfabi_family_info *f);
  * (`device`); "" for a family of one instance.
  * @f: the family.
  *
- * Context: any thread for a snapshot's family; the thread using the
- * segment for a family handle's (perfabi_family_handle_info()).
+ * Context: any thread for a snapshot's or directory read's family; the
+ * thread using the segment for a family handle's
+ * (perfabi_family_handle_info()).
  * Return: a NUL-terminated string that lives as long as the family; NULL
  * if `f` is NULL.
  *
@@ -1009,8 +1390,9 @@ const char *perfabi_family_dimension(const struct perfabi_family_info *f);
  * `KiB`, `ns`; a 1.0 counter's own unit string; "" for none).
  * @f: the family.
  *
- * Context: any thread for a snapshot's family; the thread using the
- * segment for a family handle's (perfabi_family_handle_info()).
+ * Context: any thread for a snapshot's or directory read's family; the
+ * thread using the segment for a family handle's
+ * (perfabi_family_handle_info()).
  * Return: a NUL-terminated string that lives as long as the family; NULL
  * if `f` is NULL.
  *
@@ -1023,8 +1405,9 @@ const char *perfabi_family_unit_text(const struct perfabi_family_info *f);
  * perfabi_family_unit() - the family's unit as its 8-byte encoding.
  * @f: the family.
  *
- * Context: any thread for a snapshot's family; the thread using the
- * segment for a family handle's (perfabi_family_handle_info()).
+ * Context: any thread for a snapshot's or directory read's family; the
+ * thread using the segment for a family handle's
+ * (perfabi_family_handle_info()).
  * Return: the unit; all zero (no unit) if `f` is NULL.
  *
  * # Safety
@@ -1036,8 +1419,9 @@ struct perfabi_units perfabi_family_unit(const struct perfabi_family_info *f);
  * perfabi_family_kind() - the family's kind.
  * @f: the family.
  *
- * Context: any thread for a snapshot's family; the thread using the
- * segment for a family handle's (perfabi_family_handle_info()).
+ * Context: any thread for a snapshot's or directory read's family; the
+ * thread using the segment for a family handle's
+ * (perfabi_family_handle_info()).
  * Return: its kind; `PERFABI_METRIC_COUNTER` if `f` is NULL.
  *
  * # Safety
@@ -1050,8 +1434,9 @@ enum perfabi_metric_kind perfabi_family_kind(const struct perfabi_family_info *f
  * or signed.
  * @f: the family.
  *
- * Context: any thread for a snapshot's family; the thread using the
- * segment for a family handle's (perfabi_family_handle_info()).
+ * Context: any thread for a snapshot's or directory read's family; the
+ * thread using the segment for a family handle's
+ * (perfabi_family_handle_info()).
  * Return: its value type; `PERFABI_VALUE_U64` if `f` is NULL.
  *
  * # Safety
@@ -1063,8 +1448,9 @@ enum perfabi_value_type perfabi_family_value_type(const struct perfabi_family_in
  * perfabi_family_nr_buckets() - a histogram's buckets, `+Inf` included.
  * @f: the family.
  *
- * Context: any thread for a snapshot's family; the thread using the
- * segment for a family handle's (perfabi_family_handle_info()).
+ * Context: any thread for a snapshot's or directory read's family; the
+ * thread using the segment for a family handle's
+ * (perfabi_family_handle_info()).
  * Return: the number of buckets; 0 for a family that is not a histogram,
  * or if `f` is NULL.
  *
@@ -1080,8 +1466,9 @@ size_t perfabi_family_nr_buckets(const struct perfabi_family_info *f);
  * @k: the bucket, 0 to perfabi_family_nr_buckets() - 1.
  * @bound: receives the bound; `UINT64_MAX` for the last bucket, `+Inf`.
  *
- * Context: any thread for a snapshot's family; the thread using the
- * segment for a family handle's (perfabi_family_handle_info()).
+ * Context: any thread for a snapshot's or directory read's family; the
+ * thread using the segment for a family handle's
+ * (perfabi_family_handle_info()).
  * Return: `PERFABI_OK`; `PERFABI_E_INVALID_ARGUMENT` for a NULL pointer,
  * a family that is not a histogram or a bucket past the last.
  *
@@ -1098,8 +1485,9 @@ enum perfabi_error perfabi_family_bucket_bound(const struct perfabi_family_info 
  * deleted and registered again has a new one.
  * @f: the family.
  *
- * Context: any thread for a snapshot's family; the thread using the
- * segment for a family handle's (perfabi_family_handle_info()).
+ * Context: any thread for a snapshot's or directory read's family; the
+ * thread using the segment for a family handle's
+ * (perfabi_family_handle_info()).
  * Return: the id; 0 if `f` is NULL.
  *
  * # Safety
@@ -1111,8 +1499,9 @@ uint64_t perfabi_family_reg_id(const struct perfabi_family_info *f);
  * perfabi_family_nr_members() - the family's live members (instances).
  * @f: the family.
  *
- * Context: any thread for a snapshot's family; the thread using the
- * segment for a family handle's (perfabi_family_handle_info()).
+ * Context: any thread for a snapshot's or directory read's family; the
+ * thread using the segment for a family handle's
+ * (perfabi_family_handle_info()).
  * Return: their number; 0 if `f` is NULL.
  *
  * # Safety
@@ -1126,8 +1515,9 @@ size_t perfabi_family_nr_members(const struct perfabi_family_info *f);
  * @f: the family.
  * @k: the member, 0 to perfabi_family_nr_members() - 1.
  *
- * Context: any thread for a snapshot's family; the thread using the
- * segment for a family handle's (perfabi_family_handle_info()).
+ * Context: any thread for a snapshot's or directory read's family; the
+ * thread using the segment for a family handle's
+ * (perfabi_family_handle_info()).
  * Return: a NUL-terminated string that lives as long as the family; NULL
  * for a NULL family or a member past the last.
  *
@@ -1145,8 +1535,9 @@ const char *perfabi_family_member_instance(const struct perfabi_family_info *f,
  * @k: the member.
  * @id: receives the number.
  *
- * Context: any thread for a snapshot's family; the thread using the
- * segment for a family handle's (perfabi_family_handle_info()).
+ * Context: any thread for a snapshot's or directory read's family; the
+ * thread using the segment for a family handle's
+ * (perfabi_family_handle_info()).
  * Return: `PERFABI_OK`, or `PERFABI_E_INVALID_ARGUMENT`.
  *
  * # Safety
@@ -1163,8 +1554,9 @@ enum perfabi_error perfabi_family_member_instance_id(const struct perfabi_family
  * @f: the family.
  * @k: the member.
  *
- * Context: any thread for a snapshot's family; the thread using the
- * segment for a family handle's (perfabi_family_handle_info()).
+ * Context: any thread for a snapshot's or directory read's family; the
+ * thread using the segment for a family handle's
+ * (perfabi_family_handle_info()).
  * Return: their number; 0 for a NULL family or a member past the last.
  *
  * # Safety
@@ -1181,8 +1573,9 @@ size_t perfabi_family_member_nr_labels(const struct perfabi_family_info *f,
  * @key: receives the key (`model`), a string that lives as the family.
  * @value: receives the value (`virtio`), likewise.
  *
- * Context: any thread for a snapshot's family; the thread using the
- * segment for a family handle's (perfabi_family_handle_info()).
+ * Context: any thread for a snapshot's or directory read's family; the
+ * thread using the segment for a family handle's
+ * (perfabi_family_handle_info()).
  * Return: `PERFABI_OK`, or `PERFABI_E_INVALID_ARGUMENT`.
  *
  * # Safety
@@ -1203,8 +1596,9 @@ enum perfabi_error perfabi_family_member_label(const struct perfabi_family_info 
  *            of a family without dimension).
  * @k: receives the member's index.
  *
- * Context: any thread for a snapshot's family; the thread using the
- * segment for a family handle's (perfabi_family_handle_info()).
+ * Context: any thread for a snapshot's or directory read's family; the
+ * thread using the segment for a family handle's
+ * (perfabi_family_handle_info()).
  * Return: `PERFABI_OK`; `PERFABI_E_NO_SUCH_COUNTER` if no live member has
  * that instance; `PERFABI_E_INVALID_ARGUMENT`.
  *

@@ -99,7 +99,8 @@ pub struct perfabi_histogram {
 ///
 /// It belongs to the snapshot or family handle it came from: its strings
 /// and members live as long as that snapshot, or until the handle's next
-/// successful read. Thread safety: a snapshot's family is immutable, for
+/// successful read (a directory read's family lives as long as the read).
+/// Thread safety: a snapshot's (or directory read's) family is immutable, for
 /// any threads at once; a family handle's is replaced by the handle's
 /// next successful read, so it is read by the thread using the handle's
 /// segment.
@@ -170,8 +171,9 @@ unsafe fn fam<'a>(
 /// perfabi_family_name() - the family's name (`disk.dev.read_bytes`).
 /// @f: the family.
 ///
-/// Context: any thread for a snapshot's family; the thread using the
-/// segment for a family handle's (perfabi_family_handle_info()).
+/// Context: any thread for a snapshot's or directory read's family; the
+/// thread using the segment for a family handle's
+/// (perfabi_family_handle_info()).
 /// Return: a NUL-terminated string that lives as long as the family; NULL
 /// if `f` is NULL.
 ///
@@ -190,8 +192,9 @@ pub unsafe extern "C" fn perfabi_family_name(f: *const perfabi_family_info) -> *
 /// counter).
 /// @f: the family.
 ///
-/// Context: any thread for a snapshot's family; the thread using the
-/// segment for a family handle's (perfabi_family_handle_info()).
+/// Context: any thread for a snapshot's or directory read's family; the
+/// thread using the segment for a family handle's
+/// (perfabi_family_handle_info()).
 /// Return: a NUL-terminated string that lives as long as the family; NULL
 /// if `f` is NULL.
 ///
@@ -210,8 +213,9 @@ pub unsafe extern "C" fn perfabi_family_help(f: *const perfabi_family_info) -> *
 /// (`device`); "" for a family of one instance.
 /// @f: the family.
 ///
-/// Context: any thread for a snapshot's family; the thread using the
-/// segment for a family handle's (perfabi_family_handle_info()).
+/// Context: any thread for a snapshot's or directory read's family; the
+/// thread using the segment for a family handle's
+/// (perfabi_family_handle_info()).
 /// Return: a NUL-terminated string that lives as long as the family; NULL
 /// if `f` is NULL.
 ///
@@ -230,8 +234,9 @@ pub unsafe extern "C" fn perfabi_family_dimension(f: *const perfabi_family_info)
 /// `KiB`, `ns`; a 1.0 counter's own unit string; "" for none).
 /// @f: the family.
 ///
-/// Context: any thread for a snapshot's family; the thread using the
-/// segment for a family handle's (perfabi_family_handle_info()).
+/// Context: any thread for a snapshot's or directory read's family; the
+/// thread using the segment for a family handle's
+/// (perfabi_family_handle_info()).
 /// Return: a NUL-terminated string that lives as long as the family; NULL
 /// if `f` is NULL.
 ///
@@ -249,8 +254,9 @@ pub unsafe extern "C" fn perfabi_family_unit_text(f: *const perfabi_family_info)
 /// perfabi_family_unit() - the family's unit as its 8-byte encoding.
 /// @f: the family.
 ///
-/// Context: any thread for a snapshot's family; the thread using the
-/// segment for a family handle's (perfabi_family_handle_info()).
+/// Context: any thread for a snapshot's or directory read's family; the
+/// thread using the segment for a family handle's
+/// (perfabi_family_handle_info()).
 /// Return: the unit; all zero (no unit) if `f` is NULL.
 ///
 /// # Safety
@@ -267,8 +273,9 @@ pub unsafe extern "C" fn perfabi_family_unit(f: *const perfabi_family_info) -> p
 /// perfabi_family_kind() - the family's kind.
 /// @f: the family.
 ///
-/// Context: any thread for a snapshot's family; the thread using the
-/// segment for a family handle's (perfabi_family_handle_info()).
+/// Context: any thread for a snapshot's or directory read's family; the
+/// thread using the segment for a family handle's
+/// (perfabi_family_handle_info()).
 /// Return: its kind; `PERFABI_METRIC_COUNTER` if `f` is NULL.
 ///
 /// # Safety
@@ -302,8 +309,9 @@ pub(crate) fn value_type(t: ValueType) -> perfabi_value_type {
 /// or signed.
 /// @f: the family.
 ///
-/// Context: any thread for a snapshot's family; the thread using the
-/// segment for a family handle's (perfabi_family_handle_info()).
+/// Context: any thread for a snapshot's or directory read's family; the
+/// thread using the segment for a family handle's
+/// (perfabi_family_handle_info()).
 /// Return: its value type; `PERFABI_VALUE_U64` if `f` is NULL.
 ///
 /// # Safety
@@ -322,8 +330,9 @@ pub unsafe extern "C" fn perfabi_family_value_type(
 /// perfabi_family_nr_buckets() - a histogram's buckets, `+Inf` included.
 /// @f: the family.
 ///
-/// Context: any thread for a snapshot's family; the thread using the
-/// segment for a family handle's (perfabi_family_handle_info()).
+/// Context: any thread for a snapshot's or directory read's family; the
+/// thread using the segment for a family handle's
+/// (perfabi_family_handle_info()).
 /// Return: the number of buckets; 0 for a family that is not a histogram,
 /// or if `f` is NULL.
 ///
@@ -348,8 +357,9 @@ pub unsafe extern "C" fn perfabi_family_nr_buckets(f: *const perfabi_family_info
 /// @k: the bucket, 0 to perfabi_family_nr_buckets() - 1.
 /// @bound: receives the bound; `UINT64_MAX` for the last bucket, `+Inf`.
 ///
-/// Context: any thread for a snapshot's family; the thread using the
-/// segment for a family handle's (perfabi_family_handle_info()).
+/// Context: any thread for a snapshot's or directory read's family; the
+/// thread using the segment for a family handle's
+/// (perfabi_family_handle_info()).
 /// Return: `PERFABI_OK`; `PERFABI_E_INVALID_ARGUMENT` for a NULL pointer,
 /// a family that is not a histogram or a bucket past the last.
 ///
@@ -388,8 +398,9 @@ pub unsafe extern "C" fn perfabi_family_bucket_bound(
 /// deleted and registered again has a new one.
 /// @f: the family.
 ///
-/// Context: any thread for a snapshot's family; the thread using the
-/// segment for a family handle's (perfabi_family_handle_info()).
+/// Context: any thread for a snapshot's or directory read's family; the
+/// thread using the segment for a family handle's
+/// (perfabi_family_handle_info()).
 /// Return: the id; 0 if `f` is NULL.
 ///
 /// # Safety
@@ -406,8 +417,9 @@ pub unsafe extern "C" fn perfabi_family_reg_id(f: *const perfabi_family_info) ->
 /// perfabi_family_nr_members() - the family's live members (instances).
 /// @f: the family.
 ///
-/// Context: any thread for a snapshot's family; the thread using the
-/// segment for a family handle's (perfabi_family_handle_info()).
+/// Context: any thread for a snapshot's or directory read's family; the
+/// thread using the segment for a family handle's
+/// (perfabi_family_handle_info()).
 /// Return: their number; 0 if `f` is NULL.
 ///
 /// # Safety
@@ -426,8 +438,9 @@ pub unsafe extern "C" fn perfabi_family_nr_members(f: *const perfabi_family_info
 /// @f: the family.
 /// @k: the member, 0 to perfabi_family_nr_members() - 1.
 ///
-/// Context: any thread for a snapshot's family; the thread using the
-/// segment for a family handle's (perfabi_family_handle_info()).
+/// Context: any thread for a snapshot's or directory read's family; the
+/// thread using the segment for a family handle's
+/// (perfabi_family_handle_info()).
 /// Return: a NUL-terminated string that lives as long as the family; NULL
 /// for a NULL family or a member past the last.
 ///
@@ -452,8 +465,9 @@ pub unsafe extern "C" fn perfabi_family_member_instance(
 /// @k: the member.
 /// @id: receives the number.
 ///
-/// Context: any thread for a snapshot's family; the thread using the
-/// segment for a family handle's (perfabi_family_handle_info()).
+/// Context: any thread for a snapshot's or directory read's family; the
+/// thread using the segment for a family handle's
+/// (perfabi_family_handle_info()).
 /// Return: `PERFABI_OK`, or `PERFABI_E_INVALID_ARGUMENT`.
 ///
 /// # Safety
@@ -482,8 +496,9 @@ pub unsafe extern "C" fn perfabi_family_member_instance_id(
 /// @f: the family.
 /// @k: the member.
 ///
-/// Context: any thread for a snapshot's family; the thread using the
-/// segment for a family handle's (perfabi_family_handle_info()).
+/// Context: any thread for a snapshot's or directory read's family; the
+/// thread using the segment for a family handle's
+/// (perfabi_family_handle_info()).
 /// Return: their number; 0 for a NULL family or a member past the last.
 ///
 /// # Safety
@@ -507,8 +522,9 @@ pub unsafe extern "C" fn perfabi_family_member_nr_labels(
 /// @key: receives the key (`model`), a string that lives as the family.
 /// @value: receives the value (`virtio`), likewise.
 ///
-/// Context: any thread for a snapshot's family; the thread using the
-/// segment for a family handle's (perfabi_family_handle_info()).
+/// Context: any thread for a snapshot's or directory read's family; the
+/// thread using the segment for a family handle's
+/// (perfabi_family_handle_info()).
 /// Return: `PERFABI_OK`, or `PERFABI_E_INVALID_ARGUMENT`.
 ///
 /// # Safety
@@ -549,8 +565,9 @@ pub unsafe extern "C" fn perfabi_family_member_label(
 ///            of a family without dimension).
 /// @k: receives the member's index.
 ///
-/// Context: any thread for a snapshot's family; the thread using the
-/// segment for a family handle's (perfabi_family_handle_info()).
+/// Context: any thread for a snapshot's or directory read's family; the
+/// thread using the segment for a family handle's
+/// (perfabi_family_handle_info()).
 /// Return: `PERFABI_OK`; `PERFABI_E_NO_SUCH_COUNTER` if no live member has
 /// that instance; `PERFABI_E_INVALID_ARGUMENT`.
 ///
@@ -660,7 +677,13 @@ pub(crate) fn get_u64(
     k: usize,
     cpu: u32,
 ) -> Result<u64, Failure> {
-    match reading(func, v, f, k, cpu)? {
+    as_u64(func, f, reading(func, v, f, k, cpu)?)
+}
+
+/// `r`, a value of family `f`, as an unsigned value (see the `_u64`
+/// accessors).
+pub(crate) fn as_u64(func: &str, f: &Family, r: Reading) -> Result<u64, Failure> {
+    match r {
         Reading::Unsigned(x) => Ok(x),
         Reading::Signed(_) => Err(Failure::wrong_type(
             func,
@@ -681,7 +704,13 @@ pub(crate) fn get_i64(
     k: usize,
     cpu: u32,
 ) -> Result<i64, Failure> {
-    match reading(func, v, f, k, cpu)? {
+    as_i64(func, f, reading(func, v, f, k, cpu)?)
+}
+
+/// `r`, a value of family `f`, as a signed value (see the `_i64`
+/// accessors).
+pub(crate) fn as_i64(func: &str, f: &Family, r: Reading) -> Result<i64, Failure> {
+    match r {
         Reading::Signed(x) => Ok(x),
         Reading::Unsigned(_) => Err(Failure::wrong_type(
             func,
@@ -717,7 +746,22 @@ pub(crate) unsafe fn get_histogram(
     cpu: u32,
     to: HistogramOut,
 ) -> Result<(), Failure> {
-    let h: Histogram = match reading(func, v, f, k, cpu)? {
+    // SAFETY: the caller's promise, forwarded.
+    unsafe { put_histogram(func, f, reading(func, v, f, k, cpu)?, to) }
+}
+
+/// `r`, a value of family `f`, as a histogram into `to` (see
+/// [`get_histogram`]).
+///
+/// # Safety
+/// `to.out` is writable; `to.buckets` is NULL or `to.n` writable values.
+pub(crate) unsafe fn put_histogram(
+    func: &str,
+    f: &Family,
+    r: Reading,
+    to: HistogramOut,
+) -> Result<(), Failure> {
+    let h: Histogram = match r {
         Reading::Histogram(h) => h,
         _ => {
             return Err(Failure::wrong_type(

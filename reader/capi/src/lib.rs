@@ -42,6 +42,7 @@
 #![allow(non_camel_case_types)] // C's names: perfabi_segment, PERFABI_OK
 
 mod damon;
+mod directory;
 mod error;
 mod family;
 mod handle;
@@ -53,6 +54,7 @@ mod writer;
 use std::ffi::c_char;
 
 pub use damon::*;
+pub use directory::*;
 pub use error::perfabi_error;
 pub use error::{perfabi_last_error_code, perfabi_last_error_code_name};
 pub use error::{perfabi_last_error_message, perfabi_strerror};

@@ -75,7 +75,7 @@ pub extern "C" fn perfabi_options_default() -> perfabi_options {
 
 impl perfabi_options {
     /// The reader's options these ask for.
-    fn to_rust(self, func: &str) -> Result<Options, Failure> {
+    pub(crate) fn to_rust(self, func: &str) -> Result<Options, Failure> {
         let trust = match self.trust {
             t if t == perfabi_trust::PERFABI_TRUST_OWNER_OR_ROOT as u32 => Trust::OwnerOrRoot,
             t if t == perfabi_trust::PERFABI_TRUST_UID as u32 => Trust::Also(vec![self.trust_uid]),
@@ -118,8 +118,17 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 /// `buf` is NULL or points to `len` writable bytes.
 #[no_mangle]
 pub unsafe extern "C" fn perfabi_default_path(buf: *mut c_char, len: usize) -> usize {
+    // SAFETY: the caller's promise, forwarded.
+    unsafe { copy_path(&perfabi_reader::default_path(), buf, len) }
+}
+
+/// Copies `path` to `buf` as snprintf() would (`len` bytes, cut to fit,
+/// NUL-terminated; nothing if `buf` is NULL); its length.
+///
+/// # Safety
+/// `buf` is NULL or points to `len` writable bytes.
+pub(crate) unsafe fn copy_path(path: &std::path::Path, buf: *mut c_char, len: usize) -> usize {
     use std::os::unix::ffi::OsStrExt;
-    let path = perfabi_reader::default_path();
     let bytes = path.as_os_str().as_bytes();
     if !buf.is_null() && len > 0 {
         let n = bytes.len().min(len - 1);

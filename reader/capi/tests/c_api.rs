@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use perfabi::damon::{Aggregation, Intervals, Region};
-use perfabi::{Buckets, FamilySpec, Kind, Reading, Semantics, Unit, ValueType};
+use perfabi::{Buckets, FamilySpec, GaugeMode, Kind, Reading, Semantics, Unit, ValueType};
 use perfabi_c::perfabi_error::{self, *};
 use perfabi_reader::Segment;
 use perfabi_shm::writer::{Config, Writer};
@@ -1934,4 +1934,311 @@ fn c_threads_sharing_member_handles_lose_no_update() {
     };
     let s = Segment::open_with(&path, opts).unwrap().snapshot().unwrap();
     assert_eq!(total(&s, "t.adds", ""), Reading::Unsigned(3 * n));
+}
+
+/// A writer `name` in the segment directory `dir` with values scaled by
+/// `k`: requests by route (counter), latency (histogram), a signed level
+/// (gauge, mode sum), a queue peak, and `app.mixed` in `mixed_unit`.
+fn dir_writer(dir: &Path, name: &str, k: u64, mixed_unit: Unit) -> Writer {
+    let w = Writer::create_in(
+        dir,
+        name,
+        &Config {
+            nr_cpus: Some(2),
+            max_instances: 16,
+            max_families: 8,
+            max_members: 16,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    let req = w
+        .add_family(&FamilySpec::new(
+            "app.requests",
+            "Requests served",
+            "route",
+            Kind::Counter,
+            Unit::COUNT,
+        ))
+        .unwrap();
+    for (route, n) in [("home", 10), ("api", 3)] {
+        let m = w.add_member(req, route, &[]).unwrap();
+        w.member_add(&m, (n * k) as i64).unwrap();
+    }
+    let lat = w
+        .add_family(&FamilySpec::histogram(
+            "app.latency",
+            "Request latency",
+            "",
+            Unit::NS,
+            Buckets::Explicit(vec![10, 100]),
+        ))
+        .unwrap();
+    let l = w.add_member(lat, "", &[]).unwrap();
+    for v in [5, 50, 500] {
+        for _ in 0..k {
+            w.observe(&l, v).unwrap();
+        }
+    }
+    let level = w
+        .add_family(&FamilySpec {
+            value_type: ValueType::I64,
+            ..FamilySpec::gauge("app.level", "A level", "", Unit::NONE, GaugeMode::Sum)
+        })
+        .unwrap();
+    let g = w.add_member(level, "", &[]).unwrap();
+    w.member_set(&g, -7 * k as i64).unwrap();
+    let peak = w
+        .add_family(&FamilySpec::new(
+            "app.peak",
+            "Longest queue",
+            "",
+            Kind::Peak,
+            Unit::COUNT,
+        ))
+        .unwrap();
+    let p = w.add_member(peak, "", &[]).unwrap();
+    w.peak(&p, 100 * k).unwrap();
+    let mixed = w
+        .add_family(&FamilySpec::new(
+            "app.mixed",
+            "Units that disagree",
+            "",
+            Kind::Counter,
+            mixed_unit,
+        ))
+        .unwrap();
+    let m = w.add_member(mixed, "", &[]).unwrap();
+    w.member_add(&m, 1).unwrap();
+    w
+}
+
+/// What `directory read` prints, from the Rust reader's `Directory`.
+fn rust_directory(dir: &Path, label: Option<&str>) -> String {
+    use perfabi_reader::directory::{Directory, DirectoryOptions};
+    let mut d = Directory::open(
+        dir,
+        DirectoryOptions {
+            writer_label: label.map(str::to_string),
+            ..DirectoryOptions::default()
+        },
+    )
+    .unwrap();
+    let s = d.read().unwrap();
+    let mut o = String::new();
+    for f in &s.families {
+        o += &format!(
+            "FAMILY {} writers={} members={}\n",
+            f.family.name,
+            f.writers,
+            f.family.members.len()
+        );
+        for (m, r) in f.family.members.iter().zip(&f.readings) {
+            let labels: Vec<String> = m.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            o += &format!("  {}{{{}}} = {}\n", m.instance, labels.join(","), value(r));
+        }
+    }
+    for p in &s.problems {
+        o += &format!(
+            "PROBLEM {} {} {}: {}\n",
+            p.code,
+            p.file.display(),
+            p.family.as_deref().unwrap_or("-"),
+            p.message
+        );
+    }
+    o + &format!("SEGMENTS {}\n", s.segments)
+}
+
+/// A directory of four writers (one whose `app.mixed` disagrees) and a
+/// symbolic link named as a segment, for the tests of directory.c.
+struct DirChecks {
+    top: tempfile::TempDir,
+    exe: PathBuf,
+    _writers: Vec<Writer>,
+}
+
+impl DirChecks {
+    fn new(test: &str) -> Option<Self> {
+        if !have_tools(test) {
+            return None;
+        }
+        let top = tempfile::tempdir().unwrap();
+        let exe = compile_file(top.path(), "tests/c/directory.c", Link::Sanitized);
+        let dir = top.path().join("segs");
+        let mut writers: Vec<Writer> = [("w1", 1), ("w2", 2), ("w4", 4)]
+            .into_iter()
+            .map(|(n, k)| dir_writer(&dir, n, k, Unit::COUNT))
+            .collect();
+        writers.push(dir_writer(&dir, "odd", 8, Unit::BYTES));
+        std::os::unix::fs::symlink(
+            top.path().join("elsewhere"),
+            dir.join("evil.1.0123456789abcdef.perfabi"),
+        )
+        .unwrap();
+        Some(Self {
+            top,
+            exe,
+            _writers: writers,
+        })
+    }
+
+    fn dir(&self) -> PathBuf {
+        self.top.path().join("segs")
+    }
+}
+
+/// Issue 32 item 4, libperfabi: a directory read from C gives the merged
+/// values exactly (summed over writers, the signed gauge of live writers,
+/// the largest peak), writers apart under a label when asked, a family
+/// whose metadata disagree refused naming both files and a symbolic link
+/// refused on its own while the rest is served; and all of it is what the
+/// Rust reader's `Directory` reads, under ASan and UBSan.
+#[test]
+fn a_directory_read_from_c_merges_writers_exactly_and_names_its_problems() {
+    let test = "a_directory_read_from_c_merges_writers_exactly_and_names_its_problems";
+    let Some(c) = DirChecks::new(test) else {
+        return;
+    };
+    let dir = c.dir();
+    let d = dir.to_str().unwrap();
+    let f = run(&c.exe, &["read", d]);
+    assert_eq!(f.code(), Some(0), "{}\n{}", f.stdout, f.stderr);
+    assert_sanitizers_quiet(&f);
+    assert_eq!(f.stdout, rust_directory(&dir, None));
+    // w1 + w2 + w4 + odd (k = 1, 2, 4, 8: 15 in all).
+    for needle in [
+        "FAMILY app.requests writers=4 members=2\n  api{} = 45\n  home{} = 150\n",
+        "FAMILY app.latency writers=4 members=1\n  {} = count=45 sum=8325 buckets=15,15,15\n",
+        "FAMILY app.level writers=4 members=1\n  {} = -105\n",
+        "FAMILY app.peak writers=4 members=1\n  {} = 800\n",
+        "SEGMENTS 4\n",
+    ] {
+        assert!(f.stdout.contains(needle), "{needle:?} in\n{}", f.stdout);
+    }
+    let problems: Vec<&str> = f
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("PROBLEM"))
+        .collect();
+    assert_eq!(problems.len(), 2, "{}", f.stdout);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.starts_with("PROBLEM family-conflict ")
+                && p.contains(" app.mixed: ")
+                && p.contains("odd.")
+                && p.contains("w1.")),
+        "{problems:?}"
+    );
+    assert!(
+        problems.iter().any(|p| p.starts_with("PROBLEM symlink ")
+            && p.contains("evil.1.0123456789abcdef.perfabi -: ")),
+        "{problems:?}"
+    );
+    assert!(!f.stdout.contains("FAMILY app.mixed"), "{}", f.stdout);
+
+    // Writers apart under a label of the caller's choice.
+    let f = run(&c.exe, &["read", d, "worker"]);
+    assert_eq!(f.code(), Some(0), "{}\n{}", f.stdout, f.stderr);
+    assert_sanitizers_quiet(&f);
+    assert_eq!(f.stdout, rust_directory(&dir, Some("worker")));
+    let pid = std::process::id();
+    for (w, k) in [("w1", 1), ("w2", 2), ("w4", 4), ("odd", 8)] {
+        let needle = format!("  home{{worker={w}.{pid}}} = {}\n", 10 * k);
+        assert!(f.stdout.contains(&needle), "{needle:?} in\n{}", f.stdout);
+    }
+}
+
+/// directory.c's misuse: every bad call is a typed error, none a crash.
+#[test]
+fn misusing_a_directory_from_c_is_a_typed_error_never_a_crash() {
+    let test = "misusing_a_directory_from_c_is_a_typed_error_never_a_crash";
+    let Some(c) = DirChecks::new(test) else {
+        return;
+    };
+    let f = run(&c.exe, &["misuse", c.dir().to_str().unwrap()]);
+    assert_eq!(f.code(), Some(0), "{}\n{}", f.stdout, f.stderr);
+    assert_sanitizers_quiet(&f);
+    let invalid = code(PERFABI_E_INVALID_ARGUMENT);
+    let wrong = code(PERFABI_E_WRONG_TYPE);
+    let expect = [
+        ("perfabi_directory_open(path, NULL, NULL)", invalid),
+        ("perfabi_directory_open(path, &o, &d)", invalid),
+        ("perfabi_directory_read(NULL, &s)", invalid),
+        ("perfabi_directory_read(d, NULL)", invalid),
+        ("perfabi_directory_read(d, &s)", 0),
+        ("perfabi_directory_read(d, &t)", 0),
+        ("perfabi_scrape_u64(s, req, 0, NULL)", invalid),
+        ("perfabi_scrape_u64(s, req, 99, &u)", invalid),
+        ("perfabi_scrape_u64(s, other, 0, &u)", invalid),
+        ("perfabi_scrape_u64(NULL, req, 0, &u)", invalid),
+        ("perfabi_scrape_i64(s, req, 0, &i)", wrong),
+        ("perfabi_scrape_u64(s, lat, 0, &u)", wrong),
+        ("perfabi_scrape_histogram(s, req, 0, &h, b, 1)", wrong),
+        (
+            "perfabi_scrape_histogram(s, lat, 0, &h, b, 1)",
+            code(PERFABI_E_BUFFER_TOO_SMALL),
+        ),
+        ("perfabi_scrape_histogram(s, lat, 0, NULL, b, 1)", invalid),
+    ];
+    let got: HashMap<&str, i32> = f
+        .stdout
+        .lines()
+        .filter_map(|l| {
+            let (call, rest) = l.split_once(" code=")?;
+            Some((call, rest.split(' ').next()?.parse().ok()?))
+        })
+        .collect();
+    for (call, want) in expect {
+        assert_eq!(got.get(call), Some(&want), "{call} in\n{}", f.stdout);
+    }
+    for line in [
+        "after a failed open: NULL",
+        "find missing: NULL no-such-family",
+        "family past the last: NULL",
+        "histogram needs 3 buckets",
+        "problem past the last: NULL invalid-argument",
+        "writers of another read's family: 0",
+        "NULL read: 0 0 0",
+    ] {
+        assert!(f.stdout.contains(line), "{line:?} in\n{}", f.stdout);
+    }
+    // perfabi_directory_default_path() as snprintf(): the length, and the
+    // path cut to the buffer.
+    let dflt = perfabi_reader::directory::default_dir();
+    let dflt = dflt.to_str().unwrap();
+    for line in [
+        format!("default dir length: {}", dflt.len()),
+        format!("default dir cut: {} ({})", &dflt[..7], dflt.len()),
+    ] {
+        assert!(f.stdout.contains(&line), "{line:?} in\n{}", f.stdout);
+    }
+}
+
+/// The README's C directory example (shown verbatim), built against the
+/// installed library, prints every merged value exactly and each problem.
+#[test]
+fn readme_directory_example_prints_the_merged_values() {
+    let test = "readme_directory_example_prints_the_merged_values";
+    let src = readme::example("reader/capi/examples/read_directory.c");
+    let Some(c) = DirChecks::new(test) else {
+        return;
+    };
+    let exe = compile(c.top.path(), "read_directory", &src, Link::Shared);
+    let f = run(&exe, &[c.dir().to_str().unwrap()]);
+    assert_eq!(f.code(), Some(0), "{}\n{}", f.stdout, f.stderr);
+    let mut lines: Vec<&str> = f.stdout.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(
+        lines,
+        [
+            "app.latency{} count=45 sum=8325",
+            "app.level{} -105",
+            "app.peak{} 800",
+            "app.requests{api} 45",
+            "app.requests{home} 150",
+        ]
+    );
+    assert_eq!(f.stderr.matches("left out: ").count(), 2, "{}", f.stderr);
 }

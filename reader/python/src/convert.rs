@@ -9,6 +9,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use perfabi::damon::DamonRead;
 use perfabi::unit::{QUANTITY_PAGES, QUANTITY_PLAIN, QUANTITY_RATIO};
 use perfabi::{Family, Kind, Member, Reading, Snapshot, Unit, ValueType};
+use perfabi_reader::directory::{MergedFamily, Problem, Scrape};
 use perfabi_reader::{
     Counter, FamilyHandle, FamilyValues, Liveness, Origin, ReadStats, SegmentInfo,
 };
@@ -56,6 +57,41 @@ impl FamilyReadings {
             family: f.clone(),
             generation: v.generation(),
             members,
+        }
+    }
+}
+
+impl FamilyReadings {
+    /// A family merged over a directory's segments: each series' merged
+    /// value as its total, no per-CPU values (they are several files'),
+    /// generation 0 (no one segment's).
+    pub(crate) fn of_merged(m: MergedFamily) -> Self {
+        Self {
+            members: m.readings.into_iter().map(|r| (r, Vec::new())).collect(),
+            family: m.family,
+            generation: 0,
+        }
+    }
+}
+
+/// A directory's read, worked out without the GIL: its merged families
+/// with their readings, the problems met, the segments merged.
+pub(crate) struct DirectoryReadings {
+    families: Vec<FamilyReadings>,
+    problems: Vec<Problem>,
+    segments: usize,
+}
+
+impl DirectoryReadings {
+    pub(crate) fn of(s: Scrape) -> Self {
+        Self {
+            families: s
+                .families
+                .into_iter()
+                .map(FamilyReadings::of_merged)
+                .collect(),
+            problems: s.problems,
+            segments: s.segments,
         }
     }
 }
@@ -292,6 +328,39 @@ impl Families {
             epoch: s.epoch,
             nr_cpus: s.nr_cpus,
             families: PyTuple::new(py, families)?,
+        })
+    }
+}
+
+impl Families {
+    /// `perfabi.DirectoryRead` of a directory's read.
+    pub(crate) fn directory_read<'py>(
+        &self,
+        py: Python<'py>,
+        d: &DirectoryReadings,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let families = d
+            .families
+            .iter()
+            .map(|f| self.values(py, f))
+            .collect::<PyResult<Vec<_>>>()?;
+        self.keep_only(d.families.iter().map(|r| r.family.name.as_str()));
+        let problems = d
+            .problems
+            .iter()
+            .map(|p| {
+                make!(py, "Problem" {
+                    file: p.file.as_os_str(),
+                    family: p.family.as_deref(),
+                    code: p.code,
+                    message: &p.message,
+                })
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        make!(py, "DirectoryRead" {
+            families: PyTuple::new(py, families)?,
+            problems: PyTuple::new(py, problems)?,
+            segments: d.segments,
         })
     }
 }

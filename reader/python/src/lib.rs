@@ -13,6 +13,7 @@
 //! ordinary Rust library, linked to no libpython.
 
 mod convert;
+mod directory;
 mod errors;
 mod handles;
 mod segment;
@@ -30,13 +31,14 @@ fn default_path() -> std::ffi::OsString {
     perfabi_reader::default_path().into_os_string()
 }
 
-/// The native module: `Segment` and `default_path`, and the writer's
+/// The native module: `Segment`, `Directory` and `default_path`, and the writer's
 /// classes (`Writer`, `WriterFamily`, `WriterMember`) that `perfabi.client`
 /// builds on; `perfabi/__init__.py`
 /// re-exports them with the Python types and errors.
 #[pymodule]
 fn _perfabi(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<segment::Segment>()?;
+    m.add_class::<directory::Directory>()?;
     m.add_class::<writer::Writer>()?;
     m.add_class::<writer::WriterFamily>()?;
     m.add_class::<writer::WriterMember>()?;

@@ -55,7 +55,7 @@ pub struct Segment {
 /// The path argument as the `os` module takes paths: a `str`, `bytes`
 /// or an `os.PathLike` giving either (`os.fspath`); a NUL byte is a
 /// `ValueError`, as in `open()`.
-fn path_arg(path: &Bound<'_, PyAny>) -> PyResult<PathBuf> {
+pub(crate) fn path_arg(path: &Bound<'_, PyAny>) -> PyResult<PathBuf> {
     let py = path.py();
     let path = py.import("os")?.getattr("fspath")?.call1((path,))?;
     let path = match path.cast::<PyBytes>() {
@@ -73,7 +73,7 @@ fn path_arg(path: &Bound<'_, PyAny>) -> PyResult<PathBuf> {
 /// The `trust_uid` argument: a uid, or an iterable of uids; each an `int`
 /// in `0..=4294967294` (`(uid_t) -1` names nobody). Anything else is a
 /// `TypeError` or `ValueError` that says what was wrong.
-fn uids_arg(arg: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
+pub(crate) fn uids_arg(arg: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
     fn one(v: &Bound<'_, PyAny>) -> PyResult<u32> {
         if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
             return Err(PyTypeError::new_err(format!(
@@ -106,6 +106,15 @@ fn uids_arg(arg: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
         ))
     })?;
     items.map(|v| one(&v?)).collect()
+}
+
+/// The `busy_timeout` argument, seconds: 0 or more.
+pub(crate) fn busy_timeout_arg(busy_timeout: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(busy_timeout).map_err(|_| {
+        PyValueError::new_err(format!(
+            "busy_timeout is seconds, 0 or more: not {busy_timeout}"
+        ))
+    })
 }
 
 impl Segment {
@@ -149,11 +158,7 @@ impl Segment {
         busy_timeout: f64,
         require_live: bool,
     ) -> PyResult<Self> {
-        let busy_timeout = Duration::try_from_secs_f64(busy_timeout).map_err(|_| {
-            PyValueError::new_err(format!(
-                "busy_timeout is seconds, 0 or more: not {busy_timeout}"
-            ))
-        })?;
+        let busy_timeout = busy_timeout_arg(busy_timeout)?;
         let uids = trust_uid.map(uids_arg).transpose()?.unwrap_or_default();
         let path = path.map(path_arg).transpose()?;
         let opts = reader::Options {

@@ -29,6 +29,9 @@ const EXAMPLE: &str = "reader/python/examples/top_counters.py";
 /// run by `test_writer.py`.
 const WRITER_EXAMPLE: &str = "reader/python/examples/job_worker.py";
 
+/// The README's directory example, run by `test_directory.py`.
+const DIRECTORY_EXAMPLE: &str = "reader/python/examples/read_directory.py";
+
 /// The segment path of a [`python_test_writer`] process.
 const WRITER_PATH: &str = "PERFABI_PY_WRITER";
 /// What it does: `live` (updates its families until killed), `stuck`
@@ -43,6 +46,7 @@ fn python_module_in_a_fresh_venv() {
     // The README shows the example as it is in the file the tests run.
     readme::example(EXAMPLE);
     readme::example(WRITER_EXAMPLE);
+    readme::example(DIRECTORY_EXAMPLE);
     let tmp = tempfile::tempdir().unwrap();
     let venv = tmp.path().join("venv");
     let python3 = std::env::var("PERFABI_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
@@ -170,6 +174,7 @@ fn python_module_in_a_fresh_venv() {
             .arg(root.join("reader/python/python/perfabi"))
             .arg(root.join(EXAMPLE))
             .arg(root.join(WRITER_EXAMPLE))
+            .arg(root.join(DIRECTORY_EXAMPLE))
             .arg(root.join("reader/python/tests"))
             .current_dir(tmp.path()),
     );

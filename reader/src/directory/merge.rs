@@ -172,9 +172,7 @@ impl<'a> Merger<'a> {
             if gauge && !live {
                 continue;
             }
-            let apart = self
-                .writer_label
-                .or((gauge && f.gauge_mode == GaugeMode::All).then_some(WRITER_LABEL));
+            let apart = writer_label_of(self.writer_label, f);
             for m in &f.members {
                 let mut labels = m.labels.clone();
                 if let Some(key) = apart {
@@ -225,6 +223,16 @@ impl<'a> Merger<'a> {
         }
         (out, problems)
     }
+}
+
+/// The label key family `f`'s writers are kept apart under, the last of
+/// each merged series' labels (§15.4): the reader's `writer_label`, else
+/// [`WRITER_LABEL`] for a gauge of mode `ALL`, else none (merged). What a
+/// front end that names series by something else than labels (a PCP
+/// instance name) needs to tell writers apart.
+pub fn writer_label_of<'a>(writer_label: Option<&'a str>, f: &Family) -> Option<&'a str> {
+    writer_label
+        .or((f.kind == Kind::Gauge && f.gauge_mode == GaugeMode::All).then_some(WRITER_LABEL))
 }
 
 /// Merges `b` into `a`, two writers' values of one series of a family of

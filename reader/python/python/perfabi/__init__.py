@@ -15,6 +15,14 @@ truncated file an exception, never a crash::
             for v in fam.values:
                 print(fam.family.name, v.instance.name, v.total)
 
+Many processes' segments in one directory (``perfabi.client`` writes one
+per process) are read as one by :class:`Directory`::
+
+    with perfabi.Directory() as d:  # default_dir()
+        for fam in d.read().families:
+            for v in fam.values:
+                print(fam.family.name, v.instance.name, v.total)
+
 Errors are :class:`Error` and its subclasses (see :mod:`perfabi._errors`).
 """
 
@@ -37,11 +45,12 @@ from perfabi._errors import (
     UntrustedError,
     WriterError,
 )
-from perfabi._perfabi import Segment, __version__, default_path
+from perfabi._perfabi import Directory, Segment, __version__, default_dir, default_path
 from perfabi._types import (
     Aggregation,
     Counter,
     Damon,
+    DirectoryRead,
     Family,
     FamilyValues,
     Histogram,
@@ -49,6 +58,7 @@ from perfabi._types import (
     Instance,
     InstanceValues,
     Kind,
+    Problem,
     Region,
     Snapshot,
     Stats,
@@ -64,6 +74,8 @@ __all__ = [
     "ClosedError",
     "Counter",
     "Damon",
+    "Directory",
+    "DirectoryRead",
     "Error",
     "Family",
     "FamilyValues",
@@ -78,6 +90,7 @@ __all__ = [
     "NoSuchFamilyError",
     "NotASegmentError",
     "NotFoundError",
+    "Problem",
     "RacedError",
     "Region",
     "Segment",
@@ -93,5 +106,6 @@ __all__ = [
     "ValueType",
     "WriterError",
     "__version__",
+    "default_dir",
     "default_path",
 ]

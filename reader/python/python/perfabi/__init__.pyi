@@ -28,6 +28,7 @@ from perfabi._errors import UntrustedError as UntrustedError
 from perfabi._types import Aggregation as Aggregation
 from perfabi._types import Counter as Counter
 from perfabi._types import Damon as Damon
+from perfabi._types import DirectoryRead as DirectoryRead
 from perfabi._types import Family as Family
 from perfabi._types import FamilyValues as FamilyValues
 from perfabi._types import Histogram as Histogram
@@ -35,6 +36,7 @@ from perfabi._types import Info as Info
 from perfabi._types import Instance as Instance
 from perfabi._types import InstanceValues as InstanceValues
 from perfabi._types import Kind as Kind
+from perfabi._types import Problem as Problem
 from perfabi._types import Region as Region
 from perfabi._types import Snapshot as Snapshot
 from perfabi._types import Stats as Stats
@@ -50,6 +52,8 @@ __all__ = [
     "ClosedError",
     "Counter",
     "Damon",
+    "Directory",
+    "DirectoryRead",
     "Error",
     "Family",
     "FamilyValues",
@@ -64,6 +68,7 @@ __all__ = [
     "NoSuchFamilyError",
     "NotASegmentError",
     "NotFoundError",
+    "Problem",
     "RacedError",
     "Region",
     "Segment",
@@ -79,8 +84,13 @@ __all__ = [
     "ValueType",
     "WriterError",
     "__version__",
+    "default_dir",
     "default_path",
 ]
+
+def default_dir() -> str:
+    """The directory Directory() reads and perfabi.client's processes write
+    in when given none: $PERFABI_DIR, else /dev/shm/perfabi-<euid>."""
 
 def default_path() -> str:
     """The path Segment() opens when given none: $PERFABI_SEGMENT, else
@@ -152,6 +162,58 @@ class Segment:
         ValueError."""
 
     def __enter__(self) -> Segment: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+# A native class: not subclassable.
+@final
+class Directory:
+    """A directory of segments (one per writer process), read as one by
+    the Rust reader. A read releases the GIL; a Directory may be shared by
+    threads (they take turns).
+    """
+
+    def __new__(
+        cls,
+        path: str | bytes | PathLike[str] | PathLike[bytes] | None = None,
+        *,
+        writer_label: str | None = None,
+        trust_uid: int | Iterable[int] | None = None,
+        trust_anyone: bool = False,
+        busy_timeout: float = 0.2,
+        max_segments: int = 10000,
+    ) -> Directory:
+        """Opens the directory at path (default: default_dir()). Raises if
+        the directory as a whole is refused: NotFoundError, SymlinkError
+        (a link of another user on the way), UntrustedError (owned by an
+        untrusted user, or writable by others without the sticky bit).
+
+        writer_label: a label key keeping each writer's series apart (its
+        value the writer's "<name>.<pid>") instead of merging them.
+        trust_uid, trust_anyone: whose files to believe besides this user's
+        and root's. busy_timeout: seconds a read waits for a busy writer or
+        a fold. max_segments: most segment files one read reads.
+        """
+
+    @property
+    def path(self) -> str:
+        """The directory's path."""
+
+    def read(self) -> DirectoryRead:
+        """Every family merged over the directory's segments, with the
+        problems met (a file refused, a family whose metadata differ, a
+        limit: never an exception) and the number of segments merged.
+        IoError if a fold held the directory's lock past busy_timeout
+        (read again)."""
+
+    def close(self) -> None:
+        """Unmaps its segments; later reads raise ValueError."""
+
+    def __enter__(self) -> Directory: ...
     def __exit__(
         self,
         exc_type: type[BaseException] | None,

@@ -190,6 +190,45 @@ class Snapshot:
 
 
 @dataclass(frozen=True)
+class Problem:
+    """Something a :class:`perfabi.Directory` read left out; it spoils only
+    itself. ``code`` is the reader's code of a file refused or unreadable
+    (``"symlink"``, ``"untrusted-owner"``, ``"sparse"``... as the
+    exceptions' ``code``), ``"family-conflict"`` for a family whose
+    metadata differ between two files (``family`` names it; ``message``
+    both files and what differs), or ``"limit"``. ``file`` is the file it
+    concerns (the directory, for a limit); ``message`` one line."""
+
+    file: str
+    family: str | None
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class DirectoryRead:
+    """One read of a :class:`perfabi.Directory`: every family merged over
+    its ``segments`` segment files (``spec/PERFABI.md`` §15.4), shaped as a
+    :class:`Snapshot`'s, and the ``problems`` met.
+
+    Each family's values are its merged series: with a ``writer_label``,
+    each writer's apart under that label. ``total`` is the merged value
+    (counters and histograms summed over every writer, live or dead;
+    gauges over live writers by the family's ``gauge_mode``; peaks the
+    largest); ``per_cpu`` is empty (the values are several files'), and
+    ``generation`` 0 (no one segment's)."""
+
+    families: tuple[FamilyValues, ...]
+    problems: tuple[Problem, ...]
+    segments: int
+
+    def family(self, name: str) -> FamilyValues:
+        """The values of the family called ``name``; ``KeyError`` if there
+        is none (no file has it, or it was refused: see ``problems``)."""
+        return _named(self.families, name, lambda f: f.family.name)
+
+
+@dataclass(frozen=True)
 class Counter:
     """A flat (ABI 1.0) counter: its unit string, semantics
     (``"counter"`` or ``"instant"``), value on each CPU and total."""
