@@ -45,6 +45,19 @@ pub const DEFAULT_MAX_SEGMENTS: usize = 10_000;
 /// the one a gauge of mode `ALL` is always kept apart by.
 pub const WRITER_LABEL: &str = "writer";
 
+/// Checks a writer label key a user gives (a front end's flag): a label
+/// key as writers' are ([`perfabi::name::check_label_key`]:
+/// `[a-z][a-z0-9_]*`, at most 15 bytes, not `cpu`, `le`, …); otherwise the
+/// one-line reason.
+pub fn check_writer_label(key: &str) -> Result<(), String> {
+    perfabi::name::check_label_key(key).map_err(|_| {
+        format!(
+            "\"{}\" is not a label key ([a-z][a-z0-9_]*, at most 15 bytes, not cpu or le)",
+            perfabi::text::escape(key.as_bytes())
+        )
+    })
+}
+
 /// How a [`Directory`] is read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DirectoryOptions {

@@ -13,6 +13,12 @@
 //! The host's real `/proc/interrupts`, read and parsed, is measured too, per
 //! value, to show what that generation costs.
 //!
+//! A directory's scrape (`scrape_directory_*`): 100 segments of 20 counter
+//! families (a worker's metrics each, 2 CPUs), read and merged
+//! (`Directory::read` alone) and the endpoint's whole page (read, merged
+//! and rendered), next to one segment of the same 20 families' page: what a
+//! directory costs per segment, and what rendering adds to the merge.
+//!
 //! `cargo bench -p perfabi-prometheus --bench scrape`
 
 use std::fmt::Write as _;
@@ -194,5 +200,81 @@ fn scrape(c: &mut Criterion) {
     drop(w);
 }
 
-criterion_group!(benches, scrape);
+/// Segments in the directory of `scrape_directory`.
+const DIR_SEGMENTS: usize = 100;
+/// Families of each of its segments.
+const DIR_FAMILIES: u32 = 20;
+
+/// A worker's segment in `dir`: [`DIR_FAMILIES`] counters of one series.
+fn worker(dir: &std::path::Path, k: usize) -> Writer {
+    let w = Writer::create_in(
+        dir,
+        &format!("w{k}"),
+        &Config {
+            nr_cpus: Some(2),
+            max_instances: 64,
+            max_families: 32,
+            max_members: 32,
+            damon_capacity: 0,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    for f in 0..DIR_FAMILIES {
+        let fam = w
+            .add_family(&FamilySpec::new(
+                &format!("app.f{f}"),
+                "Requests",
+                "",
+                Kind::Counter,
+                Unit::COUNT,
+            ))
+            .unwrap();
+        let m = w.add_member(fam, "", &[]).unwrap();
+        w.member_add(&m, (k as i64 + 1) * 10).unwrap();
+    }
+    w
+}
+
+fn scrape_directory(c: &mut Criterion) {
+    use perfabi_reader::directory::{Directory, DirectoryOptions};
+    let top = tempfile::tempdir().unwrap();
+    let dir = top.path().join("segs");
+    std::fs::create_dir(&dir).unwrap();
+    let writers: Vec<Writer> = (0..DIR_SEGMENTS).map(|k| worker(&dir, k)).collect();
+    let one_dir = top.path().join("one");
+    std::fs::create_dir(&one_dir).unwrap();
+    let one = worker(&one_dir, 0);
+    let one_path = std::fs::read_dir(&one_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "perfabi"))
+        .unwrap();
+    let mut d = Directory::open(&dir, DirectoryOptions::default()).unwrap();
+    assert_eq!(d.read().unwrap().segments, DIR_SEGMENTS);
+    let endpoint = Endpoint::directory(&dir, DirectoryOptions::default());
+    let page = endpoint.scrape(Format::OpenMetrics).unwrap();
+    let sum: usize = (1..=DIR_SEGMENTS).map(|k| k * 10).sum();
+    assert!(
+        page.contains(&format!("perfabi_app_f0_total {sum}\n")),
+        "{page}"
+    );
+    let single = Endpoint::new(&one_path, Options::default(), false);
+    let mut g = c.benchmark_group(format!(
+        "scrape_directory_{DIR_SEGMENTS}_segments_{DIR_FAMILIES}_families"
+    ));
+    g.bench_function("directory_read_only", |b| {
+        b.iter(|| black_box(d.read().unwrap()))
+    });
+    g.bench_function("directory_openmetrics", |b| {
+        b.iter(|| black_box(endpoint.scrape(Format::OpenMetrics).unwrap()))
+    });
+    g.bench_function("one_segment_openmetrics", |b| {
+        b.iter(|| black_box(single.scrape(Format::OpenMetrics).unwrap()))
+    });
+    g.finish();
+    drop((writers, one));
+}
+
+criterion_group!(benches, scrape, scrape_directory);
 criterion_main!(benches);

@@ -10,11 +10,12 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::parse;
 use perfabi::{Buckets, FamilySpec, Kind, Semantics, Unit};
 use perfabi_shm::writer::{Config, Writer};
 use perfabi_test_harness::forge::add_to_value;
 use perfabi_test_harness::prometheus::{self, Prometheus};
-use perfabi_test_harness::python::{openmetrics_parsers, python_with};
+use perfabi_test_harness::python::openmetrics_parsers;
 use perfabi_test_harness::{readme, run_limited, workload, workspace, Paced};
 
 mod common;
@@ -118,25 +119,6 @@ fn families(path: &Path) -> Writer {
     let t = w.add("old.ticks", "count", Semantics::Counter).unwrap();
     w.adjust(t, 9).unwrap();
     w
-}
-
-/// `page` through prometheus_client's parser of `module` under `py`: one
-/// line per sample, `TYPE NAME {labels} VALUE`, sorted labels.
-fn parse(py: &str, module: &str, page: &str) -> String {
-    let script = format!(
-        "import sys\n\
-         from {module} import text_string_to_metric_families\n\
-         for f in text_string_to_metric_families(sys.stdin.read()):\n\
-         \x20   for s in f.samples:\n\
-         \x20       print(f.type, s.name, sorted(s.labels.items()), repr(float(s.value)))\n"
-    );
-    let out = python_with(py, &script, page.as_bytes());
-    assert!(
-        out.status.success(),
-        "{py} {module} refused the page:\n{}\n{page}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 #[test]

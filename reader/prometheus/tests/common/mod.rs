@@ -154,3 +154,22 @@ pub fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
         }
     }
 }
+
+/// `page` through prometheus_client's parser of `module` under `py`: one
+/// line per sample, `TYPE NAME {labels} VALUE`, sorted labels.
+pub fn parse(py: &str, module: &str, page: &str) -> String {
+    let script = format!(
+        "import sys\n\
+         from {module} import text_string_to_metric_families\n\
+         for f in text_string_to_metric_families(sys.stdin.read()):\n\
+         \x20   for s in f.samples:\n\
+         \x20       print(f.type, s.name, sorted(s.labels.items()), repr(float(s.value)))\n"
+    );
+    let out = perfabi_test_harness::python::python_with(py, &script, page.as_bytes());
+    assert!(
+        out.status.success(),
+        "{py} {module} refused the page:\n{}\n{page}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
