@@ -1,10 +1,12 @@
 /*
- * perfabi.h - libperfabi, the perfabi reader for C.
+ * perfabi.h - libperfabi, the perfabi reader (and writer) for C.
  *
  * Open a segment that a perfabi writer (the kernel module, perfabi-exportd,
  * a program with the Rust writer) lays out, and read its counters, metric
  * families and DAMON regions: consistently, lock-free, never a torn value.
- * This is the Rust reader (perfabi-reader) behind a C interface.
+ * This is the Rust reader (perfabi-reader) behind a C interface; and the
+ * Rust writer behind one (perfabi_writer_*, perfabi_member_*): create a
+ * segment, add families and members, update them from any thread.
  *
  *   cc prog.c $(pkg-config --cflags --libs perfabi)
  *
@@ -184,10 +186,41 @@ typedef enum perfabi_error {
    */
   PERFABI_E_NOT_READ = 25,
   /**
+   * A writer's refusal of what it was asked to describe: `bad-name`,
+   * `bad-help`, `bad-unit`, `bad-label-key` (a dimension or label key),
+   * `bad-instance`, `bad-labels`, `bad-buckets` (the rules of
+   * `spec/PERFABI.md` §5; the message says which string).
+   */
+  PERFABI_E_BAD_NAME = 26,
+  /**
+   * A writer's `duplicate-name` (a live family or counter has that name
+   * or clashes with it, §5) or `duplicate-instance` (the family has a
+   * live member of that instance).
+   */
+  PERFABI_E_DUPLICATE = 27,
+  /**
+   * A writer's `table-full` (no value slots left) or `no-family-room`
+   * (no family or member slot left, or a segment without family
+   * tables): create the writer with larger `perfabi_writer_options`.
+   */
+  PERFABI_E_TABLE_FULL = 28,
+  /**
+   * A writer's `wrong-kind`: the update does not fit the member's kind
+   * (observe() of a counter, set() of a counter), or the family spec
+   * does not fit its kind (buckets on a gauge, a signed peak).
+   */
+  PERFABI_E_WRONG_KIND = 29,
+  /**
+   * A writer's `bad-config`: `perfabi_writer_options` describe a
+   * segment the ABI cannot hold (the core's code, `bad-capacity`,
+   * `bad-cpu-count`..., is the code string).
+   */
+  PERFABI_E_BAD_CONFIG = 30,
+  /**
    * Not a code: one more than the largest (non-ABI; codes may be added
    * before it).
    */
-  PERFABI_E_MAX = 26,
+  PERFABI_E_MAX = 31,
 } perfabi_error;
 
 /**
@@ -292,6 +325,49 @@ typedef enum perfabi_trust {
 } perfabi_trust;
 
 /**
+ * How a gauge family's values merge across the writers of a directory
+ * (`spec/PERFABI.md` §15.4).
+ */
+typedef enum perfabi_gauge_mode {
+  /**
+   * The sum of the live writers' values (the default).
+   */
+  PERFABI_GAUGE_SUM = 0,
+  /**
+   * The largest live writer's value.
+   */
+  PERFABI_GAUGE_MAX = 1,
+  /**
+   * The smallest live writer's value.
+   */
+  PERFABI_GAUGE_MIN = 2,
+  /**
+   * Never merged: one series per live writer, labelled by the writer.
+   */
+  PERFABI_GAUGE_ALL = 3,
+} perfabi_gauge_mode;
+
+/**
+ * A histogram's bucket layout in a `perfabi_family_spec`.
+ */
+typedef enum perfabi_bucket_layout {
+  /**
+   * No buckets: every kind but a histogram.
+   */
+  PERFABI_BUCKETS_NONE = 0,
+  /**
+   * Bound k is 2^(log2_first + k); `log2_buckets` buckets, `+Inf`
+   * included.
+   */
+  PERFABI_BUCKETS_LOG2 = 1,
+  /**
+   * The finite upper bounds `bounds[0..nr_bounds]`, strictly
+   * increasing; one more bucket (`+Inf`) follows them.
+   */
+  PERFABI_BUCKETS_EXPLICIT = 2,
+} perfabi_bucket_layout;
+
+/**
  * One counter looked up once (perfabi_counter_lookup()) and read many
  * times (perfabi_read()): a 1.0 counter, or one member of a family that is
  * not a histogram.
@@ -342,6 +418,17 @@ typedef struct perfabi_family_handle perfabi_family_handle;
 typedef struct perfabi_family_info perfabi_family_info;
 
 /**
+ * A member of a family a writer writes
+ * (perfabi_writer_family_add_member()): the handle every update goes
+ * through.
+ *
+ * Thread safety: updates from any threads at once (each lands in the
+ * block of the CPU its thread runs on); freed by one thread, once no
+ * other uses it.
+ */
+typedef struct perfabi_member perfabi_member;
+
+/**
  * One read of a directory (perfabi_directory_read()): its merged
  * families with their values, the problems met, and how many segment
  * files were merged.
@@ -370,6 +457,29 @@ typedef struct perfabi_segment perfabi_segment;
  * refer to its segment: it stays valid after perfabi_close().
  */
 typedef struct perfabi_snapshot perfabi_snapshot;
+
+/**
+ * A segment this process writes (perfabi_writer_create(),
+ * perfabi_writer_create_in()).
+ *
+ * Thread safety: any threads at once (the Rust writer is `Sync`), but
+ * perfabi_writer_close() by one thread, once no other uses it.
+ *
+ * fork(): a child must neither update nor close its parent's writer or
+ * handles (its updates would land in the parent's segment, counted as the
+ * parent's); it creates a writer of its own (perfabi_writer_create_in()
+ * gives it a file of its own in the same directory).
+ */
+typedef struct perfabi_writer perfabi_writer;
+
+/**
+ * A family of a writer (perfabi_writer_add_family()): its members are
+ * added with perfabi_writer_family_add_member().
+ *
+ * Thread safety: any threads at once; freed by one thread, once no other
+ * uses it.
+ */
+typedef struct perfabi_writer_family perfabi_writer_family;
 
 /**
  * One DAMON region of an aggregation.
@@ -625,6 +735,118 @@ typedef struct perfabi_segment_info {
    */
   enum perfabi_origin origin;
 } perfabi_segment_info;
+
+/**
+ * What a writer creates (perfabi_writer_options_default() gives the
+ * defaults; NULL options are the defaults too).
+ */
+typedef struct perfabi_writer_options {
+  /**
+   * Per-CPU blocks; 0: one per possible CPU (the default, and what the
+   * writer's fastest update method needs).
+   */
+  uint32_t nr_cpus;
+  /**
+   * Value slots: a counter, gauge or peak member takes one, a histogram
+   * member 2 + its buckets (default 1024).
+   */
+  uint32_t max_values;
+  /**
+   * Family table capacity (default 128).
+   */
+  uint32_t max_families;
+  /**
+   * Member table capacity (default 1024).
+   */
+  uint32_t max_members;
+  /**
+   * The heartbeat interval promised to readers, in milliseconds
+   * (default 1000; 0: no heartbeat). A thread of the writer's own keeps
+   * the promise: the application never has to call anything.
+   */
+  uint32_t heartbeat_interval_ms;
+} perfabi_writer_options;
+
+/**
+ * What a family is (perfabi_writer_add_family()). Zero is the default of
+ * every field but @name and @kind, so a designated initializer names only
+ * what it needs:
+ * `{ .name = "http.requests", .help = "Requests served",
+ *    .kind = PERFABI_METRIC_COUNTER }`.
+ * The enum fields are plain integers (a value of no enumerator is
+ * refused, never undefined behaviour).
+ */
+typedef struct perfabi_family_spec {
+  /**
+   * The name (`spec/PERFABI.md` §5: letters, digits, `_` and `.`, at
+   * most 63 bytes).
+   */
+  const char *name;
+  /**
+   * One line of help (printable ASCII, at most 127 bytes); NULL: "".
+   */
+  const char *help;
+  /**
+   * The dimension its members vary along, the label key of their
+   * instance strings (`device`, `code`); NULL or "": a family of one
+   * member whose instance is "".
+   */
+  const char *dimension;
+  /**
+   * A `perfabi_metric_kind`.
+   */
+  uint32_t kind;
+  /**
+   * A gauge's `perfabi_gauge_mode` (0, `PERFABI_GAUGE_SUM`, for the
+   * other kinds).
+   */
+  uint32_t gauge_mode;
+  /**
+   * A `perfabi_value_type`; 0: `PERFABI_VALUE_U64` (a histogram's and a
+   * peak's must be).
+   */
+  uint32_t value_type;
+  /**
+   * The unit; all zero: a plain count.
+   */
+  struct perfabi_units unit;
+  /**
+   * A histogram's `perfabi_bucket_layout` (`PERFABI_BUCKETS_NONE` for
+   * the other kinds).
+   */
+  uint32_t buckets;
+  /**
+   * `PERFABI_BUCKETS_LOG2`: the exponent of the first bound.
+   */
+  uint32_t log2_first;
+  /**
+   * `PERFABI_BUCKETS_LOG2`: the buckets, `+Inf` included (2 to 32).
+   */
+  uint32_t log2_buckets;
+  /**
+   * `PERFABI_BUCKETS_EXPLICIT`: the finite bounds.
+   */
+  const uint64_t *bounds;
+  /**
+   * `PERFABI_BUCKETS_EXPLICIT`: how many (1 to 31).
+   */
+  size_t nr_bounds;
+} perfabi_family_spec;
+
+/**
+ * One extra label of a member: `key=value`
+ * (perfabi_writer_family_add_member()).
+ */
+typedef struct perfabi_label {
+  /**
+   * The key (the naming rule of a dimension).
+   */
+  const char *key;
+  /**
+   * The value (printable ASCII).
+   */
+  const char *value;
+} perfabi_label;
 
 #ifdef __cplusplus
 extern "C" {
@@ -1925,6 +2147,302 @@ enum perfabi_error perfabi_snapshot_histogram(const struct perfabi_snapshot *s,
                                               struct perfabi_histogram *out,
                                               uint64_t *buckets,
                                               size_t n);
+
+/**
+ * perfabi_writer_options_default() - the default writer options.
+ *
+ * Context: any thread.
+ * Return: the defaults (see `perfabi_writer_options`).
+ */
+struct perfabi_writer_options perfabi_writer_options_default(void);
+
+/**
+ * perfabi_writer_create() - create a segment at a path and write it.
+ * @path: where (normally under /dev/shm): the segment is built under a
+ *        temporary name and renamed into place, replacing an older one
+ *        (whose readers see it created again).
+ * @opts: the options, or NULL for perfabi_writer_options_default().
+ * @out: receives the writer (NULL on failure); close it with
+ *       perfabi_writer_close().
+ *
+ * Context: any thread. Creates a file and starts the writer's heartbeat
+ * thread.
+ * Return: `PERFABI_OK`; `PERFABI_E_BAD_CONFIG` (options no segment can
+ * have), `PERFABI_E_IO` (the file could not be created: the message
+ * says why), `PERFABI_E_INVALID_ARGUMENT` (NULL `path` or `out`, a path
+ * that is not UTF-8).
+ *
+ * # Safety
+ * `path` is NULL or a NUL-terminated string; `opts` is NULL or points to
+ * a `perfabi_writer_options`; `out` is NULL or writable.
+ */
+enum perfabi_error perfabi_writer_create(const char *path,
+                                         const struct perfabi_writer_options *opts,
+                                         struct perfabi_writer **out);
+
+/**
+ * perfabi_writer_create_in() - create a segment of the writer @name in a
+ * directory of segments (`spec/PERFABI.md` §15), which readers read as
+ * one with every other writer's there: the file is
+ * `<name>.<pid>.<nonce>.perfabi`, new at each creation, so a restarted
+ * worker never reuses a dead one's file, and a dead one's counts are
+ * kept by the directory's fold.
+ * @dir: the directory, created (mode 0755) if absent and refused if
+ *       another user could replace its files; NULL: the default,
+ *       `$PERFABI_DIR` if set and not empty, else
+ *       `/dev/shm/perfabi-<euid>` (where readers look by default).
+ * @name: the writer's name: 1 to 64 ASCII letters, digits, `_` or `-`.
+ * @opts: the options, or NULL for perfabi_writer_options_default().
+ * @out: receives the writer (NULL on failure); close it with
+ *       perfabi_writer_close().
+ *
+ * Context: any thread. Creates a file (and the directory), folds dead
+ * writers' segments, starts the writer's heartbeat thread.
+ * Return: `PERFABI_OK`; `PERFABI_E_BAD_NAME` (@name), `PERFABI_E_BAD_CONFIG`,
+ * `PERFABI_E_IO` (the directory or file could not be made or used: the
+ * message says why), `PERFABI_E_INVALID_ARGUMENT` (NULL @name or @out,
+ * text that is not UTF-8).
+ *
+ * # Safety
+ * `dir` and `name` are NULL or NUL-terminated strings; `opts` is NULL or
+ * points to a `perfabi_writer_options`; `out` is NULL or writable.
+ */
+enum perfabi_error perfabi_writer_create_in(const char *dir,
+                                            const char *name,
+                                            const struct perfabi_writer_options *opts,
+                                            struct perfabi_writer **out);
+
+/**
+ * perfabi_writer_path() - where a writer's segment is.
+ * @w: the writer.
+ *
+ * Context: any thread.
+ * Return: the path, a NUL-terminated string owned by the writer, valid
+ * until perfabi_writer_close(); NULL if @w is NULL.
+ *
+ * # Safety
+ * `w` is NULL or a writer not closed.
+ */
+const char *perfabi_writer_path(const struct perfabi_writer *w);
+
+/**
+ * perfabi_writer_close() - give up a writer. The segment is marked closed
+ * (readers report the writer gone, with its final values) once the writer
+ * and every family and member handle made from it are freed: free them
+ * before or after, in any order. Handles still held keep working (their
+ * updates count) until they are freed.
+ * @w: the writer, or NULL (nothing happens).
+ *
+ * Context: any thread, once no other thread uses @w.
+ *
+ * # Safety
+ * `w` is NULL or a writer of perfabi_writer_create() or
+ * perfabi_writer_create_in(), not closed before and not used after.
+ */
+void perfabi_writer_close(struct perfabi_writer *w);
+
+/**
+ * perfabi_writer_add_family() - add a family to a writer's segment
+ * (`spec/PERFABI.md` §5.1): readers see it, with no members, at once.
+ * @w: the writer.
+ * @spec: what the family is.
+ * @out: receives the family (NULL on failure); free it with
+ *       perfabi_writer_family_free() (the family stays in the segment).
+ *
+ * Context: any thread. Takes the writer's metadata lock; allocates.
+ * Return: `PERFABI_OK`; `PERFABI_E_BAD_NAME` (the name, help, dimension,
+ * unit or buckets break the rules of §5), `PERFABI_E_WRONG_KIND` (the
+ * fields do not fit the kind: buckets on a counter, a histogram without,
+ * a signed peak or histogram, a gauge mode of another kind),
+ * `PERFABI_E_DUPLICATE` (a live family or counter has the name, or one
+ * is a dotted prefix of the other), `PERFABI_E_TABLE_FULL`,
+ * `PERFABI_E_INVALID_ARGUMENT` (a NULL pointer, text that is not UTF-8, a
+ * value of no enumerator).
+ *
+ * # Safety
+ * `w` is NULL or a writer not closed; `spec` is NULL or points to a
+ * `perfabi_family_spec` whose strings are NULL or NUL-terminated and
+ * whose `bounds` is NULL or holds `nr_bounds` values; `out` is NULL or
+ * writable.
+ */
+enum perfabi_error perfabi_writer_add_family(const struct perfabi_writer *w,
+                                             const struct perfabi_family_spec *spec,
+                                             struct perfabi_writer_family **out);
+
+/**
+ * perfabi_writer_family_add_member() - add a member (an instance) to a
+ * family (`spec/PERFABI.md` §5.3): readers see it at once, its values 0.
+ * @f: the family.
+ * @instance: its value of the family's dimension (`sda`, `200`); NULL or
+ *            "" in a family without dimension (and only there).
+ * @labels: up to four extra labels (NULL if @nr_labels is 0).
+ * @nr_labels: how many.
+ * @out: receives the member (NULL on failure), the handle every update
+ *       goes through; free it with perfabi_member_free() (the member
+ *       stays in the segment).
+ *
+ * An instance seen before in the family (deleted since) gets its
+ * instance number back, so readers see the same series continue.
+ *
+ * Context: any thread. Takes the writer's metadata lock; allocates.
+ * Return: `PERFABI_OK`; `PERFABI_E_BAD_NAME` (the instance or a label
+ * breaks the rules of §5, more than four labels, an instance in a family
+ * without dimension or none in one with), `PERFABI_E_DUPLICATE` (the
+ * instance is live), `PERFABI_E_TABLE_FULL`, `PERFABI_E_UNKNOWN_INSTANCE`
+ * (the family was deleted), `PERFABI_E_INVALID_ARGUMENT`.
+ *
+ * # Safety
+ * `f` is NULL or a live family handle; `instance` is NULL or a
+ * NUL-terminated string; `labels` is NULL or holds `nr_labels` labels
+ * whose strings are NULL or NUL-terminated; `out` is NULL or writable.
+ */
+enum perfabi_error perfabi_writer_family_add_member(const struct perfabi_writer_family *f,
+                                                    const char *instance,
+                                                    const struct perfabi_label *labels,
+                                                    size_t nr_labels,
+                                                    struct perfabi_member **out);
+
+/**
+ * perfabi_writer_family_delete() - delete a family and every member of
+ * it from the segment, in one change readers see at once. Its handles
+ * stay allocated (free them): their updates are refused from now on.
+ * @f: the family.
+ *
+ * Context: any thread. Takes the writer's metadata lock.
+ * Return: `PERFABI_OK`; `PERFABI_E_UNKNOWN_INSTANCE` (deleted before),
+ * `PERFABI_E_INVALID_ARGUMENT` (NULL).
+ *
+ * # Safety
+ * `f` is NULL or a live family handle.
+ */
+enum perfabi_error perfabi_writer_family_delete(const struct perfabi_writer_family *f);
+
+/**
+ * perfabi_writer_family_free() - free a family handle (the family stays
+ * in the segment: perfabi_writer_family_delete() deletes it).
+ * @f: the handle, or NULL (nothing happens).
+ *
+ * Context: any thread, once no other uses @f.
+ *
+ * # Safety
+ * `f` is NULL or a handle of perfabi_writer_add_family(), not freed
+ * before and not used after.
+ */
+void perfabi_writer_family_free(struct perfabi_writer_family *f);
+
+/**
+ * perfabi_member_add() - the hot path: add @delta (wrapping; negative
+ * subtracts) to a counter or gauge member, on the calling thread's CPU:
+ * no system call, no lock, no lookup; a few ns.
+ * @m: the member.
+ * @delta: what to add.
+ *
+ * Context: any thread, any number at once; never blocks.
+ * Return: `PERFABI_OK`; `PERFABI_E_WRONG_KIND` (a peak or histogram
+ * member), `PERFABI_E_UNKNOWN_INSTANCE` (the member or its family was
+ * deleted: nothing is written), `PERFABI_E_INVALID_ARGUMENT` (NULL).
+ *
+ * # Safety
+ * `m` is NULL or a member handle not freed.
+ */
+enum perfabi_error perfabi_member_add(const struct perfabi_member *m,
+                                      int64_t delta);
+
+/**
+ * perfabi_member_set() - set a gauge member's value (its sum over CPUs):
+ * the calling thread's CPU's share takes the difference. Adds racing with
+ * it count as before or after it.
+ * @m: the member.
+ * @value: the new value (a gauge of `PERFABI_VALUE_U64` reads it as
+ *         unsigned).
+ *
+ * Context: any thread; sets of one writer are serialised (a lock).
+ * Return: `PERFABI_OK`; `PERFABI_E_WRONG_KIND` (not a gauge),
+ * `PERFABI_E_UNKNOWN_INSTANCE` (deleted), `PERFABI_E_INVALID_ARGUMENT`.
+ *
+ * # Safety
+ * `m` is NULL or a member handle not freed.
+ */
+enum perfabi_error perfabi_member_set(const struct perfabi_member *m,
+                                      int64_t value);
+
+/**
+ * perfabi_member_observe() - record one observation in a histogram
+ * member: its count, sum and bucket change in one update, so a reader
+ * never sees them disagree.
+ * @m: the member.
+ * @value: the observation.
+ *
+ * Context: any thread, any number at once; never blocks.
+ * Return: `PERFABI_OK`; `PERFABI_E_WRONG_KIND` (not a histogram),
+ * `PERFABI_E_UNKNOWN_INSTANCE` (deleted), `PERFABI_E_INVALID_ARGUMENT`.
+ *
+ * # Safety
+ * `m` is NULL or a member handle not freed.
+ */
+enum perfabi_error perfabi_member_observe(const struct perfabi_member *m,
+                                          uint64_t value);
+
+/**
+ * perfabi_member_peak() - record @value in a peak member: the calling
+ * thread's CPU's high-water mark becomes @value if it is larger (readers
+ * take the maximum over CPUs).
+ * @m: the member.
+ * @value: the value seen.
+ *
+ * Context: any thread, any number at once; never blocks.
+ * Return: `PERFABI_OK`; `PERFABI_E_WRONG_KIND` (not a peak),
+ * `PERFABI_E_UNKNOWN_INSTANCE` (deleted), `PERFABI_E_INVALID_ARGUMENT`.
+ *
+ * # Safety
+ * `m` is NULL or a member handle not freed.
+ */
+enum perfabi_error perfabi_member_peak(const struct perfabi_member *m,
+                                       uint64_t value);
+
+/**
+ * perfabi_member_reset_peak() - reset a peak member to 0 on every CPU, as
+ * one change: a reader's snapshot holds every CPU's mark from before the
+ * reset or every one from after it.
+ * @m: the member.
+ *
+ * Context: any thread. Takes the writer's metadata lock.
+ * Return: `PERFABI_OK`; `PERFABI_E_WRONG_KIND` (not a peak),
+ * `PERFABI_E_UNKNOWN_INSTANCE` (deleted), `PERFABI_E_INVALID_ARGUMENT`.
+ *
+ * # Safety
+ * `m` is NULL or a member handle not freed.
+ */
+enum perfabi_error perfabi_member_reset_peak(const struct perfabi_member *m);
+
+/**
+ * perfabi_member_delete() - delete a member from the segment (readers see
+ * it gone at once). The handle stays allocated (free it): its updates
+ * are refused from now on, and never reach the member that may reuse its
+ * slots.
+ * @m: the member.
+ *
+ * Context: any thread. Takes the writer's metadata lock.
+ * Return: `PERFABI_OK`; `PERFABI_E_UNKNOWN_INSTANCE` (deleted before, or
+ * its family was), `PERFABI_E_INVALID_ARGUMENT` (NULL).
+ *
+ * # Safety
+ * `m` is NULL or a member handle not freed.
+ */
+enum perfabi_error perfabi_member_delete(const struct perfabi_member *m);
+
+/**
+ * perfabi_member_free() - free a member handle (the member stays in the
+ * segment: perfabi_member_delete() deletes it).
+ * @m: the handle, or NULL (nothing happens).
+ *
+ * Context: any thread, once no other uses @m.
+ *
+ * # Safety
+ * `m` is NULL or a handle of perfabi_writer_family_add_member(), not
+ * freed before and not used after.
+ */
+void perfabi_member_free(struct perfabi_member *m);
 
 #ifdef __cplusplus
 }  // extern "C"

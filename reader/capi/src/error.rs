@@ -89,9 +89,30 @@ pub enum perfabi_error {
     /// `not-read`: a family handle holds no values: it was not read yet,
     /// or its last perfabi_family_read() failed (read it again).
     PERFABI_E_NOT_READ = 25,
+    /// A writer's refusal of what it was asked to describe: `bad-name`,
+    /// `bad-help`, `bad-unit`, `bad-label-key` (a dimension or label key),
+    /// `bad-instance`, `bad-labels`, `bad-buckets` (the rules of
+    /// `spec/PERFABI.md` §5; the message says which string).
+    PERFABI_E_BAD_NAME = 26,
+    /// A writer's `duplicate-name` (a live family or counter has that name
+    /// or clashes with it, §5) or `duplicate-instance` (the family has a
+    /// live member of that instance).
+    PERFABI_E_DUPLICATE = 27,
+    /// A writer's `table-full` (no value slots left) or `no-family-room`
+    /// (no family or member slot left, or a segment without family
+    /// tables): create the writer with larger `perfabi_writer_options`.
+    PERFABI_E_TABLE_FULL = 28,
+    /// A writer's `wrong-kind`: the update does not fit the member's kind
+    /// (observe() of a counter, set() of a counter), or the family spec
+    /// does not fit its kind (buckets on a gauge, a signed peak).
+    PERFABI_E_WRONG_KIND = 29,
+    /// A writer's `bad-config`: `perfabi_writer_options` describe a
+    /// segment the ABI cannot hold (the core's code, `bad-capacity`,
+    /// `bad-cpu-count`..., is the code string).
+    PERFABI_E_BAD_CONFIG = 30,
     /// Not a code: one more than the largest (non-ABI; codes may be added
     /// before it).
-    PERFABI_E_MAX = 26,
+    PERFABI_E_MAX = 31,
 }
 
 use perfabi_error::*;
@@ -177,13 +198,22 @@ impl perfabi_error {
             PERFABI_E_NOT_READ => {
                 c"the family handle holds no values: not read yet, or its last read failed (read it again)"
             }
+            PERFABI_E_BAD_NAME => {
+                c"the writer refused a name, help, unit, label or buckets (see the naming rules)"
+            }
+            PERFABI_E_DUPLICATE => c"a live family, counter or member already has that name",
+            PERFABI_E_TABLE_FULL => {
+                c"the segment has no room left (create the writer with larger tables)"
+            }
+            PERFABI_E_WRONG_KIND => c"the update or spec does not fit the family's kind",
+            PERFABI_E_BAD_CONFIG => c"the writer's options describe no valid segment",
             PERFABI_E_MAX => c"unknown error code",
         }
     }
 }
 
 /// Every code, in order (`PERFABI_E_MAX` last).
-const ALL: [perfabi_error; 27] = [
+const ALL: [perfabi_error; 32] = [
     PERFABI_OK,
     PERFABI_E_NOT_FOUND,
     PERFABI_E_IO,
@@ -210,7 +240,32 @@ const ALL: [perfabi_error; 27] = [
     PERFABI_E_WRONG_TYPE,
     PERFABI_E_PANIC,
     PERFABI_E_NOT_READ,
+    PERFABI_E_BAD_NAME,
+    PERFABI_E_DUPLICATE,
+    PERFABI_E_TABLE_FULL,
+    PERFABI_E_WRONG_KIND,
+    PERFABI_E_BAD_CONFIG,
     PERFABI_E_MAX,
+];
+
+/// The writer's code strings (`perfabi::Error::code`) with a code of
+/// their own; any other is the reader's mapping ([`perfabi_error::of_code`]:
+/// `unknown-instance`, `closed`...). Separate from [`CODES`]: a reader
+/// that finds a bad name in a segment has a malformed segment, a writer
+/// asked for one has a bad argument.
+const WRITER_CODES: [(&str, perfabi_error); 12] = [
+    ("bad-name", PERFABI_E_BAD_NAME),
+    ("bad-help", PERFABI_E_BAD_NAME),
+    ("bad-unit", PERFABI_E_BAD_NAME),
+    ("bad-label-key", PERFABI_E_BAD_NAME),
+    ("bad-instance", PERFABI_E_BAD_NAME),
+    ("bad-labels", PERFABI_E_BAD_NAME),
+    ("bad-buckets", PERFABI_E_BAD_NAME),
+    ("duplicate-name", PERFABI_E_DUPLICATE),
+    ("duplicate-instance", PERFABI_E_DUPLICATE),
+    ("table-full", PERFABI_E_TABLE_FULL),
+    ("no-family-room", PERFABI_E_TABLE_FULL),
+    ("wrong-kind", PERFABI_E_WRONG_KIND),
 ];
 
 /// Why a call failed: its code, the stable code string and the message
@@ -297,6 +352,75 @@ impl Failure {
     }
 }
 
+impl Failure {
+    /// The Rust writer's refusal `e` in entry point `func`, about `what`
+    /// (the name or instance it was given, for the message).
+    #[cold]
+    pub(crate) fn writer(func: &str, what: &str, e: &perfabi::Error) -> Self {
+        let name = e.code();
+        let code = WRITER_CODES
+            .iter()
+            .find(|(c, _)| *c == name)
+            .map_or_else(|| perfabi_error::of_code(name), |&(_, c)| c);
+        let message = if what.is_empty() {
+            format!("{func}: {e}")
+        } else {
+            format!("{func}: {what}: {e}")
+        };
+        Self {
+            code,
+            name,
+            message,
+        }
+    }
+
+    /// A segment the Rust writer could not create (`perfabi_writer_create`,
+    /// `_create_in`): options it refuses are `PERFABI_E_BAD_CONFIG` (a
+    /// writer name it refuses `PERFABI_E_BAD_NAME`), anything of the
+    /// system `PERFABI_E_IO`.
+    #[cold]
+    pub(crate) fn create(func: &str, at: &str, e: perfabi_shm::writer::CreateError) -> Self {
+        use perfabi_shm::writer::CreateError;
+        match e {
+            CreateError::Abi(a) => {
+                let name = a.code();
+                let code = if name == "bad-name" {
+                    PERFABI_E_BAD_NAME
+                } else {
+                    PERFABI_E_BAD_CONFIG
+                };
+                Self {
+                    code,
+                    name,
+                    message: format!("{func}: {at}: {e}", e = CreateError::Abi(a)),
+                }
+            }
+            CreateError::Io(io) => Self {
+                code: PERFABI_E_IO,
+                name: "io",
+                message: format!("{func}: cannot create the segment at {at}: {io}"),
+            },
+        }
+    }
+}
+
+impl Failure {
+    /// A writer name (of a segment file in a directory) the rules of
+    /// `perfabi_shm::directory::valid_name` refuse.
+    #[cold]
+    pub(crate) fn writer_name(func: &str, name: &str) -> Self {
+        Self {
+            code: PERFABI_E_BAD_NAME,
+            name: "bad-name",
+            message: format!(
+                "{func}: name \"{}\": use 1 to {} ASCII letters, digits, '_' or '-'",
+                name.escape_default(),
+                perfabi_shm::directory::MAX_NAME_LEN
+            ),
+        }
+    }
+}
+
 impl From<Error> for Failure {
     fn from(e: Error) -> Self {
         Self {
@@ -343,6 +467,33 @@ pub(crate) fn guard(
         Ok(Err(f)) => f.record(),
         Err(p) => Failure::panic(func, &*p).record(),
     }
+}
+
+/// [`guard`] for a hot path (perfabi_member_add()): `body` returns the
+/// code itself and builds and records every failure out of line
+/// ([`failed`]), so that a success costs neither a stack frame for a
+/// `Failure` nor its copies: only the body's own work.
+#[inline(always)]
+pub(crate) fn guard_hot(func: &'static str, body: impl FnOnce() -> perfabi_error) -> perfabi_error {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(code) => code,
+        Err(p) => panicked(func, p),
+    }
+}
+
+/// A panic of entry point `func`, recorded as its failure (out of line).
+#[cold]
+#[inline(never)]
+fn panicked(func: &'static str, p: Box<dyn std::any::Any + Send>) -> perfabi_error {
+    Failure::panic(func, &*p).record()
+}
+
+/// The failure `make` builds, recorded as the thread's last error, out
+/// of line: the slow path of a [`guard_hot`] body.
+#[cold]
+#[inline(never)]
+pub(crate) fn failed(make: impl FnOnce() -> Failure) -> perfabi_error {
+    make().record()
 }
 
 /// [`guard`] for an entry point that returns a value: `fallback` (NULL, 0)
@@ -501,6 +652,51 @@ mod tests {
         .join()
         .unwrap();
         assert_eq!(rx.recv().unwrap(), (PERFABI_E_INVALID_ARGUMENT, PERFABI_OK));
+    }
+
+    /// A writer's refusal has the writer's code, with the core's code
+    /// string kept; the same code met while reading a segment is still a
+    /// malformed segment's.
+    #[test]
+    fn a_writers_refusal_has_its_code_and_the_same_code_read_is_malformed() {
+        use perfabi::Error as E;
+        for (e, c) in [
+            (E::BadName, PERFABI_E_BAD_NAME),
+            (E::BadHelp, PERFABI_E_BAD_NAME),
+            (E::BadUnit, PERFABI_E_BAD_NAME),
+            (E::BadLabelKey, PERFABI_E_BAD_NAME),
+            (E::BadInstance, PERFABI_E_BAD_NAME),
+            (E::BadLabels, PERFABI_E_BAD_NAME),
+            (E::BadBuckets, PERFABI_E_BAD_NAME),
+            (E::DuplicateName, PERFABI_E_DUPLICATE),
+            (E::DuplicateInstance, PERFABI_E_DUPLICATE),
+            (E::TableFull, PERFABI_E_TABLE_FULL),
+            (E::NoFamilyRoom, PERFABI_E_TABLE_FULL),
+            (E::WrongKind, PERFABI_E_WRONG_KIND),
+        ] {
+            let f = Failure::writer("perfabi_test", "family x", &e);
+            assert_eq!((f.code, f.name), (c, e.code()), "{e:?}");
+            assert!(
+                f.message.starts_with("perfabi_test: family x: "),
+                "{}",
+                f.message
+            );
+            assert_eq!(
+                perfabi_error::of_code(e.code()),
+                PERFABI_E_MALFORMED,
+                "{e:?}"
+            );
+        }
+        // A code of the reader's own stays the reader's.
+        let f = Failure::writer("perfabi_test", "", &E::UnknownInstance);
+        assert_eq!(f.code, PERFABI_E_UNKNOWN_INSTANCE);
+        assert_eq!(f.message, format!("perfabi_test: {}", E::UnknownInstance));
+        let f = Failure::create(
+            "perfabi_test",
+            "/x",
+            perfabi_shm::writer::CreateError::Abi(E::BadCpuCount(0)),
+        );
+        assert_eq!((f.code, f.name), (PERFABI_E_BAD_CONFIG, "bad-cpu-count"));
     }
 
     #[test]

@@ -6,6 +6,8 @@
 //! call, no allocation), read DAMON regions. Nothing here reads a segment
 //! itself: every read is the reader's, with its guarantees (never a torn
 //! value, never a hang, never a crash on a truncated or hostile file).
+//! And a C face on the Rust writer (`perfabi_shm::writer`, module
+//! `writer`): create a segment, add families and members, update them.
 //!
 //! The C header `include/perfabi.h` is generated from this crate by
 //! cbindgen (`reader/capi/regenerate-header`; a test fails while it is
@@ -29,7 +31,10 @@
 //!   are used by one thread at a time, the thread using the segment (they
 //!   may move between threads); snapshots (with their families) and DAMON
 //!   results are immutable, for any threads at once; the last error is per
-//!   thread. Each function's `Context:` line says which applies.
+//!   thread. A writer and its family and member handles are for any
+//!   threads at once (the Rust writer is `Sync`), each freed by one
+//!   thread once no other uses it. Each function's `Context:` line says
+//!   which applies.
 //!
 //! This crate is the FFI home of the reader (`tests/architecture`): its
 //! `unsafe` code turns C's pointers into Rust values, in `ptr` and at each
@@ -44,6 +49,7 @@ mod handle;
 mod ptr;
 mod segment;
 mod snapshot;
+mod writer;
 
 use std::ffi::c_char;
 
@@ -56,6 +62,7 @@ pub use family::*;
 pub use handle::*;
 pub use segment::*;
 pub use snapshot::*;
+pub use writer::*;
 
 /// Major version of libperfabi (of the C API: its soname is
 /// `libperfabi.so.0` while this is 0).

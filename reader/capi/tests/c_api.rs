@@ -1293,6 +1293,649 @@ fn make_install_builds_nothing_and_quotes_its_paths() {
     );
 }
 
+// The writer for C: tests/c/writer_checks.c writes from C, under the
+// sanitizers, and reads back with libperfabi's reader; the Rust reader
+// reads the same segment here.
+
+/// writer_checks.c compiled against the installed library under ASan and
+/// UBSan, in a folder that also holds the segment directory `dir`; `None`
+/// (a skip) where the C tools are missing.
+fn writer_checks(test: &str) -> Option<(tempfile::TempDir, PathBuf, PathBuf)> {
+    if !have_tools(test) {
+        return None;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = compile_file(tmp.path(), "tests/c/writer_checks.c", Link::Sanitized);
+    let dir = tmp.path().join("segments");
+    Some((tmp, exe, dir))
+}
+
+/// The total of member `instance` of family `name` in `s`.
+fn total(s: &perfabi_reader::Snapshot, name: &str, instance: &str) -> Reading {
+    let f = s
+        .families
+        .iter()
+        .find(|f| f.name == name)
+        .unwrap_or_else(|| panic!("no family {name}"));
+    let m = f
+        .members
+        .iter()
+        .find(|m| m.instance == instance)
+        .unwrap_or_else(|| panic!("no member {name}{{{instance}}}"));
+    s.reading(f, m)
+}
+
+#[test]
+fn a_c_writer_writes_every_kind_and_both_readers_read_it_exactly() {
+    let test = "a_c_writer_writes_every_kind_and_both_readers_read_it_exactly";
+    let Some((_tmp, exe, dir)) = writer_checks(test) else {
+        return;
+    };
+    let mut c = Stepped::start(&exe, &["write", dir.to_str().unwrap()]);
+    let before = c.until_ready();
+    assert!(!before.contains("MISMATCH"), "the C reader read:\n{before}");
+    let path = before
+        .lines()
+        .find_map(|l| l.strip_prefix("path "))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("no path in {before}"));
+    // A directory's segment, under the writer's name.
+    assert_eq!(path.parent(), Some(dir.as_path()));
+    let file = path.file_name().unwrap().to_str().unwrap();
+    assert!(
+        file.starts_with(&format!("cwriter.{}.", c.child.id())) && file.ends_with(".perfabi"),
+        "{file}"
+    );
+
+    let mut seg = Segment::open(&path).unwrap();
+    let (_, liveness) = seg.status().unwrap();
+    assert_eq!(liveness, perfabi_reader::Liveness::Alive);
+    let s = seg.snapshot().unwrap();
+    assert_eq!(s.nr_cpus, 4);
+    let u = |v| Reading::Unsigned(v);
+    assert_eq!(total(&s, "app.requests", "200"), u(13));
+    assert_eq!(total(&s, "app.requests", "500"), u(2));
+    assert_eq!(total(&s, "app.bytes", ""), u(8192));
+    assert_eq!(total(&s, "app.inflight", "a"), Reading::Signed(-2));
+    assert_eq!(total(&s, "app.queue_peak", "q1"), u(9));
+    assert_eq!(total(&s, "app.queue_peak", "q2"), u(0));
+    let Reading::Histogram(h) = total(&s, "app.latency", "") else {
+        panic!("app.latency is no histogram")
+    };
+    assert_eq!(
+        (h.count, h.sum, h.buckets.as_slice()),
+        (4, 1000 + 2000 + 5000 + (1 << 20), &[1, 1, 0, 2][..])
+    );
+    let Reading::Histogram(h) = total(&s, "app.size", "") else {
+        panic!("app.size is no histogram")
+    };
+    assert_eq!(
+        (h.count, h.sum, h.buckets.as_slice()),
+        (4, 5555, &[1, 1, 1, 1][..])
+    );
+    // The metadata is the spec's, field by field.
+    let fam = |n: &str| s.families.iter().find(|f| f.name == n).unwrap();
+    let req = fam("app.requests");
+    assert_eq!(
+        (req.kind, req.help.as_str(), req.dimension.as_str()),
+        (Kind::Counter, "Requests served", "code")
+    );
+    let ok = req.members.iter().find(|m| m.instance == "200").unwrap();
+    assert_eq!(ok.labels, vec![("method".to_string(), "GET".to_string())]);
+    assert_eq!(fam("app.bytes").unit, Unit::BYTES);
+    let inflight = fam("app.inflight");
+    assert_eq!(
+        (inflight.kind, inflight.value_type, inflight.gauge_mode),
+        (Kind::Gauge, ValueType::I64, perfabi::GaugeMode::Max)
+    );
+    assert_eq!(fam("app.queue_peak").kind, Kind::Peak);
+    let lat = fam("app.latency");
+    assert_eq!(lat.unit, Unit::NS);
+    assert_eq!(lat.buckets, Some(Buckets::Log2 { first: 10, n: 4 }));
+    assert_eq!(
+        fam("app.size").buckets,
+        Some(Buckets::Explicit(vec![10, 100, 1000]))
+    );
+
+    c.go();
+    let after = c.finish();
+    assert!(after.contains("done failures=0"), "{after}");
+    let got = calls(&after);
+    let expect = |call: &str, e: perfabi_error, name: &str| {
+        let (code, n, m) = got
+            .get(call)
+            .unwrap_or_else(|| panic!("{call} not in\n{after}"));
+        assert_eq!((*code, n.as_str()), (self::code(e), name), "{call}: {m}");
+        assert!(
+            m.starts_with(call.split('(').next().unwrap()),
+            "{call}: {m}"
+        );
+    };
+    expect(
+        "perfabi_member_add(err, 1)",
+        PERFABI_E_UNKNOWN_INSTANCE,
+        "unknown-instance",
+    );
+    expect(
+        "perfabi_member_delete(err)",
+        PERFABI_E_UNKNOWN_INSTANCE,
+        "unknown-instance",
+    );
+    expect(
+        "perfabi_member_peak(q1, 1)",
+        PERFABI_E_UNKNOWN_INSTANCE,
+        "unknown-instance",
+    );
+    expect(
+        "perfabi_writer_family_add_member(peak, \"q3\", NULL, 0, &q3)",
+        PERFABI_E_UNKNOWN_INSTANCE,
+        "unknown-instance",
+    );
+    // Every handle freed: the segment is closed, its values final (the
+    // add after perfabi_writer_close() counted).
+    let mut seg = Segment::open(&path).unwrap();
+    assert!(
+        matches!(seg.status(), Err(perfabi_reader::Error::Closed)),
+        "{:?}",
+        seg.status()
+    );
+    let opts = perfabi_reader::Options {
+        require_live: false,
+        ..Default::default()
+    };
+    let s = Segment::open_with(&path, opts).unwrap().snapshot().unwrap();
+    assert_eq!(total(&s, "app.requests", "200"), u(14));
+}
+
+#[test]
+fn misuse_of_the_c_writer_is_a_typed_error_never_a_crash() {
+    let test = "misuse_of_the_c_writer_is_a_typed_error_never_a_crash";
+    let Some((_tmp, exe, dir)) = writer_checks(test) else {
+        return;
+    };
+    std::fs::create_dir(&dir).unwrap();
+    let f = run(&exe, &["misuse", dir.to_str().unwrap()]);
+    assert_eq!(f.code(), Some(0), "{}\n{}", f.stdout, f.stderr);
+    assert_sanitizers_quiet(&f);
+    let got = calls(&f.stdout);
+    let expect = |call: &str, e: perfabi_error, name: &str, says: &str| {
+        let (c, n, m) = got
+            .get(call)
+            .unwrap_or_else(|| panic!("{call} not in\n{}", f.stdout));
+        assert_eq!((*c, n.as_str()), (code(e), name), "{call}: {m}");
+        assert!(m.contains(says), "{call}: {m:?} should say {says:?}");
+    };
+    let invalid =
+        |call: &str, says: &str| expect(call, PERFABI_E_INVALID_ARGUMENT, "invalid-argument", says);
+    invalid(
+        "perfabi_writer_create(NULL, NULL, &w)",
+        "perfabi_writer_create: path is NULL",
+    );
+    invalid(
+        "perfabi_writer_create(\"/dev/shm/x\", NULL, NULL)",
+        "perfabi_writer_create: out is NULL",
+    );
+    invalid(
+        "perfabi_writer_create(\"\\xff\\xfe\", NULL, &w)",
+        "path is not UTF-8",
+    );
+    expect(
+        "perfabi_writer_create(dir, NULL, &w)",
+        PERFABI_E_IO,
+        "io",
+        "is a directory",
+    );
+    expect(
+        "perfabi_writer_create(path, NULL, &w)",
+        PERFABI_E_IO,
+        "io",
+        "/no/such/folder/seg: No such file or directory",
+    );
+    expect(
+        "perfabi_writer_create(path, &bad, &w)",
+        PERFABI_E_BAD_CONFIG,
+        "bad-cpu-count",
+        "invalid CPU count 100000",
+    );
+    invalid(
+        "perfabi_writer_create_in(dir, NULL, NULL, &w)",
+        "name is NULL",
+    );
+    for call in [
+        "perfabi_writer_create_in(dir, \"no/slash\", NULL, &w)",
+        "perfabi_writer_create_in(dir, \"\", NULL, &w)",
+        "perfabi_writer_create_in(dir, \"a-name-longer-than-sixty-four-bytes-is-refused-by-the-writer-xxxxx\", NULL, &w)",
+    ] {
+        expect(
+            call,
+            PERFABI_E_BAD_NAME,
+            "bad-name",
+            "ASCII letters, digits, '_' or '-'",
+        );
+    }
+    invalid(
+        "perfabi_writer_create_in(\"\\xff\", \"w\", NULL, &w)",
+        "dir is not UTF-8",
+    );
+    invalid(
+        "perfabi_writer_create_in(dir, \"w\", NULL, NULL)",
+        "out is NULL",
+    );
+    expect(
+        "perfabi_writer_create_in(dir, \"w\", &small, &w)",
+        PERFABI_OK,
+        "",
+        "",
+    );
+    assert!(f.stdout.contains("perfabi_writer_path(NULL) NULL\n"));
+    let at = dir.join("at-path.seg");
+    assert!(
+        f.stdout
+            .contains(&format!("at-path {} total 5\n", at.display())),
+        "{}",
+        f.stdout
+    );
+    assert!(at.is_file(), "the segment is where it was asked to be");
+
+    invalid("perfabi_writer_add_family(NULL, &counter, &f)", "w is NULL");
+    invalid("perfabi_writer_add_family(w, NULL, &f)", "spec is NULL");
+    invalid(
+        "perfabi_writer_add_family(w, &counter, NULL)",
+        "out is NULL",
+    );
+    for (call, e, name, says) in [
+        (
+            "spec name NULL",
+            PERFABI_E_INVALID_ARGUMENT,
+            "invalid-argument",
+            "spec->name is NULL",
+        ),
+        (
+            "spec name bad",
+            PERFABI_E_BAD_NAME,
+            "bad-name",
+            "family bad name!",
+        ),
+        (
+            "spec name long",
+            PERFABI_E_BAD_NAME,
+            "bad-name",
+            "sixty.three",
+        ),
+        (
+            "spec name not UTF-8",
+            PERFABI_E_INVALID_ARGUMENT,
+            "invalid-argument",
+            "spec->name is not UTF-8",
+        ),
+        (
+            "spec help bad",
+            PERFABI_E_BAD_NAME,
+            "bad-help",
+            "family m.count",
+        ),
+        (
+            "spec dimension bad",
+            PERFABI_E_BAD_NAME,
+            "bad-label-key",
+            "family m.count",
+        ),
+        (
+            "spec kind 9",
+            PERFABI_E_INVALID_ARGUMENT,
+            "invalid-argument",
+            "spec->kind 9",
+        ),
+        (
+            "spec kind 0",
+            PERFABI_E_INVALID_ARGUMENT,
+            "invalid-argument",
+            "spec->kind 0",
+        ),
+        (
+            "spec gauge_mode 7",
+            PERFABI_E_INVALID_ARGUMENT,
+            "invalid-argument",
+            "spec->gauge_mode 7",
+        ),
+        (
+            "spec value_type 5",
+            PERFABI_E_INVALID_ARGUMENT,
+            "invalid-argument",
+            "spec->value_type 5",
+        ),
+        (
+            "spec buckets 9",
+            PERFABI_E_INVALID_ARGUMENT,
+            "invalid-argument",
+            "spec->buckets 9",
+        ),
+        (
+            "spec counter with a gauge mode",
+            PERFABI_E_WRONG_KIND,
+            "wrong-kind",
+            "family m.count",
+        ),
+        (
+            "spec counter with buckets",
+            PERFABI_E_WRONG_KIND,
+            "wrong-kind",
+            "family m.count",
+        ),
+        (
+            "spec unit bad",
+            PERFABI_E_BAD_NAME,
+            "bad-unit",
+            "family m.count",
+        ),
+        (
+            "spec histogram without buckets",
+            PERFABI_E_WRONG_KIND,
+            "wrong-kind",
+            "family m.hist",
+        ),
+        (
+            "spec bounds NULL",
+            PERFABI_E_INVALID_ARGUMENT,
+            "invalid-argument",
+            "spec->bounds is NULL",
+        ),
+        (
+            "spec bounds too many",
+            PERFABI_E_BAD_NAME,
+            "bad-buckets",
+            "family m.hist",
+        ),
+        (
+            "spec bounds none",
+            PERFABI_E_BAD_NAME,
+            "bad-buckets",
+            "family m.hist",
+        ),
+        (
+            "spec bounds decreasing",
+            PERFABI_E_BAD_NAME,
+            "bad-buckets",
+            "family m.hist",
+        ),
+        (
+            "spec log2 one bucket",
+            PERFABI_E_BAD_NAME,
+            "bad-buckets",
+            "family m.hist",
+        ),
+        (
+            "spec signed peak",
+            PERFABI_E_WRONG_KIND,
+            "wrong-kind",
+            "family m.peak",
+        ),
+        (
+            "family again",
+            PERFABI_E_DUPLICATE,
+            "duplicate-name",
+            "family m.count",
+        ),
+        (
+            "family under a family",
+            PERFABI_E_DUPLICATE,
+            "duplicate-name",
+            "family m.count.sub",
+        ),
+        (
+            "family table full",
+            PERFABI_E_TABLE_FULL,
+            "no-family-room",
+            "family m.other",
+        ),
+    ] {
+        expect(call, e, name, says);
+        assert!(
+            got[call].2.starts_with("perfabi_writer_add_family: "),
+            "{call}: {}",
+            got[call].2
+        );
+    }
+
+    let member = |args: &str| format!("perfabi_writer_family_add_member({args})");
+    invalid(&member("NULL, \"a\", NULL, 0, &m"), "f is NULL");
+    invalid(&member("f, \"a\", NULL, 0, NULL"), "out is NULL");
+    invalid(
+        &member("f, \"\\xff\", NULL, 0, &m"),
+        "instance is not UTF-8",
+    );
+    invalid(&member("f, \"a\", NULL, 1, &m"), "labels is NULL");
+    invalid(&member("f, \"a\", nul, 1, &m"), "a label's key is NULL");
+    for (args, e, name) in [
+        ("f, NULL, NULL, 0, &m", PERFABI_E_BAD_NAME, "bad-instance"),
+        ("f, \"a\", labels, 5, &m", PERFABI_E_BAD_NAME, "bad-labels"),
+        (
+            "f, \"a\", labels, (size_t)1 << 40, &m",
+            PERFABI_E_BAD_NAME,
+            "bad-labels",
+        ),
+        (
+            "f, \"a\", badkey, 1, &m",
+            PERFABI_E_BAD_NAME,
+            "bad-label-key",
+        ),
+        ("f, \"a\", dup, 1, &m", PERFABI_E_BAD_NAME, "bad-labels"),
+        (
+            "f, \"b\", NULL, 0, &n",
+            PERFABI_E_TABLE_FULL,
+            "no-family-room",
+        ),
+    ] {
+        expect(&member(args), e, name, "family m.count instance");
+    }
+    expect(
+        "member again",
+        PERFABI_E_DUPLICATE,
+        "duplicate-instance",
+        "instance \"a\"",
+    );
+
+    for call in [
+        "perfabi_member_add(NULL, 1)",
+        "perfabi_member_set(NULL, 1)",
+        "perfabi_member_observe(NULL, 1)",
+        "perfabi_member_peak(NULL, 1)",
+        "perfabi_member_reset_peak(NULL)",
+        "perfabi_member_delete(NULL)",
+    ] {
+        invalid(call, "m is NULL");
+    }
+    invalid("perfabi_writer_family_delete(NULL)", "f is NULL");
+    for call in [
+        "perfabi_member_set(m, 1)",
+        "perfabi_member_observe(m, 1)",
+        "perfabi_member_peak(m, 1)",
+        "perfabi_member_reset_peak(m)",
+    ] {
+        expect(
+            call,
+            PERFABI_E_WRONG_KIND,
+            "wrong-kind",
+            call.split('(').next().unwrap(),
+        );
+    }
+    expect("add live", PERFABI_OK, "", "");
+    for call in [
+        "perfabi_writer_family_delete(f)",
+        "add deleted",
+        "perfabi_member_delete(m)",
+    ] {
+        expect(call, PERFABI_E_UNKNOWN_INSTANCE, "unknown-instance", "");
+    }
+    assert!(
+        f.stdout.contains(&format!(
+            "strerror {} the segment has no room left",
+            code(PERFABI_E_TABLE_FULL)
+        )),
+        "{}",
+        f.stdout
+    );
+}
+
+/// The README's "Writing from C" example, this very text, compiled
+/// against the installed library under the sanitizers and run as the
+/// README says: its segment lands in the segment directory, the Rust
+/// reader reads its values exactly, and `perfabi-cat` shows them.
+#[test]
+fn readme_writer_example_writes_what_perfabi_cat_shows() {
+    let test = "readme_writer_example_writes_what_perfabi_cat_shows";
+    if !have_tools(test) {
+        return;
+    }
+    let src = readme::example("reader/capi/examples/writer.c");
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path(), "writer", &src, Link::Sanitized);
+    let segments = dir.path().join("perfabi");
+    let mut child = start_writer_example(&exe, &segments);
+    let path = check_writer_example(&mut child, &segments);
+    let out = Command::new(perfabi_test_harness::workspace::perfabi_cat())
+        .arg("--openmetrics")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    for want in [
+        "perfabi_myapp_requests_total{code=\"200\"} 1000",
+        "perfabi_myapp_latency_count 1000",
+        "# HELP perfabi_myapp_latency Request latency (unit: ns)",
+    ] {
+        assert!(text.lines().any(|l| l == want), "{want:?} in {text}");
+    }
+    end_writer_example(child);
+}
+
+/// The writer example linked statically (the archive and perfabi.pc's
+/// Libs.private): it needs no libperfabi at run time and writes the same.
+#[test]
+fn writer_example_linked_statically_writes_the_same() {
+    if !have_tools("writer_example_linked_statically_writes_the_same") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile_file(dir.path(), "examples/writer.c", Link::Static);
+    let dynamic = Command::new("readelf")
+        .arg("-d")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    let dynamic = String::from_utf8_lossy(&dynamic.stdout);
+    assert!(!dynamic.contains("libperfabi"), "{dynamic}");
+    let segments = dir.path().join("perfabi");
+    let mut child = start_writer_example(&exe, &segments);
+    check_writer_example(&mut child, &segments);
+    end_writer_example(child);
+}
+
+/// The compiled writer example `exe` started with `$PERFABI_DIR` at
+/// `segments`, its stdin and stdout piped.
+fn start_writer_example(exe: &Path, segments: &Path) -> std::process::Child {
+    c_program(exe, &[])
+        .env("PERFABI_DIR", segments)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The path the running writer example prints (within [`LIMIT`]), in
+/// `segments`, after checking the values there with the Rust reader.
+fn check_writer_example(child: &mut std::process::Child, segments: &Path) -> PathBuf {
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = stdout.read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx
+        .recv_timeout(LIMIT)
+        .expect("the example prints its segment's path");
+    let path = PathBuf::from(line.trim_end());
+    assert_eq!(path.parent(), Some(segments), "$PERFABI_DIR");
+    let s = Segment::open(&path).unwrap().snapshot().unwrap();
+    assert_eq!(total(&s, "myapp.requests", "200"), Reading::Unsigned(1000));
+    let Reading::Histogram(h) = total(&s, "myapp.latency", "") else {
+        panic!("myapp.latency is no histogram")
+    };
+    // 50,000 + 100 i ns for i < 1000.
+    assert_eq!(
+        (h.count, h.sum),
+        (1000, 50_000 * 1000 + 100 * 999 * 1000 / 2)
+    );
+    path
+}
+
+/// Ends the writer example (Enter) and checks that it succeeded with the
+/// sanitizers quiet.
+fn end_writer_example(mut child: std::process::Child) {
+    drop(child.stdin.take());
+    let mut f = Finished {
+        status: None,
+        max_rss_kib: 0,
+        elapsed: Duration::ZERO,
+        stdout: String::new(),
+        stderr: String::new(),
+    };
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut f.stderr)
+        .unwrap();
+    f.status = Some(child.wait().unwrap());
+    assert_eq!(f.code(), Some(0), "{}", f.stderr);
+    assert_sanitizers_quiet(&f);
+}
+
+/// Threads of a C program update the same member handles at once: not one
+/// add or observation is lost or torn (each lands in its CPU's block,
+/// exclusive by the writer's method), under ASan and UBSan.
+#[test]
+fn c_threads_sharing_member_handles_lose_no_update() {
+    let test = "c_threads_sharing_member_handles_lose_no_update";
+    let Some((_tmp, exe, dir)) = writer_checks(test) else {
+        return;
+    };
+    let f = run(&exe, &["threads", dir.to_str().unwrap()]);
+    assert_eq!(f.code(), Some(0), "{}\n{}", f.stdout, f.stderr);
+    assert_sanitizers_quiet(&f);
+    // 4 threads x 200,000: adds of 3; observations i % 100, half of
+    // them (0..=49) in the first bucket.
+    let n: u64 = 4 * 200_000;
+    let sum = 4 * (200_000 / 100) * (0..100).sum::<u64>();
+    let want = format!(
+        "adds {} count {n} sum {sum} buckets {},{}",
+        3 * n,
+        n / 2,
+        n / 2
+    );
+    assert!(
+        f.stdout.lines().any(|l| l == want),
+        "{want} in {}",
+        f.stdout
+    );
+    // The Rust reader reads the same totals from the closed segment.
+    let path = f
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("path "))
+        .map(PathBuf::from)
+        .unwrap();
+    let opts = perfabi_reader::Options {
+        require_live: false,
+        ..Default::default()
+    };
+    let s = Segment::open_with(&path, opts).unwrap().snapshot().unwrap();
+    assert_eq!(total(&s, "t.adds", ""), Reading::Unsigned(3 * n));
+}
+
 /// A writer `name` in the segment directory `dir` with values scaled by
 /// `k`: requests by route (counter), latency (histogram), a signed level
 /// (gauge, mode sum), a queue peak, and `app.mixed` in `mixed_unit`.
