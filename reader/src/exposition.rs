@@ -1,6 +1,8 @@
 //! OpenMetrics text exposition of a snapshot's families (also read by
 //! Prometheus), shared by `perfabi-cat --openmetrics` and
-//! `perfabi-prometheus`.
+//! `perfabi-prometheus`: one segment's snapshot ([`render_into`]) or a
+//! directory's merged read ([`render_directory_into`]), both rendered from
+//! one shape ([`Families`]) by one renderer.
 //!
 //! * One metric family per perfabi family (an ABI 1.0 entry is a family of
 //!   one instance), named [`perfabi::name::openmetrics`]: `perfabi_` and the
@@ -26,8 +28,12 @@
 //!   named as the samples (`# TYPE x_total counter`), no `# UNIT`, no
 //!   `# EOF`.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::path::PathBuf;
 
+use crate::directory::{MergedFamily, Problem, Scrape};
+use crate::view::{Families, FamilyView};
 use crate::{decimal, Family, Histogram, Kind, Member, Reading, Snapshot, ValueType};
 use perfabi::family::Origin;
 use perfabi::unit::Powers;
@@ -350,46 +356,194 @@ pub fn prometheus(s: &Snapshot, per_cpu: bool) -> String {
 /// [`openmetrics`] and [`prometheus`]); a caller rendering every scrape can
 /// keep `out`'s allocation.
 pub fn render_into(out: &mut String, s: &Snapshot, per_cpu: bool, format: Format) {
-    let cpus: Vec<String> = if per_cpu {
-        (0..s.nr_cpus).map(|c| c.to_string()).collect()
+    render_families_into(out, &Families::snapshot(s), per_cpu, format);
+}
+
+/// Appends the exposition of `families` in `format` to `out`: one
+/// snapshot's or a directory's merged families, rendered alike. `per_cpu`
+/// asks for one series per CPU where there are per-CPU values (a merged
+/// read has none: its totals are rendered).
+pub fn render_families_into(
+    out: &mut String,
+    families: &Families<'_>,
+    per_cpu: bool,
+    format: Format,
+) {
+    let cpus = cpu_names(families, per_cpu);
+    for f in families.iter() {
+        render_family(out, f, &cpus, format);
+    }
+    end(out, format);
+}
+
+/// The first part of the names of the reader's own families on a
+/// directory's page (`spec/PERFABI.md` §5.5): `perfabi_directory_segments`
+/// and `perfabi_directory_problems`.
+pub const DIRECTORY_PART: &str = "directory";
+
+/// The reader's own family of a directory's page: segment files read and
+/// merged.
+const DIRECTORY_SEGMENTS: &str = "directory.segments";
+/// The reader's own family of a directory's page: problems of the read by
+/// code (dimension `code`).
+const DIRECTORY_PROBLEMS: &str = "directory.problems";
+
+/// Appends the exposition of a directory's read in `format` to `out`: the
+/// merged families, rendered as [`render_families_into`] renders a
+/// snapshot's, then the reader's own gauges
+///
+/// * `perfabi_directory_segments`: the segment files read and merged;
+/// * `perfabi_directory_problems{code="…"}`: this read's problems by code
+///   (`family-conflict`, `limit`, a refused file's reader code, …; no
+///   series when there is none), so that an operator can alert on what
+///   was left out.
+///
+/// A merged family whose exposed name is one of those two is left out (a
+/// page has one family of a name); it is returned as a problem (code
+/// `reserved-name`), counted in the gauge like the scrape's own.
+pub fn render_directory_into(out: &mut String, scrape: &Scrape, format: Format) -> Vec<Problem> {
+    let own = [DIRECTORY_SEGMENTS, DIRECTORY_PROBLEMS].map(perfabi::name::openmetrics);
+    let mut left_out = Vec::new();
+    let merged = Families::merged(&scrape.families);
+    for f in merged.iter() {
+        if own.contains(&exposed(f.family).name) {
+            left_out.push(Problem {
+                file: PathBuf::new(),
+                family: Some(f.family.name.clone()),
+                message: format!(
+                    "family {} left out: its name is the reader's own {} (rename it)",
+                    perfabi::text::escape(f.family.name.as_bytes()),
+                    exposed(f.family).name
+                ),
+                code: "reserved-name",
+            });
+        } else {
+            render_family(out, f, &[], format);
+        }
+    }
+    let mine = own_families(scrape, &left_out);
+    for f in Families::merged(&mine).iter() {
+        render_family(out, f, &[], format);
+    }
+    end(out, format);
+    left_out
+}
+
+/// The reader's own families of a directory's page (see
+/// [`render_directory_into`]).
+fn own_families(scrape: &Scrape, left_out: &[Problem]) -> [MergedFamily; 2] {
+    let mut codes: BTreeMap<&str, u64> = BTreeMap::new();
+    for p in scrape.problems.iter().chain(left_out) {
+        *codes.entry(p.code).or_default() += 1;
+    }
+    let gauge = |name: &str, help: &str, dimension: &str, series: Vec<(String, u64)>| {
+        let members = series
+            .iter()
+            .enumerate()
+            .map(|(k, (instance, _))| Member {
+                slot: None,
+                reg_id: 0,
+                instance: instance.clone(),
+                instance_id: k as u32,
+                labels: Vec::new(),
+                value_slot: 0,
+                words: 1,
+            })
+            .collect();
+        MergedFamily {
+            family: Family {
+                origin: Origin::Family(0),
+                reg_id: 0,
+                name: name.to_string(),
+                help: help.to_string(),
+                dimension: dimension.to_string(),
+                kind: Kind::Gauge,
+                unit: perfabi::Unit::NONE,
+                unit_text: String::new(),
+                value_type: ValueType::U64,
+                buckets: None,
+                gauge_mode: perfabi::GaugeMode::Sum,
+                members,
+            },
+            readings: series
+                .into_iter()
+                .map(|(_, v)| Reading::Unsigned(v))
+                .collect(),
+            writers: 0,
+        }
+    };
+    [
+        gauge(
+            DIRECTORY_SEGMENTS,
+            "Segment files of the directory read and merged by this read",
+            "",
+            vec![(String::new(), scrape.segments as u64)],
+        ),
+        gauge(
+            DIRECTORY_PROBLEMS,
+            "What this read of the directory left out, by code: refused files, \
+             conflicting families, limits reached (each spoils only itself)",
+            "code",
+            codes.into_iter().map(|(c, n)| (c.to_string(), n)).collect(),
+        ),
+    ]
+}
+
+/// The `cpu` label of each CPU, if per-CPU series are asked and there are
+/// per-CPU values; none otherwise (totals).
+fn cpu_names(families: &Families<'_>, per_cpu: bool) -> Vec<String> {
+    if per_cpu {
+        (0..families.nr_cpus()).map(|c| c.to_string()).collect()
     } else {
         Vec::new()
-    };
-    for f in &s.families {
-        let e = exposed(f);
-        match format {
-            Format::OpenMetrics => {
-                let _ = writeln!(out, "# TYPE {} {}", e.name, e.typ);
-                if let Some(u) = &e.unit {
-                    let _ = writeln!(out, "# UNIT {} {u}", e.name);
-                }
-                let _ = writeln!(out, "# HELP {} {}", e.name, escape_help(&help(f, &e)));
+    }
+}
+
+/// Appends one family: its metadata lines in `format`, then its series,
+/// one per member (and per CPU of `cpus`, if any; else its totals).
+fn render_family(out: &mut String, view: FamilyView<'_>, cpus: &[String], format: Format) {
+    let f = view.family;
+    let e = exposed(f);
+    match format {
+        Format::OpenMetrics => {
+            let _ = writeln!(out, "# TYPE {} {}", e.name, e.typ);
+            if let Some(u) = &e.unit {
+                let _ = writeln!(out, "# UNIT {} {u}", e.name);
             }
-            Format::Prometheus => {
-                // Prometheus' text format names a counter's metadata by its
-                // samples' name, `_total` included.
-                let total = if e.typ == "counter" { "_total" } else { "" };
-                let _ = writeln!(
-                    out,
-                    "# HELP {}{total} {}",
-                    e.name,
-                    escape_text_help(&help(f, &e))
-                );
-                let _ = writeln!(out, "# TYPE {}{total} {}", e.name, e.typ);
-            }
+            let _ = writeln!(out, "# HELP {} {}", e.name, escape_help(&help(f, &e)));
         }
-        for m in &f.members {
-            if per_cpu {
-                for (cpu, name) in cpus.iter().enumerate() {
-                    let labels = member_labels(f, m, Some(name));
-                    series(out, f, &e, &labels, &s.reading_on(cpu, f, m));
-                }
-            } else {
+        Format::Prometheus => {
+            // Prometheus' text format names a counter's metadata by its
+            // samples' name, `_total` included.
+            let total = if e.typ == "counter" { "_total" } else { "" };
+            let _ = writeln!(
+                out,
+                "# HELP {}{total} {}",
+                e.name,
+                escape_text_help(&help(f, &e))
+            );
+            let _ = writeln!(out, "# TYPE {}{total} {}", e.name, e.typ);
+        }
+    }
+    for (k, m) in f.members.iter().enumerate() {
+        if cpus.is_empty() {
+            if let Some(r) = view.reading(k) {
                 let labels = member_labels(f, m, None);
-                series(out, f, &e, &labels, &s.reading(f, m));
+                series(out, f, &e, &labels, &r);
+            }
+        } else {
+            for (cpu, name) in cpus.iter().enumerate() {
+                if let Some(r) = view.reading_on(cpu, k) {
+                    let labels = member_labels(f, m, Some(name));
+                    series(out, f, &e, &labels, &r);
+                }
             }
         }
     }
+}
+
+/// Ends a page: `# EOF` in OpenMetrics.
+fn end(out: &mut String, format: Format) {
     if format == Format::OpenMetrics {
         out.push_str("# EOF\n");
     }

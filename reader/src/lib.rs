@@ -50,6 +50,7 @@ pub mod exposition;
 pub mod liveness;
 mod segment;
 mod trust;
+pub mod view;
 
 pub use error::Error;
 pub use liveness::Liveness;
@@ -66,7 +67,11 @@ pub use trust::Trust;
 /// The path `perfabi-cat` and the PCP agent read when given none:
 /// `$PERFABI_SEGMENT` if set, else `/dev/perfabi` if the kernel module is
 /// loaded, else [`DEFAULT_BPF_PIN`] if the eBPF writer pinned its segment
-/// there, else `/dev/shm/perfabi.seg` (where `perfabi-exportd` writes).
+/// there, else `/dev/shm/perfabi.seg` if it exists (where
+/// `perfabi-exportd` writes), else the default segment directory
+/// ([`perfabi_shm::directory::default_dir`], where programs' own writers
+/// put their segments) if it exists, else `/dev/shm/perfabi.seg`. A front
+/// end given a directory reads it as one ([`directory::Directory`]).
 pub fn default_path() -> std::path::PathBuf {
     if let Some(p) = std::env::var_os("PERFABI_SEGMENT") {
         return p.into();
@@ -79,7 +84,15 @@ pub fn default_path() -> std::path::PathBuf {
     if pin.exists() {
         return pin.to_path_buf();
     }
-    std::path::PathBuf::from("/dev/shm/perfabi.seg")
+    let exportd = std::path::PathBuf::from("/dev/shm/perfabi.seg");
+    if exportd.exists() {
+        return exportd;
+    }
+    let dir = perfabi_shm::directory::default_dir();
+    if dir.is_dir() {
+        return dir;
+    }
+    exportd
 }
 
 /// Where the eBPF writer (`perfabi-bpfd`) pins its segment by default

@@ -20,12 +20,11 @@ mod keys;
 use std::io;
 use std::time::{Duration, Instant};
 
-use perfabi_reader::{Liveness, Segment, Snapshot};
-use perfabi_shm::safe_open::escape_path;
 use ratatui::backend::CrosstermBackend;
 use ratatui::Terminal;
 
 use crate::screen::{self, Screen, Wake};
+use crate::source::{Read, Source};
 use crate::{passing, rates, Failure};
 
 /// After a sample skipped because the segment was busy, the rest before
@@ -66,8 +65,9 @@ struct Item {
 
 /// What the status line says of the last good read.
 struct Taken {
-    epoch: u64,
-    generation: u64,
+    /// A segment's epoch and generation (a directory has none).
+    epoch: Option<u64>,
+    generation: Option<u64>,
     read_us: f64,
     interval_s: f64,
 }
@@ -79,8 +79,11 @@ struct Sample {
     nr_cpus: usize,
     /// `None` until the first good read.
     taken: Option<Taken>,
+    /// Who writes: a segment's writer liveness (`writer alive`), or what a
+    /// directory's read merged and left out.
     liveness: String,
-    /// Whether the writer is gone (closed, dead, silent): shown first.
+    /// Whether that needs attention (a writer gone: closed, dead, silent;
+    /// a directory's read that left something out): shown first.
     stale: bool,
     note: Option<String>,
 }
@@ -128,24 +131,23 @@ impl View {
     }
 }
 
-/// The snapshots of the last two good reads (their rows' places point into
-/// them) and a buffer for the next read.
+/// The last two good reads (their rows' places point into them) and a
+/// buffer for the next read.
 #[derive(Default)]
 struct Snapshots {
-    prev: Snapshot,
-    cur: Snapshot,
-    next: Snapshot,
+    prev: Read,
+    cur: Read,
+    next: Read,
     /// When `cur` was read; `None` before the first good read.
     at: Option<Instant>,
 }
 
-/// Runs the live view on `seg` until `q`, a signal, or an error that is
-/// not passing (the terminal is restored first).
-pub fn run(seg: &mut Segment, cfg: &Config) -> Result<(), Failure> {
+/// Runs the live view on `source` (a segment, or a directory read as one)
+/// until `q`, a signal, or an error that is not passing (the terminal is
+/// restored first).
+pub fn run(source: &mut Source, cfg: &Config) -> Result<(), Failure> {
     let stop = screen::stop_on_signals()?;
-    let path = seg
-        .path()
-        .map_or_else(|| "(segment)".to_string(), |p| escape_path(p).to_string());
+    let path = source.shown_path();
     let _screen = Screen::enter()?;
     let mut term = Terminal::new(CrosstermBackend::new(io::stdout()))?;
     let mut view = View::new(cfg.per_cpu);
@@ -158,7 +160,7 @@ pub fn run(seg: &mut Segment, cfg: &Config) -> Result<(), Failure> {
     loop {
         if !view.paused && Instant::now() >= due {
             let t0 = Instant::now();
-            let ok = read(seg, &mut snaps, &mut sample)?;
+            let ok = read(source, &mut snaps, &mut sample)?;
             due = if ok {
                 // On the period's beat, unless a read was late.
                 (due + cfg.period).max(Instant::now())
@@ -189,9 +191,9 @@ pub fn run(seg: &mut Segment, cfg: &Config) -> Result<(), Failure> {
 
 /// Takes a sample into `sample` (true), or notes why it was skipped
 /// (false); an error that is not passing ends the view.
-fn read(seg: &mut Segment, snaps: &mut Snapshots, sample: &mut Sample) -> Result<bool, Failure> {
+fn read(source: &mut Source, snaps: &mut Snapshots, sample: &mut Sample) -> Result<bool, Failure> {
     let t0 = Instant::now();
-    match seg.snapshot_into(&mut snaps.next) {
+    match source.read_into(&mut snaps.next) {
         Ok(()) => {
             let now = Instant::now();
             let read_us = now.duration_since(t0).as_secs_f64() * 1e6;
@@ -202,10 +204,10 @@ fn read(seg: &mut Segment, snaps: &mut Snapshots, sample: &mut Sample) -> Result
             std::mem::swap(&mut snaps.cur, &mut snaps.next);
             if snaps.at.is_none() {
                 // Nothing to compare with yet: every row is new.
-                snaps.prev = Snapshot::default();
+                snaps.prev = Read::default();
             }
             snaps.at = Some(now);
-            *sample = make_sample(&snaps.prev, &snaps.cur, dt, read_us, seg);
+            *sample = make_sample(&snaps.prev, &snaps.cur, dt, read_us, source);
             Ok(true)
         }
         Err(e) if passing(&e) => {
@@ -219,13 +221,7 @@ fn read(seg: &mut Segment, snaps: &mut Snapshots, sample: &mut Sample) -> Result
 /// The rows of one interval, as text (and the status line's facts); the
 /// per-CPU values are left for the drawing, for the rows and columns it
 /// shows.
-fn make_sample(
-    prev: &Snapshot,
-    cur: &Snapshot,
-    dt: f64,
-    read_us: f64,
-    seg: &mut Segment,
-) -> Sample {
+fn make_sample(prev: &Read, cur: &Read, dt: f64, read_us: f64, source: &mut Source) -> Sample {
     let rows = rates::rows(prev, cur, dt);
     let items = rows
         .iter()
@@ -238,40 +234,20 @@ fn make_sample(
             place: r.place,
         })
         .collect();
-    let (liveness, stale) = match seg.info() {
-        Ok(i) => (
-            liveness(&i.liveness),
-            !matches!(i.liveness, Liveness::Alive | Liveness::Kernel),
-        ),
-        Err(e) => (format!("unknown ({e})"), true),
-    };
+    let (liveness, stale) = source.status(cur);
+    let segment = cur.scrape.is_none().then_some(&cur.snap);
     Sample {
         items,
-        nr_cpus: cur.nr_cpus,
+        nr_cpus: cur.families().nr_cpus(),
         taken: Some(Taken {
-            epoch: cur.epoch,
-            generation: cur.generation,
+            epoch: segment.map(|s| s.epoch),
+            generation: segment.map(|s| s.generation),
             read_us,
             interval_s: dt,
         }),
         liveness,
         stale,
         note: None,
-    }
-}
-
-/// The writer's liveness in a word or three.
-fn liveness(l: &Liveness) -> String {
-    match l {
-        Liveness::Alive => "alive".into(),
-        Liveness::Kernel => "kernel".into(),
-        Liveness::Closed => "closed".into(),
-        Liveness::Silent { silent_for } => {
-            format!("stale (silent {:.1} s)", silent_for.as_secs_f64())
-        }
-        Liveness::Dead { silent_for } => {
-            format!("stale (writer gone, {:.1} s)", silent_for.as_secs_f64())
-        }
     }
 }
 

@@ -8,6 +8,7 @@ mod live;
 mod rates;
 mod render;
 mod screen;
+mod source;
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -15,8 +16,12 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use perfabi_reader::directory::{Directory, DirectoryOptions, DEFAULT_MAX_SEGMENTS};
+use perfabi_reader::view::Families;
 use perfabi_reader::{Error, Options, Segment, Snapshot, Trust};
 use perfabi_shm::safe_open::escape_path;
+
+use source::{Read, Source};
 
 const EXIT_HELP: &str = "\
 Exit status:
@@ -36,8 +41,23 @@ Exit status:
 
 PATH defaults to $PERFABI_SEGMENT, else /dev/perfabi (kernel module), else
 /sys/fs/bpf/perfabi/kernel (perfabi-bpfd, the eBPF writer), else
-/dev/shm/perfabi.seg (perfabi-exportd). A segment is read only if it belongs
-to this user or root (see --trust-uid), and symbolic links are not followed.";
+/dev/shm/perfabi.seg (perfabi-exportd) if it exists, else the default
+segment directory ($PERFABI_DIR, else /dev/shm/perfabi-<euid>) if it
+exists. A segment is read only if it belongs to this user or root (see
+--trust-uid), and symbolic links are not followed.
+
+A directory: PATH may name a directory of segments (spec/PERFABI.md section
+15), read as one: families of one name merged (counters and histograms
+summed, dead writers' counts kept; gauges of live writers by the family's
+mode), each series a total (no per-CPU values). The table, --json,
+--openmetrics and --watch work on it; --writer-label keeps writers apart.
+A file refused, a family whose metadata differ between two files (refused
+whole, naming both) or --max-segments reached is left out and said on
+stderr (in --json, under \"problems\"), and the rest is printed. With
+--watch, a merged total that fell (a writer's file left the merge, a
+conflict appeared) shows \"(fell)\" for that interval, never a negative
+rate. --cpu, --damon, --info, --record and the DAMON views over time do not
+apply to a directory.";
 
 /// Longest --watch interval: a day.
 const MAX_WATCH_SECS: f64 = 86_400.0;
@@ -124,6 +144,16 @@ struct Args {
     /// silent) instead of failing with exit 5.
     #[arg(long)]
     allow_stale: bool,
+    /// A directory: keep each writer's series apart under the label KEY
+    /// (default `writer`; its value: `<name>.<pid>` of the segment file)
+    /// instead of merging them.
+    #[arg(long, value_name = "KEY", num_args = 0..=1, require_equals = true,
+          default_missing_value = perfabi_reader::directory::WRITER_LABEL)]
+    writer_label: Option<String>,
+    /// A directory: most segment files read (default 10000; the rest are
+    /// left out, and said).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    max_segments: Option<u32>,
     /// Also read segments owned by this uid (repeatable); by default only
     /// this user's and root's are read.
     #[arg(long, value_name = "UID")]
@@ -163,9 +193,11 @@ fn exit_code(e: &Error) -> u8 {
 }
 
 /// An error of perfabi-cat itself: a reader error, stdout closed early, a
-/// --record file refused, or DAMON views over time that cannot be drawn.
+/// --record file refused, DAMON views over time that cannot be drawn, or
+/// options that do not apply to what PATH is.
 enum Failure {
     Read(Error),
+    Usage(String),
     Output(io::Error),
     Record(perfabi_shm::safe_open::PathError),
     Damon(damon::problem::Problem),
@@ -197,6 +229,10 @@ fn main() -> ExitCode {
             eprintln!("perfabi-cat: {e}");
             ExitCode::from(exit_code(&e))
         }
+        Err(Failure::Usage(why)) => {
+            eprintln!("perfabi-cat: {why}");
+            ExitCode::from(2)
+        }
         Err(Failure::Record(e)) => {
             // perfabi-shm's message escapes the path itself.
             eprintln!("perfabi-cat: --record {e}");
@@ -227,6 +263,17 @@ fn run(args: &Args) -> Result<(), Failure> {
         max_segment_bytes: args.max_size,
         ..Options::default()
     };
+    // A path that is a directory is read as one (stat follows a link: the
+    // directory's own checks refuse one of another user).
+    if path.is_dir() {
+        return directory(args, &path, opts, live);
+    }
+    if args.writer_label.is_some() || args.max_segments.is_some() {
+        return Err(Failure::Usage(format!(
+            "--writer-label and --max-segments apply to a directory of segments, and {} is none",
+            escape_path(&path)
+        )));
+    }
     if args.over_time.asked() {
         let cfg = args
             .over_time
@@ -278,17 +325,8 @@ fn run(args: &Args) -> Result<(), Failure> {
         return record(&mut seg, file, args);
     }
     if let Some(secs) = args.watch {
-        // On a terminal, a screen redrawn in place; to a pipe or a file,
-        // a dumb terminal, or with --count (for scripts), lines.
-        if live {
-            drop(out);
-            let cfg = live::Config {
-                period: Duration::from_secs_f64(secs),
-                per_cpu: args.cpu,
-            };
-            return live::run(&mut seg, &cfg);
-        }
-        return watch(&mut seg, &mut out, args, secs);
+        drop(out);
+        return watching(&mut Source::Segment(Box::new(seg)), args, secs, live);
     }
     let snap = seg.snapshot()?;
     if args.json {
@@ -306,7 +344,93 @@ fn run(args: &Args) -> Result<(), Failure> {
             perfabi_reader::exposition::openmetrics(&snap, args.cpu)
         )?;
     } else {
-        write!(out, "{}", render::table(&snap, args.cpu))?;
+        write!(
+            out,
+            "{}",
+            render::table(&Families::snapshot(&snap), args.cpu)
+        )?;
+    }
+    Ok(())
+}
+
+/// `--watch` of `source` every `secs`: on a terminal, a screen redrawn in
+/// place (`live`); to a pipe or a file, a dumb terminal, or with --count
+/// (for scripts), lines.
+fn watching(source: &mut Source, args: &Args, secs: f64, live: bool) -> Result<(), Failure> {
+    if live {
+        let cfg = live::Config {
+            period: Duration::from_secs_f64(secs),
+            per_cpu: args.cpu,
+        };
+        return live::run(source, &cfg);
+    }
+    watch(source, &mut io::stdout().lock(), args, secs)
+}
+
+/// Reads the directory `path` as one (see the help's "A directory"): the
+/// table, --json, --openmetrics or --watch of its merged families, and
+/// what was left out on stderr.
+fn directory(
+    args: &Args,
+    path: &std::path::Path,
+    opts: Options,
+    live: bool,
+) -> Result<(), Failure> {
+    let not_here = [
+        (args.cpu, "--cpu"),
+        (args.damon, "--damon"),
+        (args.info, "--info"),
+        (args.record.is_some(), "--record"),
+        (args.over_time.asked(), "the DAMON views over time"),
+    ];
+    if let Some((_, flag)) = not_here.iter().find(|(asked, _)| *asked) {
+        return Err(Failure::Usage(format!(
+            "{flag} does not apply to a directory of segments ({} is one: its merged \
+             families have totals only); give one segment file of it instead",
+            escape_path(path)
+        )));
+    }
+    let mut dir = Directory::open(
+        path,
+        DirectoryOptions {
+            segment: opts,
+            writer_label: args.writer_label.clone(),
+            max_segments: args
+                .max_segments
+                .map_or(DEFAULT_MAX_SEGMENTS, |n| n as usize),
+        },
+    )?;
+    if let Some(secs) = args.watch {
+        return watching(&mut Source::Directory(dir), args, secs, live);
+    }
+    let scrape = dir.read()?;
+    let mut out = io::stdout().lock();
+    if args.json {
+        let mut buffered = io::BufWriter::with_capacity(1 << 16, out);
+        render::write_directory_json(&mut buffered, path, &scrape)?;
+        buffered.flush()?;
+        return Ok(());
+    }
+    let mut left_out = Vec::new();
+    if args.openmetrics {
+        let mut page = String::new();
+        left_out = perfabi_reader::exposition::render_directory_into(
+            &mut page,
+            &scrape,
+            perfabi_reader::exposition::Format::OpenMetrics,
+        );
+        write!(out, "{page}")?;
+    } else {
+        write!(
+            out,
+            "{}",
+            render::table(&Families::merged(&scrape.families), false)
+        )?;
+    }
+    out.flush()?;
+    for p in scrape.problems.iter().chain(&left_out) {
+        // The reader's message escapes what it quotes.
+        eprintln!("perfabi-cat: left out: {p}");
     }
     Ok(())
 }
@@ -400,27 +524,27 @@ fn print_info(out: &mut impl Write, info: &perfabi_reader::SegmentInfo) -> io::R
 /// percentage of one CPU), the level of every gauge and peak, and the
 /// observations per second of every histogram (with their mean, p50 and
 /// p99) each `secs` seconds.
-fn watch(seg: &mut Segment, out: &mut impl Write, args: &Args, secs: f64) -> Result<(), Failure> {
+fn watch(source: &mut Source, out: &mut impl Write, args: &Args, secs: f64) -> Result<(), Failure> {
     let period = Duration::from_secs_f64(secs);
-    let mut prev = Snapshot::default();
-    let mut cur = Snapshot::default();
+    let mut prev = Read::default();
+    let mut cur = Read::default();
     let mut n = 0u64;
-    if !read_or_skip(seg, &mut prev, out, args, period, &mut n)? {
+    if !read_or_skip(source, &mut prev, out, args, period, &mut n)? {
         return Ok(());
     }
     let mut prev_t = Instant::now();
     loop {
         std::thread::sleep(period.saturating_sub(prev_t.elapsed()));
-        if !read_or_skip(seg, &mut cur, out, args, period, &mut n)? {
+        if !read_or_skip(source, &mut cur, out, args, period, &mut n)? {
             return Ok(());
         }
         let now = Instant::now();
         let dt = now.duration_since(prev_t).as_secs_f64();
         let rows = rates::rows(&prev, &cur, dt);
         if args.json {
-            rates::write_json(out, &rows, dt, cur.generation)?;
+            rates::write_json(out, &rows, dt, &cur)?;
         } else {
-            writeln!(out, "--- {:.2} s, generation {} ---", dt, cur.generation)?;
+            writeln!(out, "--- {:.2} s, {} ---", dt, cur.stamp())?;
             let width = rows
                 .iter()
                 .map(|r| r.name().chars().count())
@@ -434,6 +558,15 @@ fn watch(seg: &mut Segment, out: &mut impl Write, args: &Args, secs: f64) -> Res
             for (r, t) in rows.iter().zip(&texts) {
                 writeln!(out, "{:<width$}  {t:>vwidth$}", r.name())?;
             }
+            // What a directory's read left out, when it changed.
+            if let Some(s) = &cur.scrape {
+                let before = prev.scrape.as_ref().map(|p| &p.problems);
+                if before != Some(&s.problems) {
+                    for p in &s.problems {
+                        writeln!(out, "left out: {p}")?;
+                    }
+                }
+            }
         }
         out.flush()?;
         std::mem::swap(&mut prev, &mut cur);
@@ -445,20 +578,20 @@ fn watch(seg: &mut Segment, out: &mut impl Write, args: &Args, secs: f64) -> Res
     }
 }
 
-/// Reads `snap` for a --watch sample. A busy writer costs a sample, never
+/// Reads `into` for a --watch sample. A busy writer costs a sample, never
 /// the watch: the sample is skipped, said so and counted in `n` (toward
 /// --count), and the read tried again a period later; false once --count
 /// samples are done.
 fn read_or_skip(
-    seg: &mut Segment,
-    snap: &mut Snapshot,
+    source: &mut Source,
+    into: &mut Read,
     out: &mut impl Write,
     args: &Args,
     period: Duration,
     n: &mut u64,
 ) -> Result<bool, Failure> {
     loop {
-        match seg.snapshot_into(snap) {
+        match source.read_into(into) {
             Ok(()) => return Ok(true),
             Err(e) if passing(&e) => {
                 skipped(out, args, &e)?;
@@ -475,12 +608,15 @@ fn read_or_skip(
 
 /// Conditions that cost a --watch sample, not the watch: a busy writer, a
 /// segment truncated, re-created or replaced under the reader (the next
-/// sample maps it again).
+/// sample maps it again), a directory's fold running longer than a read
+/// waits for it.
 fn passing(e: &Error) -> bool {
-    matches!(
-        e,
-        Error::Busy(_) | Error::Truncated(_) | Error::HeaderChanged(_) | Error::Raced(_)
-    )
+    match e {
+        Error::Busy(_) | Error::Truncated(_) | Error::HeaderChanged(_) | Error::Raced(_) => true,
+        // A directory's fold held its lock longer than the reader waits.
+        Error::Io(_, io) => io.kind() == io::ErrorKind::WouldBlock,
+        _ => false,
+    }
 }
 
 /// Says that a --watch sample was skipped, and why.

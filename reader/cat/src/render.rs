@@ -3,8 +3,11 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{self, Write};
+use std::path::Path;
 
 use perfabi::family::Origin;
+use perfabi_reader::directory::Scrape;
+use perfabi_reader::view::{self, Families};
 use perfabi_reader::{
     Aggregation, Buckets, DamonRead, Family, Instance, Member, Reading, SegmentInfo, Snapshot,
     ValueType,
@@ -20,16 +23,16 @@ use crate::json::{Map, Seq};
 /// columns with `per_cpu`. A histogram shows its observations, and its sum,
 /// mean and the buckets of p50 and p99 in the last column, with the
 /// instance's labels.
-pub fn table(s: &Snapshot, per_cpu: bool) -> String {
+pub fn table(s: &Families<'_>, per_cpu: bool) -> String {
+    let nr_cpus = if per_cpu { s.nr_cpus() } else { 0 };
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut head = vec!["FAMILY", "INSTANCE", "KIND", "VALUE"];
-    let cpus: Vec<String> = (0..s.nr_cpus).map(|c| format!("cpu{c}")).collect();
-    if per_cpu {
-        head.extend(cpus.iter().map(String::as_str));
-    }
+    let cpus: Vec<String> = (0..nr_cpus).map(|c| format!("cpu{c}")).collect();
+    head.extend(cpus.iter().map(String::as_str));
     head.push("DETAILS");
     rows.push(head.iter().map(|h| h.to_string()).collect());
-    for f in &s.families {
+    for view in s.iter() {
+        let f = view.family;
         let shape = human::Shape::of(f);
         if f.members.is_empty() {
             let mut row = vec![
@@ -38,12 +41,14 @@ pub fn table(s: &Snapshot, per_cpu: bool) -> String {
                 f.kind.as_str().into(),
                 "-".into(),
             ];
-            row.extend((0..s.nr_cpus).filter(|_| per_cpu).map(|_| String::new()));
+            row.extend((0..nr_cpus).map(|_| String::new()));
             row.push("(no instances)".into());
             rows.push(row);
         }
         for (k, m) in f.members.iter().enumerate() {
-            let total = s.reading(f, m);
+            let Some(total) = view.reading(k) else {
+                continue;
+            };
             let mut row = vec![
                 if k == 0 {
                     shown(&f.name)
@@ -58,9 +63,10 @@ pub fn table(s: &Snapshot, per_cpu: bool) -> String {
                 f.kind.as_str().into(),
                 human::reading(&shape, &total),
             ];
-            if per_cpu {
-                row.extend((0..s.nr_cpus).map(|c| human::reading(&shape, &s.reading_on(c, f, m))));
-            }
+            row.extend((0..nr_cpus).map(|c| {
+                view.reading_on(c, k)
+                    .map_or_else(String::new, |r| human::reading(&shape, &r))
+            }));
             let mut details = match &total {
                 Reading::Histogram(h) => human::histogram_summary(h, f),
                 _ => String::new(),
@@ -81,7 +87,7 @@ pub fn table(s: &Snapshot, per_cpu: bool) -> String {
         }
     }
     let mut out = columns(&rows);
-    if s.families.is_empty() {
+    if s.is_empty() {
         out.push_str("(no counters registered)\n");
     }
     out
@@ -137,7 +143,10 @@ impl Serialize for Document<'_> {
         m.serialize_entry("segment", &json_info(self.info))?;
         m.serialize_entry("generation", &self.snap.generation)?;
         m.serialize_entry("counters", &Counters(self.snap))?;
-        m.serialize_entry("families", &Families(self.snap))?;
+        m.serialize_entry(
+            "families",
+            &FamiliesJson(view::Families::snapshot(self.snap)),
+        )?;
         m.end()
     }
 }
@@ -284,33 +293,28 @@ pub fn json_reading(r: &Reading) -> serde_json::Value {
     }
 }
 
-/// Every family of a snapshot in JSON, by name: kind, help, dimension,
-/// unit, value type, buckets, and its instances by instance string (`""`
-/// for the one instance of a family without dimension), each with its
-/// labels, total and per-CPU values.
-struct Families<'a>(&'a Snapshot);
+/// Every family in JSON, by name: kind, help, dimension, unit, value
+/// type, buckets, and its instances by instance string (`""` for the one
+/// instance of a family without dimension), each with its labels, total
+/// and per-CPU values; a directory's merged family has, instead of
+/// `instances`, its gauge mode, the number of `writers` that had it and
+/// its `series` (a list: a writer label keeps one instance's series
+/// apart), each with its instance, labels and total.
+struct FamiliesJson<'a>(view::Families<'a>);
 
-impl Serialize for Families<'_> {
+impl Serialize for FamiliesJson<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let snap = self.0;
-        s.collect_map(
-            snap.families
-                .iter()
-                .map(|f| (&f.name, FamilyJson { snap, f })),
-        )
+        s.collect_map(self.0.iter().map(|f| (&f.family.name, FamilyJson(f))))
     }
 }
 
-/// One family in JSON (see [`Families`]).
-struct FamilyJson<'a> {
-    snap: &'a Snapshot,
-    f: &'a Family,
-}
+/// One family in JSON (see [`FamiliesJson`]).
+struct FamilyJson<'a>(view::FamilyView<'a>);
 
 impl Serialize for FamilyJson<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let (snap, f) = (self.snap, self.f);
-        let mut m = s.serialize_map(Some(9))?;
+        let (view, f) = (self.0, self.0.family);
+        let mut m = s.serialize_map(None)?;
         m.serialize_entry(
             "origin",
             match f.origin {
@@ -325,37 +329,107 @@ impl Serialize for FamilyJson<'_> {
         m.serialize_entry("unit", &json_unit(f))?;
         m.serialize_entry("type", f.value_type.as_str())?;
         m.serialize_entry("buckets", &f.buckets.as_ref().map(json_buckets))?;
+        match view.writers() {
+            None => m.serialize_entry(
+                "instances",
+                &Map(|| {
+                    f.members
+                        .iter()
+                        .enumerate()
+                        .map(move |(k, mem)| (&mem.instance, MemberJson { view, k, mem }))
+                }),
+            )?,
+            Some(writers) => {
+                m.serialize_entry("gauge_mode", f.gauge_mode.as_str())?;
+                m.serialize_entry("writers", &writers)?;
+                m.serialize_entry(
+                    "series",
+                    &Seq(|| {
+                        f.members
+                            .iter()
+                            .enumerate()
+                            .map(move |(k, mem)| MemberJson { view, k, mem })
+                    }),
+                )?;
+            }
+        }
+        m.end()
+    }
+}
+
+/// One instance of a family in JSON: ids, labels, total and per-CPU
+/// readings; a merged series: instance, labels and total.
+struct MemberJson<'a> {
+    view: view::FamilyView<'a>,
+    k: usize,
+    mem: &'a Member,
+}
+
+impl Serialize for MemberJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (view, k, mem) = (self.view, self.k, self.mem);
+        let total = view.reading(k).map(|r| json_reading(&r));
+        let mut m = s.serialize_map(None)?;
+        if view.writers().is_some() {
+            m.serialize_entry("instance", &mem.instance)?;
+            m.serialize_entry("labels", &Map(|| mem.labels.iter().map(|(k, v)| (k, v))))?;
+            m.serialize_entry("total", &total)?;
+            return m.end();
+        }
+        m.serialize_entry("instance_id", &mem.instance_id)?;
+        m.serialize_entry("reg_id", &mem.reg_id)?;
+        m.serialize_entry("labels", &Map(|| mem.labels.iter().map(|(k, v)| (k, v))))?;
+        m.serialize_entry("total", &total)?;
         m.serialize_entry(
-            "instances",
-            &Map(|| {
-                f.members
-                    .iter()
-                    .map(move |m| (&m.instance, MemberJson { snap, f, m }))
+            "per_cpu",
+            &Seq(|| {
+                (0..)
+                    .map_while(move |c| view.reading_on(c, k))
+                    .map(|r| json_reading(&r))
             }),
         )?;
         m.end()
     }
 }
 
-/// One instance of a family in JSON: ids, labels, total and per-CPU
-/// readings.
-struct MemberJson<'a> {
-    snap: &'a Snapshot,
-    f: &'a Family,
-    m: &'a Member,
+/// Writes the `--json` document of a directory's merged read `scrape` of
+/// `dir` to `out`, and a newline: the directory (path, segment files
+/// merged, problems: file, family, code and message each) and the merged
+/// families (see [`FamiliesJson`]), streamed as [`write_json`] streams a
+/// segment's.
+pub fn write_directory_json(out: &mut impl Write, dir: &Path, scrape: &Scrape) -> io::Result<()> {
+    crate::json::line(out, &DirectoryDocument { dir, scrape })
 }
 
-impl Serialize for MemberJson<'_> {
+/// The `--json` document of a directory (see [`write_directory_json`]).
+struct DirectoryDocument<'a> {
+    dir: &'a Path,
+    scrape: &'a Scrape,
+}
+
+impl Serialize for DirectoryDocument<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let (snap, f, mem) = (self.snap, self.f, self.m);
-        let mut m = s.serialize_map(Some(5))?;
-        m.serialize_entry("instance_id", &mem.instance_id)?;
-        m.serialize_entry("reg_id", &mem.reg_id)?;
-        m.serialize_entry("labels", &Map(|| mem.labels.iter().map(|(k, v)| (k, v))))?;
-        m.serialize_entry("total", &json_reading(&snap.reading(f, mem)))?;
+        let mut m = s.serialize_map(Some(2))?;
         m.serialize_entry(
-            "per_cpu",
-            &Seq(|| (0..snap.nr_cpus).map(|c| json_reading(&snap.reading_on(c, f, mem)))),
+            "directory",
+            &serde_json::json!({
+                // JSON, written with JSON escapes for every control:
+                // not raw
+                "path": self.dir.display().to_string(),
+                "segments": self.scrape.segments,
+                "problems": self.scrape.problems.iter().map(|p| serde_json::json!({
+                    // JSON escapes, as above:
+                    // not raw
+                    "file": p.file.display().to_string(),
+                    "family": p.family,
+                    "code": p.code,
+                    "message": p.message,
+                })).collect::<Vec<_>>(),
+            }),
+        )?;
+        m.serialize_entry(
+            "families",
+            &FamiliesJson(view::Families::merged(&self.scrape.families)),
         )?;
         m.end()
     }

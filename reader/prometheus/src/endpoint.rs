@@ -1,21 +1,32 @@
-//! The segment an endpoint serves: a snapshot per scrape, rendered, or the
-//! one-line reason it could not be read.
+//! What an endpoint serves, a segment or a directory of segments: a
+//! snapshot per scrape (or a merged read of the directory), rendered, or
+//! the one-line reason it could not be read.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use perfabi_reader::directory::DirectoryOptions;
 use perfabi_reader::exposition::{self, Format};
 use perfabi_reader::{Options, Segment, Snapshot};
 use perfabi_shm::safe_open::escape_path;
 
-/// The segment an endpoint serves, opened at the first scrape and again
-/// after a failed one.
+use crate::directory::Served;
+
+/// The segment or directory an endpoint serves, opened at the first scrape
+/// and again after a failed one.
 pub struct Endpoint {
     path: PathBuf,
-    opts: Options,
     per_cpu: bool,
-    reading: Mutex<Reading>,
+    source: Mutex<Source>,
     last_error: Mutex<Option<String>>,
+}
+
+/// What the scrapes read.
+enum Source {
+    /// One segment, read with these options.
+    Segment(Options, Reading),
+    /// A directory of segments, read as one.
+    Directory(Served),
 }
 
 /// The open segment and the snapshot buffer the scrapes fill: while the
@@ -56,41 +67,70 @@ impl Endpoint {
     /// An endpoint for the segment at `path`, read with `opts`; with
     /// `per_cpu`, one series per CPU (label `cpu`) instead of totals.
     pub fn new(path: impl Into<PathBuf>, opts: Options, per_cpu: bool) -> Self {
-        Self {
-            path: path.into(),
-            opts,
+        Self::of(
+            path.into(),
             per_cpu,
-            reading: Mutex::new(Reading::default()),
+            Source::Segment(opts, Reading::default()),
+        )
+    }
+
+    /// An endpoint for the directory of segments at `path`, read as one
+    /// with `opts` (`spec/PERFABI.md` §15) at every scrape: merged totals
+    /// (no per-CPU series), and the reader's gauges
+    /// `perfabi_directory_segments` and `perfabi_directory_problems`. A
+    /// problem of one file or family is logged once while it lasts, never
+    /// a failed scrape; only a directory refused as a whole is a `503`.
+    pub fn directory(path: impl Into<PathBuf>, opts: DirectoryOptions) -> Self {
+        let path = path.into();
+        let served = Served::new(&path, opts);
+        Self::of(path, false, Source::Directory(served))
+    }
+
+    fn of(path: PathBuf, per_cpu: bool, source: Source) -> Self {
+        Self {
+            path,
+            per_cpu,
+            source: Mutex::new(source),
             last_error: Mutex::new(None),
         }
     }
 
-    /// The segment's path.
+    /// The segment's or directory's path.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
     /// One snapshot of the segment (opening it if needed); on failure, the
     /// one-line reason, and the segment is dropped so that the next scrape
-    /// opens it again.
+    /// opens it again. A directory has no one snapshot: its reason says so.
     pub fn snapshot(&self) -> Result<Snapshot, String> {
-        let mut reading = self.reading.lock().unwrap_or_else(|p| p.into_inner());
-        reading.refresh(&self.path, &self.opts).cloned()
+        let mut source = self.source.lock().unwrap_or_else(|p| p.into_inner());
+        match &mut *source {
+            Source::Segment(opts, reading) => reading.refresh(&self.path, opts).cloned(),
+            Source::Directory(_) => Err(format!(
+                "{} is a directory of segments: it is read as one by a scrape, not snapshotted",
+                escape_path(&self.path)
+            )),
+        }
     }
 
-    /// One scrape: a snapshot rendered in `format`, or the reason it failed
-    /// (one line, its untrusted parts escaped with
-    /// [`perfabi::text::escape`]). Scrapes take turns: the snapshot is
-    /// rendered from the endpoint's one buffer before the next scrape
-    /// refills it.
+    /// One scrape: a snapshot (or the directory's merged read) rendered in
+    /// `format`, or the reason it failed (one line, its untrusted parts
+    /// escaped with [`perfabi::text::escape`]). Scrapes take turns: the
+    /// snapshot is rendered from the endpoint's one buffer before the next
+    /// scrape refills it.
     pub fn scrape(&self, format: Format) -> Result<String, String> {
-        let mut reading = self.reading.lock().unwrap_or_else(|p| p.into_inner());
-        let snap = reading.refresh(&self.path, &self.opts)?;
-        let mut page = String::with_capacity(64 * 1024);
-        exposition::render_into(&mut page, snap, self.per_cpu, format);
-        Ok(page)
+        let mut source = self.source.lock().unwrap_or_else(|p| p.into_inner());
+        match &mut *source {
+            Source::Segment(opts, reading) => {
+                let snap = reading.refresh(&self.path, opts)?;
+                let mut page = String::with_capacity(64 * 1024);
+                exposition::render_into(&mut page, snap, self.per_cpu, format);
+                Ok(page)
+            }
+            Source::Directory(served) => served.scrape(format),
+        }
     }
-
     /// Logs `result`'s failure to stderr when it differs from the last one
     /// logged (a writer that stays away is logged once, not every scrape),
     /// and a recovery once.

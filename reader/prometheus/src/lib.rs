@@ -1,5 +1,7 @@
-//! A Prometheus endpoint for any perfabi segment: `GET /metrics` answers
-//! one consistent snapshot (one metadata generation) per scrape, in
+//! A Prometheus endpoint for any perfabi segment, or a directory of them
+//! read as one (`spec/PERFABI.md` §15, [`Endpoint::directory`]): `GET
+//! /metrics` answers one consistent snapshot (one metadata generation) per
+//! scrape (a directory: one per file, merged), in
 //! OpenMetrics 1.0.0 when the scraper's `Accept` header asks for it (as
 //! Prometheus does), else in the Prometheus text format 0.0.4. The page is
 //! rendered by [`perfabi_reader::exposition`], the renderer of
@@ -28,6 +30,7 @@
 #![forbid(unsafe_code)]
 
 mod connections;
+mod directory;
 mod endpoint;
 mod h2;
 mod limits;

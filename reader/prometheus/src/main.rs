@@ -1,5 +1,6 @@
-//! perfabi-prometheus: serve a perfabi segment's metric families to
-//! Prometheus over HTTP (`/metrics`).
+//! perfabi-prometheus: serve a perfabi segment's metric families (or a
+//! directory of segments' merged families) to Prometheus over HTTP
+//! (`/metrics`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -12,6 +13,7 @@ use perfabi_prometheus::{
     connections_within, listen, raise_open_file_limit, serve, Endpoint, Limits, MAX_CONNECTIONS,
     MAX_PAGE_BYTES, MAX_REQUESTS,
 };
+use perfabi_reader::directory::{DirectoryOptions, DEFAULT_MAX_SEGMENTS};
 use perfabi_reader::{Options, Trust};
 use perfabi_shm::safe_open::escape_path;
 
@@ -42,8 +44,24 @@ closes a scrape as soon as one stalls). It waits at most half
 --write-timeout, then is answered 503 saying which bound.
 
 SEGMENT defaults to $PERFABI_SEGMENT, else /dev/perfabi (kernel module),
-else /dev/shm/perfabi.seg (perfabi-exportd). A segment is read only if it
-belongs to this user or root (see --trust-uid).
+else /sys/fs/bpf/perfabi/kernel (perfabi-bpfd, the eBPF writer), else
+/dev/shm/perfabi.seg (perfabi-exportd) if it exists, else the default
+segment directory ($PERFABI_DIR, else /dev/shm/perfabi-<euid>: programs
+writing with the C, Python, Rust or metrics writers) if it exists. A
+segment is read only if it belongs to this user or root (see --trust-uid).
+
+A directory: SEGMENT may name a directory of segments (spec/PERFABI.md
+section 15), read as one at every scrape: families of one name merged
+(counters and histograms summed, dead writers' counts kept; gauges of live
+writers by the family's mode), new writers appearing and gone ones
+leaving. --writer-label keeps each writer's series apart. A file that is
+refused (another user's, a link, truncated...), a family whose metadata
+differ between two files (refused whole, naming both), or --max-segments
+reached is left out of the page, never a failed scrape: it is logged once
+while it lasts and counted in the gauge perfabi_directory_problems{code};
+perfabi_directory_segments is the files merged. Only a directory refused
+as a whole (another user's, writable by others without the sticky bit) is
+a 503. --cpu does not apply (only totals merge).
 
 Exit status: 1 if it cannot listen or its runtime fails, 2 for bad
 arguments; otherwise it serves until stopped.";
@@ -51,11 +69,13 @@ arguments; otherwise it serves until stopped.";
 /// Longest deadline a flag takes, in seconds (an hour).
 const MAX_TIMEOUT_SECS: f64 = 3600.0;
 
-/// Serve a perfabi segment to Prometheus: GET /metrics.
+/// Serve a perfabi segment, or a directory of segments read as one, to
+/// Prometheus: GET /metrics.
 #[derive(Parser, Debug)]
 #[command(name = "perfabi-prometheus", version, after_help = AFTER_HELP)]
 struct Args {
-    /// Segment file (see below for the default).
+    /// Segment file, or a directory of segments read as one (see below
+    /// for the default).
     segment: Option<PathBuf>,
     /// Address and port to listen on (port 0: any free port, printed at
     /// start). Only loopback by default: the page names what runs on the
@@ -95,6 +115,17 @@ struct Args {
     #[arg(long, value_name = "MIB", default_value_t = (MAX_PAGE_BYTES >> 20) as u32,
           value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     max_page_memory: u32,
+    /// A directory: keep each writer's series apart under the label KEY
+    /// (default `writer`; its value: `<name>.<pid>` of the segment file)
+    /// instead of merging them.
+    #[arg(long, value_name = "KEY", num_args = 0..=1, require_equals = true,
+          default_missing_value = perfabi_reader::directory::WRITER_LABEL,
+          value_parser = parse_label)]
+    writer_label: Option<String>,
+    /// A directory: most segment files read at a scrape (default 10000;
+    /// the rest are left out and counted as a problem, code `limit`).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    max_segments: Option<u32>,
     /// Also read segments owned by this uid (repeatable); by default only
     /// this user's and root's are read.
     #[arg(long, value_name = "UID")]
@@ -118,6 +149,23 @@ fn parse_secs(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// A `--writer-label KEY`: a label name Prometheus takes (a letter or
+/// `_`, then letters, digits and `_`; not `__`-prefixed, which is
+/// Prometheus' own).
+fn parse_label(s: &str) -> Result<String, String> {
+    let mut chars = s.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    if first_ok && chars.all(|c| c.is_ascii_alphanumeric() || c == '_') && !s.starts_with("__") {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not a label name (a letter or _, then letters, digits and _; not __...)"
+        ))
+    }
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let path = args
@@ -128,6 +176,24 @@ fn main() -> ExitCode {
         trust: Trust::from_flags(args.trust_anyone, &args.trust_uid),
         ..Options::default()
     };
+    // A path that is a directory is read as one (stat follows a link:
+    // the directory's own checks refuse one of another user).
+    let is_dir = path.is_dir();
+    if is_dir && args.cpu {
+        eprintln!(
+            "perfabi-prometheus: --cpu does not apply to a directory of segments \
+             (only totals merge): drop it, or serve one segment file"
+        );
+        return ExitCode::from(2);
+    }
+    if !is_dir && (args.writer_label.is_some() || args.max_segments.is_some()) {
+        eprintln!(
+            "perfabi-prometheus: --writer-label and --max-segments apply to a directory of \
+             segments, and {} is none",
+            escape_path(&path)
+        );
+        return ExitCode::from(2);
+    }
     let wanted = args.max_connections as usize;
     let open_files = raise_open_file_limit();
     let max_connections = connections_within(wanted, open_files);
@@ -154,10 +220,24 @@ fn main() -> ExitCode {
     };
     let addr = listener.local_addr().unwrap_or(args.listen);
     eprintln!(
-        "perfabi-prometheus: serving {} at http://{addr}/metrics",
+        "perfabi-prometheus: serving {}{} at http://{addr}/metrics",
+        if is_dir { "the directory " } else { "" },
         escape_path(&path)
     );
-    let endpoint = Arc::new(Endpoint::new(path, opts, args.cpu));
+    let endpoint = Arc::new(if is_dir {
+        Endpoint::directory(
+            path,
+            DirectoryOptions {
+                segment: opts,
+                writer_label: args.writer_label.clone(),
+                max_segments: args
+                    .max_segments
+                    .map_or(DEFAULT_MAX_SEGMENTS, |n| n as usize),
+            },
+        )
+    } else {
+        Endpoint::new(path, opts, args.cpu)
+    });
     match serve(listener, endpoint, usize::from(args.threads), limits) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -70,12 +70,12 @@ fn status(path: &str, period: Duration, s: &Sample, v: &View, cells: usize) -> L
         alert.push(n.clone());
     }
     if s.stale {
-        alert.push(format!("writer {}", s.liveness));
+        alert.push(s.liveness.clone());
     }
     // (text, rank): the highest rank is dropped first; 0 never.
     let mut rest: Vec<(String, u8)> = vec![(path.to_string(), 1)];
     if !s.stale && s.taken.is_some() {
-        rest.push((format!("writer {}", s.liveness), 0));
+        rest.push((s.liveness.clone(), 0));
     }
     let every = format!("every {:.2} s", period.as_secs_f64());
     match &s.taken {
@@ -84,7 +84,9 @@ fn status(path: &str, period: Duration, s: &Sample, v: &View, cells: usize) -> L
             rest.push((every, 0));
         }
         Some(t) => {
-            rest.push((format!("gen {}", t.generation), 0));
+            if let Some(g) = t.generation {
+                rest.push((format!("gen {g}"), 0));
+            }
             // The measured interval, only when it is off by more than 5 %
             // (a slow read, a stopped terminal): the rates are per
             // measured second.
@@ -95,7 +97,9 @@ fn status(path: &str, period: Duration, s: &Sample, v: &View, cells: usize) -> L
                 rest.push((every, 0));
             }
             rest.push((format!("read {:.1} µs", t.read_us), 2));
-            rest.push((format!("epoch {:#018x}", t.epoch), 3));
+            if let Some(e) = t.epoch {
+                rest.push((format!("epoch {e:#018x}"), 3));
+            }
         }
     }
     let alert = alert.join("  ");
@@ -293,12 +297,12 @@ mod tests {
             items,
             nr_cpus,
             taken: Some(Taken {
-                epoch: 0x1234,
-                generation: 7,
+                epoch: Some(0x1234),
+                generation: Some(7),
                 read_us: 12.5,
                 interval_s: 1.0,
             }),
-            liveness: "alive".into(),
+            liveness: "writer alive".into(),
             stale: false,
             note: None,
         }
@@ -406,7 +410,7 @@ mod tests {
         let mut s = sample(vec![valued("a", 0, "1")], 1);
         s.note = Some("sample skipped: segment busy".into());
         s.stale = true;
-        s.liveness = "stale (writer gone, 9.5 s)".into();
+        s.liveness = "writer stale (writer gone, 9.5 s)".into();
         let mut v = View::new(false);
         v.paused = true;
         let (screen, _) = render(&s, &v, 80, 5);
