@@ -21,7 +21,9 @@
 //!   view readers present; [`mod@unit`]: units with dimension and scale;
 //! * [`name`]: the naming rules; [`trust`]: what a reader may believe about
 //!   the writer; [`error`]: every error, with its stable code;
-//! * [`text`]: untrusted bytes escaped for a log line or a terminal.
+//! * [`text`]: untrusted bytes escaped for a log line or a terminal;
+//! * [`dead`]: reading a segment whose writer is gone for sure (a block its
+//!   death left busy).
 //!
 //! Shared memory reaches this crate as a slice of [`Word`]s. Making that
 //! slice — opening, mapping and guarding a segment file — and the userspace
@@ -33,6 +35,7 @@
 extern crate alloc;
 
 pub mod damon;
+pub mod dead;
 pub mod entry;
 pub mod error;
 pub mod family;

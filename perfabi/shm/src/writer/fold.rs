@@ -84,10 +84,12 @@ pub fn dead_for_sure(info: &perfabi::Info) -> bool {
     }
 }
 
-/// A consistent snapshot of the file `name` in `folder`, which must be a
-/// regular file of this user, not writable by others, with one link.
-/// `None` when `wanted` refuses its header (read before any value is
-/// copied: a live writer's segment costs a fold one header read).
+/// A snapshot of the file `name` in `folder`, which must be a regular file
+/// of this user, not writable by others, with one link, and whose writer
+/// `wanted` judges gone for sure ([`perfabi::dead::snapshot`]: a block left
+/// odd by its death is read settled). `None` when `wanted` refuses its
+/// header (read before any value is copied: a live writer's segment costs
+/// a fold one header read).
 fn read(
     folder: &Folder,
     name: &OsStr,
@@ -110,9 +112,14 @@ fn read(
     if !wanted(&view.info()) {
         return Ok(None);
     }
-    let snap = view
-        .snapshot(perfabi::protocol::DEFAULT_RETRIES)
-        .map_err(|e| e.to_string())?;
+    // Its writer is gone: a block its death left odd is read settled.
+    let snap = perfabi::dead::snapshot(
+        map.words(),
+        *map.layout(),
+        perfabi::protocol::DEFAULT_RETRIES,
+    )
+    .map_err(|e| e.to_string())?
+    .snapshot;
     if !map.intact() {
         return Err("truncated while read".into());
     }
@@ -338,7 +345,7 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
     if folder.stat(OsStr::new(KEPT_NAME))?.is_some() {
         // Never replace a kept file that cannot be read: its counts would
         // be lost.
-        let snap = read(&folder, OsStr::new(KEPT_NAME), |_| true)
+        let snap = read(&folder, OsStr::new(KEPT_NAME), dead_for_sure)
             .ok()
             .flatten()
             .ok_or_else(|| io::Error::other("the kept file cannot be read: not folding"))?;

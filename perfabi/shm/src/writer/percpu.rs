@@ -575,10 +575,14 @@ impl Engine {
     /// commits; a guard mismatch (`Recover`) means "look again and retry".
     ///
     /// An attempt aborted after making its block's sequence odd is undone by
-    /// the next section on that CPU. If this thread then commits on another
-    /// CPU, nothing may run on the old one for a long time, so the thread
-    /// repairs every CPU it was aborted on itself (a publication of many
-    /// batches may be aborted on several): readers must never see a
+    /// the next section on that CPU. A thread that finds itself on another
+    /// CPU after an abort undoes it there first (pinning itself to the old
+    /// CPU for one empty section), before it retries: a block never holds
+    /// part of an update that is complete on another block, which a fold
+    /// of a process killed in between would count twice (spec §15.5). If
+    /// it cannot (the old CPU left its affinity mask), it checks again
+    /// after its commit, and every CPU it was aborted on (a publication of
+    /// many batches may be aborted on several): readers must never see a
     /// quiescent block busy.
     #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
     fn run_rseq(
@@ -609,6 +613,14 @@ impl Engine {
                 }
                 rseq::Status::Aborted => {
                     self.aborted();
+                    // Moved off `cpu` with its block odd: undo that attempt
+                    // there before retrying here, so that no block ever holds
+                    // part of an update completed elsewhere (a process killed
+                    // in between would leave it for a fold to count twice,
+                    // spec §15.5).
+                    if rseq::cpu(area) != Some(cpu) && self.seq_odd(words, layout, cpu as usize) {
+                        self.repair(words, layout, cpu as usize);
+                    }
                     if !aborted[..n].contains(&cpu) {
                         match aborted.get_mut(n) {
                             Some(slot) => {
