@@ -42,6 +42,19 @@ pub const DEFAULT_MAX_SEGMENTS: usize = 10_000;
 /// the one a gauge of mode `ALL` is always kept apart by.
 pub const WRITER_LABEL: &str = "writer";
 
+/// Checks a writer label key a user gives (a front end's flag): a label
+/// key as writers' are ([`perfabi::name::check_label_key`]:
+/// `[a-z][a-z0-9_]*`, at most 15 bytes, not `cpu`, `le`, …); otherwise the
+/// one-line reason.
+pub fn check_writer_label(key: &str) -> Result<(), String> {
+    perfabi::name::check_label_key(key).map_err(|_| {
+        format!(
+            "\"{}\" is not a label key ([a-z][a-z0-9_]*, at most 15 bytes, not cpu or le)",
+            perfabi::text::escape(key.as_bytes())
+        )
+    })
+}
+
 /// How a [`Directory`] is read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DirectoryOptions {
@@ -115,11 +128,16 @@ impl Directory {
     /// failure is a [`Problem`] of one file or one family.
     pub fn read(&mut self) -> Result<Scrape, Error> {
         let folder = listing::open(&self.path, &self.opts)?;
-        // Held shared from before the listing to the end of the reading: no
-        // fold runs meanwhile (a fold between the listing and the kept file
-        // could remove a listed segment's identity from it).
-        let _lock = lock::shared(&folder, &self.path, self.opts.segment.busy_timeout)?;
-        let listed = listing::list(&folder, &self.path, &self.opts)?;
+        // Held to read from before the listing to the end of the reading:
+        // no fold runs meanwhile (a fold between the listing and the kept
+        // file could remove a listed segment's identity from it).
+        let (path, patience) = (self.path.clone(), self.opts.segment.busy_timeout);
+        lock::read_under(&folder, &path, patience, || self.read_locked(&folder))
+    }
+
+    /// [`read`](Self::read) under the lock.
+    fn read_locked(&mut self, folder: &perfabi_shm::safe_open::Folder) -> Result<Scrape, Error> {
+        let listed = listing::list(folder, &self.path, &self.opts)?;
         let mut scrape = Scrape {
             problems: listed.problems,
             ..Scrape::default()

@@ -190,7 +190,11 @@ fn a_fold_stopped_dead_at_any_step_loses_and_doubles_nothing() {
             .filter(|n| !n.ends_with(".perfabi"))
             .collect();
         names.sort();
-        assert_eq!(names, ["fold.lock", "kept.perfabi-kept"], "{step}");
+        assert_eq!(
+            names,
+            ["fold.lock", "fold.owner.lock", "kept.perfabi-kept"],
+            "{step}"
+        );
         drop(live);
     }
 }

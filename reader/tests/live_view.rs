@@ -535,6 +535,51 @@ fn the_view_outlives_its_writer() {
     main_screen(tmux, "q");
 }
 
+/// A directory of two live writers' segments, watched as one: each
+/// instance's row once, its rate the two writers' together; no epoch or
+/// generation (a merged read has none) but the segments merged; a hostile
+/// file in the directory shown at the left of the status line while the
+/// rows stay.
+#[test]
+fn the_live_view_reads_a_directory_as_one() {
+    if !have_tmux(TEST) {
+        return;
+    }
+    let top = tempfile::tempdir().unwrap();
+    let dir = top.path().join("segs");
+    std::fs::create_dir(&dir).unwrap();
+    let _a = LiveWriter::start(&dir.join("live.1.00000000000000a1.perfabi"));
+    let _b = LiveWriter::start(&dir.join("live.2.00000000000000a2.perfabi"));
+    let tmux = Tmux::start(&top.path().join("tmux.sock"));
+    let cat = perfabi_test_harness::workspace::perfabi_cat();
+    let screen = start_view_by(&tmux, "", "0.3", &cat, &dir);
+    assert!(
+        screen[0].contains("2 segments merged") && !screen[0].contains("epoch"),
+        "{}",
+        screen[0]
+    );
+    assert_eq!(
+        screen.iter().filter(|l| l.starts_with("net.rx ")).count(),
+        1,
+        "{}",
+        screen.join("\n")
+    );
+    std::fs::write(dir.join("evil.3.00000000000000a3.perfabi"), [0u8; 4096]).unwrap();
+    let screen = wait_for(Duration::from_secs(15), || {
+        let s = tmux.capture();
+        (s[0]
+            .trim_start()
+            .starts_with("2 segments merged, 1 left out")
+            && task_rows(&s).len() == 2)
+            .then_some(s)
+    })
+    .unwrap_or_else(|| panic!("the problem not shown:\n{}", tmux.capture().join("\n")));
+    assert!(screen[0].contains("evil.3"), "{}", screen[0]);
+    println!("{}", screen.join("\n"));
+    tmux.run(&["send-keys", "-t", "live", "q"]);
+    main_screen(&tmux, "q");
+}
+
 /// A segment busy for good (a writer dead mid-change): the view says so,
 /// costs little CPU (no tight retry) and still quits at once on `q`.
 #[test]

@@ -33,9 +33,9 @@ pub const SEGMENT_SUFFIX: &str = ".perfabi";
 /// The longest writer name in a segment file name, in bytes.
 pub const MAX_NAME_LEN: usize = 64;
 
-/// The directory's lock file: a fold holds it exclusively, a reader shared
-/// (§15.5). Mode `0600`, owned by the directory's writers' user.
-pub const LOCK_NAME: &str = "fold.lock";
+pub mod lock;
+
+pub use lock::{LOCK_NAME, OWNER_LOCK_NAME};
 
 /// The directory's kept file: a segment holding dead writers' counts
 /// (§15.5). Not a segment name: readers open it on its own.
@@ -287,6 +287,8 @@ mod tests {
             "a.b.1.00000000000000ff.perfabi",
             "a.99999999999.00000000000000ff.perfabi",
             "fold.lock",
+            "fold.owner.lock",
+            ".fold.lock.1.00000000000000ff.tmp",
             "kept.perfabi-kept",
         ] {
             assert_eq!(SegmentName::parse(OsStr::new(bad)), None, "{bad}");

@@ -46,16 +46,22 @@ fn create_in_makes_the_directory_and_a_fresh_name_per_creation() {
         .filter_map(|e| SegmentName::parse(&e.unwrap().file_name()))
         .collect();
     assert_eq!(listed.len(), 2);
-    // Besides them, the lock of the folds each creation runs (§15.5).
+    // Besides them, the locks of the folds each creation runs (§15.5).
     let mut others: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| SegmentName::parse(std::ffi::OsStr::new(n)).is_none())
         .collect();
     others.sort();
-    assert_eq!(others, [directory::LOCK_NAME]);
+    assert_eq!(others, [directory::LOCK_NAME, directory::OWNER_LOCK_NAME]);
     let md = std::fs::symlink_metadata(dir.join(directory::LOCK_NAME)).unwrap();
-    assert_eq!(md.mode() & 0o777, 0o600, "nobody else can open the lock");
+    assert_eq!(
+        md.mode() & 0o777,
+        0o644,
+        "readers of any user take the lock"
+    );
+    let md = std::fs::symlink_metadata(dir.join(directory::OWNER_LOCK_NAME)).unwrap();
+    assert_eq!(md.mode() & 0o777, 0o600, "only the writers' user folds");
 }
 
 #[test]

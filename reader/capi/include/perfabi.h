@@ -445,6 +445,11 @@ typedef struct perfabi_snapshot perfabi_snapshot;
  *
  * Thread safety: any threads at once (the Rust writer is `Sync`), but
  * perfabi_writer_close() by one thread, once no other uses it.
+ *
+ * fork(): a child must neither update nor close its parent's writer or
+ * handles (its updates would land in the parent's segment, counted as the
+ * parent's); it creates a writer of its own (perfabi_writer_create_in()
+ * gives it a file of its own in the same directory).
  */
 typedef struct perfabi_writer perfabi_writer;
 

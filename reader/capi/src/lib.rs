@@ -31,7 +31,10 @@
 //!   are used by one thread at a time, the thread using the segment (they
 //!   may move between threads); snapshots (with their families) and DAMON
 //!   results are immutable, for any threads at once; the last error is per
-//!   thread. Each function's `Context:` line says which applies.
+//!   thread. A writer and its family and member handles are for any
+//!   threads at once (the Rust writer is `Sync`), each freed by one
+//!   thread once no other uses it. Each function's `Context:` line says
+//!   which applies.
 //!
 //! This crate is the FFI home of the reader (`tests/architecture`): its
 //! `unsafe` code turns C's pointers into Rust values, in `ptr` and at each

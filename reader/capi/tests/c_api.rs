@@ -1528,6 +1528,14 @@ fn misuse_of_the_c_writer_is_a_typed_error_never_a_crash() {
         "",
     );
     assert!(f.stdout.contains("perfabi_writer_path(NULL) NULL\n"));
+    let at = dir.join("at-path.seg");
+    assert!(
+        f.stdout
+            .contains(&format!("at-path {} total 5\n", at.display())),
+        "{}",
+        f.stdout
+    );
+    assert!(at.is_file(), "the segment is where it was asked to be");
 
     invalid("perfabi_writer_add_family(NULL, &counter, &f)", "w is NULL");
     invalid("perfabi_writer_add_family(w, NULL, &f)", "spec is NULL");
@@ -1783,37 +1791,8 @@ fn readme_writer_example_writes_what_perfabi_cat_shows() {
     let dir = tempfile::tempdir().unwrap();
     let exe = compile(dir.path(), "writer", &src, Link::Sanitized);
     let segments = dir.path().join("perfabi");
-    let mut child = c_program(&exe, &[])
-        .env("PERFABI_DIR", &segments)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let _ = stdout.read_line(&mut line);
-        let _ = tx.send(line);
-    });
-    let line = rx
-        .recv_timeout(LIMIT)
-        .expect("the example prints its segment's path");
-    let path = PathBuf::from(line.trim_end());
-    assert_eq!(path.parent(), Some(segments.as_path()), "$PERFABI_DIR");
-
-    let s = Segment::open(&path).unwrap().snapshot().unwrap();
-    assert_eq!(total(&s, "myapp.requests", "200"), Reading::Unsigned(1000));
-    let Reading::Histogram(h) = total(&s, "myapp.latency", "") else {
-        panic!("myapp.latency is no histogram")
-    };
-    // 50,000 + 100 i ns for i < 1000.
-    assert_eq!(
-        (h.count, h.sum),
-        (1000, 50_000 * 1000 + 100 * 999 * 1000 / 2)
-    );
-
+    let mut child = start_writer_example(&exe, &segments);
+    let path = check_writer_example(&mut child, &segments);
     let out = Command::new(perfabi_test_harness::workspace::perfabi_cat())
         .arg("--openmetrics")
         .arg(&path)
@@ -1828,6 +1807,74 @@ fn readme_writer_example_writes_what_perfabi_cat_shows() {
     ] {
         assert!(text.lines().any(|l| l == want), "{want:?} in {text}");
     }
+    end_writer_example(child);
+}
+
+/// The writer example linked statically (the archive and perfabi.pc's
+/// Libs.private): it needs no libperfabi at run time and writes the same.
+#[test]
+fn writer_example_linked_statically_writes_the_same() {
+    if !have_tools("writer_example_linked_statically_writes_the_same") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile_file(dir.path(), "examples/writer.c", Link::Static);
+    let dynamic = Command::new("readelf")
+        .arg("-d")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    let dynamic = String::from_utf8_lossy(&dynamic.stdout);
+    assert!(!dynamic.contains("libperfabi"), "{dynamic}");
+    let segments = dir.path().join("perfabi");
+    let mut child = start_writer_example(&exe, &segments);
+    check_writer_example(&mut child, &segments);
+    end_writer_example(child);
+}
+
+/// The compiled writer example `exe` started with `$PERFABI_DIR` at
+/// `segments`, its stdin and stdout piped.
+fn start_writer_example(exe: &Path, segments: &Path) -> std::process::Child {
+    c_program(exe, &[])
+        .env("PERFABI_DIR", segments)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The path the running writer example prints (within [`LIMIT`]), in
+/// `segments`, after checking the values there with the Rust reader.
+fn check_writer_example(child: &mut std::process::Child, segments: &Path) -> PathBuf {
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = stdout.read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx
+        .recv_timeout(LIMIT)
+        .expect("the example prints its segment's path");
+    let path = PathBuf::from(line.trim_end());
+    assert_eq!(path.parent(), Some(segments), "$PERFABI_DIR");
+    let s = Segment::open(&path).unwrap().snapshot().unwrap();
+    assert_eq!(total(&s, "myapp.requests", "200"), Reading::Unsigned(1000));
+    let Reading::Histogram(h) = total(&s, "myapp.latency", "") else {
+        panic!("myapp.latency is no histogram")
+    };
+    // 50,000 + 100 i ns for i < 1000.
+    assert_eq!(
+        (h.count, h.sum),
+        (1000, 50_000 * 1000 + 100 * 999 * 1000 / 2)
+    );
+    path
+}
+
+/// Ends the writer example (Enter) and checks that it succeeded with the
+/// sanitizers quiet.
+fn end_writer_example(mut child: std::process::Child) {
     drop(child.stdin.take());
     let mut f = Finished {
         status: None,
@@ -1845,4 +1892,46 @@ fn readme_writer_example_writes_what_perfabi_cat_shows() {
     f.status = Some(child.wait().unwrap());
     assert_eq!(f.code(), Some(0), "{}", f.stderr);
     assert_sanitizers_quiet(&f);
+}
+
+/// Threads of a C program update the same member handles at once: not one
+/// add or observation is lost or torn (each lands in its CPU's block,
+/// exclusive by the writer's method), under ASan and UBSan.
+#[test]
+fn c_threads_sharing_member_handles_lose_no_update() {
+    let test = "c_threads_sharing_member_handles_lose_no_update";
+    let Some((_tmp, exe, dir)) = writer_checks(test) else {
+        return;
+    };
+    let f = run(&exe, &["threads", dir.to_str().unwrap()]);
+    assert_eq!(f.code(), Some(0), "{}\n{}", f.stdout, f.stderr);
+    assert_sanitizers_quiet(&f);
+    // 4 threads x 200,000: adds of 3; observations i % 100, half of
+    // them (0..=49) in the first bucket.
+    let n: u64 = 4 * 200_000;
+    let sum = 4 * (200_000 / 100) * (0..100).sum::<u64>();
+    let want = format!(
+        "adds {} count {n} sum {sum} buckets {},{}",
+        3 * n,
+        n / 2,
+        n / 2
+    );
+    assert!(
+        f.stdout.lines().any(|l| l == want),
+        "{want} in {}",
+        f.stdout
+    );
+    // The Rust reader reads the same totals from the closed segment.
+    let path = f
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("path "))
+        .map(PathBuf::from)
+        .unwrap();
+    let opts = perfabi_reader::Options {
+        require_live: false,
+        ..Default::default()
+    };
+    let s = Segment::open_with(&path, opts).unwrap().snapshot().unwrap();
+    assert_eq!(total(&s, "t.adds", ""), Reading::Unsigned(3 * n));
 }

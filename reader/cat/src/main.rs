@@ -16,7 +16,9 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use perfabi_reader::directory::{Directory, DirectoryOptions, DEFAULT_MAX_SEGMENTS};
+use perfabi_reader::directory::{
+    check_writer_label, Directory, DirectoryOptions, DEFAULT_MAX_SEGMENTS,
+};
 use perfabi_reader::view::Families;
 use perfabi_reader::{Error, Options, Segment, Snapshot, Trust};
 use perfabi_shm::safe_open::escape_path;
@@ -94,6 +96,11 @@ fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{s:?} is not a size of at least 4096 bytes (such as 8G)"))
 }
 
+/// A `--writer-label KEY` ([`check_writer_label`]).
+fn parse_label(s: &str) -> Result<String, String> {
+    check_writer_label(s).map(|()| s.to_string())
+}
+
 /// Print the metric families, counters and DAMON regions of a perfabi
 /// segment. The table shows values in human units (bytes with KiB, MiB...;
 /// times in ns, µs, ms, s; counts exactly); --json and --openmetrics show
@@ -148,7 +155,8 @@ struct Args {
     /// (default `writer`; its value: `<name>.<pid>` of the segment file)
     /// instead of merging them.
     #[arg(long, value_name = "KEY", num_args = 0..=1, require_equals = true,
-          default_missing_value = perfabi_reader::directory::WRITER_LABEL)]
+          default_missing_value = perfabi_reader::directory::WRITER_LABEL,
+          value_parser = parse_label)]
     writer_label: Option<String>,
     /// A directory: most segment files read (default 10000; the rest are
     /// left out, and said).

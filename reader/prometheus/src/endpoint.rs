@@ -24,9 +24,9 @@ pub struct Endpoint {
 /// What the scrapes read.
 enum Source {
     /// One segment, read with these options.
-    Segment(Options, Reading),
+    Segment(Options, Box<Reading>),
     /// A directory of segments, read as one.
-    Directory(Served),
+    Directory(Box<Served>),
 }
 
 /// The open segment and the snapshot buffer the scrapes fill: while the
@@ -67,11 +67,7 @@ impl Endpoint {
     /// An endpoint for the segment at `path`, read with `opts`; with
     /// `per_cpu`, one series per CPU (label `cpu`) instead of totals.
     pub fn new(path: impl Into<PathBuf>, opts: Options, per_cpu: bool) -> Self {
-        Self::of(
-            path.into(),
-            per_cpu,
-            Source::Segment(opts, Reading::default()),
-        )
+        Self::of(path.into(), per_cpu, Source::Segment(opts, Box::default()))
     }
 
     /// An endpoint for the directory of segments at `path`, read as one
@@ -83,7 +79,7 @@ impl Endpoint {
     pub fn directory(path: impl Into<PathBuf>, opts: DirectoryOptions) -> Self {
         let path = path.into();
         let served = Served::new(&path, opts);
-        Self::of(path, false, Source::Directory(served))
+        Self::of(path, false, Source::Directory(Box::new(served)))
     }
 
     fn of(path: PathBuf, per_cpu: bool, source: Source) -> Self {

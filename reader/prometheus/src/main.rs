@@ -13,7 +13,7 @@ use perfabi_prometheus::{
     connections_within, listen, raise_open_file_limit, serve, Endpoint, Limits, MAX_CONNECTIONS,
     MAX_PAGE_BYTES, MAX_REQUESTS,
 };
-use perfabi_reader::directory::{DirectoryOptions, DEFAULT_MAX_SEGMENTS};
+use perfabi_reader::directory::{check_writer_label, DirectoryOptions, DEFAULT_MAX_SEGMENTS};
 use perfabi_reader::{Options, Trust};
 use perfabi_shm::safe_open::escape_path;
 
@@ -149,21 +149,9 @@ fn parse_secs(s: &str) -> Result<Duration, String> {
     }
 }
 
-/// A `--writer-label KEY`: a label name Prometheus takes (a letter or
-/// `_`, then letters, digits and `_`; not `__`-prefixed, which is
-/// Prometheus' own).
+/// A `--writer-label KEY` ([`check_writer_label`]).
 fn parse_label(s: &str) -> Result<String, String> {
-    let mut chars = s.chars();
-    let first_ok = chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
-    if first_ok && chars.all(|c| c.is_ascii_alphanumeric() || c == '_') && !s.starts_with("__") {
-        Ok(s.to_string())
-    } else {
-        Err(format!(
-            "{s:?} is not a label name (a letter or _, then letters, digits and _; not __...)"
-        ))
-    }
+    check_writer_label(s).map(|()| s.to_string())
 }
 
 fn main() -> ExitCode {

@@ -1,47 +1,61 @@
-//! The reader's side of a directory's fold lock (`spec/PERFABI.md` §15.5):
-//! held shared while a directory is listed and read, so that no fold
-//! (which holds it exclusively) runs meanwhile.
+//! The reader's side of a directory's fold lock (`spec/PERFABI.md` §15.5,
+//! `perfabi_shm::directory::lock`): held to read while a directory is
+//! listed and read, so that no fold (which holds it alone) runs meanwhile;
+//! a read during which a fold replaced the lock is read again.
 
-use std::ffi::OsStr;
-use std::fs::File;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use perfabi_shm::directory::lock::{self, ReadLock, ReadLockError};
 use perfabi_shm::directory::LOCK_NAME;
-use perfabi_shm::safe_open::{FileKind, Folder};
-use rustix::fs::FlockOperation;
+use perfabi_shm::safe_open::Folder;
 
 use crate::Error;
 
-/// Takes the lock of `folder` (the directory `dir`) shared, waiting up to
-/// `patience` for a fold to finish. `None` when there is no lock file (no
-/// fold has run) or this reader may not open it (another user's, mode
-/// `0600`): it then reads without.
-pub(super) fn shared(
+fn busy(dir: &Path, patience: Duration, what: &str) -> Error {
+    Error::Io(
+        dir.join(LOCK_NAME),
+        std::io::Error::new(
+            std::io::ErrorKind::WouldBlock,
+            format!("{what} for {patience:?} (the reader's busy timeout); read again"),
+        ),
+    )
+}
+
+/// Runs `read` under the read lock of `folder` (the directory `dir`),
+/// taken within `patience`, and again while a fold replaced the lock
+/// during it, until `patience` has passed since the first attempt; then
+/// fails with a message to read again. Without a lock file this reader
+/// may open (no fold ran yet, or another user's `0600` lock) it reads
+/// once, without.
+pub(super) fn read_under<T>(
     folder: &Folder,
     dir: &Path,
     patience: Duration,
-) -> Result<Option<File>, Error> {
-    let file = match folder.open_read(OsStr::new(LOCK_NAME), &[FileKind::Regular]) {
-        Ok((f, _)) => f,
-        Err(_) => return Ok(None),
-    };
+    mut read: impl FnMut() -> Result<T, Error>,
+) -> Result<T, Error> {
     let end = Instant::now() + patience;
     loop {
-        match rustix::fs::flock(&file, FlockOperation::NonBlockingLockShared) {
-            Ok(()) => return Ok(Some(file)),
-            Err(rustix::io::Errno::WOULDBLOCK) if Instant::now() < end => {
-                std::thread::sleep(Duration::from_millis(1));
+        let left = end.saturating_duration_since(Instant::now());
+        let held: ReadLock = match lock::for_reader(folder, left) {
+            Ok(l) => l,
+            Err(ReadLockError::Busy) => {
+                return Err(busy(dir, patience, "a fold held the directory's lock"))
             }
-            Err(e) => {
-                return Err(Error::Io(
-                    dir.join(LOCK_NAME),
-                    std::io::Error::new(
-                        std::io::ErrorKind::WouldBlock,
-                        format!("a fold held the directory's lock longer than {patience:?}; read again ({e})"),
-                    ),
+            Err(ReadLockError::Io(e)) => return Err(Error::Io(dir.join(LOCK_NAME), e)),
+        };
+        let out = read()?;
+        match held.still_current(folder) {
+            Ok(true) => return Ok(out),
+            Ok(false) if Instant::now() < end => continue,
+            Ok(false) => {
+                return Err(busy(
+                    dir,
+                    patience,
+                    "folds replaced the directory's lock during every read",
                 ))
             }
+            Err(e) => return Err(Error::Io(dir.join(LOCK_NAME), e)),
         }
     }
 }

@@ -2,15 +2,16 @@
 //! (`spec/PERFABI.md` §15.5), so that their segment files can be removed
 //! without a merged total going backwards.
 //!
-//! Under an exclusive `flock` of the directory's lock file, for every
-//! segment file of this user whose writer is dead for sure (closed, or its
-//! pid no longer a process started at its start time), the fold reads a
-//! consistent total of its counters, histograms and peaks and writes a new
-//! kept file = old kept + those totals, listing the folded segments'
-//! identities, under a temporary name; renames it over the kept file; then
-//! removes the folded files. A reader holds the lock shared while it lists
-//! and reads, and skips a segment the kept file lists: at no moment is a
-//! count missing or counted twice.
+//! Holding the directory's locks ([`crate::directory::lock`]: the folds'
+//! own, and `fold.lock` alone), for every segment file of this user whose
+//! writer is dead for sure (closed, or its pid no longer a process started
+//! at its start time), the fold reads a total of its counters, histograms
+//! and peaks ([`perfabi::dead::snapshot`]) and writes a new kept file = old
+//! kept + those totals, listing the folded segments' identities, under a
+//! temporary name; renames it over the kept file; then removes the folded
+//! files. A reader holds `fold.lock` to read while it lists and reads, and
+//! skips a segment the kept file lists: at no moment is a count missing or
+//! counted twice.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
@@ -21,11 +22,10 @@ use std::sync::atomic::Ordering;
 use perfabi::family::Origin;
 use perfabi::layout::FLAG_CLOSED;
 use perfabi::{Family, FamilySpec, Kind, Reading, Semantics, Snapshot};
-use rustix::fs::FlockOperation;
 
 use super::{Config, MethodChoice, Writer};
-use crate::directory::{self, SegmentName, FOLDED_FAMILY, KEPT_NAME, LOCK_NAME};
-use crate::safe_open::{euid, Access, FileKind, Folder};
+use crate::directory::{self, lock, SegmentName, FOLDED_FAMILY, KEPT_NAME};
+use crate::safe_open::{euid, FileKind, Folder};
 
 /// The test-only variable that makes a fold kill its own process with
 /// SIGKILL at one step: `written` (kept file written under its temporary
@@ -40,6 +40,15 @@ const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_millis(200)
 /// Largest segment a fold reads (a larger one stays as it is).
 const MAX_SEGMENT: u64 = 1 << 30;
 
+/// Most dead writers' segments one fold folds (§15.5): the rest wait for
+/// the next fold, so that a fold holds the lock for a bounded time,
+/// whatever piled up.
+pub const MAX_BATCH: usize = 64;
+
+/// Time one fold spends reading dead writers' segments at most; past it,
+/// the rest wait for the next fold.
+pub const READ_BUDGET: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// What one fold did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FoldReport {
@@ -50,6 +59,9 @@ pub struct FoldReport {
     /// Dead writers' files left as they are, with why (a reader still
     /// counts them).
     pub left: Vec<String>,
+    /// The batch was full ([`MAX_BATCH`], [`READ_BUDGET`]): segment files
+    /// were not looked at, for a later fold.
+    pub more: bool,
 }
 
 fn crash_at(step: &str) {
@@ -63,10 +75,16 @@ fn crash_at(step: &str) {
 /// sure: it closed the segment, or its pid names no process started at its
 /// start time (within a second). A writer merely silent is not.
 pub fn dead_for_sure(info: &perfabi::Info) -> bool {
-    if info.flags & FLAG_CLOSED != 0 {
+    writer_gone(info.flags, info.writer_pid, info.writer_start_ns)
+}
+
+/// [`dead_for_sure`] of a header's `flags`, `writer_pid` and
+/// `writer_start_ns`.
+fn writer_gone(flags: u64, writer_pid: u64, writer_start_ns: u64) -> bool {
+    if flags & FLAG_CLOSED != 0 {
         return true;
     }
-    let Ok(pid) = u32::try_from(info.writer_pid) else {
+    let Ok(pid) = u32::try_from(writer_pid) else {
         return false;
     };
     if pid == 0 {
@@ -80,21 +98,17 @@ pub fn dead_for_sure(info: &perfabi::Info) -> bool {
             })
             .is_err_and(|e| e == rustix::io::Errno::SRCH)
         }
-        Some(start) => start.abs_diff(info.writer_start_ns) > 1_000_000_000,
+        Some(start) => start.abs_diff(writer_start_ns) > 1_000_000_000,
     }
 }
 
 /// A snapshot of the file `name` in `folder`, which must be a regular file
 /// of this user, not writable by others, with one link, and whose writer
-/// `wanted` judges gone for sure ([`perfabi::dead::snapshot`]: a block left
-/// odd by its death is read settled). `None` when `wanted` refuses its
-/// header (read before any value is copied: a live writer's segment costs
-/// a fold one header read).
-fn read(
-    folder: &Folder,
-    name: &OsStr,
-    wanted: impl FnOnce(&perfabi::Info) -> bool,
-) -> Result<Option<Snapshot>, String> {
+/// is dead for sure ([`perfabi::dead::snapshot`]: a block left odd by its
+/// death is read settled). `None` when it is not: judged on its header,
+/// read with one `pread` before anything is mapped, so a live writer's
+/// segment costs a fold one header read.
+fn read(folder: &Folder, name: &OsStr) -> Result<Option<Snapshot>, String> {
     let (file, md) = folder
         .open_read_checked(name, |e| {
             if e.kind != FileKind::Regular {
@@ -106,10 +120,17 @@ fn read(
             Ok(())
         })
         .map_err(|e| e.to_string())?;
+    let mut head = [0u8; perfabi::layout::HEADER_SIZE_V1_0];
+    std::os::unix::fs::FileExt::read_exact_at(&file, &mut head, 0)
+        .map_err(|e| format!("header: {e}"))?;
+    let h = perfabi::layout::header_from_bytes(&head);
+    if !writer_gone(h.flags, h.writer_pid, h.writer_start_ns) {
+        return Ok(None);
+    }
     let map = crate::SegmentMap::new(file, &md, perfabi::trust::Origin::File, MAX_SEGMENT)
         .map_err(|e| format!("{e:?}"))?;
-    let view = map.view();
-    if !wanted(&view.info()) {
+    // The mapped header is the one validated: judged again.
+    if !dead_for_sure(&map.view().info()) {
         return Ok(None);
     }
     // Its writer is gone: a block its death left odd is read settled.
@@ -301,41 +322,23 @@ fn write_kept(
 pub fn fold(dir: &Path) -> io::Result<FoldReport> {
     let refused = |e: crate::safe_open::PathError| io::Error::other(e.to_string());
     let folder = directory::prepare(dir).map_err(refused)?;
-    let (lock, _) = folder
-        .open_private(OsStr::new(LOCK_NAME), Access::ReadWrite, 0o600)
-        .map_err(refused)?;
-    // Readers hold the lock shared for the moment of a read: wait a little
-    // for a gap, then leave the work to a later fold.
-    let end = std::time::Instant::now() + LOCK_PATIENCE;
-    loop {
-        match rustix::fs::flock(&lock, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => break,
-            Err(rustix::io::Errno::WOULDBLOCK) if std::time::Instant::now() < end => {
-                std::thread::sleep(std::time::Duration::from_micros(500));
-            }
-            Err(rustix::io::Errno::WOULDBLOCK) => {
-                return Ok(FoldReport {
-                    busy: true,
-                    ..FoldReport::default()
-                })
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    // The lock must still be the directory's (not removed or replaced).
-    let held = crate::safe_open::FileId::of(&lock.metadata()?);
-    if folder.stat(OsStr::new(LOCK_NAME))?.map(|e| e.id) != Some(held) {
+    // Readers hold the lock for the moment of a read: wait a little for a
+    // gap (a lock readers hold past that is replaced); another fold
+    // running: leave the work to it.
+    let Some(locks) = lock::for_fold(&folder, LOCK_PATIENCE)? else {
         return Ok(FoldReport {
             busy: true,
             ..FoldReport::default()
         });
-    }
+    };
     let mut report = FoldReport::default();
     // A crashed fold's temporary kept files: no fold runs but this one.
     let listing = directory::list(&folder)?;
     for junk in &listing.others {
-        if junk.to_string_lossy().starts_with(".kept.")
-            || junk.to_string_lossy().starts_with("..kept.")
+        let junk_name = junk.to_string_lossy();
+        if junk_name.starts_with(".kept.")
+            || junk_name.starts_with("..kept.")
+            || junk_name.starts_with(lock::TEMP_PREFIX)
         {
             let _ = folder.unlink(junk);
         }
@@ -345,7 +348,7 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
     if folder.stat(OsStr::new(KEPT_NAME))?.is_some() {
         // Never replace a kept file that cannot be read: its counts would
         // be lost.
-        let snap = read(&folder, OsStr::new(KEPT_NAME), dead_for_sure)
+        let snap = read(&folder, OsStr::new(KEPT_NAME))
             .ok()
             .flatten()
             .ok_or_else(|| io::Error::other("the kept file cannot be read: not folding"))?;
@@ -355,15 +358,26 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
     let listed: BTreeSet<String> = listing.names.iter().map(SegmentName::identity).collect();
     let mut folded = Vec::new();
     let mut ids: BTreeSet<String> = old_ids.intersection(&listed).cloned().collect();
+    let started = std::time::Instant::now();
+    let mut batch = 0usize;
     for name in &listing.names {
         let file = OsStr::new(&name.to_string()).to_os_string();
+        if !ids.contains(&name.identity())
+            && (batch >= MAX_BATCH || started.elapsed() >= READ_BUDGET)
+        {
+            report.more = true;
+            break;
+        }
         if ids.contains(&name.identity()) {
             // Folded by a fold that stopped before removing it.
             folded.push(file);
             continue;
         }
-        let snap = match read(&folder, &file, dead_for_sure) {
-            Ok(Some(snap)) => snap,
+        let snap = match read(&folder, &file) {
+            Ok(Some(snap)) => {
+                batch += 1;
+                snap
+            }
             Ok(None) => continue, // a live writer's
             Err(e) => {
                 report.left.push(format!("{name}: {e}"));
@@ -402,6 +416,6 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
         }
     }
     report.folded = folded.len();
-    drop(lock);
+    drop(locks);
     Ok(report)
 }

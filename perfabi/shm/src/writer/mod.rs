@@ -279,8 +279,10 @@ impl Writer {
         })?;
         let w = Self::create(dir.join(file.to_string()), config)?;
         // Dead writers' counts of this user are folded now and then: at
-        // every creation in a directory. Never fatal: a fold that cannot
-        // run leaves the files, which readers still count.
+        // every creation in a directory, and every `heartbeat::FOLD_EVERY`
+        // beats of the writer's heartbeat thread. Never fatal: a fold that
+        // cannot run leaves the files, which readers still count.
+        let _ = w.state.fold_dir.set(dir.to_path_buf());
         let _ = fold::fold(dir);
         Ok(w)
     }
@@ -345,6 +347,7 @@ impl Writer {
             shape: (0..n).map(|_| AtomicU64::new(0)).collect(),
             set_lock: Mutex::new(()),
             aggregations: Mutex::new(BTreeMap::new()),
+            fold_dir: std::sync::OnceLock::new(),
         }
     }
 

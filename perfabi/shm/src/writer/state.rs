@@ -44,6 +44,10 @@ pub(crate) struct State {
     pub(crate) shape: Box<[AtomicU64]>,
     pub(crate) set_lock: Mutex<()>,
     pub(crate) aggregations: Mutex<BTreeMap<(u64, u64), u64>>,
+    /// The segment directory the writer was created in
+    /// ([`super::Writer::create_in`]): its heartbeat thread folds it now
+    /// and then (`spec/PERFABI.md` §15.5).
+    pub(crate) fold_dir: std::sync::OnceLock<PathBuf>,
 }
 
 /// True if `live` (a slot's entry in [`State::live`]) holds `reg_id`: the

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use perfabi::Kind;
 use perfabi_shm::writer::{Counter, MemberId, Writer};
 
-use crate::error::{failed, guard, guard_hot, perfabi_error, Failure};
+use crate::error::{failed, guard_hot, perfabi_error, Failure};
 use crate::ptr;
 
 /// A member of a family a writer writes
@@ -54,6 +54,30 @@ fn refused(func: &str, e: perfabi::Error) -> Failure {
     Failure::writer(func, "", &e)
 }
 
+/// Runs update `op` of entry point `func` on the member behind `m`: the
+/// code of its result, every failure built and recorded out of line, so
+/// that a success costs the update and the NULL check only.
+///
+/// # Safety
+/// `m` is NULL or a live member handle.
+#[inline(always)]
+unsafe fn update(
+    func: &'static str,
+    m: *const perfabi_member,
+    op: impl FnOnce(&perfabi_member) -> Result<(), perfabi::Error>,
+) -> perfabi_error {
+    guard_hot(func, || {
+        // SAFETY: the caller promises NULL or a live handle.
+        let Some(m) = (unsafe { m.as_ref() }) else {
+            return failed(|| Failure::invalid(func, "m is NULL"));
+        };
+        match op(m) {
+            Ok(()) => perfabi_error::PERFABI_OK,
+            Err(e) => failed(|| refused(func, e)),
+        }
+    })
+}
+
 /// perfabi_member_add() - the hot path: add @delta (wrapping; negative
 /// subtracts) to a counter or gauge member, on the calling thread's CPU:
 /// no system call, no lock, no lookup; a few ns.
@@ -69,31 +93,21 @@ fn refused(func: &str, e: perfabi::Error) -> Failure {
 /// `m` is NULL or a member handle not freed.
 #[no_mangle]
 pub unsafe extern "C" fn perfabi_member_add(m: *const perfabi_member, delta: i64) -> perfabi_error {
-    const F: &str = "perfabi_member_add";
-    guard_hot(F, || {
-        // SAFETY: the caller promises NULL or a live handle.
-        let Some(m) = (unsafe { m.as_ref() }) else {
-            return failed(|| Failure::invalid(F, "m is NULL"));
-        };
-        let Some(c) = &m.counter else {
-            return add_slow(m, delta);
-        };
-        match c.adjust(delta) {
-            Ok(()) => perfabi_error::PERFABI_OK,
-            Err(e) => failed(|| refused(F, e)),
-        }
-    })
+    // SAFETY: the caller promises NULL or a live handle.
+    unsafe {
+        update("perfabi_member_add", m, |m| match &m.counter {
+            Some(c) => c.adjust(delta),
+            None => add_slow(m, delta),
+        })
+    }
 }
 
 /// perfabi_member_add() of a member with no `Counter`: a peak or
 /// histogram, which the writer refuses (out of line).
 #[cold]
 #[inline(never)]
-fn add_slow(m: &perfabi_member, delta: i64) -> perfabi_error {
-    match m.w.member_add(&m.id, delta) {
-        Ok(()) => perfabi_error::PERFABI_OK,
-        Err(e) => failed(|| refused("perfabi_member_add", e)),
-    }
+fn add_slow(m: &perfabi_member, delta: i64) -> Result<(), perfabi::Error> {
+    m.w.member_add(&m.id, delta)
 }
 
 /// perfabi_member_set() - set a gauge member's value (its sum over CPUs):
@@ -111,12 +125,8 @@ fn add_slow(m: &perfabi_member, delta: i64) -> perfabi_error {
 /// `m` is NULL or a member handle not freed.
 #[no_mangle]
 pub unsafe extern "C" fn perfabi_member_set(m: *const perfabi_member, value: i64) -> perfabi_error {
-    const F: &str = "perfabi_member_set";
-    guard(F, || {
-        // SAFETY: the caller promises a live handle.
-        let m = unsafe { ptr::obj(F, "m", m) }?;
-        m.w.member_set(&m.id, value).map_err(|e| refused(F, e))
-    })
+    // SAFETY: the caller promises NULL or a live handle.
+    unsafe { update("perfabi_member_set", m, |m| m.w.member_set(&m.id, value)) }
 }
 
 /// perfabi_member_observe() - record one observation in a histogram
@@ -136,12 +146,8 @@ pub unsafe extern "C" fn perfabi_member_observe(
     m: *const perfabi_member,
     value: u64,
 ) -> perfabi_error {
-    const F: &str = "perfabi_member_observe";
-    guard(F, || {
-        // SAFETY: the caller promises a live handle.
-        let m = unsafe { ptr::obj(F, "m", m) }?;
-        m.w.observe(&m.id, value).map_err(|e| refused(F, e))
-    })
+    // SAFETY: the caller promises NULL or a live handle.
+    unsafe { update("perfabi_member_observe", m, |m| m.w.observe(&m.id, value)) }
 }
 
 /// perfabi_member_peak() - record @value in a peak member: the calling
@@ -161,12 +167,8 @@ pub unsafe extern "C" fn perfabi_member_peak(
     m: *const perfabi_member,
     value: u64,
 ) -> perfabi_error {
-    const F: &str = "perfabi_member_peak";
-    guard(F, || {
-        // SAFETY: the caller promises a live handle.
-        let m = unsafe { ptr::obj(F, "m", m) }?;
-        m.w.peak(&m.id, value).map_err(|e| refused(F, e))
-    })
+    // SAFETY: the caller promises NULL or a live handle.
+    unsafe { update("perfabi_member_peak", m, |m| m.w.peak(&m.id, value)) }
 }
 
 /// perfabi_member_reset_peak() - reset a peak member to 0 on every CPU, as
@@ -182,12 +184,8 @@ pub unsafe extern "C" fn perfabi_member_peak(
 /// `m` is NULL or a member handle not freed.
 #[no_mangle]
 pub unsafe extern "C" fn perfabi_member_reset_peak(m: *const perfabi_member) -> perfabi_error {
-    const F: &str = "perfabi_member_reset_peak";
-    guard(F, || {
-        // SAFETY: the caller promises a live handle.
-        let m = unsafe { ptr::obj(F, "m", m) }?;
-        m.w.reset_peak(&m.id).map_err(|e| refused(F, e))
-    })
+    // SAFETY: the caller promises NULL or a live handle.
+    unsafe { update("perfabi_member_reset_peak", m, |m| m.w.reset_peak(&m.id)) }
 }
 
 /// perfabi_member_delete() - delete a member from the segment (readers see
@@ -204,12 +202,8 @@ pub unsafe extern "C" fn perfabi_member_reset_peak(m: *const perfabi_member) -> 
 /// `m` is NULL or a member handle not freed.
 #[no_mangle]
 pub unsafe extern "C" fn perfabi_member_delete(m: *const perfabi_member) -> perfabi_error {
-    const F: &str = "perfabi_member_delete";
-    guard(F, || {
-        // SAFETY: the caller promises a live handle.
-        let m = unsafe { ptr::obj(F, "m", m) }?;
-        m.w.del_member(&m.id).map_err(|e| refused(F, e))
-    })
+    // SAFETY: the caller promises NULL or a live handle.
+    unsafe { update("perfabi_member_delete", m, |m| m.w.del_member(&m.id)) }
 }
 
 /// perfabi_member_free() - free a member handle (the member stays in the

@@ -13,9 +13,14 @@
  *                             member and a family and checks the handles
  *   writer_checks misuse DIR  every error path of the writer: one line per
  *                             call, "CALL code=N name=X message=M"
+ *   writer_checks threads DIR 4 threads add to one counter member and
+ *                             observe into one histogram member at once,
+ *                             each through the same handles; prints the
+ *                             totals libperfabi's reader reads after them
  */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,6 +260,26 @@ static int misuse(const char *dir)
 	CHECK(perfabi_writer_create_in(dir, "w", &small, &w));
 	if (!w)
 		return 1;
+
+	/* At a path: the file is the segment, read back at once. */
+	perfabi_writer *at = NULL;
+	snprintf(path, sizeof path, "%s/at-path.seg", dir);
+	MUST(perfabi_writer_create(path, &o, &at));
+	perfabi_writer_family *one = family(at, (perfabi_family_spec){
+		.name = "at.path", .kind = PERFABI_METRIC_COUNTER });
+	perfabi_member *only = member(one, NULL);
+	MUST(perfabi_member_add(only, 5));
+	perfabi_segment *seg = NULL;
+	perfabi_snapshot *snap = NULL;
+	MUST(perfabi_open(path, NULL, &seg));
+	MUST(perfabi_snapshot_take(seg, &snap));
+	printf("at-path %s total %" PRId64 "\n", perfabi_writer_path(at), total(snap, "at.path", ""));
+	perfabi_snapshot_free(snap);
+	perfabi_close(seg);
+	perfabi_member_free(only);
+	perfabi_writer_family_free(one);
+	perfabi_writer_close(at);
+
 	printf("perfabi_writer_path(NULL) %s\n", perfabi_writer_path(NULL) ? "non-NULL" : "NULL");
 
 	perfabi_writer_family *f = NULL, *g = NULL;
@@ -375,12 +400,74 @@ static int misuse(const char *dir)
 	return 0;
 }
 
+enum { THREADS = 4, PER_THREAD = 200000 };
+
+struct shared {
+	perfabi_member *count, *hist;
+};
+
+static void *work(void *arg)
+{
+	struct shared *s = arg;
+	for (int i = 0; i < PER_THREAD; i++) {
+		if (perfabi_member_add(s->count, 3) != PERFABI_OK ||
+		    perfabi_member_observe(s->hist, (uint64_t)i % 100) != PERFABI_OK) {
+			fprintf(stderr, "writer_checks: %s\n", perfabi_last_error_message());
+			exit(1);
+		}
+	}
+	return NULL;
+}
+
+static int threads(const char *dir)
+{
+	perfabi_writer *w = NULL;
+	MUST(perfabi_writer_create_in(dir, "threads", NULL, &w));
+	perfabi_writer_family *c = family(w, (perfabi_family_spec){
+		.name = "t.adds", .kind = PERFABI_METRIC_COUNTER });
+	const uint64_t bounds[] = { 49 };
+	perfabi_writer_family *h = family(w, (perfabi_family_spec){
+		.name = "t.seen", .kind = PERFABI_METRIC_HISTOGRAM,
+		.buckets = PERFABI_BUCKETS_EXPLICIT, .bounds = bounds, .nr_bounds = 1 });
+	struct shared s = { member(c, NULL), member(h, NULL) };
+	pthread_t t[THREADS];
+	for (int i = 0; i < THREADS; i++)
+		if (pthread_create(&t[i], NULL, work, &s) != 0)
+			return 1;
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(t[i], NULL);
+	perfabi_segment *seg = NULL;
+	perfabi_snapshot *snap = NULL;
+	MUST(perfabi_open(perfabi_writer_path(w), NULL, &seg));
+	MUST(perfabi_snapshot_take(seg, &snap));
+	const perfabi_family_info *f = perfabi_snapshot_find_family(snap, "t.seen");
+	perfabi_histogram hist = { 0, 0, 0 };
+	uint64_t b[2] = { 0, 0 };
+	if (!f)
+		return 1;
+	MUST(perfabi_snapshot_histogram(snap, f, 0, PERFABI_TOTAL, &hist, b, 2));
+	printf("adds %" PRId64 " count %" PRIu64 " sum %" PRIu64 " buckets %" PRIu64 ",%" PRIu64
+	       "\n",
+	       total(snap, "t.adds", ""), hist.count, hist.sum, b[0], b[1]);
+	printf("path %s\n", perfabi_writer_path(w));
+	perfabi_snapshot_free(snap);
+	perfabi_close(seg);
+	perfabi_member_free(s.count);
+	perfabi_member_free(s.hist);
+	perfabi_writer_family_free(c);
+	perfabi_writer_family_free(h);
+	perfabi_writer_close(w);
+	return failures != 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[1], "write") == 0)
 		return write_all(argv[2]);
 	if (argc == 3 && strcmp(argv[1], "misuse") == 0)
 		return misuse(argv[2]);
-	fprintf(stderr, "usage: writer_checks write|misuse DIR\n");
+	if (argc == 3 && strcmp(argv[1], "threads") == 0)
+		return threads(argv[2]);
+	fprintf(stderr, "usage: writer_checks write|misuse|threads DIR\n");
 	return 2;
 }
