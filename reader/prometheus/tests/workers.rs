@@ -56,10 +56,13 @@ use perfabi_reader::directory::{Directory, DirectoryOptions};
 use perfabi_shm::directory::SegmentName;
 use perfabi_shm::writer::{Config, MemberId, Writer};
 use perfabi_test_harness::deadline::{Deadline, WITNESS_LIMIT};
+use perfabi_test_harness::http;
 use perfabi_test_harness::prometheus::{self, Prometheus, Target};
-use perfabi_test_harness::{http, workspace};
+use perfabi_test_harness::readme::repo_root;
 
 mod common;
+#[path = "workers/languages.rs"]
+mod languages;
 
 const TEST: &str =
     "workers_in_three_languages_killed_and_restarted_and_prometheus_sees_every_count";
@@ -190,99 +193,27 @@ struct Programs {
     _tmp: tempfile::TempDir,
 }
 
-/// `cargo ARGS` in the running test's profile and target folder.
-fn cargo(args: &[&str]) {
-    let profile = workspace::profile_dir();
-    let mut cmd = Command::new(env!("CARGO"));
-    cmd.args(args)
-        .arg("-q")
-        .env("CARGO_TARGET_DIR", workspace::target_dir());
-    match profile.file_name().and_then(|d| d.to_str()) {
-        Some("debug") | None => {}
-        Some("release") => {
-            cmd.arg("--release");
-        }
-        Some(other) => {
-            cmd.args(["--profile", other]);
-        }
-    }
-    let st = cmd.status().expect("cargo runs");
-    assert!(st.success(), "cargo {args:?}");
-}
-
 impl Programs {
-    /// Builds the C worker against libperfabi (this build's, installed as
-    /// `libperfabi.so.0`, its soname, in a private folder) and the Python
-    /// module's extension (`perfabi._perfabi`, the cdylib maturin would
-    /// make, beside the package's Python files); `None` (a skip, a failure
-    /// under CI) if `cc` or `python3` is missing.
+    /// The C worker compiled against libperfabi installed in a private
+    /// prefix, and the Python package for the Python worker
+    /// ([`languages`]); `None` (a skip, a failure under CI) if a tool is
+    /// missing.
     fn build() -> Option<Programs> {
-        for tool in ["cc", "python3"] {
-            let ok = Command::new(tool)
-                .arg("--version")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if !ok {
-                let reason = format!("{tool} is missing (tests/setup installs it)");
-                assert!(std::env::var_os("CI").is_none(), "{TEST}: {reason}");
-                perfabi_test_harness::skip(TEST, &reason);
-                return None;
-            }
+        if !languages::tools(TEST) {
+            return None;
         }
-        let root = perfabi_test_harness::readme::repo_root();
-        let profile = workspace::profile_dir();
         let tmp = tempfile::Builder::new()
             .prefix("perfabi-workers.")
             .tempdir()
             .unwrap();
-        // C: libperfabi as its users link it (-lperfabi, soname .so.0).
-        cargo(&["build", "-p", "perfabi-capi", "--lib"]);
-        let lib = tmp.path().join("lib");
-        std::fs::create_dir(&lib).unwrap();
-        std::fs::copy(profile.join("libperfabi_c.so"), lib.join("libperfabi.so.0")).unwrap();
-        std::os::unix::fs::symlink("libperfabi.so.0", lib.join("libperfabi.so")).unwrap();
+        let pkg_config_path = languages::install_libperfabi(&tmp.path().join("prefix"));
         let c = tmp.path().join("worker-c");
-        let out = Command::new("cc")
-            .args(["-O2", "-Wall", "-Wextra", "-Werror", "-I"])
-            .arg(root.join("reader/capi/include"))
-            .arg(root.join("reader/prometheus/tests/workers/worker.c"))
-            .arg("-L")
-            .arg(&lib)
-            .arg("-lperfabi")
-            .arg(format!("-Wl,-rpath,{}", lib.display()))
-            .arg("-o")
-            .arg(&c)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "cc worker.c: {}",
-            String::from_utf8_lossy(&out.stderr)
+        languages::compile_c(
+            &repo_root().join("reader/prometheus/tests/workers/worker.c"),
+            &pkg_config_path,
+            &c,
         );
-        // Python: the extension module with pyo3's extension-module
-        // feature, as maturin builds it (pyproject.toml).
-        cargo(&[
-            "rustc",
-            "-p",
-            "perfabi-python",
-            "--lib",
-            "--crate-type",
-            "cdylib",
-            "--features",
-            "pyo3/extension-module",
-        ]);
-        let python_path = tmp.path().join("python");
-        let pkg = python_path.join("perfabi");
-        std::fs::create_dir_all(&pkg).unwrap();
-        for e in std::fs::read_dir(root.join("reader/python/python/perfabi")).unwrap() {
-            let p = e.unwrap().path();
-            if p.extension().is_some_and(|x| x == "py") {
-                std::fs::copy(&p, pkg.join(p.file_name().unwrap())).unwrap();
-            }
-        }
-        std::fs::copy(profile.join("lib_perfabi.so"), pkg.join("_perfabi.abi3.so")).unwrap();
+        let python_path = languages::python_package(&tmp.path().join("python"));
         Some(Programs {
             c,
             python_path,
@@ -301,13 +232,10 @@ impl Programs {
             }
             Lang::Python => {
                 let mut c = Command::new("python3");
-                c.arg(
-                    perfabi_test_harness::readme::repo_root()
-                        .join("reader/prometheus/tests/workers/worker.py"),
-                )
-                .arg(dir)
-                .args([&slot, &chunk, &pause])
-                .env("PYTHONPATH", &self.python_path);
+                c.arg(repo_root().join("reader/prometheus/tests/workers/worker.py"))
+                    .arg(dir)
+                    .args([&slot, &chunk, &pause])
+                    .env("PYTHONPATH", &self.python_path);
                 c
             }
             Lang::Rust => {
