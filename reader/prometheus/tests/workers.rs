@@ -277,6 +277,10 @@ struct Account {
     settled: usize,
     /// Its kill landed inside a batch (strictly between two reports).
     mid_batch: bool,
+    /// Requests of the batches it reported complete.
+    reported: u64,
+    /// The most its batch in flight could add (one batch).
+    in_flight: u64,
 }
 
 /// The sum of `0 % SPREAD, 1 % SPREAD, .., (n - 1) % SPREAD`.
@@ -365,6 +369,8 @@ impl Worker {
         );
         Account {
             mid_batch: lo < a.requests && a.requests < hi,
+            reported: lo,
+            in_flight: batch,
             ..a
         }
     }
@@ -485,6 +491,8 @@ impl Tally {
         self.total.requests += a.requests;
         self.total.count += a.count;
         self.total.sum += a.sum;
+        self.total.reported += a.reported;
+        self.total.in_flight += a.in_flight;
     }
 }
 
@@ -594,6 +602,13 @@ fn workers_in_three_languages_killed_and_restarted_and_prometheus_sees_every_cou
         .unwrap()
         .0;
     assert_eq!(count_resets, 0.0, "resets() of the histogram's count");
+    // The histogram too: its count and sum as the workers' own.
+    for (q, want) in [
+        ("perfabi_workers_latency_count", total.count),
+        ("perfabi_workers_latency_sum", total.sum),
+    ] {
+        assert_eq!(prom.query(q).map(|r| r.0), Some(want as f64), "{q}");
+    }
     let increase = prom
         .query(&format!("increase({series}[{window}s])"))
         .unwrap()
@@ -605,11 +620,15 @@ fn workers_in_three_languages_killed_and_restarted_and_prometheus_sees_every_cou
         total.requests
     );
     let kills: u64 = tally.kills.iter().sum();
+    // What the workers reported, and the bound on the rest: one batch in
+    // flight per kill.
+    assert!(total.reported <= total.requests && total.requests <= total.reported + total.in_flight);
     println!(
         "WORKERS-KILLED PASS: {started} workers started (C, Python, Rust: 64 at a time), {kills} \
          killed with SIGKILL (C, Python, Rust: {:?}; inside a batch: {:?}; inside an update: \
          {}), {} folded by the restarts, {unfolded} left to the last fold; merged total {} \
-         requests, {} observations (sum {}) equal the workers' own counts; Prometheus: {} \
+         requests, {} observations (sum {}) equal the workers' own counts ({} reported \
+         in complete batches, the {} more within the batches in flight, at most {}); Prometheus: {} \
          samples over {window} s, none lower than the one before, resets() 0, increase() {:.0} \
          in [{lo:.0}, {hi:.0}]",
         tally.kills,
@@ -619,6 +638,9 @@ fn workers_in_three_languages_killed_and_restarted_and_prometheus_sees_every_cou
         total.requests,
         total.count,
         total.sum,
+        total.reported,
+        total.requests - total.reported,
+        total.in_flight,
         raw.len(),
         increase,
     );
