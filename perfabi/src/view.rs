@@ -355,7 +355,8 @@ impl<'a> SegmentView<'a> {
     /// read of this segment found live at generation `verified` (the
     /// generation an earlier `read_slots` of the same slots returned):
     /// while the metadata generation is still `verified` (every change of
-    /// the instance table moves it, spec §7.2) the slots still hold them,
+    /// the instance table moves it, spec §7.3; §7.4 lets a reader keep
+    /// what it decoded at a generation while it stays) the slots still hold them,
     /// and their entries are not loaded again, which is most of a small
     /// read's cost (an entry's cache line per slot, beside a few value
     /// words per CPU). At any other generation the entries are checked as
@@ -832,7 +833,8 @@ impl<'a> SegmentView<'a> {
             for cpu in 0..nr_cpus {
                 let row = &mut values[cpu * used..(cpu + 1) * used];
                 self.read_cpu_counters(cpu, row, retries)?;
-                if histograms.is_ok() {
+                // (A table without histograms has nothing to check: no call.)
+                if histograms.is_ok() && !facts.histograms.is_empty() {
                     histograms = family::check_histogram_row(&facts.histograms, cpu, row);
                 }
             }

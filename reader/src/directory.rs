@@ -173,9 +173,11 @@ impl Directory {
                 }
             };
             o.read = match o.seg.snapshot_into(&mut o.snap) {
+                // Judged by the snapshot's own look at the header and the
+                // writer (Segment::check).
                 Ok(()) => Some(!matches!(
-                    o.seg.status().map(|(_, l)| l),
-                    Ok(Liveness::Closed | Liveness::Dead { .. }) | Err(_)
+                    o.seg.liveness(),
+                    Liveness::Closed | Liveness::Dead { .. }
                 )),
                 Err(e) => {
                     scrape.problems.push(Problem::file(&o.file, &e));

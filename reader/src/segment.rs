@@ -508,6 +508,13 @@ impl Segment {
         self.finish(Ok((header, liveness)))
     }
 
+    /// The writer's liveness as the last read judged it (no look at the
+    /// header or the writer: a directory's read asks right after a
+    /// snapshot, which looked).
+    pub(crate) fn liveness(&self) -> Liveness {
+        self.liveness
+    }
+
     /// The most recent complete DAMON aggregation of every (monitor,
     /// target). A CPU whose block stays busy for [`Options::busy_timeout`]
     /// is left out and named in [`DamonRead::busy_cpus`]: the other CPUs'
