@@ -462,10 +462,7 @@ impl Segment {
             self.keys_at = None;
         }
         let epoch = self.map.layout().epoch;
-        let verified = self
-            .keys_at
-            .filter(|&(e, _)| e == epoch)
-            .map(|(_, g)| g);
+        let verified = self.keys_at.filter(|&(e, _)| e == epoch).map(|(_, g)| g);
         let (view, retries, keys) = (self.map.view(), self.opts.retries, &self.keys);
         let r = patiently(&self.opts, || {
             view.read_slots_at(keys, verified, out, retries)

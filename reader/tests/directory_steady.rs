@@ -140,7 +140,9 @@ fn changes_between_reads(opts: DirectoryOptions) {
     let s = same_as_fresh(&mut d, &opts);
     assert_eq!(s.segments, 3);
     assert!(
-        s.problems.iter().any(|p| p.family.as_deref() == Some("app.errors")),
+        s.problems
+            .iter()
+            .any(|p| p.family.as_deref() == Some("app.errors")),
         "{:?}",
         s.problems
     );

@@ -30,7 +30,9 @@ fn a_deleted_or_reused_slot_is_refused_after_reads_that_kept_its_entry() {
         })
         .collect();
     let mut seg = Segment::open(&path).unwrap();
-    let hs: Vec<_> = (0..3).map(|i| seg.handle(&format!("c{i}")).unwrap()).collect();
+    let hs: Vec<_> = (0..3)
+        .map(|i| seg.handle(&format!("c{i}")).unwrap())
+        .collect();
     let n = seg.nr_cpus();
     let mut out = vec![0; 3 * n];
     let total = |out: &[u64], k: usize| out[k * n..(k + 1) * n].iter().sum::<u64>();
@@ -52,7 +54,10 @@ fn a_deleted_or_reused_slot_is_refused_after_reads_that_kept_its_entry() {
     // Its slot reused by a new registration of the same name: still refused.
     let again = w.add("c1", "", Semantics::Counter).unwrap();
     let fresh = seg.handle("c1").unwrap();
-    assert_eq!(fresh.instance.slot, hs[1].instance.slot, "the slot was reused");
+    assert_eq!(
+        fresh.instance.slot, hs[1].instance.slot,
+        "the slot was reused"
+    );
     assert!(matches!(
         seg.read_many(&hs, &mut out),
         Err(Error::Abi(perfabi::Error::UnknownInstance))
