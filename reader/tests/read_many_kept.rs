@@ -42,31 +42,39 @@ fn a_deleted_or_reused_slot_is_refused_after_reads_that_kept_its_entry() {
         assert_eq!(total(&out, 1), 2 + round);
         w.adjust(ids[1], 1).unwrap();
     }
-    // Another set of handles (a subset) is checked afresh, then kept.
+    // Another set of handles (a subset) is checked afresh; the whole set
+    // again, then kept.
     seg.read_many(&hs[..2], &mut out[..2 * n]).unwrap();
+    seg.read_many(&hs, &mut out).unwrap();
+    seg.read_many(&hs, &mut out).unwrap();
 
-    // Deleted: refused at once.
+    // Deleted: refused at the next read of the handles kept.
     w.del(ids[1]).unwrap();
     assert!(matches!(
         seg.read_many(&hs, &mut out),
         Err(Error::Abi(perfabi::Error::UnknownInstance))
     ));
-    // Its slot reused by a new registration of the same name: still refused.
+    // The handles of a new registration of the same name in the same slot
+    // read it, and are kept.
     let again = w.add("c1", "", Semantics::Counter).unwrap();
+    w.adjust(again, 40).unwrap();
     let fresh = seg.handle("c1").unwrap();
     assert_eq!(
         fresh.instance.slot, hs[1].instance.slot,
         "the slot was reused"
     );
-    assert!(matches!(
-        seg.read_many(&hs, &mut out),
-        Err(Error::Abi(perfabi::Error::UnknownInstance))
-    ));
-    // The handles of the new registration read it.
-    w.adjust(again, 40).unwrap();
     let hs2 = [hs[0].clone(), fresh, hs[2].clone()];
     seg.read_many(&hs2, &mut out).unwrap();
     assert_eq!((total(&out, 0), total(&out, 1), total(&out, 2)), (1, 40, 3));
     seg.read_many(&hs2, &mut out).unwrap();
-    assert_eq!(total(&out, 1), 40);
+    // That slot deleted and reused again by another registration: the
+    // kept handles are refused, not misread as the new one.
+    w.del(again).unwrap();
+    let third = w.add("c1", "", Semantics::Counter).unwrap();
+    w.adjust(third, 7).unwrap();
+    assert_eq!(seg.handle("c1").unwrap().instance.slot, hs[1].instance.slot);
+    assert!(matches!(
+        seg.read_many(&hs2, &mut out),
+        Err(Error::Abi(perfabi::Error::UnknownInstance))
+    ));
 }
