@@ -312,6 +312,7 @@ impl<'a> SegmentView<'a> {
     /// A view with a layout validated earlier for a mapping of the same
     /// length (saves re-validating the header on every read). Refuses a
     /// layout that does not fit in `words`.
+    #[inline]
     pub fn from_validated(words: &'a [AtomicU64], layout: Layout) -> Result<Self, Error> {
         if layout.segment_size > words.len() * 8 {
             return Err(Error::Truncated {
@@ -330,6 +331,7 @@ impl<'a> SegmentView<'a> {
     /// DAMON records) with `copy` instead of [`protocol::load_words`]; see
     /// [`CopyWords`] for what it must do. Metadata is always read with
     /// `load_words`.
+    #[inline]
     pub fn with_copy(self, copy: CopyWords) -> Self {
         Self { copy, ..self }
     }
@@ -346,6 +348,26 @@ impl<'a> SegmentView<'a> {
         out: &mut [u64],
         retries: u32,
     ) -> Result<u64, Error> {
+        self.read_slots_at(slots, None, out, retries)
+    }
+
+    /// [`read_slots`](Self::read_slots) of `slots` whose registrations a
+    /// read of this segment found live at generation `verified` (the
+    /// generation an earlier `read_slots` of the same slots returned):
+    /// while the metadata generation is still `verified` (every change of
+    /// the instance table moves it, spec §7.3; §7.4 lets a reader keep
+    /// what it decoded at a generation while it stays) the slots still hold them,
+    /// and their entries are not loaded again, which is most of a small
+    /// read's cost (an entry's cache line per slot, beside a few value
+    /// words per CPU). At any other generation the entries are checked as
+    /// `read_slots` checks them. `None`: always checked.
+    pub fn read_slots_at(
+        &self,
+        slots: &[(u32, u64)],
+        verified: Option<u64>,
+        out: &mut [u64],
+        retries: u32,
+    ) -> Result<u64, Error> {
         let n = self.layout.nr_cpus;
         if out.len() != slots.len() * n
             || slots
@@ -357,9 +379,12 @@ impl<'a> SegmentView<'a> {
         let reg_word = core::mem::offset_of!(InstanceEntry, reg_id) / 8;
         let state_word = core::mem::offset_of!(InstanceEntry, state) / 8;
         const _: () = assert!(core::mem::offset_of!(InstanceEntry, state) % 8 == 0);
-        let r = gen_read::<Sound, _, Error>(self.gen1(), self.gen2(), retries, |_| {
+        let r = gen_read::<Sound, _, Error>(self.gen1(), self.gen2(), retries, |g| {
             let mut live = true;
-            for &(slot, reg) in slots {
+            // Entries found live at `g` hold the same registrations while
+            // the generation is still `g`.
+            let known = verified == Some(g);
+            for &(slot, reg) in slots.iter().take(if known { 0 } else { slots.len() }) {
                 let e = self.layout.instance_word(slot as usize);
                 // `state` is the first 4 bytes of its word, in native order.
                 let w = self
@@ -808,7 +833,8 @@ impl<'a> SegmentView<'a> {
             for cpu in 0..nr_cpus {
                 let row = &mut values[cpu * used..(cpu + 1) * used];
                 self.read_cpu_counters(cpu, row, retries)?;
-                if histograms.is_ok() {
+                // (A table without histograms has nothing to check: no call.)
+                if histograms.is_ok() && !facts.histograms.is_empty() {
                     histograms = family::check_histogram_row(&facts.histograms, cpu, row);
                 }
             }

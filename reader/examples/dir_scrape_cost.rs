@@ -8,10 +8,16 @@
 
 use std::time::Instant;
 
-use perfabi::{FamilySpec, Kind, Unit};
+use perfabi::{Buckets, FamilySpec, GaugeMode, Kind, Unit};
 use perfabi_reader::directory::{Directory, DirectoryOptions};
 use perfabi_shm::directory::SegmentName;
 use perfabi_shm::writer::{Config, Writer};
+
+/// The histograms' bucket bounds: prometheus_client's default buckets
+/// (5 ms to 10 s), in ms.
+const BOUNDS: [u64; 14] = [
+    5, 10, 25, 50, 75, 100, 250, 500, 750, 1000, 2500, 5000, 7500, 10000,
+];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n: usize = std::env::args().nth(1).map_or(Ok(1000), |a| a.parse())?;
@@ -33,15 +39,30 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut writers = Vec::with_capacity(n);
     for _ in 0..n {
         let w = Writer::create(dir.join(SegmentName::new("bench")?.to_string()), &config)?;
-        for k in 0..20 {
-            let f = w.add_family(&FamilySpec::new(
-                &format!("app.metric_{k}"),
-                "A counter",
-                "",
-                Kind::Counter,
-                Unit::COUNT,
-            ))?;
-            w.member_add(&w.add_member(f, "", &[])?, k + 1)?;
+        for k in 0..20u32 {
+            let name = format!("app_metric_{k}");
+            // The mix of the prometheus_client side of
+            // reader/benches/dir_scrape.py: 14 counters, 4 gauges (live
+            // writers summed: its `livesum`), 2 histograms of 15 buckets.
+            let spec = match k % 10 {
+                7 | 8 => FamilySpec::gauge(&name, "A gauge", "", Unit::COUNT, GaugeMode::Sum),
+                9 => FamilySpec::histogram(
+                    &name,
+                    "A histogram",
+                    "",
+                    Unit::COUNT,
+                    Buckets::Explicit(BOUNDS.to_vec()),
+                ),
+                _ => FamilySpec::new(&name, "A counter", "", Kind::Counter, Unit::COUNT),
+            };
+            let kind = spec.kind;
+            let f = w.add_family(&spec)?;
+            let m = w.add_member(f, "", &[])?;
+            match kind {
+                Kind::Histogram => w.observe(&m, u64::from(k) * 100)?,
+                Kind::Gauge => w.member_set(&m, i64::from(k))?,
+                _ => w.member_add(&m, i64::from(k) + 1)?,
+            }
         }
         writers.push(w);
     }
@@ -51,6 +72,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let first = t.elapsed();
     assert_eq!((s.segments, s.families.len()), (n, 20));
     assert!(s.problems.is_empty(), "{:?}", s.problems);
+    // The merge is measured only if it is right: every writer's counter 0
+    // added 1, every gauge 7 is live and set to 7.
+    let total = |name: &str| {
+        let f = s.families.iter().find(|f| f.family.name == name);
+        f.map(|f| f.readings.clone())
+    };
+    let want = |v: u64| Some(vec![perfabi::Reading::Unsigned(v)]);
+    assert_eq!(total("app_metric_0"), want(n as u64));
+    assert_eq!(total("app_metric_7"), want(7 * n as u64));
     let mut times: Vec<f64> = (0..20)
         .map(|_| {
             let t = Instant::now();

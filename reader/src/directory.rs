@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 
 use perfabi_shm::directory::{SegmentName, FOLDED_FAMILY, KEPT_NAME};
 
-use crate::{Error, Liveness, Options, Segment};
+use crate::{Error, Liveness, Options, Segment, Snapshot};
 pub use merge::{MergedFamily, Problem};
 /// The default directory (§15.1): `$PERFABI_DIR`, else
 /// `/dev/shm/perfabi-<euid>`; the one writers use.
@@ -102,7 +102,26 @@ pub struct Scrape {
 pub struct Directory {
     path: PathBuf,
     opts: DirectoryOptions,
-    open: BTreeMap<SegmentName, Segment>,
+    open: BTreeMap<SegmentName, Open>,
+}
+
+/// A segment file kept open between reads, with what a read of it reuses:
+/// its last snapshot (whose decoded tables the next snapshot keeps while
+/// the segment's epoch and generation stay: a steady read copies values
+/// only, with every check of [`Segment::snapshot_into`]) and the names the
+/// merge gives it.
+struct Open {
+    seg: Segment,
+    snap: Snapshot,
+    /// Its path.
+    file: PathBuf,
+    /// `<name>.<pid>`: the writer label's value.
+    writer: String,
+    /// `<pid>.<nonce>`: how a kept file lists it (§15.5).
+    identity: String,
+    /// Read by this call of [`Directory::read`], and whether its writer
+    /// was live then.
+    read: Option<bool>,
 }
 
 impl Directory {
@@ -146,14 +165,25 @@ impl Directory {
             ..Scrape::default()
         };
         self.open.retain(|n, _| listed.names.contains(n));
-        let mut read = Vec::new();
         for name in listed.names {
-            let file = self.path.join(name.to_string());
-            let seg = match self.open.entry(name.clone()) {
+            let o = match self.open.entry(name) {
                 std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
                 std::collections::btree_map::Entry::Vacant(v) => {
+                    let file = self.path.join(v.key().to_string());
                     match Segment::open_with(&file, self.opts.segment.clone()) {
-                        Ok(s) => v.insert(s),
+                        Ok(seg) => {
+                            let name = v.key();
+                            let writer = format!("{}.{}", name.name, name.pid);
+                            let identity = name.identity();
+                            v.insert(Open {
+                                seg,
+                                snap: Snapshot::default(),
+                                file,
+                                writer,
+                                identity,
+                                read: None,
+                            })
+                        }
                         // Gone between the listing and the open: nothing to read.
                         Err(Error::NotFound(_)) => continue,
                         Err(e) => {
@@ -163,33 +193,40 @@ impl Directory {
                     }
                 }
             };
-            // A dead writer killed inside an update left a block busy for
-            // ever: read settled, as the fold will (§15.5).
-            let snapshot = match seg.snapshot() {
-                Err(e) if e.code().starts_with("busy") => match seg.snapshot_if_dead() {
-                    Ok(Some(s)) => Ok(s),
-                    Ok(None) => Err(e),
-                    Err(d) => Err(d),
+            o.read = match o.seg.snapshot_into(&mut o.snap) {
+                // Judged by the snapshot's own look at the header and the
+                // writer (Segment::check).
+                Ok(()) => Some(!matches!(
+                    o.seg.liveness(),
+                    Liveness::Closed | Liveness::Dead { .. }
+                )),
+                // A dead writer killed inside an update left a block busy
+                // for ever: read settled, as the fold will (§15.5).
+                Err(e) if e.code().starts_with("busy") => match o.seg.snapshot_if_dead() {
+                    Ok(Some(snap)) => {
+                        o.snap = snap;
+                        Some(false)
+                    }
+                    Ok(None) => {
+                        scrape.problems.push(Problem::file(&o.file, &e));
+                        None
+                    }
+                    Err(d) => {
+                        scrape.problems.push(Problem::file(&o.file, &d));
+                        None
+                    }
                 },
-                r => r,
-            };
-            match snapshot {
-                Ok(snap) => {
-                    let live = !matches!(
-                        seg.status().map(|(_, l)| l),
-                        Ok(Liveness::Closed | Liveness::Dead { .. }) | Err(_)
-                    );
-                    read.push((name, file, snap, live));
+                Err(e) => {
+                    scrape.problems.push(Problem::file(&o.file, &e));
+                    None
                 }
-                Err(e) => scrape.problems.push(Problem::file(&file, &e)),
-            }
+            };
         }
         // The kept file after the segments (§15.5): a segment it lists is
         // counted there, not again.
-        let mut merger = merge::Merger::new(self.opts.writer_label.as_deref());
         let kept_path = self.path.join(KEPT_NAME);
         let mut folded = std::collections::BTreeSet::new();
-        match Segment::open_with(&kept_path, self.opts.segment.clone())
+        let kept = match Segment::open_with(&kept_path, self.opts.segment.clone())
             .and_then(|mut k| k.snapshot())
         {
             Ok(mut snap) => {
@@ -197,17 +234,24 @@ impl Directory {
                     folded.extend(f.members.iter().map(|m| m.instance.clone()));
                 }
                 snap.families.retain(|f| f.name != FOLDED_FAMILY);
-                merger.add(&kept_path, "kept", false, &snap);
+                Some(snap)
             }
-            Err(Error::NotFound(_)) => {}
-            Err(e) => scrape.problems.push(Problem::file(&kept_path, &e)),
+            Err(Error::NotFound(_)) => None,
+            Err(e) => {
+                scrape.problems.push(Problem::file(&kept_path, &e));
+                None
+            }
+        };
+        let mut merger = merge::Merger::new(self.opts.writer_label.as_deref());
+        if let Some(snap) = &kept {
+            merger.add(&kept_path, "kept", false, snap);
         }
-        for (name, file, snap, live) in read {
-            if folded.contains(&name.identity()) {
+        for o in self.open.values() {
+            let Some(live) = o.read else { continue };
+            if folded.contains(&o.identity) {
                 continue;
             }
-            let writer = format!("{}.{}", name.name, name.pid);
-            merger.add(&file, &writer, live, &snap);
+            merger.add(&o.file, &o.writer, live, &o.snap);
             scrape.segments += 1;
         }
         let (families, problems) = merger.finish();

@@ -147,6 +147,10 @@ pub struct Segment {
     stats: ReadStats,
     /// (slot, registration id) of the handles of the current `read_many`.
     keys: Vec<(u32, u64)>,
+    /// (epoch, generation) at which a read found every one of `keys`
+    /// live: while the segment is still at it, their entries need no new
+    /// look ([`perfabi::SegmentView::read_slots_at`]).
+    keys_at: Option<(u64, u64)>,
 }
 
 impl Segment {
@@ -187,6 +191,7 @@ impl Segment {
             liveness,
             stats: ReadStats::default(),
             keys: Vec::new(),
+            keys_at: None,
         })
     }
 
@@ -451,12 +456,21 @@ impl Segment {
         if hs.iter().any(|h| h.epoch != self.map.layout().epoch) {
             return Err(Error::Abi(perfabi::Error::UnknownInstance));
         }
-        self.keys.clear();
-        self.keys
-            .extend(hs.iter().map(|h| (h.instance.slot, h.instance.reg_id)));
+        let key = |h: &Handle| (h.instance.slot, h.instance.reg_id);
+        if self.keys.len() != hs.len() || !self.keys.iter().zip(hs).all(|(k, h)| *k == key(h)) {
+            self.keys.clear();
+            self.keys.extend(hs.iter().map(key));
+            self.keys_at = None;
+        }
+        let epoch = self.map.layout().epoch;
+        let verified = self.keys_at.filter(|&(e, _)| e == epoch).map(|(_, g)| g);
         let (view, retries, keys) = (self.map.view(), self.opts.retries, &self.keys);
-        let r = patiently(&self.opts, || view.read_slots(keys, out, retries));
-        self.finish(r)
+        let r = patiently(&self.opts, || {
+            view.read_slots_at(keys, verified, out, retries)
+        });
+        let r = self.finish(r);
+        self.keys_at = r.as_ref().ok().map(|&g| (epoch, g));
+        r
     }
 
     /// The hot path for runs of value slots (a [`Snapshot`]'s
@@ -490,6 +504,13 @@ impl Segment {
         let header = self.map.view().info();
         let liveness = self.liveness;
         self.finish(Ok((header, liveness)))
+    }
+
+    /// The writer's liveness as the last read judged it (no look at the
+    /// header or the writer: a directory's read asks right after a
+    /// snapshot, which looked).
+    pub(crate) fn liveness(&self) -> Liveness {
+        self.liveness
     }
 
     /// The most recent complete DAMON aggregation of every (monitor,

@@ -216,6 +216,7 @@ impl SegmentMap {
     /// value words with [`pair_loads::copier`](crate::pair_loads::copier)'s
     /// copier: one 16-byte load per aligned pair where the processor makes
     /// those atomic.
+    #[inline]
     pub fn view(&self) -> perfabi::SegmentView<'_> {
         perfabi::SegmentView::from_validated(self.map.words(), self.layout)
             .expect("layout validated for this mapping")
@@ -231,6 +232,7 @@ impl SegmentMap {
     }
 
     /// Whether a read hit a truncated page (the data read is then void).
+    #[inline]
     pub fn faulted(&self) -> bool {
         self.map.faulted()
     }
@@ -239,6 +241,7 @@ impl SegmentMap {
     /// the magic and the epoch are where they were. A file truncated to
     /// nothing and grown again reads as zeros; a writer that created its
     /// segment again in the same file wrote a new epoch.
+    #[inline]
     pub fn intact(&self) -> bool {
         let w = self.map.words();
         w[0].load(Ordering::Relaxed) == MAGIC_WORD

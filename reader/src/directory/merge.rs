@@ -12,7 +12,8 @@
 //!   gone), merged by the family's [`GaugeMode`]: sum, max, min, or `ALL`
 //!   (never merged: each writer's series under the writer label).
 
-use std::collections::BTreeMap;
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -114,45 +115,66 @@ fn differences(a: &Family, b: &Family) -> String {
     d.join(", ")
 }
 
-/// A series' identity within a family: instance, then labels.
-type SeriesKey = (String, Vec<(String, String)>);
+/// A series' identity within a family, borrowed from the snapshots being
+/// merged: instance, labels, and the writer it is kept apart under (if it
+/// is). Looked up without building the merged labels: those are built
+/// once per merged series, in [`Merger::finish`].
+type SeriesKey<'a> = (&'a str, &'a [(String, String)], Option<&'a str>);
 
-struct Acc {
-    family: Family,
-    first_file: PathBuf,
+/// A merged series: the first writer's member, the writer label it is kept
+/// apart under, and the value so far.
+struct Series<'a> {
+    member: &'a Member,
+    apart: Option<(&'a str, &'a str)>,
+    reading: Reading,
+}
+
+struct Acc<'a> {
+    /// The first file's family: its metadata are the merged family's.
+    family: &'a Family,
+    first_file: &'a Path,
     conflict: Option<String>,
-    series: BTreeMap<SeriesKey, (Member, Reading)>,
+    index: HashMap<SeriesKey<'a>, usize>,
+    series: Vec<Series<'a>>,
     writers: usize,
 }
 
-/// Folds segments' snapshots into merged families.
+/// Folds segments' snapshots into merged families. It borrows them: a
+/// family or series is looked up by the names the snapshots hold, and
+/// nothing is copied until [`finish`](Self::finish) builds the merged
+/// families (a directory of 1,000 writers of the same 20 families builds
+/// 20, not 20,000).
 pub(super) struct Merger<'a> {
     writer_label: Option<&'a str>,
-    families: BTreeMap<String, Acc>,
+    index: HashMap<&'a str, usize>,
+    families: Vec<Acc<'a>>,
 }
 
 impl<'a> Merger<'a> {
     pub(super) fn new(writer_label: Option<&'a str>) -> Self {
         Self {
             writer_label,
-            families: BTreeMap::new(),
+            index: HashMap::new(),
+            families: Vec::new(),
         }
     }
 
     /// Adds the families of `snap`, read from `file` of the writer named
     /// `writer`, `live` or not.
-    pub(super) fn add(&mut self, file: &Path, writer: &str, live: bool, snap: &Snapshot) {
+    pub(super) fn add(&mut self, file: &'a Path, writer: &'a str, live: bool, snap: &'a Snapshot) {
         for f in &snap.families {
-            let acc = self.families.entry(f.name.clone()).or_insert_with(|| Acc {
-                family: Family {
-                    members: Vec::new(),
-                    ..f.clone()
-                },
-                first_file: file.to_path_buf(),
-                conflict: None,
-                series: BTreeMap::new(),
-                writers: 0,
+            let at = *self.index.entry(&f.name).or_insert_with(|| {
+                self.families.push(Acc {
+                    family: f,
+                    first_file: file,
+                    conflict: None,
+                    index: HashMap::new(),
+                    series: Vec::new(),
+                    writers: 0,
+                });
+                self.families.len() - 1
             });
+            let acc = &mut self.families[at];
             if acc.conflict.is_some() {
                 continue;
             }
@@ -160,11 +182,12 @@ impl<'a> Merger<'a> {
                 acc.conflict = Some(format!(
                     "family {} refused: {} and {} disagree on its {}",
                     perfabi::text::escape(f.name.as_bytes()),
-                    perfabi_shm::safe_open::escape_path(&acc.first_file),
+                    perfabi_shm::safe_open::escape_path(acc.first_file),
                     perfabi_shm::safe_open::escape_path(file),
-                    differences(&acc.family, f)
+                    differences(acc.family, f)
                 ));
                 acc.series.clear();
+                acc.index.clear();
                 continue;
             }
             acc.writers += 1;
@@ -172,26 +195,21 @@ impl<'a> Merger<'a> {
             if gauge && !live {
                 continue;
             }
-            let apart = writer_label_of(self.writer_label, f);
+            let apart = writer_label_of(self.writer_label, f).map(|key| (key, writer));
             for m in &f.members {
-                let mut labels = m.labels.clone();
-                if let Some(key) = apart {
-                    labels.push((key.to_string(), writer.to_string()));
-                }
                 let r = snap.reading(f, m);
-                let key = (m.instance.clone(), labels.clone());
-                match acc.series.entry(key) {
-                    std::collections::btree_map::Entry::Vacant(v) => {
-                        let member = Member {
-                            slot: None,
-                            value_slot: 0,
-                            labels,
-                            ..m.clone()
-                        };
-                        v.insert((member, r));
+                let key = (m.instance.as_str(), &m.labels[..], apart.map(|(_, w)| w));
+                match acc.index.entry(key) {
+                    Entry::Vacant(v) => {
+                        v.insert(acc.series.len());
+                        acc.series.push(Series {
+                            member: m,
+                            apart,
+                            reading: r,
+                        });
                     }
-                    std::collections::btree_map::Entry::Occupied(mut o) => {
-                        combine(f.kind, f.gauge_mode, &mut o.get_mut().1, r);
+                    Entry::Occupied(o) => {
+                        combine(f.kind, f.gauge_mode, &mut acc.series[*o.get()].reading, r);
                     }
                 }
             }
@@ -202,19 +220,58 @@ impl<'a> Merger<'a> {
     pub(super) fn finish(self) -> (Vec<MergedFamily>, Vec<Problem>) {
         let mut out = Vec::new();
         let mut problems = Vec::new();
-        for (name, acc) in self.families {
+        let mut families = self.families;
+        families.sort_unstable_by(|a, b| a.family.name.cmp(&b.family.name));
+        for acc in families {
             if let Some(message) = acc.conflict {
                 problems.push(Problem {
-                    file: acc.first_file,
-                    family: Some(name),
+                    file: acc.first_file.to_path_buf(),
+                    family: Some(acc.family.name.clone()),
                     message,
                     code: "family-conflict",
                 });
                 continue;
             }
-            let mut family = acc.family;
-            let (members, readings) = acc.series.into_values().unzip();
-            family.members = members;
+            let mut series: Vec<(Member, Reading)> = acc
+                .series
+                .into_iter()
+                .map(|s| {
+                    let mut labels = s.member.labels.clone();
+                    if let Some((key, writer)) = s.apart {
+                        labels.push((key.to_string(), writer.to_string()));
+                    }
+                    let member = Member {
+                        slot: None,
+                        value_slot: 0,
+                        reg_id: s.member.reg_id,
+                        instance: s.member.instance.clone(),
+                        instance_id: s.member.instance_id,
+                        labels,
+                        words: s.member.words,
+                    };
+                    (member, s.reading)
+                })
+                .collect();
+            // By instance, then labels (the writer label among them).
+            series.sort_unstable_by(|(a, _), (b, _)| {
+                (&a.instance, &a.labels).cmp(&(&b.instance, &b.labels))
+            });
+            let (members, readings) = series.into_iter().unzip();
+            let f = acc.family;
+            let family = Family {
+                origin: f.origin,
+                reg_id: f.reg_id,
+                name: f.name.clone(),
+                help: f.help.clone(),
+                dimension: f.dimension.clone(),
+                kind: f.kind,
+                unit: f.unit,
+                unit_text: f.unit_text.clone(),
+                value_type: f.value_type,
+                buckets: f.buckets.clone(),
+                gauge_mode: f.gauge_mode,
+                members,
+            };
             out.push(MergedFamily {
                 family,
                 readings,
