@@ -409,13 +409,17 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
         })?;
     crash_at("renamed");
     for (k, f) in folded.iter().enumerate() {
-        folder.unlink(f).or_else(|e| {
-            if e.kind() == io::ErrorKind::NotFound {
-                Ok(())
-            } else {
-                Err(e)
-            }
-        })?;
+        match folder.unlink(f) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            // Another user's file under a folded identity (a sticky
+            // directory): its counts are in the kept file and readers skip
+            // it; it stays, and the files after it are still removed.
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => report
+                .left
+                .push(format!("{}: not removed: {e}", Path::new(f).display())),
+            Err(e) => return Err(e),
+        }
         if k == 0 {
             crash_at("unlinked");
         }
