@@ -112,7 +112,12 @@ pub struct Directory {
 /// merge gives it.
 struct Open {
     seg: Segment,
+    /// The last consistent snapshot, which the merge reads.
     snap: Snapshot,
+    /// Where the next snapshot is taken (then swapped with `snap`), so a
+    /// failed one never spoils the last consistent one (§15.4: a live
+    /// writer caught busy is served as it last was).
+    spare: Snapshot,
     /// Its path.
     file: PathBuf,
     /// `<name>.<pid>`: the writer label's value.
@@ -178,6 +183,7 @@ impl Directory {
                             v.insert(Open {
                                 seg,
                                 snap: Snapshot::default(),
+                                spare: Snapshot::default(),
                                 file,
                                 writer,
                                 identity,
@@ -193,19 +199,34 @@ impl Directory {
                     }
                 }
             };
-            o.read = match o.seg.snapshot_into(&mut o.snap) {
+            let last = o.read;
+            o.read = match o.seg.snapshot_into(&mut o.spare) {
                 // Judged by the snapshot's own look at the header and the
                 // writer (Segment::check).
-                Ok(()) => Some(!matches!(
-                    o.seg.liveness(),
-                    Liveness::Closed | Liveness::Dead { .. }
-                )),
+                Ok(()) => {
+                    std::mem::swap(&mut o.snap, &mut o.spare);
+                    Some(!matches!(
+                        o.seg.liveness(),
+                        Liveness::Closed | Liveness::Dead { .. }
+                    ))
+                }
                 // A dead writer killed inside an update left a block busy
                 // for ever: read settled, as the fold will (§15.5).
                 Err(e) if e.code().starts_with("busy") => match o.seg.snapshot_if_dead() {
                     Ok(Some(snap)) => {
                         o.snap = snap;
                         Some(false)
+                    }
+                    // A live writer caught inside an update past the busy
+                    // timeout (stopped, frozen, descheduled): its last
+                    // consistent values are served, and the problem says
+                    // so, so that no total goes backwards (§15.4).
+                    Ok(None) if last.is_some() => {
+                        let mut p = Problem::file(&o.file, &e);
+                        p.message
+                            .push_str(" (its last consistent values are served)");
+                        scrape.problems.push(p);
+                        last
                     }
                     Ok(None) => {
                         scrape.problems.push(Problem::file(&o.file, &e));

@@ -738,7 +738,6 @@ fn finding_8_a_family_named_as_the_kept_list_is_refused_or_kept() {
 /// the fold helper's gap of a writer killed mid-update; this one is alive
 /// and comes back.)
 #[test]
-#[ignore = "finding 10: a writer stopped mid-update drops its counts from the merged totals"]
 fn finding_10_a_writer_stopped_mid_update_never_makes_a_total_go_backwards() {
     let top = tempfile::tempdir().unwrap();
     let dir = top.path().join("segs");
