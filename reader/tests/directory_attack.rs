@@ -279,7 +279,6 @@ fn finding_4_a_live_writer_in_another_namespace_is_not_folded() {
 /// with the key twice, which Prometheus refuses (the whole scrape fails:
 /// "duplicate label names").
 #[test]
-#[ignore = "finding 5: the writer label can repeat a key the family already has"]
 fn finding_5_the_writer_label_never_repeats_a_key() {
     let top = tempfile::tempdir().unwrap();
     let dir = top.path().join("segs");

@@ -232,13 +232,14 @@ impl<'a> Merger<'a> {
                 });
                 continue;
             }
+            let apart_key = apart_key(&acc);
             let mut series: Vec<(Member, Reading)> = acc
                 .series
                 .into_iter()
                 .map(|s| {
                     let mut labels = s.member.labels.clone();
-                    if let Some((key, writer)) = s.apart {
-                        labels.push((key.to_string(), writer.to_string()));
+                    if let (Some((_, writer)), Some(key)) = (s.apart, &apart_key) {
+                        labels.push((key.clone(), writer.to_string()));
                     }
                     let member = Member {
                         slot: None,
@@ -280,6 +281,26 @@ impl<'a> Merger<'a> {
         }
         (out, problems)
     }
+}
+
+/// The label key a merged family's writers are kept apart under: the key
+/// [`writer_label_of`] gives, with `_` appended while the family already
+/// uses it (its dimension, or a label key of any of its series), so no
+/// series ever has a key twice (§15.4).
+fn apart_key(acc: &Acc<'_>) -> Option<String> {
+    let (key, _) = acc.series.iter().find_map(|s| s.apart)?;
+    let taken = |k: &str| {
+        acc.family.dimension == k
+            || acc
+                .series
+                .iter()
+                .any(|s| s.member.labels.iter().any(|(l, _)| l == k))
+    };
+    let mut key = key.to_string();
+    while taken(&key) {
+        key.push('_');
+    }
+    Some(key)
 }
 
 /// The label key family `f`'s writers are kept apart under, the last of
