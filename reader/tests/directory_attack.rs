@@ -703,7 +703,6 @@ fn a_hundred_thousand_other_entries_cost_a_bounded_listing() {
 /// and the total goes backwards. Either writers refuse the name or the
 /// fold keeps its counts.
 #[test]
-#[ignore = "finding 8: a writer's own family named perfabi.folded is lost when folded"]
 fn finding_8_a_family_named_as_the_kept_list_is_refused_or_kept() {
     let top = tempfile::tempdir().unwrap();
     let dir = top.path().join("segs");
@@ -771,5 +770,37 @@ fn finding_10_a_writer_stopped_mid_update_never_makes_a_total_go_backwards() {
         total(&s, "app.requests"),
         Some(Reading::Unsigned(7)),
         "the total went backwards"
+    );
+}
+
+/// Finding 8, the reader's side: a segment not made by `create_in` (any
+/// other writer) with a family named as the kept file's list has that
+/// family refused as `reserved-name`, the rest served, before and after a
+/// fold: it never vanishes unannounced.
+#[test]
+fn a_segments_family_named_as_the_kept_list_is_a_problem_of_its_own() {
+    let top = tempfile::tempdir().unwrap();
+    let dir = top.path().join("segs");
+    let _other = counting(&dir, "app", "Requests", 2);
+    let name = perfabi_shm::directory::SegmentName::new("forged").unwrap();
+    let w = Writer::create(dir.join(name.to_string()), &config()).unwrap();
+    let f = w
+        .add_family(&FamilySpec::new(
+            perfabi_shm::directory::FOLDED_FAMILY,
+            "Folded sheets",
+            "",
+            Kind::Counter,
+            Unit::COUNT,
+        ))
+        .unwrap();
+    w.member_add(&w.add_member(f, "", &[]).unwrap(), 5).unwrap();
+    let s = read(&dir);
+    assert_eq!(total(&s, "app.requests"), Some(Reading::Unsigned(2)));
+    assert_eq!(total(&s, perfabi_shm::directory::FOLDED_FAMILY), None);
+    assert!(
+        s.problems.iter().any(|p| p.code == "reserved-name"
+            && p.family.as_deref() == Some(perfabi_shm::directory::FOLDED_FAMILY)),
+        "{:?}",
+        s.problems
     );
 }

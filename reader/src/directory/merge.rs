@@ -146,6 +146,8 @@ struct Acc<'a> {
 /// 20, not 20,000).
 pub(super) struct Merger<'a> {
     writer_label: Option<&'a str>,
+    /// Segments' families named as the kept file's own list (§15.5).
+    reserved: Vec<Problem>,
     index: HashMap<&'a str, usize>,
     families: Vec<Acc<'a>>,
 }
@@ -154,6 +156,7 @@ impl<'a> Merger<'a> {
     pub(super) fn new(writer_label: Option<&'a str>) -> Self {
         Self {
             writer_label,
+            reserved: Vec::new(),
             index: HashMap::new(),
             families: Vec::new(),
         }
@@ -163,6 +166,19 @@ impl<'a> Merger<'a> {
     /// `writer`, `live` or not.
     pub(super) fn add(&mut self, file: &'a Path, writer: &'a str, live: bool, snap: &'a Snapshot) {
         for f in &snap.families {
+            if f.name == perfabi_shm::directory::FOLDED_FAMILY {
+                let shown = perfabi_shm::safe_open::escape_path(file);
+                self.reserved.push(Problem {
+                    file: file.to_path_buf(),
+                    family: Some(f.name.clone()),
+                    message: format!(
+                        "{shown}: family {} refused: the name is the kept file's list of folded writers (§15.5)",
+                        f.name
+                    ),
+                    code: "reserved-name",
+                });
+                continue;
+            }
             let at = *self.index.entry(&f.name).or_insert_with(|| {
                 self.families.push(Acc {
                     family: f,
@@ -219,7 +235,7 @@ impl<'a> Merger<'a> {
     /// The merged families by name, and the families refused.
     pub(super) fn finish(self) -> (Vec<MergedFamily>, Vec<Problem>) {
         let mut out = Vec::new();
-        let mut problems = Vec::new();
+        let mut problems = self.reserved;
         let mut families = self.families;
         families.sort_unstable_by(|a, b| a.family.name.cmp(&b.family.name));
         for acc in families {

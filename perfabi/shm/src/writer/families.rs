@@ -179,6 +179,12 @@ impl Writer {
         let t = self.tables()?;
         let mut m = self.state.meta.lock().unwrap_or_else(|p| p.into_inner());
         let entry = spec.entry(m.next_reg)?;
+        // In a directory the name is the kept file's list of folded
+        // writers (spec §15.5): a family of that name would vanish when
+        // its file is folded.
+        if spec.name == crate::directory::FOLDED_FAMILY && self.state.fold_dir.get().is_some() {
+            return Err(Error::BadName);
+        }
         if m.family_name_taken(&spec.name) {
             return Err(Error::DuplicateName);
         }
