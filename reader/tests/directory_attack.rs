@@ -489,7 +489,6 @@ fn big_writer() {
 /// lost until reboot. A fold could remove the temporary files of writers
 /// dead for sure (their pid is in the name).
 #[test]
-#[ignore = "finding 6: a writer killed while creating its segment leaves a full-size file for ever"]
 fn finding_6_a_writer_killed_while_creating_leaves_no_file_for_ever() {
     use std::os::unix::process::ExitStatusExt;
     let top = tempfile::Builder::new()

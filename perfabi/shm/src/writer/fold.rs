@@ -105,6 +105,31 @@ fn writer_gone(flags: u64, writer_pid: u64, writer_start_ns: u64) -> bool {
     }
 }
 
+/// Whether `name` is the temporary file a writer fills before naming its
+/// segment (`.<segment file name>.<pid>.<nonce>.tmp`, §15.5) and that
+/// writer's pid names no process: it was killed while creating, and its
+/// file (as large as the segment: memory on tmpfs) would stay for ever.
+/// A pid reused since stays (the file is left, never a live one removed).
+fn dead_writers_temporary(name: &str) -> bool {
+    let Some(inner) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")) else {
+        return false;
+    };
+    let mut parts = inner.rsplitn(3, '.');
+    let (Some(_nonce), Some(pid), Some(segment)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    let (Ok(pid), Some(seg)) = (pid.parse::<i32>(), SegmentName::parse(OsStr::new(segment))) else {
+        return false;
+    };
+    if u64::from(seg.pid) != pid as u64 {
+        return false;
+    }
+    rustix::process::Pid::from_raw(pid).is_some_and(|p| {
+        rustix::process::test_kill_process(p).is_err_and(|e| e == rustix::io::Errno::SRCH)
+    })
+}
+
 /// A snapshot of the file `name` in `folder`, which must be a regular file
 /// of this user, not writable by others, with one link, and whose writer
 /// is dead for sure ([`perfabi::dead::snapshot`]: a block left odd by its
@@ -343,6 +368,7 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
         if junk_name.starts_with(".kept.")
             || junk_name.starts_with("..kept.")
             || junk_name.starts_with(lock::TEMP_PREFIX)
+            || dead_writers_temporary(&junk_name)
         {
             let _ = folder.unlink(junk);
         }
