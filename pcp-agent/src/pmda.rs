@@ -299,6 +299,7 @@ impl Agent {
     /// Serves the directory `dir` (read as one) instead of a segment:
     /// before the first request.
     pub fn serve_directory(&mut self, dir: DirSource) {
+        // not raw: the path handed to libpcp, not a message
         self.path = cstring(&dir.path().display().to_string());
         self.dir = Some(dir);
     }

@@ -273,7 +273,8 @@ fn run(args: &Args) -> Result<(), Failure> {
     };
     // A path that is a directory is read as one (stat follows a link: the
     // directory's own checks refuse one of another user).
-    if path.is_dir() {
+    // (--from reads a record, never the default source.)
+    if path.is_dir() && args.over_time.from.is_none() {
         return directory(args, &path, opts, live);
     }
     if args.writer_label.is_some() || args.max_segments.is_some() {
