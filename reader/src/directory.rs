@@ -115,7 +115,7 @@ struct Open {
     /// The last consistent snapshot, which the merge reads.
     snap: Snapshot,
     /// Where the next snapshot is taken (then swapped with `snap`), so a
-    /// failed one never spoils the last consistent one (§15.4: a live
+    /// failed one never spoils the last consistent one (§15.3 rule 4: a live
     /// writer caught busy is served as it last was).
     spare: Snapshot,
     /// Its path.

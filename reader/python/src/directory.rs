@@ -47,6 +47,16 @@ pub struct Directory {
 // The signature's default (a literal, for Python's introspection).
 const _: () = assert!(reader::directory::DEFAULT_MAX_SEGMENTS == 10_000);
 
+impl Directory {
+    /// The error of a use after `close()`, as a closed file's.
+    fn closed(&self) -> PyErr {
+        PyValueError::new_err(format!(
+            "the perfabi.Directory of {} is closed",
+            self.path.display()
+        ))
+    }
+}
+
 #[pymethods]
 impl Directory {
     /// Opens the directory at `path` (default: `default_dir()`).
@@ -108,10 +118,7 @@ impl Directory {
         match r {
             Some(Ok(r)) => self.families.directory_read(py, &r),
             Some(Err(e)) => Err(errors::to_py(py, e)),
-            None => Err(PyValueError::new_err(format!(
-                "the perfabi.Directory of {} is closed",
-                self.path.display()
-            ))),
+            None => Err(self.closed()),
         }
     }
 
@@ -138,10 +145,7 @@ impl Directory {
             dir.is_some()
         });
         if !open {
-            return Err(PyValueError::new_err(format!(
-                "the perfabi.Directory of {} is closed",
-                this.path.display()
-            )));
+            return Err(this.closed());
         }
         Ok(slf)
     }
