@@ -227,7 +227,9 @@ pub enum Error {
     BusyMetadata,
     /// An instance name or unit is empty, too long or has a forbidden byte.
     BadName,
-    /// The unit has a forbidden byte or is too long.
+    /// A unit string has a forbidden byte or is too long, or a family's
+    /// structured unit breaks §5.2 (a dimension, scale or quantity out of
+    /// range).
     BadUnit,
     /// A live instance table entry breaks a rule of spec §5 (the slot, and
     /// which field).
@@ -422,7 +424,11 @@ impl fmt::Display for Error {
             Self::BadName => f.write_str(
                 "bad instance name: 1-63 bytes, dot-separated parts of [A-Za-z0-9_] each starting with a letter or _, the first with a letter",
             ),
-            Self::BadUnit => f.write_str("bad unit: at most 15 printable ASCII bytes"),
+            Self::BadUnit => f.write_str(
+                "bad unit: a unit string is at most 15 printable ASCII bytes; \
+                 a family's unit has dimensions in -3..=3, scales in range and \
+                 0 where their dimension is, and a known quantity (spec §5.2)",
+            ),
             Self::BadEntry { slot, field } => write!(f, "instance slot {slot}: {}", field.problem()),
             Self::NameClash { slot, other } => write!(
                 f,
