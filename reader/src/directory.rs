@@ -278,7 +278,12 @@ impl Directory {
             if folded.contains(&o.identity) {
                 continue;
             }
-            merger.add(&o.file, &o.writer, merge::Rank::segment(live, o.started), &o.snap);
+            merger.add(
+                &o.file,
+                &o.writer,
+                merge::Rank::segment(live, o.started),
+                &o.snap,
+            );
             scrape.segments += 1;
         }
         let (families, problems) = merger.finish();

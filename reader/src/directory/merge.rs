@@ -216,10 +216,7 @@ impl<'a> Merger<'a> {
     /// the families by first appearance, `index` from name to family, and,
     /// for each file's families in order, the family's place (`None`: a
     /// family named as the kept file's list, refused in `problems`).
-    fn references(
-        &self,
-        problems: &mut Vec<Problem>,
-    ) -> (Vec<Acc<'a>>, Vec<Option<usize>>) {
+    fn references(&self, problems: &mut Vec<Problem>) -> (Vec<Acc<'a>>, Vec<Option<usize>>) {
         let mut index: HashMap<&'a str, usize> = HashMap::new();
         let mut families: Vec<Acc<'a>> = Vec::new();
         let mut places = Vec::new();

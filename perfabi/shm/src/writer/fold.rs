@@ -293,7 +293,9 @@ fn fold_in(
     retired: &mut Vec<String>,
 ) {
     for f in kept_families(snap) {
-        let r = refs.and_then(|r| r.get(f.name.as_str()).copied()).unwrap_or(f);
+        let r = refs
+            .and_then(|r| r.get(f.name.as_str()).copied())
+            .unwrap_or(f);
         if !same(r, f) {
             retired.push(format!(
                 "{file}: family {}: its counts retired: the newest writer's has other \
