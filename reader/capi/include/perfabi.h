@@ -1242,7 +1242,8 @@ const char *perfabi_scrape_problem_message(const struct perfabi_scrape *s,
  * perfabi_scrape_problem_code() - a problem's code: the reader's code
  * string of a file refused or unreadable (`spec/PERFABI.md` §11.6:
  * "symlink", "untrusted-owner", "sparse"...), "family-conflict" for a
- * family refused, "limit" for a limit reached.
+ * family refused (live writers disagree) or a dead writer's counts of it
+ * left out (§15.4), "limit" for a limit reached.
  * @s: the read.
  * @i: the problem, 0 to perfabi_scrape_nr_problems() - 1.
  *
