@@ -63,7 +63,13 @@ fn label_values_of_every_kind_survive_or_are_refused_alone() {
         (&long_a, &long_b, 6),
         (&long_a, &long_c, 7),
     ];
-    let refused = ["back\\slash", "say \"hi\"", "two\nlines", "", &"z".repeat(48)];
+    let refused = [
+        "back\\slash",
+        "say \"hi\"",
+        "two\nlines",
+        "",
+        &"z".repeat(48),
+    ];
     with_local_recorder(&r, || {
         for (a, b, n) in &kept {
             counter!("app.hits", "a" => a.to_string(), "b" => b.to_string()).increment(*n);

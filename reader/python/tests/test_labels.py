@@ -39,8 +39,9 @@ def test_the_label_series_vector() -> None:
 
 
 def values(path: str, name: str) -> dict[tuple[str, ...], Any]:
-    """Family `name`'s totals by its member labels' values."""
-    with perfabi.Segment(path) as seg:
+    """Family `name`'s totals by its member labels' values (its writer has
+    exited: its segment is read as it was left)."""
+    with perfabi.Segment(path, require_live=False) as seg:
         fam = seg.read(name)
     return {tuple(v.instance.labels.values()): v.total for v in fam.values}
 

@@ -35,7 +35,8 @@ pub struct MergedFamily {
     pub family: Family,
     /// `readings[k]`: the merged value of `family.members[k]`.
     pub readings: Vec<Reading>,
-    /// How many segments had this family.
+    /// How many files' families of this name were merged (those whose
+    /// identity metadata are its reference file's, §15.4).
     pub writers: usize,
 }
 

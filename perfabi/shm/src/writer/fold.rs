@@ -11,7 +11,10 @@
 //! temporary name; renames it over the kept file; then removes the folded
 //! files. A reader holds `fold.lock` to read while it lists and reads, and
 //! skips a segment the kept file lists: at no moment is a count missing or
-//! counted twice.
+//! counted twice. Each kept family takes the metadata (a reworded help) of
+//! the newest writer folded that has it; counts of other identity metadata
+//! (a program upgraded with new buckets or unit) are retired, as readers
+//! leave them out (§15.4), so no file is left for ever.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
@@ -500,16 +503,24 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
             folded.push(file);
             continue;
         }
-        match read(&folder, &file).and_then(|d| d.map(|d| check(&d.0).map(|()| d)).transpose()) {
-            Ok(Some((snap, writer_started))) => batch.push(Dead {
-                file,
-                identity: name.identity(),
-                started: writer_started,
-                snap,
-            }),
-            Ok(None) => {} // a live writer's
-            Err(e) => report.left.push(format!("{name}: {e}")),
+        let (snap, writer_started) = match read(&folder, &file) {
+            Ok(Some(dead)) => dead,
+            Ok(None) => continue, // a live writer's
+            Err(e) => {
+                report.left.push(format!("{name}: {e}"));
+                continue;
+            }
+        };
+        if let Err(e) = check(&snap) {
+            report.left.push(format!("{name}: {e}"));
+            continue;
         }
+        batch.push(Dead {
+            file,
+            identity: name.identity(),
+            started: writer_started,
+            snap,
+        });
     }
     // Oldest writer first: each family's metadata are the newest folded
     // writer's (a reworded help kept, other identity metadata retiring the

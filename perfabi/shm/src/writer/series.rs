@@ -160,7 +160,11 @@ mod tests {
         assert_eq!(i(&[&"v".repeat(31), &"w".repeat(31)]).len(), 63);
         assert_eq!(i(&[&"v".repeat(32), &"w".repeat(31)]).len(), 17);
         // Every form is a valid instance.
-        for v in [&["x,y", "z"][..], &["a b", "\n"], &[&long, &long, &long, &long]] {
+        for v in [
+            &["x,y", "z"][..],
+            &["a b", "\n"],
+            &[&long, &long, &long, &long],
+        ] {
             perfabi::name::check_instance(&i(v)).unwrap();
         }
     }
