@@ -234,7 +234,7 @@ fn check(snap: &Snapshot) -> Result<(), String> {
 
 /// Each kept family's metadata after this fold (§15.5): those of the
 /// newest writer folded that has it, `batch` being ordered oldest first.
-fn references<'a>(batch: &'a [Dead]) -> BTreeMap<&'a str, &'a Family> {
+fn references(batch: &[Dead]) -> BTreeMap<&str, &Family> {
     let mut refs = BTreeMap::new();
     for d in batch {
         for f in kept_families(&d.snap) {
