@@ -156,6 +156,8 @@ fn oracle(dir: &Path) -> String {
             BTreeMap<(String, Vec<(String, String)>), Reading>,
         ),
     > = BTreeMap::new();
+    // name -> the dead files whose family of it is left out, in order.
+    let mut left_out: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (n, live, _, snap) in &read {
         for f in &snap.families {
             let (_, _, k) = reference[&f.name];
@@ -171,7 +173,10 @@ fn oracle(dir: &Path) -> String {
                 if *live {
                     e.2 = true;
                 } else {
-                    problems.push(format!("problem {n} family-conflict family={:?}", f.name));
+                    left_out
+                        .entry(f.name.clone())
+                        .or_default()
+                        .push(format!("problem {n} family-conflict family={:?}", f.name));
                 }
                 continue;
             }
@@ -215,9 +220,11 @@ fn oracle(dir: &Path) -> String {
     let mut out = format!("segments: {segments}\n");
     for (name, (f, first, conflict, writers, series)) in &fams {
         if *conflict {
+            // A family refused whole: its left-out files are not said.
             problems.push(format!("problem {first} family-conflict family={name:?}"));
             continue;
         }
+        problems.extend(left_out.remove(name).unwrap_or_default());
         out += &format!(
             "family {name} {} unit={:?} dimension={:?} gauge_mode={} writers={writers} help={:?}\n",
             f.kind.as_str(),

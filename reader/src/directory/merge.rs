@@ -141,6 +141,9 @@ struct Acc<'a> {
     /// The reference file's rank.
     rank: Rank,
     conflict: Option<String>,
+    /// Dead writers' or the kept file's families of other identity
+    /// metadata, left out (said unless the family is refused whole).
+    left_out: Vec<Problem>,
     index: HashMap<SeriesKey<'a>, usize>,
     series: Vec<Series<'a>>,
     writers: usize,
@@ -244,6 +247,7 @@ impl<'a> Merger<'a> {
                         reference: src.file,
                         rank: src.rank,
                         conflict: None,
+                        left_out: Vec::new(),
                         index: HashMap::new(),
                         series: Vec::new(),
                         writers: 0,
@@ -291,14 +295,14 @@ impl<'a> Merger<'a> {
                         acc.series.clear();
                         acc.index.clear();
                     } else {
-                        // Counts of metadata no writer uses any more.
-                        problems.push(Problem {
+                        // Counts of metadata no live writer uses any more.
+                        acc.left_out.push(Problem {
                             file: src.file.to_path_buf(),
                             family: Some(f.name.clone()),
                             message: format!(
-                                "{file}: family {name} left out of this file's counts: \
-                                 its writer is gone and {reference}, the newest writer's, \
-                                 has another {what}"
+                                "{file}: its counts of family {name} are left out: \
+                                 {reference} (the newest writer's) and it disagree on \
+                                 its {what}; a fold retires them (§15.4)"
                             ),
                             code: "family-conflict",
                         });
@@ -332,7 +336,7 @@ impl<'a> Merger<'a> {
         }
         let mut out = Vec::new();
         families.sort_unstable_by(|a, b| a.family.name.cmp(&b.family.name));
-        for acc in families {
+        for mut acc in families {
             if let Some(message) = acc.conflict {
                 problems.push(Problem {
                     file: acc.reference.to_path_buf(),
@@ -342,6 +346,7 @@ impl<'a> Merger<'a> {
                 });
                 continue;
             }
+            problems.extend(acc.left_out.drain(..));
             let apart_key = apart_key(&acc);
             let mut series: Vec<(Member, Reading)> = acc
                 .series
