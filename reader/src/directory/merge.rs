@@ -346,7 +346,7 @@ impl<'a> Merger<'a> {
                 });
                 continue;
             }
-            problems.extend(acc.left_out.drain(..));
+            problems.append(&mut acc.left_out);
             let apart_key = apart_key(&acc);
             let mut series: Vec<(Member, Reading)> = acc
                 .series
