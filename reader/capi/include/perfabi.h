@@ -2445,6 +2445,34 @@ enum perfabi_error perfabi_member_delete(const struct perfabi_member *m);
  */
 void perfabi_member_free(struct perfabi_member *m);
 
+/**
+ * perfabi_series_instance() - the member instance of a series of two to
+ * four labels (`spec/PERFABI.md` §9.2): each value with `%`, `,`, `"`,
+ * `\` and every byte outside printable ASCII without space written
+ * `%XX`, the values joined by `,` (`x%2Cy,z` for `x,y` and `z`), or, if
+ * that is longer than 63 bytes, `#` and 16 hex digits of its FNV-1a
+ * hash. Give the labels themselves as the member's labels
+ * (perfabi_writer_family_add_member()) in a family of dimension
+ * `series`.
+ * @values: the label values, in the order of the family's label keys.
+ * @nr_values: how many, 2 to 4.
+ * @out: receives the instance, NUL-terminated.
+ * @out_len: bytes at @out; 64 always suffice.
+ *
+ * Context: any thread; allocates.
+ * Return: `PERFABI_OK`; `PERFABI_E_INVALID_ARGUMENT` (@nr_values not 2
+ * to 4, a NULL or non-UTF-8 value, @out NULL, or @out_len too small:
+ * nothing written then).
+ *
+ * # Safety
+ * `values` is NULL or holds `nr_values` pointers, each NULL or a
+ * NUL-terminated string; `out` is NULL or writable for `out_len` bytes.
+ */
+enum perfabi_error perfabi_series_instance(const char *const *values,
+                                           size_t nr_values,
+                                           char *out,
+                                           size_t out_len);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus
