@@ -1274,7 +1274,9 @@ const char *perfabi_scrape_problem_file(const struct perfabi_scrape *s,
                                         size_t i);
 
 /**
- * perfabi_scrape_problem_family() - the family a problem refused.
+ * perfabi_scrape_problem_family() - the family a problem concerns: one
+ * refused, or one whose counts in the problem's file were left out
+ * (`spec/PERFABI.md` §15.4).
  * @s: the read.
  * @i: the problem, 0 to perfabi_scrape_nr_problems() - 1.
  *

@@ -625,7 +625,9 @@ pub unsafe extern "C" fn perfabi_scrape_problem_file(
     })
 }
 
-/// perfabi_scrape_problem_family() - the family a problem refused.
+/// perfabi_scrape_problem_family() - the family a problem concerns: one
+/// refused, or one whose counts in the problem's file were left out
+/// (`spec/PERFABI.md` §15.4).
 /// @s: the read.
 /// @i: the problem, 0 to perfabi_scrape_nr_problems() - 1.
 ///

@@ -45,7 +45,8 @@ pub struct MergedFamily {
 pub struct Problem {
     /// The file it concerns (the directory, for a limit).
     pub file: PathBuf,
-    /// The family refused, if it is a family.
+    /// The family it concerns, if it is a family's: refused, or left out
+    /// of this file's counts (§15.4).
     pub family: Option<String>,
     /// What happened, in one line (paths escaped).
     pub message: String,
