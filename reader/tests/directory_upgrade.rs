@@ -62,9 +62,18 @@ fn counting(dir: &Path, name: &str, help: &str, n: i64, folds: bool) -> Writer {
 }
 
 /// A writer in `dir` whose histogram `app.latency` (log2 buckets from
-/// `2^first`) observed `values`.
+/// `2^first`) observed `values`; made by [`Writer::create_in`] (which
+/// folds).
 fn observing(dir: &Path, name: &str, first: u32, values: &[u64]) -> Writer {
-    let w = Writer::create_in(dir, name, &config()).unwrap();
+    observing_in(
+        Writer::create_in(dir, name, &config()).unwrap(),
+        first,
+        values,
+    )
+}
+
+/// [`observing`] in the writer `w`.
+fn observing_in(w: Writer, first: u32, values: &[u64]) -> Writer {
     let f = w
         .add_family(&FamilySpec::histogram(
             "app.latency",
@@ -240,4 +249,55 @@ fn the_fold_keeps_the_help_of_the_writer_that_started_last() {
     let f = family(&s, "app.requests");
     assert_eq!(f.family.help, "Requests, all routes");
     assert_eq!(f.readings, [Reading::Unsigned(3)]);
+}
+
+#[test]
+fn a_dead_writers_file_of_old_buckets_is_left_out_and_live_writers_that_disagree_refuse() {
+    let top = tempfile::tempdir().unwrap();
+    let dir = top.path().join("segs");
+    let unfolded = |name: &str, first: u32, values: &[u64]| {
+        perfabi_shm::directory::prepare(&dir).unwrap();
+        let file = SegmentName::new(name).unwrap().to_string();
+        observing_in(
+            Writer::create(dir.join(file), &config()).unwrap(),
+            first,
+            values,
+        )
+    };
+    // Version 1 gone, its file not folded yet; version 2 live.
+    let v1 = unfolded("old", 10, &[100, 2000, 5000]);
+    let v1_file = v1.path().unwrap().to_path_buf();
+    v1.close();
+    let v2 = unfolded("new", 12, &[100, 9000]);
+    let s = read(&dir);
+    let f = family(&s, "app.latency");
+    let Reading::Histogram(h) = &f.readings[0] else {
+        panic!("{:?}", f.readings)
+    };
+    assert_eq!(h.count, 2, "version 2's alone");
+    let [p] = &s.problems[..] else {
+        panic!("one problem: {:?}", s.problems)
+    };
+    println!("{} {p}", p.code);
+    assert_eq!(
+        (p.code, p.file.as_path()),
+        ("family-conflict", v1_file.as_path())
+    );
+    // A second live writer of yet other buckets: two live writers
+    // disagree, so the family is refused whole, said once (not also the
+    // dead file left out of it).
+    let v3 = unfolded("other", 14, &[1]);
+    let s = read(&dir);
+    assert!(s.families.iter().all(|f| f.family.name != "app.latency"));
+    let [p] = &s.problems[..] else {
+        panic!("one problem: {:?}", s.problems)
+    };
+    println!("{} {p}", p.code);
+    assert_eq!(p.code, "family-conflict");
+    assert!(p.message.contains("refused"), "{p}");
+    for w in [&v2, &v3] {
+        let name = w.path().unwrap().file_name().unwrap().to_str().unwrap();
+        assert!(p.message.contains(name), "{p} names {name}");
+    }
+    drop((v2, v3));
 }
