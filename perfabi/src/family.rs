@@ -476,17 +476,19 @@ pub struct Family {
 }
 
 impl Family {
-    /// Whether `other` has this family's metadata (`spec/PERFABI.md`
-    /// §15.4: what must agree for two files' families of one name to
-    /// merge): kind, unit, value type, dimension, help, buckets and gauge
-    /// mode; not the members, the registration id or where each sits.
-    pub fn same_metadata(&self, other: &Family) -> bool {
+    /// Whether `other` is this family as far as merging goes
+    /// (`spec/PERFABI.md` §15.4: what must agree for two files' families of
+    /// one name to merge, their values then meaning the same): kind, unit,
+    /// value type, dimension, buckets and gauge mode. Not the help (a new
+    /// version of a program may reword it: the merged family shows the
+    /// newest writer's), the members, the registration id or where each
+    /// sits.
+    pub fn same_identity(&self, other: &Family) -> bool {
         self.kind == other.kind
             && self.unit == other.unit
             && self.unit_text == other.unit_text
             && self.value_type == other.value_type
             && self.dimension == other.dimension
-            && self.help == other.help
             && self.buckets == other.buckets
             && self.gauge_mode == other.gauge_mode
     }

@@ -124,6 +124,10 @@ struct Open {
     writer: String,
     /// `<pid>.<nonce>`: how a kept file lists it (§15.5).
     identity: String,
+    /// Its writer's `writer_start_ns` (fixed for the file: a directory's
+    /// file name is new at every creation), which ranks it when a family's
+    /// reference file is chosen (§15.4).
+    started: u64,
     /// Read by this call of [`Directory::read`], and whether its writer
     /// was live then.
     read: Option<bool>,
@@ -176,7 +180,8 @@ impl Directory {
                 std::collections::btree_map::Entry::Vacant(v) => {
                     let file = self.path.join(v.key().to_string());
                     match Segment::open_with(&file, self.opts.segment.clone()) {
-                        Ok(seg) => {
+                        Ok(mut seg) => {
+                            let started = seg.info().map_or(0, |i| i.header.writer_start_ns);
                             let name = v.key();
                             let writer = format!("{}.{}", name.name, name.pid);
                             let identity = name.identity();
@@ -187,6 +192,7 @@ impl Directory {
                                 file,
                                 writer,
                                 identity,
+                                started,
                                 read: None,
                             })
                         }
@@ -265,14 +271,19 @@ impl Directory {
         };
         let mut merger = merge::Merger::new(self.opts.writer_label.as_deref());
         if let Some(snap) = &kept {
-            merger.add(&kept_path, "kept", false, snap);
+            merger.add(&kept_path, "kept", merge::Rank::KEPT, snap);
         }
         for o in self.open.values() {
             let Some(live) = o.read else { continue };
             if folded.contains(&o.identity) {
                 continue;
             }
-            merger.add(&o.file, &o.writer, live, &o.snap);
+            merger.add(
+                &o.file,
+                &o.writer,
+                merge::Rank::segment(live, o.started),
+                &o.snap,
+            );
             scrape.segments += 1;
         }
         let (families, problems) = merger.finish();

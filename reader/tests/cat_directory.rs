@@ -33,16 +33,16 @@ fn config() -> Config {
 }
 
 /// A writer `name` in `dir` with `n` requests on route `home` and `n`
-/// observations of 50 ns; `help` the requests family's help.
-fn writer(dir: &Path, name: &str, n: u64, help: &str) -> (Writer, MemberId) {
+/// observations of 50 ns; `unit` the requests family's unit.
+fn writer(dir: &Path, name: &str, n: u64, unit: Unit) -> (Writer, MemberId) {
     let w = Writer::create_in(dir, name, &config()).unwrap();
     let req = w
         .add_family(&FamilySpec::new(
             "app.requests",
-            help,
+            "Requests served",
             "route",
             Kind::Counter,
-            Unit::COUNT,
+            unit,
         ))
         .unwrap();
     let m = w.add_member(req, "home", &[]).unwrap();
@@ -88,8 +88,8 @@ fn file_of(dir: &Path, name: &str) -> PathBuf {
 #[test]
 fn table_json_and_openmetrics_merge_exactly_and_say_what_was_left_out() {
     let (_top, dir) = directory();
-    let _a = writer(&dir, "a", 100, "Requests served");
-    let _b = writer(&dir, "b", 23, "Requests served");
+    let _a = writer(&dir, "a", 100, Unit::COUNT);
+    let _b = writer(&dir, "b", 23, Unit::COUNT);
     std::fs::write(
         dir.join("evil.4242.00000000000000aa.perfabi"),
         [0x5au8; 8192],
@@ -160,7 +160,7 @@ fn table_json_and_openmetrics_merge_exactly_and_say_what_was_left_out() {
     assert_eq!(by_writer, [("a".to_string(), 100), ("b".to_string(), 23)]);
 
     // A conflicting family: refused, naming both files; the rest printed.
-    let _c = writer(&dir, "c", 7, "Requests, differently");
+    let _c = writer(&dir, "c", 7, Unit::BYTES);
     let out = cat(&[d]);
     assert!(out.status.success());
     let table = String::from_utf8(out.stdout).unwrap();
@@ -185,7 +185,7 @@ fn table_json_and_openmetrics_merge_exactly_and_say_what_was_left_out() {
 #[test]
 fn options_that_do_not_apply_are_refused() {
     let (_top, dir) = directory();
-    let _a = writer(&dir, "a", 1, "Requests served");
+    let _a = writer(&dir, "a", 1, Unit::COUNT);
     for flag in ["--cpu", "--info", "--damon"] {
         let out = cat(&[dir.as_os_str(), flag.as_ref()]);
         assert_eq!(out.status.code(), Some(2), "{flag}: {out:?}");
@@ -248,8 +248,8 @@ impl Watch {
 #[test]
 fn watch_rates_over_a_directory_never_go_negative() {
     let (_top, dir) = directory();
-    let (a, home) = writer(&dir, "a", 10, "Requests served");
-    let b = writer(&dir, "b", 1000, "Requests served");
+    let (a, home) = writer(&dir, "a", 10, Unit::COUNT);
+    let b = writer(&dir, "b", 1000, Unit::COUNT);
     let w = Watch::start(&dir);
     let rate = |l: &serde_json::Value| l["rates"]["app.requests"]["home"].clone();
     let never_negative = |l: &serde_json::Value| {
@@ -282,7 +282,7 @@ fn watch_rates_over_a_directory_never_go_negative() {
     // the total stays, no fall.
     a.close();
     drop(home);
-    let c = writer(&dir, "c", 1, "Requests served");
+    let c = writer(&dir, "c", 1, Unit::COUNT);
     assert!(dir.join(perfabi_shm::directory::KEPT_NAME).exists());
     let line = w.until("the fold seen", &never_negative, |l| {
         l["segments"] == 1 && !rate(l).is_null()
@@ -297,7 +297,7 @@ fn watch_rates_over_a_directory_never_go_negative() {
 #[test]
 fn the_default_directory_is_found_after_the_kernels_and_exportds() {
     let (_top, dir) = directory();
-    let _a = writer(&dir, "a", 9, "Requests served");
+    let _a = writer(&dir, "a", 9, Unit::COUNT);
     let out = Command::new(perfabi_test_harness::workspace::perfabi_cat())
         .arg("--json")
         .env_remove("PERFABI_SEGMENT")

@@ -79,7 +79,6 @@ fn sticky(top: &Path) -> PathBuf {
 /// rolling upgrade that rewords one help text breaks that family until
 /// someone deletes the kept file (and its counts).
 #[test]
-#[ignore = "finding 1: the kept file's metadata veto a family for ever after an upgrade"]
 fn finding_1_an_upgrade_changing_help_is_not_refused_for_ever() {
     let top = tempfile::tempdir().unwrap();
     let dir = top.path().join("segs");

@@ -128,10 +128,10 @@ fn changes_between_reads(opts: DirectoryOptions) {
     let odd = w2
         .add_family(&FamilySpec::new(
             "app.errors",
-            "Errors, counted otherwise",
+            "Errors",
             "",
             Kind::Counter,
-            Unit::COUNT,
+            Unit::BYTES,
         ))
         .unwrap();
     w2.add_member(odd, "", &[]).unwrap();

@@ -70,7 +70,8 @@ fn meta(f: &Family) -> Meta {
         f.unit_text.clone(),
         f.value_type.as_str().into(),
         f.dimension.clone(),
-        format!("{}|{:?}", f.help, f.buckets),
+        // Not the help: it is no part of a family's identity (§15.4).
+        format!("{:?}", f.buckets),
         f.gauge_mode.as_str().into(),
     )
 }
@@ -101,20 +102,9 @@ fn oracle(dir: &Path) -> String {
             dir.file_name().unwrap().to_string_lossy()
         ));
     }
-    let mut segments = 0;
-    // name -> (meta, family, first file, conflict, writers, series)
-    #[allow(clippy::type_complexity)]
-    let mut fams: BTreeMap<
-        String,
-        (
-            Meta,
-            Family,
-            String,
-            bool,
-            usize,
-            BTreeMap<(String, Vec<(String, String)>), Reading>,
-        ),
-    > = BTreeMap::new();
+    // Every file read first: a family's reference file (§15.4) is known
+    // only once all are.
+    let mut read = Vec::new();
     for n in &names {
         let opts = Options {
             require_live: false,
@@ -138,26 +128,66 @@ fn oracle(dir: &Path) -> String {
             seg.status().unwrap().1,
             Liveness::Alive | Liveness::Kernel | Liveness::Silent { .. }
         );
-        segments += 1;
+        let started = seg.info().unwrap().header.writer_start_ns;
+        read.push((n.clone(), live, started, snap));
+    }
+    let segments = read.len();
+    // name -> the reference: (live, started) largest, the first of equals.
+    let mut reference: BTreeMap<String, (bool, u64, usize)> = BTreeMap::new();
+    for (k, (_, live, started, snap)) in read.iter().enumerate() {
         for f in &snap.families {
+            let r = reference
+                .entry(f.name.clone())
+                .or_insert((*live, *started, k));
+            if (*live, *started) > (r.0, r.1) {
+                *r = (*live, *started, k);
+            }
+        }
+    }
+    // name -> (family, reference file, conflict, writers, series)
+    #[allow(clippy::type_complexity)]
+    let mut fams: BTreeMap<
+        String,
+        (
+            Family,
+            String,
+            bool,
+            usize,
+            BTreeMap<(String, Vec<(String, String)>), Reading>,
+        ),
+    > = BTreeMap::new();
+    // name -> the dead files whose family of it is left out, in order.
+    let mut left_out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (n, live, _, snap) in &read {
+        for f in &snap.families {
+            let (_, _, k) = reference[&f.name];
+            let (ref_file, _, _, ref_snap) = &read[k];
+            let r = ref_snap.family(&f.name).unwrap();
             let e = fams
                 .entry(f.name.clone())
-                .or_insert_with(|| (meta(f), f.clone(), n.clone(), false, 0, BTreeMap::new()));
-            if e.3 {
+                .or_insert_with(|| (r.clone(), ref_file.clone(), false, 0, BTreeMap::new()));
+            if e.2 {
                 continue;
             }
-            if e.0 != meta(f) {
-                e.3 = true;
+            if meta(r) != meta(f) {
+                if *live {
+                    e.2 = true;
+                } else {
+                    left_out
+                        .entry(f.name.clone())
+                        .or_default()
+                        .push(format!("problem {n} family-conflict family={:?}", f.name));
+                }
                 continue;
             }
-            e.4 += 1;
+            e.3 += 1;
             if f.kind == Kind::Gauge && !live {
                 continue;
             }
             for m in &f.members {
                 let r = snap.reading(f, m);
                 let key = (m.instance.clone(), m.labels.clone());
-                let merged = match (e.5.remove(&key), r) {
+                let merged = match (e.4.remove(&key), r) {
                     (None, r) => r,
                     (Some(Reading::Unsigned(a)), Reading::Unsigned(b)) => {
                         Reading::Unsigned(match (f.kind, f.gauge_mode.as_str()) {
@@ -183,22 +213,25 @@ fn oracle(dir: &Path) -> String {
                     }
                     (Some(a), b) => panic!("{a:?} and {b:?} under agreeing metadata"),
                 };
-                e.5.insert(key, merged);
+                e.4.insert(key, merged);
             }
         }
     }
     let mut out = format!("segments: {segments}\n");
-    for (name, (_, f, first, conflict, writers, series)) in &fams {
+    for (name, (f, first, conflict, writers, series)) in &fams {
         if *conflict {
+            // A family refused whole: its left-out files are not said.
             problems.push(format!("problem {first} family-conflict family={name:?}"));
             continue;
         }
+        problems.extend(left_out.remove(name).unwrap_or_default());
         out += &format!(
-            "family {name} {} unit={:?} dimension={:?} gauge_mode={} writers={writers}\n",
+            "family {name} {} unit={:?} dimension={:?} gauge_mode={} writers={writers} help={:?}\n",
             f.kind.as_str(),
             f.unit_text,
             f.dimension,
-            f.gauge_mode.as_str()
+            f.gauge_mode.as_str(),
+            f.help
         );
         for ((instance, labels), r) in series {
             out += &format!(

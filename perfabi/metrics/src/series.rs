@@ -5,8 +5,9 @@
 //! decides: a name it refuses is a refusal). The labels, sorted by key,
 //! decide the family's dimension and the member by the writer's one rule,
 //! [`perfabi_shm::writer::series_member`] (no labels: no dimension; one:
-//! its key; two to four: [`SERIES`], the values joined by `,` in key order,
-//! each label a member label; five or more: refused).
+//! its key; two to four: [`SERIES`], the values escaped and joined by `,`
+//! in key order so that no two series share an instance, each label a
+//! member label; five or more: refused).
 //!
 //! A family's label keys are fixed by its first series: a later series of
 //! the same name with other keys is refused, as a kind clash is.

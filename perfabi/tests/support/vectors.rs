@@ -887,6 +887,22 @@ mod families {
             "family_gauge_mode_max_is_valid",
             with_family(1, fam("bucket_layout"), &1u32),
         ));
+        // §15.4 and §15.6: the next version of `family_every_kind`'s
+        // writer, started a second later: its counter family's help is
+        // reworded (the family still merges, showing this help) and its
+        // log2 histogram's buckets moved up one (another identity: the
+        // older file's counts of it are left out).
+        v.push(("family_upgraded_is_valid", {
+            let mut i = base();
+            i.set_header(|h| h.writer_start_ns = 2_000_000_000);
+            i.family_field(
+                0,
+                fam("help"),
+                &perfabi::name::encode::<HELP_LEN>("Bytes read, per device"),
+            );
+            i.family_field(3, fam("log2_first"), &11u32);
+            i
+        }));
         v.push((
             "family_gauge_mode_undefined",
             with_family(1, fam("bucket_layout"), &4u32),

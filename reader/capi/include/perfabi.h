@@ -1242,7 +1242,8 @@ const char *perfabi_scrape_problem_message(const struct perfabi_scrape *s,
  * perfabi_scrape_problem_code() - a problem's code: the reader's code
  * string of a file refused or unreadable (`spec/PERFABI.md` §11.6:
  * "symlink", "untrusted-owner", "sparse"...), "family-conflict" for a
- * family refused, "limit" for a limit reached.
+ * family refused (live writers disagree) or a dead writer's counts of it
+ * left out (§15.4), "limit" for a limit reached.
  * @s: the read.
  * @i: the problem, 0 to perfabi_scrape_nr_problems() - 1.
  *
@@ -1273,7 +1274,9 @@ const char *perfabi_scrape_problem_file(const struct perfabi_scrape *s,
                                         size_t i);
 
 /**
- * perfabi_scrape_problem_family() - the family a problem refused.
+ * perfabi_scrape_problem_family() - the family a problem concerns: one
+ * refused, or one whose counts in the problem's file were left out
+ * (`spec/PERFABI.md` §15.4).
  * @s: the read.
  * @i: the problem, 0 to perfabi_scrape_nr_problems() - 1.
  *
@@ -2443,6 +2446,34 @@ enum perfabi_error perfabi_member_delete(const struct perfabi_member *m);
  * freed before and not used after.
  */
 void perfabi_member_free(struct perfabi_member *m);
+
+/**
+ * perfabi_series_instance() - the member instance of a series of two to
+ * four labels (`spec/PERFABI.md` §9.2): each value with `%`, `,`, `"`,
+ * `\` and every byte outside printable ASCII without space written
+ * `%XX`, the values joined by `,` (`x%2Cy,z` for `x,y` and `z`), or, if
+ * that is longer than 63 bytes, `#` and 16 hex digits of its FNV-1a
+ * hash. Give the labels themselves as the member's labels
+ * (perfabi_writer_family_add_member()) in a family of dimension
+ * `series`.
+ * @values: the label values, in the order of the family's label keys.
+ * @nr_values: how many, 2 to 4.
+ * @out: receives the instance, NUL-terminated.
+ * @out_len: bytes at @out; 64 always suffice.
+ *
+ * Context: any thread; allocates.
+ * Return: `PERFABI_OK`; `PERFABI_E_INVALID_ARGUMENT` (@nr_values not 2
+ * to 4, a NULL or non-UTF-8 value, @out NULL, or @out_len too small:
+ * nothing written then).
+ *
+ * # Safety
+ * `values` is NULL or holds `nr_values` pointers, each NULL or a
+ * NUL-terminated string; `out` is NULL or writable for `out_len` bytes.
+ */
+enum perfabi_error perfabi_series_instance(const char *const *values,
+                                           size_t nr_values,
+                                           char *out,
+                                           size_t out_len);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -579,7 +579,8 @@ pub unsafe extern "C" fn perfabi_scrape_problem_message(
 /// perfabi_scrape_problem_code() - a problem's code: the reader's code
 /// string of a file refused or unreadable (`spec/PERFABI.md` §11.6:
 /// "symlink", "untrusted-owner", "sparse"...), "family-conflict" for a
-/// family refused, "limit" for a limit reached.
+/// family refused (live writers disagree) or a dead writer's counts of it
+/// left out (§15.4), "limit" for a limit reached.
 /// @s: the read.
 /// @i: the problem, 0 to perfabi_scrape_nr_problems() - 1.
 ///
@@ -624,7 +625,9 @@ pub unsafe extern "C" fn perfabi_scrape_problem_file(
     })
 }
 
-/// perfabi_scrape_problem_family() - the family a problem refused.
+/// perfabi_scrape_problem_family() - the family a problem concerns: one
+/// refused, or one whose counts in the problem's file were left out
+/// (`spec/PERFABI.md` §15.4).
 /// @s: the read.
 /// @i: the problem, 0 to perfabi_scrape_nr_problems() - 1.
 ///

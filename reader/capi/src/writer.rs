@@ -13,6 +13,7 @@
 
 mod family;
 mod member;
+mod series;
 
 use std::ffi::{c_char, CString};
 use std::path::PathBuf;
@@ -27,6 +28,7 @@ use crate::ptr;
 
 pub use family::*;
 pub use member::*;
+pub use series::*;
 
 /// What a writer creates (perfabi_writer_options_default() gives the
 /// defaults; NULL options are the defaults too).

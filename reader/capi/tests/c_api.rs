@@ -1894,6 +1894,104 @@ fn end_writer_example(mut child: std::process::Child) {
     assert_sanitizers_quiet(&f);
 }
 
+/// Label series from C (`spec/PERFABI.md` §9.2): perfabi_series_instance()
+/// gives the instance the Python and `metrics` writers give (one rule), so
+/// values with commas make members of their own; the Rust reader reads
+/// each with its labels; misuse is a typed error that writes nothing,
+/// under ASan and UBSan.
+#[test]
+fn c_label_series_use_the_writers_one_rule() {
+    let test = "c_label_series_use_the_writers_one_rule";
+    let Some((_tmp, exe, dir)) = writer_checks(test) else {
+        return;
+    };
+    let f = run(&exe, &["series", dir.to_str().unwrap()]);
+    assert_eq!(f.code(), Some(0), "{}\n{}", f.stdout, f.stderr);
+    assert_sanitizers_quiet(&f);
+    let rows = [
+        ("x,y", "z"),
+        ("x", "y,z"),
+        ("50%", "a b"),
+        (&*"v".repeat(40), &*"w".repeat(40)),
+    ];
+    let printed: Vec<&str> = f
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("instance "))
+        .collect();
+    let want: Vec<String> = rows
+        .iter()
+        .map(|(a, b)| perfabi_shm::writer::series_instance([*a, *b]))
+        .collect();
+    assert_eq!(printed, want);
+    assert_eq!(&want[..3], ["x%2Cy,z", "x,y%2Cz", "50%25,a%20b"]);
+    let got = calls(&f.stdout);
+    for (call, says) in [
+        (
+            "perfabi_series_instance(one, 1, small, sizeof small)",
+            "1 values",
+        ),
+        (
+            "perfabi_series_instance(rows[0], 5, small, sizeof small)",
+            "5 values",
+        ),
+        (
+            "perfabi_series_instance(nulls, 2, small, sizeof small)",
+            "a value is NULL",
+        ),
+        (
+            "perfabi_series_instance(NULL, 2, small, sizeof small)",
+            "values is NULL",
+        ),
+        (
+            "perfabi_series_instance(rows[0], 2, NULL, 64)",
+            "out is NULL",
+        ),
+        (
+            "perfabi_series_instance(rows[0], 2, small, sizeof small)",
+            "needs 8 bytes",
+        ),
+    ] {
+        let (c, n, m) = got
+            .get(call)
+            .unwrap_or_else(|| panic!("{call} not in\n{}", f.stdout));
+        assert_eq!(
+            (*c, n.as_str()),
+            (code(PERFABI_E_INVALID_ARGUMENT), "invalid-argument"),
+            "{call}: {m}"
+        );
+        assert!(m.contains(says), "{call}: {m:?} should say {says:?}");
+    }
+    assert!(f.stdout.contains("done failures=0"), "{}", f.stdout);
+    let path = f
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("path "))
+        .map(PathBuf::from)
+        .unwrap();
+    let mut seg = Segment::open_with(
+        &path,
+        perfabi_reader::Options {
+            require_live: false,
+            ..perfabi_reader::Options::default()
+        },
+    )
+    .unwrap();
+    let snap = seg.snapshot().unwrap();
+    let fam = snap.family("app.hits").unwrap();
+    for (k, ((a, b), instance)) in rows.iter().zip(&want).enumerate() {
+        let m = fam.member(instance).unwrap();
+        assert_eq!(
+            m.labels,
+            [
+                ("a".to_string(), a.to_string()),
+                ("b".to_string(), b.to_string())
+            ]
+        );
+        assert_eq!(snap.reading(fam, m), Reading::Unsigned(k as u64 + 1));
+    }
+}
+
 /// Threads of a C program update the same member handles at once: not one
 /// add or observation is lost or torn (each lands in its CPU's block,
 /// exclusive by the writer's method), under ASan and UBSan.

@@ -24,12 +24,13 @@ mod common;
 
 const ENV_DIR: &str = "PERFABI_TEST_PROM_DIR";
 const ENV_COUNT: &str = "PERFABI_TEST_PROM_COUNT";
-const ENV_HELP: &str = "PERFABI_TEST_PROM_HELP";
+const ENV_BYTES: &str = "PERFABI_TEST_PROM_BYTES";
 
 /// A worker: `COUNT` requests (route `a`) and `COUNT` observations, a
 /// gauge of 1 in flight, then `done` on stdout; it closes its segment when
-/// stdin closes, unless it is killed first. With `HELP` set, its requests
-/// family has that help (a conflict with the others').
+/// stdin closes, unless it is killed first. With `BYTES` set, its requests
+/// family counts bytes (a conflict with the others', which count requests:
+/// a help of its own would not be one, §15.4).
 #[test]
 #[ignore = "a worker process of the directory tests"]
 fn worker() {
@@ -37,15 +38,18 @@ fn worker() {
         panic!("run by the directory tests only");
     };
     let n: u64 = n.to_str().unwrap().parse().unwrap();
-    let help = std::env::var(ENV_HELP).unwrap_or_else(|_| "Requests served".into());
+    let unit = match std::env::var_os(ENV_BYTES) {
+        Some(_) => Unit::BYTES,
+        None => Unit::COUNT,
+    };
     let w = Writer::create_in(dir, "worker", &Config::default()).unwrap();
     let req = w
         .add_family(&FamilySpec::new(
             "app.requests",
-            &help,
+            "Requests served",
             "route",
             Kind::Counter,
-            Unit::COUNT,
+            unit,
         ))
         .unwrap();
     let m = w.add_member(req, "a", &[]).unwrap();
@@ -87,17 +91,17 @@ struct Worker {
 }
 
 impl Worker {
-    /// Starts a worker in `dir` counting `count`, with its requests'
-    /// `help` if given, once it has counted them all.
-    fn start(dir: &Path, count: u64, help: Option<&str>) -> Worker {
+    /// Starts a worker in `dir` counting `count` (in bytes if
+    /// `in_bytes`), once it has counted them all.
+    fn start(dir: &Path, count: u64, in_bytes: bool) -> Worker {
         let mut cmd = Command::new(std::env::current_exe().unwrap());
         cmd.args(["--ignored", "--exact", "worker", "--nocapture", "--quiet"])
             .env(ENV_DIR, dir)
             .env(ENV_COUNT, count.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped());
-        if let Some(h) = help {
-            cmd.env(ENV_HELP, h);
+        if in_bytes {
+            cmd.env(ENV_BYTES, "1");
         }
         let mut child = cmd.spawn().unwrap();
         let out = child.stdout.take().unwrap();
@@ -216,8 +220,8 @@ fn settled_log(e: &common::Running, dir: &Path) -> Vec<String> {
 #[test]
 fn merged_totals_are_exact_as_writers_come_and_go() {
     let (_top, dir) = directory();
-    let a = Worker::start(&dir, 100, None);
-    let b = Worker::start(&dir, 250, None);
+    let a = Worker::start(&dir, 100, false);
+    let b = Worker::start(&dir, 250, false);
     let e = common::start(&dir, &[]);
     let apart = common::start(&dir, &["--writer-label"]);
     let page = scrape(e.addr);
@@ -255,7 +259,7 @@ fn merged_totals_are_exact_as_writers_come_and_go() {
 
     // A new writer appears at the next scrape; one that closes keeps its
     // counts but not its gauge.
-    let c = Worker::start(&dir, 1000, None);
+    let c = Worker::start(&dir, 1000, false);
     let page = scrape(e.addr);
     assert_eq!(value(&page, "perfabi_directory_segments"), Some(3));
     assert_eq!(
@@ -304,8 +308,8 @@ fn merged_totals_are_exact_as_writers_come_and_go() {
 #[test]
 fn a_conflict_and_hostile_files_spoil_only_themselves() {
     let (_top, dir) = directory();
-    let good = Worker::start(&dir, 300, None);
-    let odd = Worker::start(&dir, 40, Some("Requests, differently"));
+    let good = Worker::start(&dir, 300, false);
+    let odd = Worker::start(&dir, 40, true);
     // Hostile entries named as segments: garbage, a link to a good
     // segment, a FIFO (opening one must not block).
     let garbage = dir.join("evil.4242.00000000000000aa.perfabi");
@@ -410,7 +414,7 @@ fn a_conflict_and_hostile_files_spoil_only_themselves() {
 #[test]
 fn a_killed_writer_is_folded_and_the_counter_never_goes_backwards() {
     let (_top, dir) = directory();
-    let first = Worker::start(&dir, 700, None);
+    let first = Worker::start(&dir, 700, false);
     let e = common::start(&dir, &[]);
     let stop = Arc::new(AtomicBool::new(false));
     let addr = e.addr;
@@ -431,7 +435,7 @@ fn a_killed_writer_is_folded_and_the_counter_never_goes_backwards() {
     let made = first.count;
     first.kill();
     // Each new writer folds the dead ones into the kept file.
-    let second = Worker::start(&dir, 55, None);
+    let second = Worker::start(&dir, 55, false);
     let made = made + second.count;
     scrape_until(addr, "the dead writer folded", |_| {
         dir.join(perfabi_shm::directory::KEPT_NAME).exists()
@@ -447,7 +451,7 @@ fn a_killed_writer_is_folded_and_the_counter_never_goes_backwards() {
         Some(1),
         "{page}"
     );
-    let third = Worker::start(&dir, 5, None);
+    let third = Worker::start(&dir, 5, false);
     second.kill();
     let made = made + third.count;
     let page = scrape(addr);
@@ -498,8 +502,8 @@ fn flags_that_do_not_apply_are_refused() {
 #[test]
 fn the_segment_limit_is_a_problem_not_a_failure() {
     let (_top, dir) = directory();
-    let _a = Worker::start(&dir, 10, None);
-    let _b = Worker::start(&dir, 20, None);
+    let _a = Worker::start(&dir, 10, false);
+    let _b = Worker::start(&dir, 20, false);
     let e = common::start(&dir, &["--max-segments", "1"]);
     let page = scrape(e.addr);
     assert_eq!(

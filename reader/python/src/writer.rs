@@ -230,8 +230,9 @@ pub fn sanitize_name(name: &str) -> String {
 /// whose `(key, value)` labels are `labels`, in their order: the writer's
 /// one rule (`spec/PERFABI.md` §9.2, `perfabi_shm::writer::series_member`):
 /// none, no dimension; one, its key; two to four, `series`, the values
-/// joined by `,`, each label a member label. More than four, or a key
-/// twice: `bad-labels`.
+/// escaped (`%XX`) and joined by `,` (hashed if longer than an instance
+/// holds), each label a member label. More than four, or a key twice:
+/// `bad-labels`.
 #[pyfunction]
 #[allow(clippy::type_complexity)]
 pub fn series_member(

@@ -18,15 +18,19 @@ import pytest
 from support import eventually
 
 # One worker process: its metrics scaled by k, then "ready", then it waits
-# for its stdin to end. HELP is the jobs counter's help (another help is a
-# conflict).
+# for its stdin to end. KIND is the jobs metric's kind: "counter", or
+# "gauge" (a conflict with a counter; another help would not be one, spec
+# §15.4).
 WORKER = """
 import sys
 from perfabi import client
 from perfabi.client import Counter, Gauge, Histogram
-directory, name, k, help = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+directory, name, k, kind = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 client.configure(directory=directory, name=name)
-jobs = Counter("jobs", help, ["kind"])
+if kind == "counter":
+    jobs = Counter("jobs", "Jobs done", ["kind"])
+else:
+    jobs = Gauge("jobs", "Jobs done", ["kind"], multiprocess_mode="livesum")
 jobs.labels("build").inc(10 * k)
 jobs.labels("test").inc(3 * k)
 Gauge("busy", "Busy workers", multiprocess_mode="livesum").set(k)
@@ -43,9 +47,9 @@ sys.stdin.read()
 class Worker:
     """A writer process in a directory; stopped (or killed) by the test."""
 
-    def __init__(self, directory: Path, name: str, k: int, help: str = "Jobs done") -> None:
+    def __init__(self, directory: Path, name: str, k: int, kind: str = "counter") -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", WORKER, str(directory), name, str(k), help],
+            [sys.executable, "-c", WORKER, str(directory), name, str(k), kind],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -136,7 +140,7 @@ def test_a_conflicting_family_and_a_hostile_file_spoil_only_themselves(
 ) -> None:
     d = tmp_path / "segs"
     workers.append(Worker(d, "good", 1))
-    workers.append(Worker(d, "other", 2, help="Jobs, told otherwise"))
+    workers.append(Worker(d, "other", 2, kind="gauge"))
     link = d / "evil.1.0123456789abcdef.perfabi"
     os.symlink(tmp_path / "elsewhere", link)
     r = perfabi.Directory(d).read()
@@ -146,7 +150,7 @@ def test_a_conflicting_family_and_a_hostile_file_spoil_only_themselves(
     conflict = by_code["family-conflict"]
     assert conflict.family == "jobs"
     assert "good." in conflict.message and "other." in conflict.message
-    assert "help" in conflict.message
+    assert "kind" in conflict.message and "gauge" in conflict.message
     assert by_code["symlink"].file == str(link) and by_code["symlink"].family is None
     with pytest.raises(KeyError):
         r.family("jobs")

@@ -84,8 +84,9 @@ def test_several_labels_are_member_labels() -> None:
     }
     assert got == {("GET", "200"): 2, ("GET", "500"): 7, ("with space", "200"): 1}
     assert fam.family.dimension == "series"
+    # The writer's one rule (spec §9.2): the values escaped, joined by ",".
     names = sorted(v.instance.name for v in fam.values)
-    assert names == ["#2", "GET,200", "GET,500"]
+    assert names == ["GET,200", "GET,500", "with%20space,200"]
 
 
 def test_count_exceptions() -> None:

@@ -1,9 +1,15 @@
 //! The merge rules of a segment directory (`spec/PERFABI.md` §15.4):
 //!
-//! * families merge by name when their metadata agree (kind, unit, value
-//!   type, dimension, help, buckets, gauge mode); a family whose metadata
-//!   differ between two files is refused whole, with a [`Problem`] naming
-//!   both files, and every other family is still served;
+//! * families merge by name when their identity metadata agree (kind,
+//!   unit, value type, dimension, buckets, gauge mode; not the help);
+//! * a family's metadata (its help among them) are those of its
+//!   **reference** file: the live writer that started last, else the dead
+//!   writer's file that started last, else the kept file. A live writer
+//!   that disagrees with the reference refuses the family whole, with a
+//!   [`Problem`] naming both files; a dead writer's file or the kept file
+//!   that disagrees is left out of that family (its counts are of metadata
+//!   no writer uses any more), with a [`Problem`] naming it, and the family
+//!   is still served. Every other family is served either way;
 //! * series (members) merge by instance and labels; with a writer label,
 //!   every writer's series stay apart under it;
 //! * counters and histograms: the wrapping sum over every writer, live or
@@ -29,7 +35,8 @@ pub struct MergedFamily {
     pub family: Family,
     /// `readings[k]`: the merged value of `family.members[k]`.
     pub readings: Vec<Reading>,
-    /// How many segments had this family.
+    /// How many files' families of this name were merged (those whose
+    /// identity metadata are its reference file's, §15.4).
     pub writers: usize,
 }
 
@@ -38,7 +45,8 @@ pub struct MergedFamily {
 pub struct Problem {
     /// The file it concerns (the directory, for a limit).
     pub file: PathBuf,
-    /// The family refused, if it is a family.
+    /// The family it concerns, if it is a family's: refused, or left out
+    /// of this file's counts (§15.4).
     pub family: Option<String>,
     /// What happened, in one line (paths escaped).
     pub message: String,
@@ -80,7 +88,7 @@ impl fmt::Display for Problem {
     }
 }
 
-/// The metadata that differ, for the refusal's message.
+/// The identity metadata that differ, for a problem's message.
 fn differences(a: &Family, b: &Family) -> String {
     let mut d = Vec::new();
     if a.kind != b.kind {
@@ -98,9 +106,6 @@ fn differences(a: &Family, b: &Family) -> String {
     }
     if a.dimension != b.dimension {
         d.push(format!("dimension {:?} / {:?}", a.dimension, b.dimension));
-    }
-    if a.help != b.help {
-        d.push("help".into());
     }
     if a.buckets != b.buckets {
         d.push("buckets".into());
@@ -130,124 +135,219 @@ struct Series<'a> {
 }
 
 struct Acc<'a> {
-    /// The first file's family: its metadata are the merged family's.
+    /// The reference file's family: its metadata are the merged family's.
     family: &'a Family,
-    first_file: &'a Path,
+    /// The reference file (§15.4).
+    reference: &'a Path,
+    /// The reference file's rank.
+    rank: Rank,
     conflict: Option<String>,
+    /// Dead writers' or the kept file's families of other identity
+    /// metadata, left out (said unless the family is refused whole).
+    left_out: Vec<Problem>,
     index: HashMap<SeriesKey<'a>, usize>,
     series: Vec<Series<'a>>,
     writers: usize,
 }
 
-/// Folds segments' snapshots into merged families. It borrows them: a
+/// How a file ranks when a family's reference file is chosen (§15.4):
+/// a live writer's above a dead one's, a segment file above the kept file,
+/// then the writer that started later (`writer_start_ns`); of equals, the
+/// first added.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Rank {
+    live: bool,
+    segment: bool,
+    started: u64,
+}
+
+impl Rank {
+    /// The kept file's: below every segment file.
+    pub(super) const KEPT: Rank = Rank {
+        live: false,
+        segment: false,
+        started: 0,
+    };
+
+    /// A segment file's, whose writer is `live` or not and started at
+    /// `started` (its header's `writer_start_ns`).
+    pub(super) fn segment(live: bool, started: u64) -> Rank {
+        Rank {
+            live,
+            segment: true,
+            started,
+        }
+    }
+}
+
+/// One file's snapshot to merge.
+struct Source<'a> {
+    file: &'a Path,
+    writer: &'a str,
+    rank: Rank,
+    snap: &'a Snapshot,
+}
+
+/// Merges segments' snapshots into merged families. It borrows them: a
 /// family or series is looked up by the names the snapshots hold, and
 /// nothing is copied until [`finish`](Self::finish) builds the merged
 /// families (a directory of 1,000 writers of the same 20 families builds
 /// 20, not 20,000).
 pub(super) struct Merger<'a> {
     writer_label: Option<&'a str>,
-    /// Segments' families named as the kept file's own list (§15.5).
-    reserved: Vec<Problem>,
-    index: HashMap<&'a str, usize>,
-    families: Vec<Acc<'a>>,
+    sources: Vec<Source<'a>>,
 }
 
 impl<'a> Merger<'a> {
     pub(super) fn new(writer_label: Option<&'a str>) -> Self {
         Self {
             writer_label,
-            reserved: Vec::new(),
-            index: HashMap::new(),
-            families: Vec::new(),
+            sources: Vec::new(),
         }
     }
 
     /// Adds the families of `snap`, read from `file` of the writer named
-    /// `writer`, `live` or not.
-    pub(super) fn add(&mut self, file: &'a Path, writer: &'a str, live: bool, snap: &'a Snapshot) {
-        for f in &snap.families {
-            if f.name == perfabi_shm::directory::FOLDED_FAMILY {
-                let shown = perfabi_shm::safe_open::escape_path(file);
-                self.reserved.push(Problem {
-                    file: file.to_path_buf(),
-                    family: Some(f.name.clone()),
-                    message: format!(
-                        "{shown}: family {} refused: the name is the kept file's list of folded writers (§15.5)",
-                        f.name
-                    ),
-                    code: "reserved-name",
+    /// `writer`, ranked `rank` (live or not, and when it started).
+    pub(super) fn add(&mut self, file: &'a Path, writer: &'a str, rank: Rank, snap: &'a Snapshot) {
+        self.sources.push(Source {
+            file,
+            writer,
+            rank,
+            snap,
+        });
+    }
+
+    /// Each family's reference file (§15.4), in one pass over every file:
+    /// the families by first appearance, `index` from name to family, and,
+    /// for each file's families in order, the family's place (`None`: a
+    /// family named as the kept file's list, refused in `problems`).
+    fn references(&self, problems: &mut Vec<Problem>) -> (Vec<Acc<'a>>, Vec<Option<usize>>) {
+        let mut index: HashMap<&'a str, usize> = HashMap::new();
+        let mut families: Vec<Acc<'a>> = Vec::new();
+        let mut places = Vec::new();
+        for src in &self.sources {
+            let snap: &'a Snapshot = src.snap;
+            for f in &snap.families {
+                if f.name == perfabi_shm::directory::FOLDED_FAMILY {
+                    let shown = perfabi_shm::safe_open::escape_path(src.file);
+                    problems.push(Problem {
+                        file: src.file.to_path_buf(),
+                        family: Some(f.name.clone()),
+                        message: format!(
+                            "{shown}: family {} refused: the name is the kept file's list of folded writers (§15.5)",
+                            f.name
+                        ),
+                        code: "reserved-name",
+                    });
+                    places.push(None);
+                    continue;
+                }
+                let at = *index.entry(&f.name).or_insert_with(|| {
+                    families.push(Acc {
+                        family: f,
+                        reference: src.file,
+                        rank: src.rank,
+                        conflict: None,
+                        left_out: Vec::new(),
+                        index: HashMap::new(),
+                        series: Vec::new(),
+                        writers: 0,
+                    });
+                    families.len() - 1
                 });
-                continue;
+                let acc = &mut families[at];
+                if src.rank > acc.rank {
+                    (acc.family, acc.reference, acc.rank) = (f, src.file, src.rank);
+                }
+                places.push(Some(at));
             }
-            let at = *self.index.entry(&f.name).or_insert_with(|| {
-                self.families.push(Acc {
-                    family: f,
-                    first_file: file,
-                    conflict: None,
-                    index: HashMap::new(),
-                    series: Vec::new(),
-                    writers: 0,
-                });
-                self.families.len() - 1
-            });
-            let acc = &mut self.families[at];
-            if acc.conflict.is_some() {
-                continue;
-            }
-            if !acc.family.same_metadata(f) {
-                acc.conflict = Some(format!(
-                    "family {} refused: {} and {} disagree on its {}",
-                    perfabi::text::escape(f.name.as_bytes()),
-                    perfabi_shm::safe_open::escape_path(acc.first_file),
-                    perfabi_shm::safe_open::escape_path(file),
-                    differences(acc.family, f)
-                ));
-                acc.series.clear();
-                acc.index.clear();
-                continue;
-            }
-            acc.writers += 1;
-            let gauge = f.kind == Kind::Gauge;
-            if gauge && !live {
-                continue;
-            }
-            let apart = writer_label_of(self.writer_label, f).map(|key| (key, writer));
-            for m in &f.members {
-                let r = snap.reading(f, m);
-                let key = (m.instance.as_str(), &m.labels[..], apart.map(|(_, w)| w));
-                match acc.index.entry(key) {
-                    Entry::Vacant(v) => {
-                        v.insert(acc.series.len());
-                        acc.series.push(Series {
-                            member: m,
-                            apart,
-                            reading: r,
+        }
+        (families, places)
+    }
+
+    /// The merged families by name, and the families refused or files'
+    /// families left out.
+    pub(super) fn finish(self) -> (Vec<MergedFamily>, Vec<Problem>) {
+        let mut problems = Vec::new();
+        let (mut families, places) = self.references(&mut problems);
+        let mut places = places.into_iter();
+        for src in &self.sources {
+            let snap: &'a Snapshot = src.snap;
+            for f in &snap.families {
+                let Some(Some(at)) = places.next() else {
+                    continue;
+                };
+                let acc = &mut families[at];
+                if acc.conflict.is_some() {
+                    continue;
+                }
+                if !acc.family.same_identity(f) {
+                    let (reference, file) = (
+                        perfabi_shm::safe_open::escape_path(acc.reference),
+                        perfabi_shm::safe_open::escape_path(src.file),
+                    );
+                    let name = perfabi::text::escape(f.name.as_bytes());
+                    let what = differences(acc.family, f);
+                    if src.rank.live {
+                        // Two live writers disagree: neither is right.
+                        acc.conflict = Some(format!(
+                            "family {name} refused: {reference} and {file} disagree on its {what}"
+                        ));
+                        acc.series.clear();
+                        acc.index.clear();
+                    } else {
+                        // Counts of metadata no live writer uses any more.
+                        acc.left_out.push(Problem {
+                            file: src.file.to_path_buf(),
+                            family: Some(f.name.clone()),
+                            message: format!(
+                                "{file}: its counts of family {name} are left out: \
+                                 {reference} (the newest writer's) and it disagree on \
+                                 its {what}; a fold retires them (§15.4)"
+                            ),
+                            code: "family-conflict",
                         });
                     }
-                    Entry::Occupied(o) => {
-                        combine(f.kind, f.gauge_mode, &mut acc.series[*o.get()].reading, r);
+                    continue;
+                }
+                acc.writers += 1;
+                let gauge = f.kind == Kind::Gauge;
+                if gauge && !src.rank.live {
+                    continue;
+                }
+                let apart = writer_label_of(self.writer_label, f).map(|key| (key, src.writer));
+                for m in &f.members {
+                    let r = snap.reading(f, m);
+                    let key = (m.instance.as_str(), &m.labels[..], apart.map(|(_, w)| w));
+                    match acc.index.entry(key) {
+                        Entry::Vacant(v) => {
+                            v.insert(acc.series.len());
+                            acc.series.push(Series {
+                                member: m,
+                                apart,
+                                reading: r,
+                            });
+                        }
+                        Entry::Occupied(o) => {
+                            combine(f.kind, f.gauge_mode, &mut acc.series[*o.get()].reading, r);
+                        }
                     }
                 }
             }
         }
-    }
-
-    /// The merged families by name, and the families refused.
-    pub(super) fn finish(self) -> (Vec<MergedFamily>, Vec<Problem>) {
         let mut out = Vec::new();
-        let mut problems = self.reserved;
-        let mut families = self.families;
         families.sort_unstable_by(|a, b| a.family.name.cmp(&b.family.name));
-        for acc in families {
+        for mut acc in families {
             if let Some(message) = acc.conflict {
                 problems.push(Problem {
-                    file: acc.first_file.to_path_buf(),
+                    file: acc.reference.to_path_buf(),
                     family: Some(acc.family.name.clone()),
                     message,
                     code: "family-conflict",
                 });
                 continue;
             }
+            problems.append(&mut acc.left_out);
             let apart_key = apart_key(&acc);
             let mut series: Vec<(Member, Reading)> = acc
                 .series

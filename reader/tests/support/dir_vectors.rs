@@ -27,8 +27,10 @@ pub const ALL: &[DirVector] = &[
             // Two copies of one valid 1.1 segment: every counter doubles.
             ("a.1.0000000000000001.perfabi", Some("family_every_kind")),
             ("b.2.0000000000000002.perfabi", Some("family_every_kind")),
-            // The same families, but its gauge declares MAX: that family alone
-            // is refused, naming a's and c's files; the rest merges thrice.
+            // The same families, but its gauge declares MAX. Every writer is
+            // dead and all started at the same time, so the first file, a's,
+            // is the reference (§15.4): c's gauge is left out, named as a
+            // problem, and the rest merges thrice.
             (
                 "c.3.0000000000000003.perfabi",
                 Some("family_gauge_mode_max_is_valid"),
@@ -43,6 +45,21 @@ pub const ALL: &[DirVector] = &[
             ("A.1.0000000000000001.perfabi.old", None),
             ("f.6.00000000000000FF.perfabi", None),
             ("g.07.00000000000000ff.perfabi", None),
+        ],
+    ),
+    // A rolling upgrade (§15.4): version 1's writer, then version 2's,
+    // started later (the reference of every family): the counter family
+    // whose help version 2 reworded merges under the new help; the
+    // histogram whose buckets it moved is version 2's alone, and version
+    // 1's file is named as a problem of that family.
+    (
+        "dir_upgrade",
+        &[
+            ("app.1.0000000000000001.perfabi", Some("family_every_kind")),
+            (
+                "app.2.0000000000000002.perfabi",
+                Some("family_upgraded_is_valid"),
+            ),
         ],
     ),
     // Three segment files, read with `max_segments` 2 (`LIMITS`): the first
@@ -120,13 +137,14 @@ pub fn describe(s: &Scrape) -> String {
         let fam = &f.family;
         writeln!(
             out,
-            "family {} {} unit={:?} dimension={:?} gauge_mode={} writers={}",
+            "family {} {} unit={:?} dimension={:?} gauge_mode={} writers={} help={:?}",
             fam.name,
             fam.kind.as_str(),
             fam.unit_text,
             fam.dimension,
             fam.gauge_mode.as_str(),
-            f.writers
+            f.writers,
+            fam.help
         )
         .unwrap();
         for (m, r) in fam.members.iter().zip(&f.readings) {

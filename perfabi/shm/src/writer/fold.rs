@@ -11,7 +11,10 @@
 //! temporary name; renames it over the kept file; then removes the folded
 //! files. A reader holds `fold.lock` to read while it lists and reads, and
 //! skips a segment the kept file lists: at no moment is a count missing or
-//! counted twice.
+//! counted twice. Each kept family takes the metadata (a reworded help) of
+//! the newest writer folded that has it; counts of other identity metadata
+//! (a program upgraded with new buckets or unit) are retired, as readers
+//! leave them out (§15.4), so no file is left for ever.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
@@ -59,6 +62,13 @@ pub struct FoldReport {
     /// Dead writers' files left as they are, with why (a reader still
     /// counts them).
     pub left: Vec<String>,
+    /// Families whose counts were dropped, with why: a dead writer's, or
+    /// the kept file's, whose identity metadata (kind, unit, value type,
+    /// dimension, buckets, gauge mode) differ from the newest folded
+    /// writer's of that family (§15.5): counts of metadata no writer uses
+    /// any more, which nothing could merge (readers leave them out too,
+    /// §15.4).
+    pub retired: Vec<String>,
     /// The batch was full ([`MAX_BATCH`], [`READ_BUDGET`]): segment files
     /// were not looked at, for a later fold.
     pub more: bool,
@@ -135,8 +145,9 @@ fn dead_writers_temporary(name: &str) -> bool {
 /// is dead for sure ([`perfabi::dead::snapshot`]: a block left odd by its
 /// death is read settled). `None` when it is not: judged on its header,
 /// read with one `pread` before anything is mapped, so a live writer's
-/// segment costs a fold one header read.
-fn read(folder: &Folder, name: &OsStr) -> Result<Option<Snapshot>, String> {
+/// segment costs a fold one header read. With it, the writer's
+/// `writer_start_ns`.
+fn read(folder: &Folder, name: &OsStr) -> Result<Option<(Snapshot, u64)>, String> {
     let (file, md) = folder
         .open_read_checked(name, |e| {
             if e.kind != FileKind::Regular {
@@ -172,7 +183,7 @@ fn read(folder: &Folder, name: &OsStr) -> Result<Option<Snapshot>, String> {
     if !map.intact() {
         return Err("truncated while read".into());
     }
-    Ok(Some(snap))
+    Ok(Some((snap, h.writer_start_ns)))
 }
 
 /// A series' identity within a family: instance, then labels.
@@ -197,32 +208,110 @@ fn words(r: &Reading) -> Vec<u64> {
 }
 
 /// Whether a dead writer's family may be added to the kept one: the same
-/// metadata (§15.4), and both entries or both 1.0 counters.
+/// identity metadata (§15.4), and both entries or both 1.0 counters.
 fn same(a: &Family, b: &Family) -> bool {
     let origin = |f: &Family| matches!(f.origin, Origin::Entry(_));
-    origin(a) == origin(b) && a.same_metadata(b)
+    origin(a) == origin(b) && a.same_identity(b)
+}
+
+/// The families of `snap` a kept file keeps: counters, histograms, peaks.
+fn kept_families(snap: &Snapshot) -> impl Iterator<Item = &Family> {
+    snap.families
+        .iter()
+        .filter(|f| f.kind != Kind::Gauge && f.name != FOLDED_FAMILY)
+}
+
+/// Whether the kept file can hold the families of `snap` (their names,
+/// help and units are a writer's), or why not.
+fn check(snap: &Snapshot) -> Result<(), String> {
+    for f in kept_families(snap).filter(|f| !matches!(f.origin, Origin::Entry(_))) {
+        spec_of(f)
+            .entry(1)
+            .map_err(|e| format!("family {}: {e}", f.name))?;
+    }
+    Ok(())
+}
+
+/// Each kept family's metadata after this fold (§15.5): those of the
+/// newest writer folded that has it, `batch` being ordered oldest first.
+fn references(batch: &[Dead]) -> BTreeMap<&str, &Family> {
+    let mut refs = BTreeMap::new();
+    for d in batch {
+        for f in kept_families(&d.snap) {
+            refs.insert(f.name.as_str(), f);
+        }
+    }
+    refs
+}
+
+/// Gives the kept families of `acc` the metadata of `refs` (a newer help),
+/// and drops those whose identity metadata differ from them (retired).
+fn reconcile(
+    acc: &mut BTreeMap<String, Kept>,
+    refs: &BTreeMap<&str, &Family>,
+    retired: &mut Vec<String>,
+) {
+    acc.retain(|name, k| match refs.get(name.as_str()) {
+        None => true,
+        Some(r) if same(&k.family, r) => {
+            k.family = Family {
+                members: Vec::new(),
+                ..(*r).clone()
+            };
+            true
+        }
+        Some(r) => {
+            retired.push(format!(
+                "{KEPT_NAME}: family {name}: its kept counts retired: the newest writer's \
+                 has other identity metadata ({})",
+                identity_of(r)
+            ));
+            false
+        }
+    });
+}
+
+/// A family's identity metadata, for a report.
+fn identity_of(f: &Family) -> String {
+    format!(
+        "kind {}, unit {:?}, value type {}, dimension {:?}, buckets {:?}, gauge mode {}",
+        f.kind.as_str(),
+        f.unit_text,
+        f.value_type.as_str(),
+        f.dimension,
+        f.buckets,
+        f.gauge_mode.as_str()
+    )
 }
 
 /// Adds the kept families of `snap` (counters, histograms, peaks) to
-/// `acc`, or says why they cannot be kept (and adds nothing).
-fn fold_in(acc: &mut BTreeMap<String, Kept>, snap: &Snapshot) -> Result<(), String> {
-    let kept = |f: &&Family| f.kind != Kind::Gauge && f.name != FOLDED_FAMILY;
-    for f in snap.families.iter().filter(kept) {
-        if let Some(k) = acc.get(&f.name) {
-            if !same(&k.family, f) {
-                return Err(format!("family {} differs from the kept one", f.name));
-            }
-        } else if !matches!(f.origin, Origin::Entry(_)) {
-            spec_of(f)
-                .entry(1)
-                .map_err(|e| format!("family {}: {e}", f.name))?;
+/// `acc`: those whose identity metadata are their reference's in `refs`
+/// (all of them when `refs` is `None`: the kept file itself); the others
+/// are reported in `retired` as `file`'s.
+fn fold_in(
+    acc: &mut BTreeMap<String, Kept>,
+    snap: &Snapshot,
+    refs: Option<&BTreeMap<&str, &Family>>,
+    file: &str,
+    retired: &mut Vec<String>,
+) {
+    for f in kept_families(snap) {
+        let r = refs
+            .and_then(|r| r.get(f.name.as_str()).copied())
+            .unwrap_or(f);
+        if !same(r, f) {
+            retired.push(format!(
+                "{file}: family {}: its counts retired: the newest writer's has other \
+                 identity metadata ({})",
+                f.name,
+                identity_of(r)
+            ));
+            continue;
         }
-    }
-    for f in snap.families.iter().filter(kept) {
         let k = acc.entry(f.name.clone()).or_insert_with(|| Kept {
             family: Family {
                 members: Vec::new(),
-                ..f.clone()
+                ..r.clone()
             },
             series: BTreeMap::new(),
         });
@@ -242,7 +331,17 @@ fn fold_in(acc: &mut BTreeMap<String, Kept>, snap: &Snapshot) -> Result<(), Stri
             }
         }
     }
-    Ok(())
+}
+
+/// A dead writer's segment a fold folds.
+struct Dead {
+    /// Its file name.
+    file: std::ffi::OsString,
+    /// `<pid>.<nonce>`.
+    identity: String,
+    /// Its writer's `writer_start_ns`.
+    started: u64,
+    snap: Snapshot,
 }
 
 fn spec_of(f: &Family) -> FamilySpec {
@@ -378,22 +477,23 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
     if folder.stat(OsStr::new(KEPT_NAME))?.is_some() {
         // Never replace a kept file that cannot be read: its counts would
         // be lost.
-        let snap = read(&folder, OsStr::new(KEPT_NAME))
+        let (snap, _) = read(&folder, OsStr::new(KEPT_NAME))
             .ok()
             .flatten()
             .ok_or_else(|| io::Error::other("the kept file cannot be read: not folding"))?;
-        fold_in(&mut acc, &snap).map_err(io::Error::other)?;
+        check(&snap).map_err(io::Error::other)?;
+        fold_in(&mut acc, &snap, None, KEPT_NAME, &mut report.retired);
         old_ids = identities(&snap);
     }
     let listed: BTreeSet<String> = listing.names.iter().map(SegmentName::identity).collect();
     let mut folded = Vec::new();
     let mut ids: BTreeSet<String> = old_ids.intersection(&listed).cloned().collect();
     let started = std::time::Instant::now();
-    let mut batch = 0usize;
+    let mut batch = Vec::new();
     for name in &listing.names {
         let file = OsStr::new(&name.to_string()).to_os_string();
         if !ids.contains(&name.identity())
-            && (batch >= MAX_BATCH || started.elapsed() >= READ_BUDGET)
+            && (batch.len() >= MAX_BATCH || started.elapsed() >= READ_BUDGET)
         {
             report.more = true;
             break;
@@ -403,24 +503,36 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
             folded.push(file);
             continue;
         }
-        let snap = match read(&folder, &file) {
-            Ok(Some(snap)) => {
-                batch += 1;
-                snap
-            }
+        let (snap, writer_started) = match read(&folder, &file) {
+            Ok(Some(dead)) => dead,
             Ok(None) => continue, // a live writer's
             Err(e) => {
                 report.left.push(format!("{name}: {e}"));
                 continue;
             }
         };
-        match fold_in(&mut acc, &snap) {
-            Ok(()) => {
-                ids.insert(name.identity());
-                folded.push(file);
-            }
-            Err(e) => report.left.push(format!("{name}: {e}")),
+        if let Err(e) = check(&snap) {
+            report.left.push(format!("{name}: {e}"));
+            continue;
         }
+        batch.push(Dead {
+            file,
+            identity: name.identity(),
+            started: writer_started,
+            snap,
+        });
+    }
+    // Oldest writer first: each family's metadata are the newest folded
+    // writer's (a reworded help kept, other identity metadata retiring the
+    // counts of the old ones), §15.5.
+    batch.sort_by_key(|d| d.started);
+    let refs = references(&batch);
+    reconcile(&mut acc, &refs, &mut report.retired);
+    for d in &batch {
+        let shown = d.file.to_string_lossy();
+        fold_in(&mut acc, &d.snap, Some(&refs), &shown, &mut report.retired);
+        ids.insert(d.identity.clone());
+        folded.push(d.file.clone());
     }
     if folded.is_empty() && ids == old_ids {
         report.held = held.elapsed();

@@ -59,7 +59,7 @@ pub use crate::host::{boottime_ns, possible_cpus};
 pub use counter::Counter;
 pub use families::{FamilyId, MemberId};
 pub use percpu::{Method, MethodChoice, UpdateStats};
-pub use series::{series_member, SeriesMember, SERIES_DIMENSION};
+pub use series::{series_instance, series_member, SeriesMember, SERIES_DIMENSION};
 
 /// What a writer creates.
 #[derive(Clone, Debug, PartialEq, Eq)]

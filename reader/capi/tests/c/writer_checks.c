@@ -460,6 +460,47 @@ static int threads(const char *dir)
 	return failures != 0;
 }
 
+/* Label series (spec §9.2): values with commas get distinct instances by
+ * the writers' one rule, each a member of its own with its labels; misuse
+ * is refused. Prints each instance for the Rust side to compare. */
+static int series(const char *dir)
+{
+	perfabi_writer *w = NULL;
+	MUST(perfabi_writer_create_in(dir, "cseries", NULL, &w));
+	perfabi_writer_family *hits = family(w, (perfabi_family_spec){
+		.name = "app.hits", .help = "Hits", .dimension = "series",
+		.kind = PERFABI_METRIC_COUNTER });
+	const char *rows[][2] = { { "x,y", "z" }, { "x", "y,z" }, { "50%", "a b" },
+				  { "vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv",
+				    "wwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwww" } };
+	perfabi_member *m[4] = { NULL };
+	for (int i = 0; i < 4; i++) {
+		char instance[64];
+		MUST(perfabi_series_instance(rows[i], 2, instance, sizeof instance));
+		printf("instance %s\n", instance);
+		perfabi_label l[] = { { "a", rows[i][0] }, { "b", rows[i][1] } };
+		MUST(perfabi_writer_family_add_member(hits, instance, l, 2, &m[i]));
+		MUST(perfabi_member_add(m[i], i + 1));
+	}
+	/* Misuse: refused, nothing written. */
+	char small[4] = "abc";
+	const char *one[] = { "x" }, *nulls[] = { "x", NULL };
+	CHECK(perfabi_series_instance(one, 1, small, sizeof small));
+	CHECK(perfabi_series_instance(rows[0], 5, small, sizeof small));
+	CHECK(perfabi_series_instance(nulls, 2, small, sizeof small));
+	CHECK(perfabi_series_instance(NULL, 2, small, sizeof small));
+	CHECK(perfabi_series_instance(rows[0], 2, NULL, 64));
+	CHECK(perfabi_series_instance(rows[0], 2, small, sizeof small));
+	expect("a short buffer is left as it was", strcmp(small, "abc") == 0, 1);
+	printf("path %s\n", perfabi_writer_path(w));
+	for (int i = 0; i < 4; i++)
+		perfabi_member_free(m[i]);
+	perfabi_writer_family_free(hits);
+	perfabi_writer_close(w);
+	printf("done failures=%d\n", failures);
+	return failures != 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[1], "write") == 0)
@@ -468,6 +509,8 @@ int main(int argc, char **argv)
 		return misuse(argv[2]);
 	if (argc == 3 && strcmp(argv[1], "threads") == 0)
 		return threads(argv[2]);
-	fprintf(stderr, "usage: writer_checks write|misuse|threads DIR\n");
+	if (argc == 3 && strcmp(argv[1], "series") == 0)
+		return series(argv[2]);
+	fprintf(stderr, "usage: writer_checks write|misuse|threads|series DIR\n");
 	return 2;
 }

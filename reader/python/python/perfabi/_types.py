@@ -195,8 +195,10 @@ class Problem:
     itself. ``code`` is the reader's code of a file refused or unreadable
     (``"symlink"``, ``"untrusted-owner"``, ``"sparse"``... as the
     exceptions' ``code``), ``"family-conflict"`` for a family whose
-    metadata differ between two files (``family`` names it; ``message``
-    both files and what differs), or ``"limit"``. ``file`` is the file it
+    identity metadata differ between two files (``family`` names it;
+    ``message`` both files and what differs: a family refused, if both
+    writers live, else this file's counts of it left out), or
+    ``"limit"``. ``file`` is the file it
     concerns (the directory, for a limit); ``message`` one line."""
 
     file: str

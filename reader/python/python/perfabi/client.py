@@ -36,8 +36,9 @@ What differs from prometheus_client, and why:
 * **Labels.** perfabi's members have one dimension and up to four more
   labels (§5.3). One label name is the family's dimension; two to four are
   member labels and the dimension is ``series``, whose value is the label
-  values joined by ``,`` (or ``#<n>`` where that is not a valid instance
-  string). A label name is ``[a-z][a-z0-9_]*``, at most 15 bytes, not
+  values escaped and joined by ``,`` (``x%2Cy,z`` for ``x,y`` and ``z``:
+  values with commas never collide, and a series is the same member in
+  every process; ``spec/PERFABI.md`` §9.2). A label name is ``[a-z][a-z0-9_]*``, at most 15 bytes, not
   ``cpu``, ``le`` or ``series``; a value at most 47 printable ASCII bytes
   without ``"`` or ``\\`` (and without space for a single label).
 * **Gauges.** ``multiprocess_mode`` is the family's gauge mode, how a
@@ -462,14 +463,11 @@ class _Metric:
             child = self._children.get(values)
             if child is not None:
                 return child
+            # The writer's one rule (spec §9.2): two to four values are
+            # escaped into an instance no other values have, the same in
+            # every process, so the series merge across a directory's
+            # writers; a value the member labels cannot hold is refused.
             _, instance, labels = _native.series_member(list(zip(self._labelnames, values)))
-            if len(values) > 1:
-                if (
-                    len(instance) > 63
-                    or any(not (0x21 <= ord(c) <= 0x7E) or c in '"\\' for c in instance)
-                    or any(c._instance == instance for c in self._children.values())
-                ):
-                    instance = f"#{len(self._children)}"
             child = self._child_class(self, instance, labels)
             self._children[values] = child
             return child
