@@ -23,16 +23,23 @@ pub(crate) struct Watched {
     read_any: bool,
     /// The client began with the HTTP/2 preface.
     http2: bool,
+    /// The connection is to speak TLS.
+    tls: bool,
+    /// It is to speak TLS, and the client began with something else than
+    /// a TLS handshake record (plain HTTP, most likely).
+    not_tls: bool,
 }
 
 impl Watched {
-    /// `stream`, reporting to `conn`.
-    pub(crate) fn new(stream: TcpStream, conn: Arc<Conn>) -> Self {
+    /// `stream`, reporting to `conn`; `tls` if it is to speak TLS.
+    pub(crate) fn new(stream: TcpStream, conn: Arc<Conn>, tls: bool) -> Self {
         Self {
             stream,
             conn,
             read_any: false,
             http2: false,
+            tls,
+            not_tls: false,
         }
     }
 }
@@ -43,10 +50,14 @@ impl Drop for Watched {
     /// to a client that would not take it in time. One whose request head
     /// timed out is answered `408` saying so; one whose client spoke HTTP/2
     /// first (which hyper closes unanswered) is told, in HTTP/2, to use
-    /// HTTP/1.1. Those are a few bytes into an empty socket buffer, so
-    /// written without waiting.
+    /// HTTP/1.1; one that spoke plain text to the TLS port is answered
+    /// `400` in plain HTTP saying so, as Go's servers do. Those are a few
+    /// bytes into an empty socket buffer, so written without waiting.
     fn drop(&mut self) {
         match self.conn.ending() {
+            Ending::Open | Ending::Closed | Ending::HeadTimedOut if self.not_tls => {
+                let _ = self.stream.try_write(NOT_TLS.as_bytes());
+            }
             Ending::Aborted => {
                 let _ = socket2::SockRef::from(&self.stream).set_linger(Some(Duration::ZERO));
             }
@@ -60,6 +71,13 @@ impl Drop for Watched {
         }
     }
 }
+
+/// TLS records begin with their content type; a handshake's is 22.
+const TLS_HANDSHAKE: u8 = 0x16;
+
+/// The answer to a client speaking plain text to the TLS port.
+const NOT_TLS: &str = "HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n\
+    Connection: close\r\n\r\nClient sent an HTTP request to an HTTPS server: use https://\n";
 
 /// The answer to a request head that did not arrive whole in time.
 fn head_timed_out() -> String {
@@ -81,7 +99,9 @@ impl AsyncRead for Watched {
         let r = Pin::new(&mut self.stream).poll_read(cx, buf);
         if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
             if !std::mem::replace(&mut self.read_any, true) {
-                self.http2 = h2::is_preface(&buf.filled()[before..]);
+                let first = &buf.filled()[before..];
+                self.not_tls = self.tls && first[0] != TLS_HANDSHAKE;
+                self.http2 = !self.tls && h2::is_preface(first);
             }
             self.conn.bytes_read();
         }
