@@ -209,7 +209,6 @@ async fn connection(stream: TcpStream, peer: SocketAddr, slot: Slot, shared: Arc
     let _ = stream.set_nodelay(true);
     let _ = socket2::SockRef::from(&stream).set_tcp_notsent_lowat(UNSENT_LOWAT);
     let conn = Arc::clone(&slot.conn);
-    let watched = Watched::new(stream, Arc::clone(&conn), shared.web.is_tls());
     let service = {
         let shared = Arc::clone(&shared);
         let conn = Arc::clone(&conn);
@@ -222,21 +221,37 @@ async fn connection(stream: TcpStream, peer: SocketAddr, slot: Slot, shared: Arc
     let served = async {
         match &shared.web.tls {
             None => {
+                let watched = Watched::new(stream, Arc::clone(&conn), false);
                 let _ = shared
                     .http
                     .serve_connection(TokioIo::new(watched), service)
                     .await;
             }
-            Some(acceptor) => match acceptor.accept(watched).await {
-                Ok(tls) => {
-                    let _ = shared
-                        .http
-                        .serve_connection(TokioIo::new(tls), service)
-                        .await;
-                }
-                Err(e) => {
+            // Plain HTTP to the TLS port is answered before rustls, which
+            // would answer it with a TLS alert the client cannot read.
+            Some(acceptor) => match crate::tls::begins_handshake(&stream).await {
+                Err(_) => {} // closed before its first byte
+                Ok(false) => {
                     shared.web.stats.handshake_failed();
-                    shared.web.handshakes.failed(&peer.to_string(), &e);
+                    shared.web.handshakes.failed(
+                        &peer.to_string(),
+                        &"the client spoke plain HTTP, not TLS (answered 400: use https://)",
+                    );
+                }
+                Ok(true) => {
+                    let watched = Watched::new(stream, Arc::clone(&conn), true);
+                    match acceptor.accept(watched).await {
+                        Ok(tls) => {
+                            let _ = shared
+                                .http
+                                .serve_connection(TokioIo::new(tls), service)
+                                .await;
+                        }
+                        Err(e) => {
+                            shared.web.stats.handshake_failed();
+                            shared.web.handshakes.failed(&peer.to_string(), &e);
+                        }
+                    }
                 }
             },
         }

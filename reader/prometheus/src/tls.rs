@@ -147,6 +147,40 @@ fn kx_group(c: Curve) -> &'static dyn SupportedKxGroup {
     }
 }
 
+/// TLS records begin with their content type; a handshake's is 22 (RFC
+/// 8446 §5.1).
+const TLS_HANDSHAKE: u8 = 0x16;
+
+/// The answer to a client speaking plain text to the TLS port, as Go's
+/// servers answer it.
+const NOT_TLS: &[u8] = b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n\
+    Connection: close\r\n\r\nClient sent an HTTP request to an HTTPS server: use https://\n";
+
+/// Waits for a new connection's first byte: `Ok(true)` if it begins a TLS
+/// handshake; `Ok(false)` if it is something else (plain HTTP, most
+/// likely), which has then been answered `400` in plain HTTP and read
+/// (what the client sent at once: closing with it unread would reset the
+/// connection before the client reads the answer); an error if the
+/// connection ended first.
+pub(crate) async fn begins_handshake(stream: &tokio::net::TcpStream) -> std::io::Result<bool> {
+    let mut first = [0u8; 1];
+    if stream.peek(&mut first).await? == 0 {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
+    if first[0] == TLS_HANDSHAKE {
+        return Ok(true);
+    }
+    let mut drain = [0u8; 4096];
+    for _ in 0..16 {
+        match stream.try_read(&mut drain) {
+            Ok(n) if n > 0 => {}
+            _ => break,
+        }
+    }
+    let _ = stream.try_write(NOT_TLS);
+    Ok(false)
+}
+
 /// Failed handshakes are logged at most this often while they go on.
 pub const HANDSHAKE_LOG_EVERY: Duration = Duration::from_secs(60);
 
@@ -161,7 +195,7 @@ pub struct HandshakeLog {
 
 impl HandshakeLog {
     /// A handshake with `peer` failed with `e`.
-    pub fn failed(&self, peer: &str, e: &std::io::Error) {
+    pub fn failed(&self, peer: &str, e: &dyn std::fmt::Display) {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let (last, unlogged) = &mut *s;
         if last.is_some_and(|t| t.elapsed() < HANDSHAKE_LOG_EVERY) {
@@ -192,6 +226,10 @@ mod tests {
     fn certs() -> (String, String, String) {
         let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
         ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        // A subject of its own: the leaf's default one would make the leaf
+        // look self-signed to OpenSSL.
+        ca.distinguished_name
+            .push(rcgen::DnType::CommonName, "perfabi test CA");
         let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
         let key = KeyPair::generate().unwrap();
         let leaf = CertificateParams::new(vec!["127.0.0.1".to_string()])

@@ -23,11 +23,9 @@ pub(crate) struct Watched {
     read_any: bool,
     /// The client began with the HTTP/2 preface.
     http2: bool,
-    /// The connection is to speak TLS.
+    /// The connection speaks TLS (HTTP/2's preface is then not looked
+    /// for in the clear).
     tls: bool,
-    /// It is to speak TLS, and the client began with something else than
-    /// a TLS handshake record (plain HTTP, most likely).
-    not_tls: bool,
 }
 
 impl Watched {
@@ -39,7 +37,6 @@ impl Watched {
             read_any: false,
             http2: false,
             tls,
-            not_tls: false,
         }
     }
 }
@@ -50,34 +47,24 @@ impl Drop for Watched {
     /// to a client that would not take it in time. One whose request head
     /// timed out is answered `408` saying so; one whose client spoke HTTP/2
     /// first (which hyper closes unanswered) is told, in HTTP/2, to use
-    /// HTTP/1.1; one that spoke plain text to the TLS port is answered
-    /// `400` in plain HTTP saying so, as Go's servers do. Those are a few
-    /// bytes into an empty socket buffer, so written without waiting.
+    /// HTTP/1.1. Those are a few bytes into an empty socket buffer, so
+    /// written without waiting.
     fn drop(&mut self) {
         match self.conn.ending() {
-            Ending::Open | Ending::Closed | Ending::HeadTimedOut if self.not_tls => {
-                let _ = self.stream.try_write(NOT_TLS.as_bytes());
-            }
             Ending::Aborted => {
                 let _ = socket2::SockRef::from(&self.stream).set_linger(Some(Duration::ZERO));
             }
-            Ending::HeadTimedOut => {
+            // Over TLS a plain-text 408 would be garbage to the client.
+            Ending::HeadTimedOut if !self.tls => {
                 let _ = self.stream.try_write(head_timed_out().as_bytes());
             }
             Ending::Open | Ending::Closed if self.http2 => {
                 let _ = self.stream.try_write(&h2::refusal());
             }
-            Ending::Open | Ending::Closed => {}
+            Ending::Open | Ending::Closed | Ending::HeadTimedOut => {}
         }
     }
 }
-
-/// TLS records begin with their content type; a handshake's is 22.
-const TLS_HANDSHAKE: u8 = 0x16;
-
-/// The answer to a client speaking plain text to the TLS port.
-const NOT_TLS: &str = "HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n\
-    Connection: close\r\n\r\nClient sent an HTTP request to an HTTPS server: use https://\n";
 
 /// The answer to a request head that did not arrive whole in time.
 fn head_timed_out() -> String {
@@ -99,9 +86,7 @@ impl AsyncRead for Watched {
         let r = Pin::new(&mut self.stream).poll_read(cx, buf);
         if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
             if !std::mem::replace(&mut self.read_any, true) {
-                let first = &buf.filled()[before..];
-                self.not_tls = self.tls && first[0] != TLS_HANDSHAKE;
-                self.http2 = !self.tls && h2::is_preface(first);
+                self.http2 = !self.tls && h2::is_preface(&buf.filled()[before..]);
             }
             self.conn.bytes_read();
         }

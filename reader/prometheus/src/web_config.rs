@@ -609,7 +609,7 @@ mod tests {
         assert_eq!(e.to_string().lines().count(), 1, "{e}");
     }
 
-    const HASH: &str = "$2y$10$X0h1gDsPszWURQaxFh.zoubFi6DXncSjhoQNJgRrnGs7EsimhC7zG";
+    const HASH: &str = "$2b$10$4gnGsB4879fzMcP1MCXI3e5VVSVaZz0EIjR8/x0xhULK7Ufe9RDoa";
 
     #[test]
     fn empty_is_plain_http_without_users() {
