@@ -122,7 +122,7 @@ fn blocks(page: &str) -> Vec<Block<'_>> {
 
 /// `page` without the families `drop` picks (their names returned), the
 /// rest byte for byte, `# EOF` kept.
-fn without<'a>(page: &'a str, drop: impl Fn(&Block<'_>) -> bool) -> (String, Vec<String>) {
+fn without(page: &str, drop: impl Fn(&Block<'_>) -> bool) -> (String, Vec<String>) {
     let blocks = blocks(page);
     let mut out = String::with_capacity(page.len());
     let mut dropped = Vec::new();

@@ -285,7 +285,7 @@ pub fn read_small_file(path: &Path) -> Result<Vec<u8>, String> {
 
 impl WebConfig {
     /// Reads and checks the file at `path` (not the certificates, keys
-    /// and hashes' use: [`crate::tls`] loads those).
+    /// and hashes' use: [`crate::Web::from_config`] loads those).
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = read_small_file(path).map_err(|e| ConfigError::new("", e))?;
         let dir = path.parent().unwrap_or(Path::new("."));
