@@ -11,7 +11,7 @@ use std::time::Duration;
 use clap::Parser;
 use perfabi_prometheus::{
     connections_within, listen, raise_open_file_limit, serve_with, Endpoint, Limits, Web,
-    WebConfig, MAX_CONNECTIONS, MAX_PAGE_BYTES, MAX_REQUESTS,
+    MAX_CONNECTIONS, MAX_PAGE_BYTES, MAX_REQUESTS,
 };
 use perfabi_reader::directory::{check_writer_label, DirectoryOptions, DEFAULT_MAX_SEGMENTS};
 use perfabi_reader::{Options, Trust};
@@ -69,7 +69,9 @@ exporter-toolkit's web-config.yml (as node_exporter does) at start: TLS
 min_version, max_version, cipher_suites, curve_preferences), basic
 authentication (basic_auth_users, bcrypt hashes: 401 without a user's
 credentials) and answer headers (http_server_config.headers). A field it
-cannot honour is refused, naming it (exit 2).
+cannot honour is refused, naming it (exit 2). SIGHUP reads the file again:
+new connections and requests get its settings; a wrong file is logged and
+the settings in force kept (turning TLS on or off needs a restart).
 
 GET /metrics?name[]=X&name[]=Y keeps the families named (at most 256);
 the page is gzipped when Accept-Encoding asks, and ends with the
@@ -205,7 +207,7 @@ fn main() -> ExitCode {
     }
     let web = match &args.web_config {
         None => Web::default(),
-        Some(file) => match WebConfig::load(file).and_then(|c| Web::from_config(&c)) {
+        Some(file) => match Web::load(file) {
             Ok(web) => web,
             Err(e) => {
                 eprintln!(

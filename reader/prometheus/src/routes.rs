@@ -33,7 +33,7 @@ use crate::connections::{Conn, Held, Table};
 use crate::filter::{self, Selection};
 use crate::negotiate::negotiate;
 use crate::scrapes::{Place, Scrapes};
-use crate::web::Web;
+use crate::web::{Settings, Web};
 use crate::{Endpoint, Limits};
 
 /// What every answer needs: the segment, the scrapes in flight and their
@@ -84,8 +84,11 @@ impl Routes {
         conn: Arc<Conn>,
     ) -> Result<Response<Page>, Infallible> {
         let metrics = req.uri().path() == "/metrics";
-        let mut r = self.route(req, conn).await;
-        for (k, v) in &self.web.headers {
+        // The settings in force when the request came (a reload may
+        // replace them meanwhile).
+        let settings = self.web.settings();
+        let mut r = self.route(req, conn, &settings).await;
+        for (k, v) in &settings.headers {
             r.headers_mut().insert(k.clone(), v.clone());
         }
         if metrics {
@@ -94,7 +97,12 @@ impl Routes {
         Ok(r)
     }
 
-    async fn route(&self, req: Request<Incoming>, conn: Arc<Conn>) -> Response<Page> {
+    async fn route(
+        &self,
+        req: Request<Incoming>,
+        conn: Arc<Conn>,
+        settings: &Settings,
+    ) -> Response<Page> {
         conn.request();
         let done = Done(conn, None);
         // RFC 9112 §3.2: one Host in an HTTP/1.1 request, never two in any
@@ -110,7 +118,7 @@ impl Routes {
                 .insert(CONNECTION, HeaderValue::from_static("close"));
             return r;
         }
-        if self.web.users.check(req.headers()).await == Verdict::Refused {
+        if settings.users.check(req.headers()).await == Verdict::Refused {
             let mut r = text(
                 StatusCode::UNAUTHORIZED,
                 "401 Unauthorized: give a configured user's credentials (basic authentication)\n",

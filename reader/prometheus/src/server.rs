@@ -80,7 +80,8 @@ pub fn serve(
     serve_with(listener, endpoint, threads, limits, Web::default())
 }
 
-/// [`serve`] with the TLS, users and headers of `web`.
+/// [`serve`] with the TLS, users and headers of `web`; if `web` was read
+/// from a file ([`Web::load`]), the file is read again at each `SIGHUP`.
 pub fn serve_with(
     listener: std::net::TcpListener,
     endpoint: Arc<Endpoint>,
@@ -126,6 +127,9 @@ async fn run(
         // The deadlines are the connection task's (hyper's one timeout
         // counts idle time and the head together).
         .header_read_timeout(None);
+    if web.source().is_some() {
+        tokio::spawn(reload_on_hangup(Arc::clone(&web)));
+    }
     let table = Arc::new(Table::new(limits.max_connections));
     let shared = Arc::new(Shared {
         routes: Routes::new(endpoint, &limits, Arc::clone(&table), Arc::clone(&web)),
@@ -154,6 +158,25 @@ async fn run(
         };
         let slot = table.admit().await;
         tokio::spawn(connection(stream, peer, slot, Arc::clone(&shared)));
+    }
+}
+
+/// Reads the web configuration file again at each `SIGHUP`
+/// ([`Web::reload`]; on a blocking thread: it reads files and hashes).
+async fn reload_on_hangup(web: Arc<Web>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hangups = match signal(SignalKind::hangup()) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!(
+                "perfabi-prometheus: cannot catch SIGHUP ({e}): the web configuration is read once"
+            );
+            return;
+        }
+    };
+    while hangups.recv().await.is_some() {
+        let web = Arc::clone(&web);
+        let _ = tokio::task::spawn_blocking(move || web.reload()).await;
     }
 }
 
@@ -218,8 +241,9 @@ async fn connection(stream: TcpStream, peer: SocketAddr, slot: Slot, shared: Arc
             async move { shared.routes.answer(req, conn).await }
         })
     };
+    let settings = shared.web.settings();
     let served = async {
-        match &shared.web.tls {
+        match &settings.tls {
             None => {
                 let watched = Watched::new(stream, Arc::clone(&conn), false);
                 let _ = shared

@@ -568,3 +568,80 @@ fn a_bad_web_config_is_one_line_naming_the_field_and_exit_2() {
         );
     }
 }
+
+/// `SIGHUP` reads the file again: a new password (and headers) for new
+/// requests; a wrong file, or one turning TLS off, is logged one line and
+/// the settings in force are kept.
+#[test]
+fn sighup_reads_the_web_config_again() {
+    use perfabi_test_harness::{send, Signal};
+    let dir = tempfile::tempdir().unwrap();
+    let seg = dir.path().join("seg");
+    let _w = segment(&seg);
+    let config = web_config(dir.path());
+    let e = start(&seg, &config, &[]);
+    let url = format!("https://{}/metrics?name[]=perfabi_queue_depth", e.addr);
+    let ca = dir.path().join("ca.crt");
+    let ca = ca.to_str().unwrap();
+    let status = |password: &str| {
+        let out = curl(&[
+            "--cacert",
+            ca,
+            "-u",
+            &format!("{USER}:{password}"),
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            &url,
+        ]);
+        String::from_utf8(out).unwrap()
+    };
+    assert_eq!(status(PASSWORD), "200");
+    // Waits for the `n`th log line containing `what`.
+    let logged = |what: &str, n: usize| {
+        let until = Deadline::witness();
+        let count = || e.log().iter().filter(|l| l.contains(what)).count();
+        while count() < n && !until.passed() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        until.assert(
+            count() >= n,
+            format_args!("{n} log lines with {what:?}: {:?}", e.log()),
+        );
+    };
+    let original = std::fs::read_to_string(&config).unwrap();
+    let new_hash = bcrypt::hash("new password", 4).unwrap();
+    let old_line = original
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("{USER}:")))
+        .unwrap();
+    let renewed = original.replace(old_line, &format!("  {USER}: {new_hash}"));
+    std::fs::write(&config, &renewed).unwrap();
+    send(e.pid(), Signal::HUP);
+    logged("read again, its settings in force", 1);
+    assert_eq!(status(PASSWORD), "401");
+    assert_eq!(status("new password"), "200");
+    // A wrong file: logged, naming the field; the settings kept.
+    std::fs::write(&config, format!("{renewed}rate_limit:\n  interval: 5s\n")).unwrap();
+    send(e.pid(), Signal::HUP);
+    logged("rate_limit.interval", 1);
+    assert_eq!(status("new password"), "200");
+    // TLS off: refused, kept.
+    std::fs::write(
+        &config,
+        format!("basic_auth_users:\n  {USER}: {new_hash}\n"),
+    )
+    .unwrap();
+    send(e.pid(), Signal::HUP);
+    logged("would turn TLS off", 1);
+    assert_eq!(status("new password"), "200");
+    assert!(
+        e.log()
+            .iter()
+            .any(|l| l.contains("rate_limit.interval") && l.contains("kept")),
+        "{:?}",
+        e.log()
+    );
+    println!("WEB-SIGHUP PASS: a new password in force after SIGHUP; a wrong file and TLS off refused, settings kept");
+}
