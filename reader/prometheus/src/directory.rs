@@ -12,6 +12,8 @@ use perfabi_reader::directory::{Directory, DirectoryOptions, Problem};
 use perfabi_reader::exposition::{self, Format};
 use perfabi_shm::safe_open::escape_path;
 
+use crate::endpoint::Failure;
+
 /// The most new problems logged by one scrape, one line each; the rest
 /// are counted in one more line (a directory of 10,000 bad files costs
 /// the log a few lines a scrape, not 10,000).
@@ -40,9 +42,10 @@ impl Served {
     /// One scrape: the directory read and rendered in `format`, or the
     /// one-line reason the directory as a whole could not be read (then it
     /// is opened again at the next scrape).
-    pub(crate) fn scrape(&mut self, format: Format) -> Result<String, String> {
-        let reason = |e: perfabi_reader::Error| {
-            format!("cannot read the directory {}: {e}", escape_path(&self.path))
+    pub(crate) fn scrape(&mut self, format: Format) -> Result<String, Failure> {
+        let reason = |e: perfabi_reader::Error| Failure {
+            code: e.code(),
+            reason: format!("cannot read the directory {}: {e}", escape_path(&self.path)),
         };
         let dir = match &mut self.dir {
             Some(d) => d,

@@ -12,6 +12,15 @@ use perfabi_shm::safe_open::escape_path;
 
 use crate::directory::Served;
 
+/// A failed read: the reader's error code (`spec/PERFABI.md` §11.6) and
+/// the one-line reason.
+pub(crate) struct Failure {
+    /// The reader's error code (`not-found`, `busy`…).
+    pub(crate) code: &'static str,
+    /// The reason, one line, its untrusted parts escaped.
+    pub(crate) reason: String,
+}
+
 /// The segment or directory an endpoint serves, opened at the first scrape
 /// and again after a failed one.
 pub struct Endpoint {
@@ -42,7 +51,7 @@ impl Reading {
     /// Fills `self.snapshot` (opening the segment if needed); on failure,
     /// the one-line reason, and the segment and the buffer's decoded
     /// metadata are dropped so that the next scrape opens it again.
-    fn refresh(&mut self, path: &Path, opts: &Options) -> Result<&Snapshot, String> {
+    fn refresh(&mut self, path: &Path, opts: &Options) -> Result<&Snapshot, Failure> {
         let result = match self.segment.as_mut() {
             Some(seg) => seg.snapshot_into(&mut self.snapshot),
             None => Segment::open_with(path, opts.clone()).and_then(|mut seg| {
@@ -57,7 +66,10 @@ impl Reading {
                 self.segment = None;
                 self.snapshot = Snapshot::default();
                 // The reader's message escapes what it quotes itself.
-                Err(format!("cannot read {}: {e}", escape_path(path)))
+                Err(Failure {
+                    code: e.code(),
+                    reason: format!("cannot read {}: {e}", escape_path(path)),
+                })
             }
         }
     }
@@ -102,7 +114,10 @@ impl Endpoint {
     pub fn snapshot(&self) -> Result<Snapshot, String> {
         let mut source = self.source.lock().unwrap_or_else(|p| p.into_inner());
         match &mut *source {
-            Source::Segment(opts, reading) => reading.refresh(&self.path, opts).cloned(),
+            Source::Segment(opts, reading) => reading
+                .refresh(&self.path, opts)
+                .cloned()
+                .map_err(|f| f.reason),
             Source::Directory(_) => Err(format!(
                 "{} is a directory of segments: it is read as one by a scrape, not snapshotted",
                 escape_path(&self.path)
@@ -116,6 +131,11 @@ impl Endpoint {
     /// snapshot is rendered from the endpoint's one buffer before the next
     /// scrape refills it.
     pub fn scrape(&self, format: Format) -> Result<String, String> {
+        self.read(format).map_err(|f| f.reason)
+    }
+
+    /// [`Endpoint::scrape`], its failure with the reader's error code.
+    pub(crate) fn read(&self, format: Format) -> Result<String, Failure> {
         let mut source = self.source.lock().unwrap_or_else(|p| p.into_inner());
         match &mut *source {
             Source::Segment(opts, reading) => {
@@ -127,17 +147,18 @@ impl Endpoint {
             Source::Directory(served) => served.scrape(format),
         }
     }
-    /// Logs `result`'s failure to stderr when it differs from the last one
-    /// logged (a writer that stays away is logged once, not every scrape),
-    /// and a recovery once.
-    pub(crate) fn log(&self, result: &Result<String, String>) {
+
+    /// Logs a read's failure (`Some(reason)`) to stderr when it differs
+    /// from the last one logged (a writer that stays away is logged once,
+    /// not every scrape), and a recovery (`None`) once.
+    pub(crate) fn log(&self, failure: Option<&str>) {
         let mut last = self.last_error.lock().unwrap_or_else(|p| p.into_inner());
-        match (result, last.as_ref()) {
-            (Err(e), prev) if prev != Some(e) => {
+        match (failure, last.as_deref()) {
+            (Some(e), prev) if prev != Some(e) => {
                 eprintln!("perfabi-prometheus: {e} (answering 503)");
-                *last = Some(e.clone());
+                *last = Some(e.to_string());
             }
-            (Ok(_), Some(_)) => {
+            (None, Some(_)) => {
                 eprintln!(
                     "perfabi-prometheus: {} readable again",
                     escape_path(&self.path)

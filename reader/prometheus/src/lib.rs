@@ -27,23 +27,40 @@
 //!   room. The
 //!   snapshot and rendering run on threads of their own, so no connection
 //!   waits for another's page.
+//! * As node_exporter serves it ([`serve_with`], [`Web`]): TLS by rustls
+//!   and basic authentication with bcrypt hashes from exporter-toolkit's
+//!   web configuration file ([`WebConfig`]), extra answer headers; gzip
+//!   when `Accept-Encoding` asks; `name[]` filters keeping the families
+//!   named; the endpoint's own families on every page
+//!   (`promhttp_metric_handler_requests_total`,
+//!   `perfabi_exporter_*`, `process_*`).
 #![forbid(unsafe_code)]
 
+mod auth;
+mod compress;
 mod connections;
 mod directory;
 mod endpoint;
+mod filter;
 mod h2;
 mod limits;
 mod negotiate;
 mod routes;
 mod scrapes;
+mod selfmetrics;
 mod server;
+mod tls;
 mod watched;
+mod web;
+pub mod web_config;
 
+pub use compress::{gzip, GZIP_LEVEL};
 pub use endpoint::Endpoint;
 pub use limits::{
     connections_within, raise_open_file_limit, Limits, IDLE_TIMEOUT, MAX_CONNECTIONS, MAX_HEAD,
     MAX_HEADERS, MAX_PAGE_BYTES, MAX_REQUESTS, READ_TIMEOUT, RESERVED_FDS, WRITE_TIMEOUT,
 };
 pub use negotiate::negotiate;
-pub use server::{listen, serve, BACKLOG, RECV_BUFFER, UNSENT_LOWAT};
+pub use server::{listen, serve, serve_with, BACKLOG, RECV_BUFFER, UNSENT_LOWAT};
+pub use web::Web;
+pub use web_config::{ConfigError, WebConfig};

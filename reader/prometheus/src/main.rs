@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use clap::Parser;
 use perfabi_prometheus::{
-    connections_within, listen, raise_open_file_limit, serve, Endpoint, Limits, MAX_CONNECTIONS,
-    MAX_PAGE_BYTES, MAX_REQUESTS,
+    connections_within, listen, raise_open_file_limit, serve_with, Endpoint, Limits, Web,
+    MAX_CONNECTIONS, MAX_PAGE_BYTES, MAX_REQUESTS,
 };
 use perfabi_reader::directory::{check_writer_label, DirectoryOptions, DEFAULT_MAX_SEGMENTS};
 use perfabi_reader::{Options, Trust};
@@ -62,6 +62,21 @@ while it lasts and counted in the gauge perfabi_directory_problems{code};
 perfabi_directory_segments is the files merged. Only a directory refused
 as a whole (another user's, writable by others without the sticky bit) is
 a 503. --cpu does not apply (only totals merge).
+
+Web configuration: --web.config.file FILE reads Prometheus
+exporter-toolkit's web-config.yml (as node_exporter does) at start: TLS
+(tls_server_config: cert_file, key_file, client_auth_type, client_ca_file,
+min_version, max_version, cipher_suites, curve_preferences), basic
+authentication (basic_auth_users, bcrypt hashes: 401 without a user's
+credentials) and answer headers (http_server_config.headers). A field it
+cannot honour is refused, naming it (exit 2). SIGHUP reads the file again:
+new connections and requests get its settings; a wrong file is logged and
+the settings in force kept (turning TLS on or off needs a restart).
+
+GET /metrics?name[]=X&name[]=Y keeps the families named (at most 256);
+the page is gzipped when Accept-Encoding asks, and ends with the
+endpoint's own families (promhttp_metric_handler_requests_total,
+perfabi_exporter_*, process_*).
 
 Exit status: 1 if it cannot listen or its runtime fails, 2 for bad
 arguments; otherwise it serves until stopped.";
@@ -133,6 +148,14 @@ struct Args {
     /// Read segments of any owner.
     #[arg(long, conflicts_with = "trust_uid")]
     trust_anyone: bool,
+    /// Prometheus exporter-toolkit's web configuration file: TLS, basic
+    /// authentication, answer headers (see below).
+    #[arg(
+        long = "web.config.file",
+        visible_alias = "web-config",
+        value_name = "FILE"
+    )]
+    web_config: Option<PathBuf>,
 }
 
 /// A `--*-timeout SECS`: seconds, fractions allowed, 0.01 to an hour.
@@ -182,6 +205,19 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    let web = match &args.web_config {
+        None => Web::default(),
+        Some(file) => match Web::load(file) {
+            Ok(web) => web,
+            Err(e) => {
+                eprintln!(
+                    "perfabi-prometheus: --web.config.file {}: {e}",
+                    escape_path(file)
+                );
+                return ExitCode::from(2);
+            }
+        },
+    };
     let wanted = args.max_connections as usize;
     let open_files = raise_open_file_limit();
     let max_connections = connections_within(wanted, open_files);
@@ -208,9 +244,15 @@ fn main() -> ExitCode {
     };
     let addr = listener.local_addr().unwrap_or(args.listen);
     eprintln!(
-        "perfabi-prometheus: serving {}{} at http://{addr}/metrics",
+        "perfabi-prometheus: serving {}{}{} at {}://{addr}/metrics",
         if is_dir { "the directory " } else { "" },
-        escape_path(&path)
+        escape_path(&path),
+        if web.needs_auth() {
+            " with basic authentication"
+        } else {
+            ""
+        },
+        if web.is_tls() { "https" } else { "http" },
     );
     let endpoint = Arc::new(if is_dir {
         Endpoint::directory(
@@ -226,7 +268,7 @@ fn main() -> ExitCode {
     } else {
         Endpoint::new(path, opts, args.cpu)
     });
-    match serve(listener, endpoint, usize::from(args.threads), limits) {
+    match serve_with(listener, endpoint, usize::from(args.threads), limits, web) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("perfabi-prometheus: {e}");

@@ -3,37 +3,63 @@
 //! those paths, `404` for any other path, `400` for a request without one
 //! `Host` header, `503` when the segment cannot be read or the scrapes in
 //! flight leave no room (see `scrapes`).
+//!
+//! With a web configuration: `401` with `WWW-Authenticate: Basic` for a
+//! request without a configured user's credentials (any path), and its
+//! headers on every answer. A scrape's page keeps only the families its
+//! `name[]` filters name (`filter`), ends with the endpoint's own
+//! families (`selfmetrics`), and is gzipped when `Accept-Encoding` asks
+//! (`compress`; `406` when it refuses identity and gzip alike).
 
+use std::collections::BTreeSet;
 use std::convert::Infallible;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use hyper::body::{Body, Bytes, Frame, Incoming, SizeHint};
-use hyper::header::{HeaderValue, ACCEPT, ALLOW, CONNECTION, CONTENT_TYPE, HOST};
+use hyper::header::{
+    HeaderValue, ACCEPT, ACCEPT_ENCODING, ALLOW, CONNECTION, CONTENT_ENCODING, CONTENT_TYPE, HOST,
+    VARY, WWW_AUTHENTICATE,
+};
 use hyper::{Method, Request, Response, StatusCode, Version};
+use perfabi_reader::exposition::Format;
 use perfabi_shm::safe_open::escape_path;
 
+use crate::auth::Verdict;
+use crate::compress::{self, Coding};
 use crate::connections::{Conn, Held, Table};
+use crate::filter::{self, Selection};
 use crate::negotiate::negotiate;
 use crate::scrapes::{Place, Scrapes};
+use crate::web::{Settings, Web};
 use crate::{Endpoint, Limits};
 
 /// What every answer needs: the segment, the scrapes in flight and their
-/// bounds, and the connections (one of which may be closed to make room
-/// for a scrape).
+/// bounds, the connections (one of which may be closed to make room
+/// for a scrape), and the web settings.
 pub(crate) struct Routes {
     endpoint: Arc<Endpoint>,
     scrapes: Arc<Scrapes>,
     table: Arc<Table>,
+    web: Arc<Web>,
+    /// The segment's families left out for their names (the endpoint's
+    /// own), as last logged.
+    own_logged: Arc<Mutex<Vec<String>>>,
 }
 
 const TEXT: &str = "text/plain; charset=utf-8";
 
 impl Routes {
     /// Routes to `endpoint`, with the scrapes in flight within `limits`,
-    /// for the connections of `table`.
-    pub(crate) fn new(endpoint: Arc<Endpoint>, limits: &Limits, table: Arc<Table>) -> Self {
+    /// for the connections of `table`, with the settings of `web`.
+    pub(crate) fn new(
+        endpoint: Arc<Endpoint>,
+        limits: &Limits,
+        table: Arc<Table>,
+        web: Arc<Web>,
+    ) -> Self {
         Self {
             endpoint,
             // A scrape waits for room at most half its send deadline,
@@ -44,16 +70,39 @@ impl Routes {
                 limits.write_timeout / 2,
             )),
             table,
+            web,
+            own_logged: Arc::default(),
         }
     }
 
     /// The answer to `req` on connection `conn` (whose phase it moves to
-    /// answering, and back to idle once the answer's body is done).
+    /// answering, and back to idle once the answer's body is done), with
+    /// the configured headers; a `/metrics` answer is counted.
     pub(crate) async fn answer(
         &self,
         req: Request<Incoming>,
         conn: Arc<Conn>,
     ) -> Result<Response<Page>, Infallible> {
+        let metrics = req.uri().path() == "/metrics";
+        // The settings in force when the request came (a reload may
+        // replace them meanwhile).
+        let settings = self.web.settings();
+        let mut r = self.route(req, conn, &settings).await;
+        for (k, v) in &settings.headers {
+            r.headers_mut().insert(k.clone(), v.clone());
+        }
+        if metrics {
+            self.web.stats.answered(r.status().as_u16());
+        }
+        Ok(r)
+    }
+
+    async fn route(
+        &self,
+        req: Request<Incoming>,
+        conn: Arc<Conn>,
+        settings: &Settings,
+    ) -> Response<Page> {
         conn.request();
         let done = Done(conn, None);
         // RFC 9112 §3.2: one Host in an HTTP/1.1 request, never two in any
@@ -67,61 +116,81 @@ impl Routes {
             );
             r.headers_mut()
                 .insert(CONNECTION, HeaderValue::from_static("close"));
-            return Ok(r);
+            return r;
+        }
+        if settings.users.check(req.headers()).await == Verdict::Refused {
+            let mut r = text(
+                StatusCode::UNAUTHORIZED,
+                "401 Unauthorized: give a configured user's credentials (basic authentication)\n",
+                done,
+            );
+            r.headers_mut()
+                .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Basic"));
+            return r;
         }
         let path = req.uri().path();
         if path != "/" && path != "/metrics" {
-            return Ok(text(
-                StatusCode::NOT_FOUND,
-                "not found: try /metrics\n",
-                done,
-            ));
+            return text(StatusCode::NOT_FOUND, "not found: try /metrics\n", done);
         }
         if req.method() != Method::GET && req.method() != Method::HEAD {
             let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n", done);
             r.headers_mut()
                 .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
-            return Ok(r);
+            return r;
         }
         if path == "/" {
             let index = format!(
                 "perfabi-prometheus: the metrics of {} at /metrics\n",
                 escape_path(self.endpoint.path())
             );
-            return Ok(text(StatusCode::OK, index, done));
+            return text(StatusCode::OK, index, done);
         }
+        let selection = match filter::selection(req.uri().query()) {
+            Ok(s) => s,
+            Err(why) => return text(StatusCode::BAD_REQUEST, why + "\n", done),
+        };
+        let accept_encoding = joined(&req, ACCEPT_ENCODING);
+        let Some(coding) = compress::negotiate(accept_encoding.as_deref()) else {
+            let mut r = text(
+                StatusCode::NOT_ACCEPTABLE,
+                "Accept-Encoding refuses identity, and gzip is the only coding served\n",
+                done,
+            );
+            r.headers_mut()
+                .insert(VARY, HeaderValue::from_static("Accept-Encoding"));
+            return r;
+        };
         let mut place = match self.scrapes.take(&done.0, &self.table).await {
             Ok(place) => place,
-            Err(full) => {
-                return Ok(text(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!("{full}\n"),
-                    done,
-                ))
-            }
+            Err(full) => return text(StatusCode::SERVICE_UNAVAILABLE, format!("{full}\n"), done),
         };
         let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
         let format = negotiate(accept);
-        // The snapshot and its rendering are CPU work (a large page takes
-        // a good part of a second): on a thread of their own, so that no
-        // other connection waits for them.
+        // The snapshot, its rendering and its compression are CPU work (a
+        // large page takes a good part of a second): on a thread of their
+        // own, so that no other connection waits for them.
         let endpoint = Arc::clone(&self.endpoint);
+        let web = Arc::clone(&self.web);
+        let own_logged = Arc::clone(&self.own_logged);
         let scrape = tokio::task::spawn_blocking(move || {
-            let result = endpoint.scrape(format);
-            endpoint.log(&result);
-            result
+            page(&endpoint, &web, &own_logged, format, &selection, coding)
         });
-        Ok(match scrape.await {
+        match scrape.await {
             Ok(Ok(page)) => {
                 if let Err(full) = place.page(page.len(), &self.table).await {
                     let reason = format!("{full}\n");
-                    return Ok(text(StatusCode::SERVICE_UNAVAILABLE, reason, done));
+                    return text(StatusCode::SERVICE_UNAVAILABLE, reason, done);
                 }
                 let mut r = Response::new(Page::new(page, done, Some(place)));
-                r.headers_mut().insert(
+                let h = r.headers_mut();
+                h.insert(
                     CONTENT_TYPE,
                     HeaderValue::from_static(format.content_type()),
                 );
+                h.insert(VARY, HeaderValue::from_static("Accept-Encoding"));
+                if coding == Coding::Gzip {
+                    h.insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+                }
                 r
             }
             Ok(Err(reason)) => text(StatusCode::SERVICE_UNAVAILABLE, reason + "\n", done),
@@ -130,13 +199,82 @@ impl Routes {
                 format!("the scrape failed: {e}\n"),
                 done,
             ),
-        })
+        }
     }
+}
+
+/// Every value of the header `name` in `req`, joined by commas (a list
+/// header may be sent as several); `None` if there is none (or one is not
+/// text).
+fn joined(req: &Request<Incoming>, name: hyper::header::HeaderName) -> Option<String> {
+    let mut out: Option<String> = None;
+    for v in req.headers().get_all(name) {
+        let v = v.to_str().ok()?;
+        match &mut out {
+            Some(o) => {
+                o.push(',');
+                o.push_str(v);
+            }
+            None => out = Some(v.to_string()),
+        }
+    }
+    out
+}
+
+/// One scrape's page: the segment read and rendered in `format`, its
+/// families named like the endpoint's own left out (logged when that
+/// changes), the endpoint's own added, the families `selection` names
+/// kept, in `coding`; or the reason the read failed (logged, counted).
+fn page(
+    endpoint: &Endpoint,
+    web: &Web,
+    own_logged: &Mutex<Vec<String>>,
+    format: Format,
+    selection: &Selection,
+    coding: Coding,
+) -> Result<Vec<u8>, String> {
+    let t = Instant::now();
+    let page = match endpoint.read(format) {
+        Ok(p) => {
+            endpoint.log(None);
+            p
+        }
+        Err(f) => {
+            endpoint.log(Some(&f.reason));
+            web.stats.read_failed(f.code);
+            return Err(f.reason);
+        }
+    };
+    let (page, left_out) = filter::without_own(page);
+    {
+        let mut logged = own_logged.lock().unwrap_or_else(|p| p.into_inner());
+        if *logged != left_out {
+            if !left_out.is_empty() {
+                let names: BTreeSet<String> = left_out
+                    .iter()
+                    .map(|n| perfabi::text::escape(n.as_bytes()).to_string())
+                    .collect();
+                eprintln!(
+                    "perfabi-prometheus: families {} left out: {}* names the endpoint's own \
+                     families (rename them)",
+                    names.into_iter().collect::<Vec<_>>().join(", "),
+                    filter::OWN_PREFIX
+                );
+            }
+            *logged = left_out;
+        }
+    }
+    let own = web.stats.render(format, t.elapsed().as_secs_f64());
+    let page = filter::select(filter::with_own(page, &own), selection);
+    Ok(match coding {
+        Coding::Identity => page.into_bytes(),
+        Coding::Gzip => compress::gzip(page.as_bytes(), compress::GZIP_LEVEL),
+    })
 }
 
 /// A plain-text answer.
 fn text(status: StatusCode, body: impl Into<String>, done: Done) -> Response<Page> {
-    let mut r = Response::new(Page::new(body.into(), done, None));
+    let mut r = Response::new(Page::new(body.into().into_bytes(), done, None));
     *r.status_mut() = status;
     r.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static(TEXT));
@@ -166,7 +304,7 @@ pub(crate) struct Page {
 }
 
 impl Page {
-    fn new(body: String, mut done: Done, place: Option<Place>) -> Self {
+    fn new(body: Vec<u8>, mut done: Done, place: Option<Place>) -> Self {
         done.1 = place;
         Self {
             data: (!body.is_empty()).then(|| Bytes::from(body)),

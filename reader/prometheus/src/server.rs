@@ -1,6 +1,8 @@
 //! The server: hyper's HTTP/1.1 on a tokio runtime, one task per
 //! connection, each closed when the deadline of what it is doing passes
-//! ([`Limits`]), at most [`Limits::max_connections`] of them.
+//! ([`Limits`]), at most [`Limits::max_connections`] of them; over TLS
+//! when the web configuration asks ([`Web`]), the handshake under the
+//! same deadlines as a request head.
 
 use std::io;
 use std::net::SocketAddr;
@@ -18,6 +20,7 @@ use crate::connections::{Slot, Table};
 use crate::limits::{Limits, MAX_HEAD, MAX_HEADERS};
 use crate::routes::Routes;
 use crate::watched::Watched;
+use crate::web::Web;
 use crate::Endpoint;
 
 /// Connections the kernel completes and queues for `accept` while the
@@ -66,12 +69,25 @@ pub fn listen(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
 
 /// Serves `endpoint` on `listener` until the listener fails for good:
 /// `threads` threads (at least one) serve the connections, and as many
-/// more take snapshots and render pages, within `limits`.
+/// more take snapshots and render pages, within `limits`; plain HTTP, no
+/// authentication ([`serve_with`] takes a web configuration).
 pub fn serve(
     listener: std::net::TcpListener,
     endpoint: Arc<Endpoint>,
     threads: usize,
     limits: Limits,
+) -> io::Result<()> {
+    serve_with(listener, endpoint, threads, limits, Web::default())
+}
+
+/// [`serve`] with the TLS, users and headers of `web`; if `web` was read
+/// from a file ([`Web::load`]), the file is read again at each `SIGHUP`.
+pub fn serve_with(
+    listener: std::net::TcpListener,
+    endpoint: Arc<Endpoint>,
+    threads: usize,
+    limits: Limits,
+    web: Web,
 ) -> io::Result<()> {
     let threads = threads.max(1);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -81,7 +97,7 @@ pub fn serve(
         .enable_io()
         .enable_time()
         .build()?;
-    runtime.block_on(run(listener, endpoint, limits))
+    runtime.block_on(run(listener, endpoint, limits, Arc::new(web)))
 }
 
 /// Everything a connection's task needs.
@@ -89,6 +105,7 @@ struct Shared {
     routes: Routes,
     http: http1::Builder,
     limits: Limits,
+    web: Arc<Web>,
 }
 
 /// The accept loop.
@@ -96,6 +113,7 @@ async fn run(
     listener: std::net::TcpListener,
     endpoint: Arc<Endpoint>,
     limits: Limits,
+    web: Arc<Web>,
 ) -> io::Result<()> {
     listener.set_nonblocking(true)?;
     let listener = TcpListener::from_std(listener)?;
@@ -109,18 +127,22 @@ async fn run(
         // The deadlines are the connection task's (hyper's one timeout
         // counts idle time and the head together).
         .header_read_timeout(None);
+    if web.source().is_some() {
+        tokio::spawn(reload_on_hangup(Arc::clone(&web)));
+    }
     let table = Arc::new(Table::new(limits.max_connections));
     let shared = Arc::new(Shared {
-        routes: Routes::new(endpoint, &limits, Arc::clone(&table)),
+        routes: Routes::new(endpoint, &limits, Arc::clone(&table), Arc::clone(&web)),
         http,
         limits,
+        web,
     });
     let mut starved = Starved::default();
     loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => {
+        let (stream, peer) = match listener.accept().await {
+            Ok((stream, peer)) => {
                 starved.recovered();
-                stream
+                (stream, peer)
             }
             // The connection is still queued: close one waiting on its
             // client to free a descriptor, and pause rather than spin on it.
@@ -135,7 +157,26 @@ async fn run(
             Err(e) => return Err(e),
         };
         let slot = table.admit().await;
-        tokio::spawn(connection(stream, slot, Arc::clone(&shared)));
+        tokio::spawn(connection(stream, peer, slot, Arc::clone(&shared)));
+    }
+}
+
+/// Reads the web configuration file again at each `SIGHUP`
+/// ([`Web::reload`]; on a blocking thread: it reads files and hashes).
+async fn reload_on_hangup(web: Arc<Web>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hangups = match signal(SignalKind::hangup()) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!(
+                "perfabi-prometheus: cannot catch SIGHUP ({e}): the web configuration is read once"
+            );
+            return;
+        }
+    };
+    while hangups.recv().await.is_some() {
+        let web = Arc::clone(&web);
+        let _ = tokio::task::spawn_blocking(move || web.reload()).await;
     }
 }
 
@@ -181,14 +222,16 @@ impl Starved {
 }
 
 /// Serves one connection until it closes, fails, or the deadline of what
-/// it is doing passes (or it is evicted to make room).
-async fn connection(stream: TcpStream, slot: Slot, shared: Arc<Shared>) {
+/// it is doing passes (or it is evicted to make room). Over TLS, the
+/// handshake's bytes count as a request head's (its first byte starts the
+/// read deadline); a failed handshake is counted and logged
+/// ([`crate::tls::HandshakeLog`]), and the connection closed.
+async fn connection(stream: TcpStream, peer: SocketAddr, slot: Slot, shared: Arc<Shared>) {
     // The answer's head and body leave in one write, but a kept-alive
     // connection's next small answer must not wait for an ACK.
     let _ = stream.set_nodelay(true);
     let _ = socket2::SockRef::from(&stream).set_tcp_notsent_lowat(UNSENT_LOWAT);
     let conn = Arc::clone(&slot.conn);
-    let io = TokioIo::new(Watched::new(stream, Arc::clone(&conn)));
     let service = {
         let shared = Arc::clone(&shared);
         let conn = Arc::clone(&conn);
@@ -198,7 +241,45 @@ async fn connection(stream: TcpStream, slot: Slot, shared: Arc<Shared>) {
             async move { shared.routes.answer(req, conn).await }
         })
     };
-    let served = shared.http.serve_connection(io, service);
+    let settings = shared.web.settings();
+    let served = async {
+        match &settings.tls {
+            None => {
+                let watched = Watched::new(stream, Arc::clone(&conn), false);
+                let _ = shared
+                    .http
+                    .serve_connection(TokioIo::new(watched), service)
+                    .await;
+            }
+            // Plain HTTP to the TLS port is answered before rustls, which
+            // would answer it with a TLS alert the client cannot read.
+            Some(acceptor) => match crate::tls::begins_handshake(&stream).await {
+                Err(_) => {} // closed before its first byte
+                Ok(false) => {
+                    shared.web.stats.handshake_failed();
+                    shared.web.handshakes.failed(
+                        &peer.to_string(),
+                        &"the client spoke plain HTTP, not TLS (answered 400: use https://)",
+                    );
+                }
+                Ok(true) => {
+                    let watched = Watched::new(stream, Arc::clone(&conn), true);
+                    match acceptor.accept(watched).await {
+                        Ok(tls) => {
+                            let _ = shared
+                                .http
+                                .serve_connection(TokioIo::new(tls), service)
+                                .await;
+                        }
+                        Err(e) => {
+                            shared.web.stats.handshake_failed();
+                            shared.web.handshakes.failed(&peer.to_string(), &e);
+                        }
+                    }
+                }
+            },
+        }
+    };
     tokio::pin!(served);
     loop {
         let deadline = conn.deadline(&shared.limits);

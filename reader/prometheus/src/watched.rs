@@ -23,16 +23,20 @@ pub(crate) struct Watched {
     read_any: bool,
     /// The client began with the HTTP/2 preface.
     http2: bool,
+    /// The connection speaks TLS (HTTP/2's preface is then not looked
+    /// for in the clear).
+    tls: bool,
 }
 
 impl Watched {
-    /// `stream`, reporting to `conn`.
-    pub(crate) fn new(stream: TcpStream, conn: Arc<Conn>) -> Self {
+    /// `stream`, reporting to `conn`; `tls` if it is to speak TLS.
+    pub(crate) fn new(stream: TcpStream, conn: Arc<Conn>, tls: bool) -> Self {
         Self {
             stream,
             conn,
             read_any: false,
             http2: false,
+            tls,
         }
     }
 }
@@ -50,13 +54,14 @@ impl Drop for Watched {
             Ending::Aborted => {
                 let _ = socket2::SockRef::from(&self.stream).set_linger(Some(Duration::ZERO));
             }
-            Ending::HeadTimedOut => {
+            // Over TLS a plain-text 408 would be garbage to the client.
+            Ending::HeadTimedOut if !self.tls => {
                 let _ = self.stream.try_write(head_timed_out().as_bytes());
             }
             Ending::Open | Ending::Closed if self.http2 => {
                 let _ = self.stream.try_write(&h2::refusal());
             }
-            Ending::Open | Ending::Closed => {}
+            Ending::Open | Ending::Closed | Ending::HeadTimedOut => {}
         }
     }
 }
@@ -81,7 +86,7 @@ impl AsyncRead for Watched {
         let r = Pin::new(&mut self.stream).poll_read(cx, buf);
         if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
             if !std::mem::replace(&mut self.read_any, true) {
-                self.http2 = h2::is_preface(&buf.filled()[before..]);
+                self.http2 = !self.tls && h2::is_preface(&buf.filled()[before..]);
             }
             self.conn.bytes_read();
         }

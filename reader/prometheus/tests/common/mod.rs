@@ -36,7 +36,7 @@ impl Running {
 }
 
 /// `perfabi-prometheus SEGMENT --listen 127.0.0.1:0 ARGS…`, once it says
-/// where it serves.
+/// where it serves (`http://` or `https://`).
 pub fn start(segment: &Path, args: &[&str]) -> Running {
     start_under(&[], segment, args)
 }
@@ -80,7 +80,7 @@ pub fn start_under(wrapper: &[&str], segment: &Path, args: &[&str]) -> Running {
         eprintln!("[endpoint] {}", line.trim_end());
         log.lock().unwrap().push(line.trim_end().to_string());
         addr = line
-            .split("http://")
+            .split("://")
             .nth(1)
             .and_then(|s| s.strip_suffix("/metrics\n"))
             .map(|s| s.parse().unwrap());
