@@ -155,6 +155,7 @@ fn parse_label(s: &str) -> Result<String, String> {
 }
 
 fn main() -> ExitCode {
+    perfabi_man::print_if_asked(perfabi_man::Page::of::<Args>);
     let args = Args::parse();
     let path = args
         .segment
