@@ -29,6 +29,7 @@
 //!   waits for another's page.
 #![forbid(unsafe_code)]
 
+pub mod activation;
 mod connections;
 mod directory;
 mod endpoint;
