@@ -96,13 +96,13 @@ struct Args {
     segment: Option<PathBuf>,
     /// Serve the segment directory DIR instead: every program's segment in
     /// it (perfabi_shm's writers, perfabi.client, the C writer put one per
-    /// process in /dev/shm/perfabi-<uid> by default) read and merged as one,
+    /// process in `/dev/shm/perfabi-<uid>` by default) read and merged as one,
     /// the kept counts of exited writers included (spec/PERFABI.md section
     /// 15); no per-CPU metrics.
     #[arg(long, value_name = "DIR")]
     directory: Option<PathBuf>,
     /// Keep each writer's series apart: instances named
-    /// <instance>::<name>.<pid>, with label KEY.
+    /// `<instance>::<name>.<pid>`, with label KEY.
     #[arg(long, value_name = "KEY", requires = "directory", value_parser = parse_label)]
     writer_label: Option<String>,
     /// Also serve a segment owned by UID (repeatable); by default only the
