@@ -153,6 +153,7 @@ fn runtime(e: impl std::fmt::Display) -> Fail {
 }
 
 fn main() -> ExitCode {
+    perfabi_man::print_if_asked(perfabi_man::Page::of::<Args>);
     let started = Instant::now();
     let args = Args::parse();
     let r = configure(&args).and_then(|plan| run(&args, plan, started));

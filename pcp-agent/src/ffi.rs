@@ -502,6 +502,44 @@ impl Pcp {
         Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
     }
 
+    /// Makes the process run as `user` (its uid, gid and groups), as
+    /// PCP's agents do once their log is open: libpcp's
+    /// `pmSetProcessIdentity` (`__pmSetProcessIdentity` before PCP 5),
+    /// which logs why and exits if a step fails. A user that does not exist
+    /// is an error here, before anything changes.
+    pub fn set_process_identity(&self, user: &str) -> Result<(), String> {
+        let name = CString::new(user).map_err(|_| format!("-U {user:?}: not a user name"))?;
+        let Some(uid) = user_id(&name) else {
+            return Err(format!(
+                "-U {user:?}: no such user (PCP's is PCP_USER in pcp.conf, `pcp` on Debian)"
+            ));
+        };
+        type SetIdentity = unsafe extern "C" fn(*const c_char) -> c_int;
+        let symbol = [c"pmSetProcessIdentity", c"__pmSetProcessIdentity"]
+            .into_iter()
+            // SAFETY: RTLD_DEFAULT with a NUL-terminated name: a lookup in
+            // the libraries loaded so far (libpcp, by Pcp::load, global).
+            .map(|s| unsafe { libc::dlsym(libc::RTLD_DEFAULT, s.as_ptr()) })
+            .find(|p| !p.is_null())
+            .ok_or_else(|| "libpcp has no pmSetProcessIdentity: this PCP is too old".to_string())?;
+        // SAFETY: the symbol is libpcp's `int pmSetProcessIdentity(const
+        // char *name)` (or its older name, the same function).
+        let set: SetIdentity = unsafe { fn_from_symbol(symbol) };
+        // SAFETY: a valid C string, read during the call only.
+        let rc = unsafe { set(name.as_ptr()) };
+        // SAFETY: plain system calls without arguments.
+        let (ruid, euid) = unsafe { (libc::getuid(), libc::geteuid()) };
+        if rc < 0 {
+            return Err(format!("-U {user:?}: {}", self.err_str(rc)));
+        }
+        if ruid != uid || euid != uid {
+            return Err(format!(
+                "-U {user:?}: still running as uid {euid}, not {uid}"
+            ));
+        }
+        Ok(())
+    }
+
     /// Sets the program name libpcp puts in its messages
     /// (`pmSetProgname`); libpcp keeps the pointer, hence `'static`.
     pub fn set_progname(&self, name: &'static CStr) {
@@ -630,6 +668,27 @@ unsafe fn fn_from_symbol<F: Copy>(p: *mut c_void) -> F {
     assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
     // SAFETY: same size (checked); the caller vouches for the signature.
     unsafe { std::mem::transmute_copy(&p) }
+}
+
+/// The uid of user `name` (`getpwnam_r`), `None` if there is no such
+/// user (or the user database cannot be read).
+fn user_id(name: &CStr) -> Option<libc::uid_t> {
+    // SAFETY: passwd is plain C data; all zero is a valid value to fill.
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as c_char; 16 << 10];
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call, buf for buf.len() bytes;
+    // the strings it sets point into buf, which outlives their (no) use.
+    let rc = unsafe {
+        libc::getpwnam_r(
+            name.as_ptr(),
+            &mut pwd,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut found,
+        )
+    };
+    (rc == 0 && !found.is_null()).then_some(pwd.pw_uid)
 }
 
 fn dlerror() -> String {

@@ -943,17 +943,32 @@ fn column(s: &perfabi::Snapshot, slot: usize, max: bool, signed: bool) -> Option
     }
 }
 
-/// Runs the agent as a daemon PMDA on stdin/stdout (pmcd's pipe); returns
-/// when pmcd closes the pipe.
+/// How the agent starts: its domain, its log file, and the user it runs
+/// as once the log is open (`-U`).
+pub struct Start<'a> {
+    /// The performance metrics domain.
+    pub domain: u32,
+    /// The log file (relative: in pmcd's log folder).
+    pub logfile: &'a str,
+    /// Run as this user once the log is open (PCP's `-U`); `None`: keep
+    /// the user the agent was started as.
+    pub user: Option<&'a str>,
+}
+
+/// Runs the agent: connects to pmcd (as a pipe daemon), opens its log,
+/// becomes `start.user` if given (before any state file is read or
+/// written, so they are that user's), and answers until pmcd closes the
+/// pipe.
 pub fn run(
     pcp: &'static Pcp,
-    domain: u32,
-    logfile: &str,
+    start: Start<'_>,
     segment: &Path,
     trust: Trust,
     directory: Option<DirSource>,
 ) -> Result<(), String> {
-    let log = CString::new(logfile).map_err(|_| "--logfile contains a NUL byte".to_string())?;
+    let domain = start.domain;
+    let log =
+        CString::new(start.logfile).map_err(|_| "--logfile contains a NUL byte".to_string())?;
     pcp.set_progname(c"pmdaperfabi");
     let log: &'static CStr = Box::leak(log.into_boxed_c_str());
     let mut daemon = Daemon::new(
@@ -963,6 +978,10 @@ pub fn run(
         log,
         INDOMS.map(|d| indom(domain, d as u32)),
     )?;
+    if let Some(user) = start.user {
+        pcp.set_process_identity(user)?;
+        pcp.notify(LOG_INFO, &format!("running as user {user}"));
+    }
     let (state, names, pmda_dir) = open_state(pcp, domain);
     let mut agent = Agent::new(
         pcp,

@@ -72,6 +72,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    perfabi_man::print_if_asked(perfabi_man::Page::of::<Args>);
     let args = Args::parse();
     let opts = Options {
         pin: args.pin,

@@ -223,6 +223,7 @@ impl From<io::Error> for Failure {
 }
 
 fn main() -> ExitCode {
+    perfabi_man::print_if_asked(perfabi_man::Page::of::<Args>);
     let args = Args::parse();
     match run(&args) {
         // A view a signal ended: 128 + the signal, as in line mode.

@@ -36,6 +36,7 @@
 //!   `perfabi_exporter_*`, `process_*`).
 #![forbid(unsafe_code)]
 
+pub mod activation;
 mod auth;
 mod compress;
 mod connections;

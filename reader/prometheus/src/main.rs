@@ -9,9 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use perfabi_prometheus::activation::{self, Origin};
 use perfabi_prometheus::{
-    connections_within, listen, raise_open_file_limit, serve_with, Endpoint, Limits, Web,
-    MAX_CONNECTIONS, MAX_PAGE_BYTES, MAX_REQUESTS,
+    connections_within, raise_open_file_limit, serve_with, Endpoint, Limits, Web, MAX_CONNECTIONS,
+    MAX_PAGE_BYTES, MAX_REQUESTS,
 };
 use perfabi_reader::directory::{check_writer_label, DirectoryOptions, DEFAULT_MAX_SEGMENTS};
 use perfabi_reader::{Options, Trust};
@@ -94,7 +95,8 @@ struct Args {
     segment: Option<PathBuf>,
     /// Address and port to listen on (port 0: any free port, printed at
     /// start). Only loopback by default: the page names what runs on the
-    /// host.
+    /// host. Not used when systemd passes the socket (socket activation,
+    /// `LISTEN_FDS`: perfabi-prometheus.socket).
     #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:9464")]
     listen: SocketAddr,
     /// One series per CPU (label `cpu`) instead of one total per instance.
@@ -178,6 +180,7 @@ fn parse_label(s: &str) -> Result<String, String> {
 }
 
 fn main() -> ExitCode {
+    perfabi_man::print_if_asked(perfabi_man::Page::of::<Args>);
     let args = Args::parse();
     let path = args
         .segment
@@ -235,16 +238,16 @@ fn main() -> ExitCode {
         max_requests: args.max_requests as usize,
         max_page_bytes: (args.max_page_memory as usize) << 20,
     };
-    let listener = match listen(args.listen) {
+    let (listener, origin) = match activation::listener(args.listen) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("perfabi-prometheus: cannot listen on {}: {e}", args.listen);
+            eprintln!("perfabi-prometheus: {e}");
             return ExitCode::from(1);
         }
     };
     let addr = listener.local_addr().unwrap_or(args.listen);
     eprintln!(
-        "perfabi-prometheus: serving {}{}{} at {}://{addr}/metrics",
+        "perfabi-prometheus: serving {}{}{} at {}://{addr}/metrics{}",
         if is_dir { "the directory " } else { "" },
         escape_path(&path),
         if web.needs_auth() {
@@ -253,6 +256,11 @@ fn main() -> ExitCode {
             ""
         },
         if web.is_tls() { "https" } else { "http" },
+        if origin == Origin::Systemd {
+            " (socket passed by systemd)"
+        } else {
+            ""
+        }
     );
     let endpoint = Arc::new(if is_dir {
         Endpoint::directory(
