@@ -6,11 +6,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use perfabi_reader::directory::DirectoryOptions;
-use perfabi_reader::exposition::{self, Format};
+use perfabi_reader::exposition::{self, Format, Sink, Text};
+use perfabi_reader::view::Families;
 use perfabi_reader::{Options, Segment, Snapshot};
 use perfabi_shm::safe_open::escape_path;
 
 use crate::directory::Served;
+use crate::negotiate::Exposition;
+use crate::protobuf::Encoder;
 
 /// The segment or directory an endpoint serves, opened at the first scrape
 /// and again after a failed one.
@@ -116,21 +119,44 @@ impl Endpoint {
     /// snapshot is rendered from the endpoint's one buffer before the next
     /// scrape refills it.
     pub fn scrape(&self, format: Format) -> Result<String, String> {
+        let mut page = String::with_capacity(64 * 1024);
+        self.walk(&mut Text {
+            out: &mut page,
+            format,
+        })?;
+        Ok(page)
+    }
+
+    /// One scrape as [`scrape`](Self::scrape), in a text format or as the
+    /// protobuf exposition (native histograms, [`crate::protobuf`]).
+    pub fn page(&self, exposition: Exposition) -> Result<Vec<u8>, String> {
+        match exposition {
+            Exposition::Text(format) => self.scrape(format).map(String::into_bytes),
+            Exposition::Protobuf => {
+                let mut encoder = Encoder::new();
+                self.walk(&mut encoder)?;
+                Ok(encoder.finish())
+            }
+        }
+    }
+
+    /// One scrape handed to `sink`, or the reason it failed.
+    fn walk(&self, sink: &mut impl Sink) -> Result<(), String> {
         let mut source = self.source.lock().unwrap_or_else(|p| p.into_inner());
         match &mut *source {
             Source::Segment(opts, reading) => {
                 let snap = reading.refresh(&self.path, opts)?;
-                let mut page = String::with_capacity(64 * 1024);
-                exposition::render_into(&mut page, snap, self.per_cpu, format);
-                Ok(page)
+                exposition::walk(sink, &Families::snapshot(snap), self.per_cpu);
+                Ok(())
             }
-            Source::Directory(served) => served.scrape(format),
+            Source::Directory(served) => served.walk(sink),
         }
     }
+
     /// Logs `result`'s failure to stderr when it differs from the last one
     /// logged (a writer that stays away is logged once, not every scrape),
     /// and a recovery once.
-    pub(crate) fn log(&self, result: &Result<String, String>) {
+    pub(crate) fn log<T>(&self, result: &Result<T, String>) {
         let mut last = self.last_error.lock().unwrap_or_else(|p| p.into_inner());
         match (result, last.as_ref()) {
             (Err(e), prev) if prev != Some(e) => {

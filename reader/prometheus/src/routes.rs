@@ -107,7 +107,7 @@ impl Routes {
         // other connection waits for them.
         let endpoint = Arc::clone(&self.endpoint);
         let scrape = tokio::task::spawn_blocking(move || {
-            let result = endpoint.scrape(format);
+            let result = endpoint.page(format);
             endpoint.log(&result);
             result
         });
@@ -166,10 +166,11 @@ pub(crate) struct Page {
 }
 
 impl Page {
-    fn new(body: String, mut done: Done, place: Option<Place>) -> Self {
+    fn new(body: impl Into<Bytes>, mut done: Done, place: Option<Place>) -> Self {
         done.1 = place;
+        let body = body.into();
         Self {
-            data: (!body.is_empty()).then(|| Bytes::from(body)),
+            data: (!body.is_empty()).then_some(body),
             _done: done,
         }
     }
