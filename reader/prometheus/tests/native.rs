@@ -227,4 +227,5 @@ fn a_real_prometheus_reads_a_native_histogram_and_one_without_the_feature_classi
         "{classic_median:?}"
     );
     assert!(first_result(&classic, "perfabi_rpc_latency").is_none());
+    println!("NATIVE-HISTOGRAMS PASS");
 }

@@ -289,3 +289,49 @@ fn families_without_series_are_left_out() {
         .unwrap();
     assert!(e.page(Exposition::Protobuf).unwrap().is_empty());
 }
+
+/// A directory of segments as the protobuf exposition: the merged
+/// histogram of two writers is one native histogram with both writers'
+/// observations, beside the reader's own gauges, as on the text page.
+#[test]
+fn a_directory_as_the_protobuf_exposition() {
+    use perfabi_reader::directory::DirectoryOptions;
+    let dir = tempfile::tempdir().unwrap();
+    let spec = FamilySpec::histogram(
+        "rpc.latency",
+        "RPC latency",
+        "",
+        Unit::NS,
+        Buckets::Log2 { first: 0, n: 8 },
+    );
+    let cfg = Config {
+        max_instances: 64,
+        max_families: 2,
+        max_members: 2,
+        damon_capacity: 0,
+        ..Config::default()
+    };
+    let mut writers = Vec::new();
+    for (name, observations) in [("a", &[0u64, 3][..]), ("b", &[4, 100][..])] {
+        let w = Writer::create_in(dir.path(), name, &cfg).unwrap();
+        let f = w.add_family(&spec).unwrap();
+        let m = w.add_member(f, "", &[]).unwrap();
+        for &v in observations {
+            w.observe(&m, v).unwrap();
+        }
+        writers.push(w);
+    }
+    let e = Endpoint::directory(dir.path(), DirectoryOptions::default());
+    let page = decode(&e.page(Exposition::Protobuf).unwrap());
+    let text = e.scrape(Format::Prometheus).unwrap();
+    let lat = family(&page, "perfabi_rpc_latency");
+    assert_eq!(lat.metric.len(), 1, "{lat:#?}");
+    let h = lat.metric[0].histogram.as_ref().unwrap();
+    // 0 in the zero bucket; 3 and 4 at index 2; 100 at index 7 (+Inf).
+    assert_eq!((h.zero_count(), h.sample_count()), (1, 4));
+    assert_eq!(h.positive_span, spans(&[(2, 1), (4, 1)]));
+    assert_eq!(h.positive_delta, [2, -1]);
+    assert!(text.contains("perfabi_rpc_latency_count 4\n"), "{text}");
+    let segments = family(&page, "perfabi_directory_segments");
+    assert_eq!(segments.metric[0].gauge.as_ref().unwrap().value(), 2.0);
+}
