@@ -229,3 +229,73 @@ fn a_real_prometheus_reads_a_native_histogram_and_one_without_the_feature_classi
     assert!(first_result(&classic, "perfabi_rpc_latency").is_none());
     println!("NATIVE-HISTOGRAMS PASS");
 }
+
+/// The spec's vector (§5.6): the histograms of `family_every_kind.bin` on
+/// the protobuf page, one line each, as committed in
+/// `spec/vectors/family_every_kind.native`. `PERFABI_REGENERATE_VECTORS=1`
+/// writes the file instead (commit it).
+#[test]
+fn the_spec_vector_of_native_histograms() {
+    use perfabi_prometheus::{Endpoint, Exposition};
+    let vectors = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../spec/vectors");
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("family_every_kind.bin");
+    std::fs::copy(vectors.join("family_every_kind.bin"), &image).unwrap();
+    // A recorded image: its writer (pid 4242) is long gone.
+    let opts = perfabi_reader::Options {
+        require_live: false,
+        ..perfabi_reader::Options::default()
+    };
+    let e = Endpoint::new(&image, opts, false);
+    let mut page = &e.page(Exposition::Protobuf).unwrap()[..];
+    let mut got = String::from(
+        "# The histograms of family_every_kind.bin on the protobuf page (spec 5.6):\n\
+         # name{labels} count sum, classic (upper bound, cumulative count)...,\n\
+         # then for a LOG2 one: schema, zero bucket, spans (offset, length), deltas.\n",
+    );
+    while !page.is_empty() {
+        let f = MetricFamily::decode_length_delimited(&mut page).unwrap();
+        for m in &f.metric {
+            let Some(h) = &m.histogram else { continue };
+            let labels: Vec<String> = m
+                .label
+                .iter()
+                .map(|l| format!("{}=\"{}\"", l.name(), l.value()))
+                .collect();
+            got += &format!(
+                "{}{{{}}} count={} sum={}\n  classic={:?}\n",
+                f.name(),
+                labels.join(","),
+                h.sample_count(),
+                h.sample_sum(),
+                h.bucket
+                    .iter()
+                    .map(|b| (b.upper_bound(), b.cumulative_count()))
+                    .collect::<Vec<_>>()
+            );
+            if let Some(schema) = h.schema {
+                got += &format!(
+                    "  schema={schema} zero_threshold={} zero_count={} spans={:?} deltas={:?}\n",
+                    h.zero_threshold(),
+                    h.zero_count(),
+                    h.positive_span
+                        .iter()
+                        .map(|s| (s.offset(), s.length()))
+                        .collect::<Vec<_>>(),
+                    h.positive_delta
+                );
+            }
+        }
+    }
+    let file = vectors.join("family_every_kind.native");
+    if std::env::var_os("PERFABI_REGENERATE_VECTORS").is_some() {
+        std::fs::write(&file, &got).unwrap();
+    }
+    let want = std::fs::read_to_string(&file).unwrap_or_default();
+    assert_eq!(
+        got,
+        want,
+        "{} is stale (PERFABI_REGENERATE_VECTORS=1 cargo test -p perfabi-prometheus --test native)",
+        file.display()
+    );
+}
