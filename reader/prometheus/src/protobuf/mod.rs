@@ -7,8 +7,11 @@
 //! schema 0 ([`native`], `spec/PERFABI.md` §5.6) besides its classic
 //! buckets (for a scraper that keeps those).
 //!
-//! The messages are client_model's `metrics.proto`, vendored beside this
-//! file; `metrics.rs` is generated from it by `regenerate-protobuf`.
+//! The messages are client_model's `metrics.proto` (Apache-2.0, its
+//! header kept), vendored beside this file as of prometheus/client_model
+//! commit 10dc9df; `metrics.rs` is generated from it by
+//! `reader/prometheus/regenerate-protobuf` (prost-build and protoc in a
+//! throwaway crate: neither is needed to build).
 
 pub mod native;
 
