@@ -27,6 +27,10 @@
 //!   format 0.0.4, for scrapers that do not ask for OpenMetrics: metadata
 //!   named as the samples (`# TYPE x_total counter`), no `# UNIT`, no
 //!   `# EOF`.
+//! * Every format is a [`Sink`] that [`walk`] (or [`walk_directory`]) hands
+//!   the families to, each exposed as [`Exposed::of`] says: the text
+//!   formats here ([`Text`]), the protobuf exposition in
+//!   `perfabi-prometheus`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -38,32 +42,130 @@ use crate::{decimal, Family, Histogram, Kind, Member, Reading, Snapshot, ValueTy
 use perfabi::family::Origin;
 use perfabi::unit::Powers;
 
-/// How one family is exposed.
-struct Exposed {
-    /// The family name (`# TYPE`, `# HELP`, `# UNIT`).
-    name: String,
-    /// `counter`, `gauge` or `histogram`.
-    typ: &'static str,
+/// A family's metric type on a page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Type {
+    /// An unsigned counter (samples `_total`).
+    Counter,
+    /// A signed counter, a gauge or a peak.
+    Gauge,
+    /// A histogram.
+    Histogram,
+}
+
+impl Type {
+    /// The name of the type in the text formats (`# TYPE`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Type::Counter => "counter",
+            Type::Gauge => "gauge",
+            Type::Histogram => "histogram",
+        }
+    }
+}
+
+/// How one family is exposed, in every format: its name, type, unit and
+/// help, and how its stored integers read in the exposed unit.
+#[derive(Clone, Debug)]
+pub struct Exposed {
+    /// The family name (`# TYPE`, `# HELP`, `# UNIT`); a counter's samples
+    /// add `_total`.
+    pub name: String,
+    /// Its metric type.
+    pub typ: Type,
     /// The base unit of a `# UNIT` line, if the family has one.
-    unit: Option<String>,
+    pub unit: Option<String>,
+    /// The help text, unescaped (see [`Exposed::of`]).
+    pub help: String,
     /// What one stored unit is worth in the base unit (1 without `UNIT`).
     factor: f64,
     /// `factor` exactly ([`Powers::ONE`] without `UNIT`).
     powers: Powers,
 }
 
+impl Exposed {
+    /// How `f` is exposed: named [`perfabi::name::openmetrics`] (a
+    /// counter's without a `_total` of its own), converted to the base unit
+    /// only when the name already ends with `_<base unit>`, with the
+    /// family's help (or `perfabi <kind> <name>`), which says the unit
+    /// when no `UNIT` does.
+    pub fn of(f: &Family) -> Exposed {
+        let mut e = exposed(f);
+        e.help = help(f, &e);
+        e
+    }
+
+    /// What one stored unit is worth in the exposed unit, exactly:
+    /// [`Powers::ONE`] when values are exposed as stored.
+    pub fn powers(&self) -> Powers {
+        self.powers
+    }
+
+    /// A stored integer in the exposed unit as a scraper reads it from the
+    /// text page: the `f64` nearest the exact decimal the page shows.
+    pub fn value(&self, v: i128) -> f64 {
+        if self.powers == Powers::ONE {
+            return v as f64;
+        }
+        number(v, self).parse().unwrap_or(f64::NAN)
+    }
+
+    /// Calls `each(text, bound, cumulative)` for each finite bucket bound
+    /// of histogram `h` of family `f` as the pages show it: its exact text
+    /// in the exposed unit, that text read as an `f64` (bounds that read
+    /// as one `f64` are one bucket, named by the largest of them, which
+    /// has their count), and the cumulative count up to it; returns the
+    /// count of every bucket, `+Inf` included.
+    pub fn each_bucket(
+        &self,
+        f: &Family,
+        h: &Histogram,
+        mut each: impl FnMut(&str, f64, u128),
+    ) -> u128 {
+        let mut cumulative = 0u128;
+        let Some(b) = &f.buckets else {
+            return cumulative;
+        };
+        // (bound as the scraper reads it; its exact text; cumulative
+        // count): bounds one f64 apart are one bucket, named by the largest.
+        let mut pending: Option<(f64, String, u128)> = None;
+        for (k, &c) in h.buckets.iter().enumerate() {
+            cumulative += u128::from(c);
+            let Some(bound) = b.bound(k) else {
+                continue;
+            };
+            let text = number(i128::from(bound), self);
+            let key = if self.powers == Powers::ONE {
+                bound as f64
+            } else {
+                text.parse().unwrap_or(f64::NAN)
+            };
+            if let Some((prev, text, n)) = pending.take() {
+                if prev != key {
+                    each(&text, prev, n);
+                }
+            }
+            pending = Some((key, text, cumulative));
+        }
+        if let Some((key, text, n)) = pending {
+            each(&text, key, n);
+        }
+        cumulative
+    }
+}
+
 fn exposed(f: &Family) -> Exposed {
     let base = perfabi::name::openmetrics(&f.name);
     let (typ, name) = match (f.kind, f.value_type) {
         (Kind::Counter, ValueType::U64) => (
-            "counter",
+            Type::Counter,
             // A counter family's samples get `_total`; the family name must
             // not have it.
             base.strip_suffix("_total")
                 .map_or(base.clone(), str::to_string),
         ),
-        (Kind::Histogram, _) => ("histogram", base),
-        _ => ("gauge", base),
+        (Kind::Histogram, _) => (Type::Histogram, base),
+        _ => (Type::Gauge, base),
     };
     let (unit, factor) = f.unit.base();
     if !unit.is_empty() && name.ends_with(&format!("_{unit}")) {
@@ -71,6 +173,7 @@ fn exposed(f: &Family) -> Exposed {
             name,
             typ,
             unit: Some(unit),
+            help: String::new(),
             factor,
             powers: f.unit.base_powers(),
         }
@@ -79,6 +182,7 @@ fn exposed(f: &Family) -> Exposed {
             name,
             typ,
             unit: None,
+            help: String::new(),
             factor: 1.0,
             powers: Powers::ONE,
         }
@@ -245,43 +349,24 @@ fn sample(
 fn series(out: &mut String, f: &Family, e: &Exposed, labels: &[(&str, &str)], r: &Reading) {
     match (r, e.typ) {
         (Reading::Histogram(h), _) => histogram(out, f, e, labels, h),
-        (_, "counter") => sample(out, e, "_total", labels, None, |o| write_value(o, r, e)),
+        (_, Type::Counter) => sample(out, e, "_total", labels, None, |o| write_value(o, r, e)),
         _ => sample(out, e, "", labels, None, |o| write_value(o, r, e)),
     }
 }
 
-/// A histogram's samples: cumulative buckets (bounds in the exposed unit,
-/// exact; bounds that a scraper reads as one `f64` are one bucket, named
-/// by the largest of them, whose count it has), `+Inf` last, then
-/// `_count` (the `+Inf` bucket's count: one consistent copy's count equals
-/// it) and `_sum`.
+/// A histogram's samples: cumulative buckets ([`Exposed::each_bucket`]),
+/// `+Inf` last, then `_count` (the `+Inf` bucket's count: one consistent
+/// copy's count equals it) and `_sum`.
 fn histogram(out: &mut String, f: &Family, e: &Exposed, labels: &[(&str, &str)], h: &Histogram) {
-    let Some(b) = &f.buckets else {
+    if f.buckets.is_none() {
         return;
-    };
+    }
     let count = |o: &mut String, n: u128| {
         let _ = write!(o, "{n}");
     };
-    let mut cumulative = 0u128;
-    // (bound as the scraper reads it, an f64; its exact text; cumulative
-    // count): bounds one f64 apart are one bucket, named by the largest.
-    let mut pending: Option<(f64, String, u128)> = None;
-    for (k, &c) in h.buckets.iter().enumerate() {
-        cumulative += u128::from(c);
-        let Some(bound) = b.bound(k) else {
-            continue;
-        };
-        let key = to_base(bound as f64, e.factor);
-        if let Some((prev, text, n)) = pending.take() {
-            if prev != key {
-                sample(out, e, "_bucket", labels, Some(&text), |o| count(o, n));
-            }
-        }
-        pending = Some((key, number(i128::from(bound), e), cumulative));
-    }
-    if let Some((_, text, n)) = pending {
-        sample(out, e, "_bucket", labels, Some(&text), |o| count(o, n));
-    }
+    let cumulative = e.each_bucket(f, h, |text, _, n| {
+        sample(out, e, "_bucket", labels, Some(text), |o| count(o, n));
+    });
     sample(out, e, "_bucket", labels, Some("+Inf"), |o| {
         count(o, cumulative)
     });
@@ -291,9 +376,9 @@ fn histogram(out: &mut String, f: &Family, e: &Exposed, labels: &[(&str, &str)],
     });
 }
 
-/// The labels of member `m` of `f`: `cpu` (if given), the dimension with
-/// the instance string, the extra labels.
-fn member_labels<'a>(
+/// The labels of member `m` of `f` on a page: `cpu` (if given), the
+/// dimension with the instance string, the extra labels.
+pub fn member_labels<'a>(
     f: &'a Family,
     m: &'a Member,
     cpu: Option<&'a str>,
@@ -369,11 +454,78 @@ pub fn render_families_into(
     per_cpu: bool,
     format: Format,
 ) {
+    walk(&mut Text { out, format }, families, per_cpu);
+}
+
+/// A page's format as the walk of its families ([`walk`],
+/// [`walk_directory`]) hands them over: each family, then each of its
+/// series, then the end. The text formats ([`Text`]) and the protobuf
+/// exposition of `perfabi-prometheus` are such sinks, so that every
+/// format shows the same families, names, labels and values.
+pub trait Sink {
+    /// Family `f` begins, exposed as `e`.
+    fn family(&mut self, f: &Family, e: &Exposed);
+    /// One series of `f` (begun last): one member's total, or its value on
+    /// one CPU (a `cpu` label first).
+    fn series(&mut self, f: &Family, e: &Exposed, labels: &[(&str, &str)], r: &Reading);
+    /// The page ends.
+    fn end(&mut self);
+}
+
+/// A text page in `format`, appended to `out`.
+pub struct Text<'a> {
+    /// Where the page is appended.
+    pub out: &'a mut String,
+    /// Its format.
+    pub format: Format,
+}
+
+impl Sink for Text<'_> {
+    fn family(&mut self, _: &Family, e: &Exposed) {
+        let out = &mut *self.out;
+        match self.format {
+            Format::OpenMetrics => {
+                let _ = writeln!(out, "# TYPE {} {}", e.name, e.typ.as_str());
+                if let Some(u) = &e.unit {
+                    let _ = writeln!(out, "# UNIT {} {u}", e.name);
+                }
+                let _ = writeln!(out, "# HELP {} {}", e.name, escape_help(&e.help));
+            }
+            Format::Prometheus => {
+                // Prometheus' text format names a counter's metadata by
+                // its samples' name, `_total` included.
+                let total = if e.typ == Type::Counter { "_total" } else { "" };
+                let _ = writeln!(
+                    out,
+                    "# HELP {}{total} {}",
+                    e.name,
+                    escape_text_help(&e.help)
+                );
+                let _ = writeln!(out, "# TYPE {}{total} {}", e.name, e.typ.as_str());
+            }
+        }
+    }
+
+    fn series(&mut self, f: &Family, e: &Exposed, labels: &[(&str, &str)], r: &Reading) {
+        series(self.out, f, e, labels, r);
+    }
+
+    fn end(&mut self) {
+        if self.format == Format::OpenMetrics {
+            self.out.push_str("# EOF\n");
+        }
+    }
+}
+
+/// Hands `families` to `sink` (see [`Sink`]): with `per_cpu`, one series
+/// per member and CPU where there are per-CPU values, else one per member
+/// with its total.
+pub fn walk(sink: &mut impl Sink, families: &Families<'_>, per_cpu: bool) {
     let cpus = cpu_names(families, per_cpu);
     for f in families.iter() {
-        render_family(out, f, &cpus, format);
+        walk_family(sink, f, &cpus);
     }
-    end(out, format);
+    sink.end();
 }
 
 /// The first part of the names of the reader's own families on a
@@ -402,6 +554,13 @@ const DIRECTORY_PROBLEMS: &str = "directory.problems";
 /// page has one family of a name); it is returned as a problem (code
 /// `reserved-name`), counted in the gauge like the scrape's own.
 pub fn render_directory_into(out: &mut String, scrape: &Scrape, format: Format) -> Vec<Problem> {
+    walk_directory(&mut Text { out, format }, scrape)
+}
+
+/// Hands a directory's read to `sink` (see [`Sink`]) as
+/// [`render_directory_into`] renders it: the merged families, then the
+/// reader's own gauges; returns the families left out for their name.
+pub fn walk_directory(sink: &mut impl Sink, scrape: &Scrape) -> Vec<Problem> {
     let own = [DIRECTORY_SEGMENTS, DIRECTORY_PROBLEMS].map(perfabi::name::openmetrics);
     let mut left_out = Vec::new();
     let merged = Families::merged(&scrape.families);
@@ -418,14 +577,14 @@ pub fn render_directory_into(out: &mut String, scrape: &Scrape, format: Format) 
                 code: "reserved-name",
             });
         } else {
-            render_family(out, f, &[], format);
+            walk_family(sink, f, &[]);
         }
     }
     let mine = own_families(scrape, &left_out);
     for f in Families::merged(&mine).iter() {
-        render_family(out, f, &[], format);
+        walk_family(sink, f, &[]);
     }
-    end(out, format);
+    sink.end();
     left_out
 }
 
@@ -499,53 +658,26 @@ fn cpu_names(families: &Families<'_>, per_cpu: bool) -> Vec<String> {
     }
 }
 
-/// Appends one family: its metadata lines in `format`, then its series,
-/// one per member (and per CPU of `cpus`, if any; else its totals).
-fn render_family(out: &mut String, view: FamilyView<'_>, cpus: &[String], format: Format) {
+/// Hands one family to `sink`: the family, then its series, one per
+/// member (and per CPU of `cpus`, if any; else its totals).
+fn walk_family(sink: &mut impl Sink, view: FamilyView<'_>, cpus: &[String]) {
     let f = view.family;
-    let e = exposed(f);
-    match format {
-        Format::OpenMetrics => {
-            let _ = writeln!(out, "# TYPE {} {}", e.name, e.typ);
-            if let Some(u) = &e.unit {
-                let _ = writeln!(out, "# UNIT {} {u}", e.name);
-            }
-            let _ = writeln!(out, "# HELP {} {}", e.name, escape_help(&help(f, &e)));
-        }
-        Format::Prometheus => {
-            // Prometheus' text format names a counter's metadata by its
-            // samples' name, `_total` included.
-            let total = if e.typ == "counter" { "_total" } else { "" };
-            let _ = writeln!(
-                out,
-                "# HELP {}{total} {}",
-                e.name,
-                escape_text_help(&help(f, &e))
-            );
-            let _ = writeln!(out, "# TYPE {}{total} {}", e.name, e.typ);
-        }
-    }
+    let e = Exposed::of(f);
+    sink.family(f, &e);
     for (k, m) in f.members.iter().enumerate() {
         if cpus.is_empty() {
             if let Some(r) = view.reading(k) {
                 let labels = member_labels(f, m, None);
-                series(out, f, &e, &labels, &r);
+                sink.series(f, &e, &labels, &r);
             }
         } else {
             for (cpu, name) in cpus.iter().enumerate() {
                 if let Some(r) = view.reading_on(cpu, k) {
                     let labels = member_labels(f, m, Some(name));
-                    series(out, f, &e, &labels, &r);
+                    sink.series(f, &e, &labels, &r);
                 }
             }
         }
-    }
-}
-
-/// Ends a page: `# EOF` in OpenMetrics.
-fn end(out: &mut String, format: Format) {
-    if format == Format::OpenMetrics {
-        out.push_str("# EOF\n");
     }
 }
 

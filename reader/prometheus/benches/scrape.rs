@@ -19,14 +19,19 @@
 //! and rendered), next to one segment of the same 20 families' page: what a
 //! directory costs per segment, and what rendering adds to the merge.
 //!
+//! Histograms (`scrape_100_histograms`): 100 members of a log2 histogram
+//! of 24 buckets, on 2 CPUs, as the text formats and as the protobuf
+//! exposition with native histograms (classic buckets beside them), each
+//! a whole scrape: what the protobuf page costs next to the text ones.
+//!
 //! `cargo bench -p perfabi-prometheus --bench scrape`
 
 use std::fmt::Write as _;
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use perfabi::{FamilySpec, Kind, Unit};
-use perfabi_prometheus::Endpoint;
+use perfabi::{Buckets, FamilySpec, Kind, Unit};
+use perfabi_prometheus::{Endpoint, Exposition};
 use perfabi_reader::exposition::Format;
 use perfabi_reader::{Options, Segment, Snapshot};
 use perfabi_shm::writer::{Config, Writer};
@@ -276,5 +281,52 @@ fn scrape_directory(c: &mut Criterion) {
     drop((writers, one));
 }
 
-criterion_group!(benches, scrape, scrape_directory);
+/// 100 members of one log2 histogram family (24 buckets of ns, not
+/// converted), 2 CPUs, each member with observations in a dozen buckets.
+fn scrape_histograms(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let w = Writer::create(
+        &path,
+        &Config {
+            nr_cpus: Some(2),
+            max_instances: 4096,
+            max_families: 2,
+            max_members: 128,
+            damon_capacity: 0,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    let fam = w
+        .add_family(&FamilySpec::histogram(
+            "bench.latency",
+            "Request latency",
+            "route",
+            Unit::NS,
+            Buckets::Log2 { first: 10, n: 24 },
+        ))
+        .unwrap();
+    for i in 0..100 {
+        let m = w.add_member(fam, &format!("r{i}"), &[]).unwrap();
+        for k in 0..1000u64 {
+            w.observe(&m, 1000 + k * k * 37 + i).unwrap();
+        }
+    }
+    let e = Endpoint::new(&path, Options::default(), false);
+    let mut g = c.benchmark_group("scrape_100_histograms");
+    for (name, exposition) in [
+        ("openmetrics", Exposition::Text(Format::OpenMetrics)),
+        ("prometheus_text", Exposition::Text(Format::Prometheus)),
+        ("protobuf_native", Exposition::Protobuf),
+    ] {
+        let bytes = e.page(exposition).unwrap().len();
+        println!("scrape_100_histograms/{name}: a page of {bytes} bytes");
+        g.bench_function(name, |b| b.iter(|| black_box(e.page(exposition).unwrap())));
+    }
+    g.finish();
+    drop(w);
+}
+
+criterion_group!(benches, scrape, scrape_directory, scrape_histograms);
 criterion_main!(benches);

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use perfabi_reader::directory::{Directory, DirectoryOptions, Problem};
-use perfabi_reader::exposition::{self, Format};
+use perfabi_reader::exposition::{self, Sink};
 use perfabi_shm::safe_open::escape_path;
 
 use crate::endpoint::Failure;
@@ -39,10 +39,10 @@ impl Served {
         }
     }
 
-    /// One scrape: the directory read and rendered in `format`, or the
-    /// one-line reason the directory as a whole could not be read (then it
-    /// is opened again at the next scrape).
-    pub(crate) fn scrape(&mut self, format: Format) -> Result<String, Failure> {
+    /// One scrape: the directory read and handed to `sink` (a page's
+    /// format), or the one-line reason the directory as a whole could not
+    /// be read (then it is opened again at the next scrape).
+    pub(crate) fn walk(&mut self, sink: &mut impl Sink) -> Result<(), Failure> {
         let reason = |e: perfabi_reader::Error| Failure {
             code: e.code(),
             reason: format!("cannot read the directory {}: {e}", escape_path(&self.path)),
@@ -55,10 +55,9 @@ impl Served {
         };
         match dir.read() {
             Ok(scrape) => {
-                let mut page = String::with_capacity(64 * 1024);
-                let left_out = exposition::render_directory_into(&mut page, &scrape, format);
+                let left_out = exposition::walk_directory(sink, &scrape);
                 self.note(scrape.problems.iter().chain(&left_out));
-                Ok(page)
+                Ok(())
             }
             Err(e) => {
                 self.dir = None;

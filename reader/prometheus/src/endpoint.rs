@@ -6,11 +6,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use perfabi_reader::directory::DirectoryOptions;
-use perfabi_reader::exposition::{self, Format};
+use perfabi_reader::exposition::{self, Format, Sink, Text};
+use perfabi_reader::view::Families;
 use perfabi_reader::{Options, Segment, Snapshot};
 use perfabi_shm::safe_open::escape_path;
 
 use crate::directory::Served;
+use crate::negotiate::Exposition;
+use crate::protobuf::Encoder;
 
 /// A failed read: the reader's error code (`spec/PERFABI.md` §11.6) and
 /// the one-line reason.
@@ -136,15 +139,42 @@ impl Endpoint {
 
     /// [`Endpoint::scrape`], its failure with the reader's error code.
     pub(crate) fn read(&self, format: Format) -> Result<String, Failure> {
+        let mut page = String::with_capacity(64 * 1024);
+        self.walk(&mut Text {
+            out: &mut page,
+            format,
+        })?;
+        Ok(page)
+    }
+
+    /// One scrape as [`scrape`](Self::scrape), in a text format or as the
+    /// protobuf exposition (native histograms, [`crate::protobuf`]).
+    pub fn page(&self, exposition: Exposition) -> Result<Vec<u8>, String> {
+        self.read_page(exposition).map_err(|f| f.reason)
+    }
+
+    /// [`Endpoint::page`], its failure with the reader's error code.
+    pub(crate) fn read_page(&self, exposition: Exposition) -> Result<Vec<u8>, Failure> {
+        match exposition {
+            Exposition::Text(format) => self.read(format).map(String::into_bytes),
+            Exposition::Protobuf => {
+                let mut encoder = Encoder::new();
+                self.walk(&mut encoder)?;
+                Ok(encoder.finish())
+            }
+        }
+    }
+
+    /// One scrape handed to `sink`, or the reason it failed.
+    fn walk(&self, sink: &mut impl Sink) -> Result<(), Failure> {
         let mut source = self.source.lock().unwrap_or_else(|p| p.into_inner());
         match &mut *source {
             Source::Segment(opts, reading) => {
                 let snap = reading.refresh(&self.path, opts)?;
-                let mut page = String::with_capacity(64 * 1024);
-                exposition::render_into(&mut page, snap, self.per_cpu, format);
-                Ok(page)
+                exposition::walk(sink, &Families::snapshot(snap), self.per_cpu);
+                Ok(())
             }
-            Source::Directory(served) => served.scrape(format),
+            Source::Directory(served) => served.walk(sink),
         }
     }
 

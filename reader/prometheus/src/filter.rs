@@ -61,13 +61,25 @@ struct Block<'a> {
 impl Block<'_> {
     /// Whether `wanted` names this family (see the module's note).
     fn named(&self, wanted: &str) -> bool {
-        if self.name == wanted {
-            return true;
-        }
-        self.typ == Some("counter")
-            && (wanted.strip_suffix("_total") == Some(self.name)
-                || self.name.strip_suffix("_total") == Some(wanted))
+        named(self.name, self.typ == Some("counter"), wanted)
     }
+}
+
+/// Whether `wanted` names the family `name` (a counter, if `counter`,
+/// answers to its name with and without `_total`: see the module's note).
+pub fn named(name: &str, counter: bool, wanted: &str) -> bool {
+    name == wanted
+        || counter
+            && (wanted.strip_suffix("_total") == Some(name)
+                || name.strip_suffix("_total") == Some(wanted))
+}
+
+/// Whether `selection` keeps the family `name` (all are kept when it is
+/// `None`).
+pub fn selected(selection: &Selection, name: &str, counter: bool) -> bool {
+    selection
+        .as_ref()
+        .is_none_or(|names| names.iter().any(|n| named(name, counter, n)))
 }
 
 /// The metadata line's family name, if `line` is one.

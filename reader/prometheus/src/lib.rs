@@ -3,9 +3,11 @@
 //! /metrics` answers one consistent snapshot (one metadata generation) per
 //! scrape (a directory: one per file, merged), in
 //! OpenMetrics 1.0.0 when the scraper's `Accept` header asks for it (as
-//! Prometheus does), else in the Prometheus text format 0.0.4. The page is
-//! rendered by [`perfabi_reader::exposition`], the renderer of
-//! `perfabi-cat --openmetrics`.
+//! Prometheus does), as the protobuf exposition with native histograms
+//! ([`protobuf`]) when it asks for that (Prometheus with
+//! `--enable-feature=native-histograms`), else in the Prometheus text
+//! format 0.0.4. The page is rendered by [`perfabi_reader::exposition`],
+//! the renderer of `perfabi-cat --openmetrics`.
 //!
 //! * A failed read (no segment, writer busy beyond its retries, gone,
 //!   closed, truncated, untrusted) answers `503` with a one-line reason,
@@ -46,6 +48,7 @@ mod filter;
 mod h2;
 mod limits;
 mod negotiate;
+pub mod protobuf;
 mod routes;
 mod scrapes;
 mod selfmetrics;
@@ -61,7 +64,7 @@ pub use limits::{
     connections_within, raise_open_file_limit, Limits, IDLE_TIMEOUT, MAX_CONNECTIONS, MAX_HEAD,
     MAX_HEADERS, MAX_PAGE_BYTES, MAX_REQUESTS, READ_TIMEOUT, RESERVED_FDS, WRITE_TIMEOUT,
 };
-pub use negotiate::negotiate;
+pub use negotiate::{negotiate, Exposition};
 pub use server::{listen, serve, serve_with, BACKLOG, RECV_BUFFER, UNSENT_LOWAT};
 pub use web::Web;
 pub use web_config::{ConfigError, WebConfig};

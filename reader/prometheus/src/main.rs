@@ -20,8 +20,10 @@ use perfabi_shm::safe_open::escape_path;
 
 const AFTER_HELP: &str = "\
 GET /metrics answers one consistent snapshot per scrape, in OpenMetrics
-1.0.0 if the Accept header asks for it (Prometheus does), else in the
-Prometheus text format 0.0.4; 503 with a one-line reason when the segment
+1.0.0 if the Accept header asks for it (Prometheus does), as the protobuf
+exposition with native histograms if it asks for that (Prometheus with
+--enable-feature=native-histograms), else in the Prometheus text format
+0.0.4; 503 with a one-line reason when the segment
 cannot be read (no writer, busy, gone, truncated, untrusted). GET / is a
 short index. HEAD is answered wherever GET is (the same head, no body);
 another method is 405, another path 404. Connections are kept alive.

@@ -24,14 +24,15 @@ use hyper::header::{
     VARY, WWW_AUTHENTICATE,
 };
 use hyper::{Method, Request, Response, StatusCode, Version};
-use perfabi_reader::exposition::Format;
+
 use perfabi_shm::safe_open::escape_path;
 
 use crate::auth::Verdict;
 use crate::compress::{self, Coding};
 use crate::connections::{Conn, Held, Table};
 use crate::filter::{self, Selection};
-use crate::negotiate::negotiate;
+use crate::negotiate::{negotiate, Exposition};
+use crate::protobuf;
 use crate::scrapes::{Place, Scrapes};
 use crate::web::{Settings, Web};
 use crate::{Endpoint, Limits};
@@ -221,55 +222,80 @@ fn joined(req: &Request<Incoming>, name: hyper::header::HeaderName) -> Option<St
     out
 }
 
-/// One scrape's page: the segment read and rendered in `format`, its
-/// families named like the endpoint's own left out (logged when that
-/// changes), the endpoint's own added, the families `selection` names
-/// kept, in `coding`; or the reason the read failed (logged, counted).
+/// One scrape's page: the segment read and rendered as `exposition`
+/// asks, its families named like the endpoint's own left out (logged when
+/// that changes), the endpoint's own added, the families `selection`
+/// names kept, in `coding`; or the reason the read failed (logged,
+/// counted).
 fn page(
     endpoint: &Endpoint,
     web: &Web,
     own_logged: &Mutex<Vec<String>>,
-    format: Format,
+    exposition: Exposition,
     selection: &Selection,
     coding: Coding,
 ) -> Result<Vec<u8>, String> {
     let t = Instant::now();
-    let page = match endpoint.read(format) {
+    let read = |e: Exposition| match endpoint.read_page(e) {
         Ok(p) => {
             endpoint.log(None);
-            p
+            Ok(p)
         }
         Err(f) => {
             endpoint.log(Some(&f.reason));
             web.stats.read_failed(f.code);
-            return Err(f.reason);
+            Err(f.reason)
         }
     };
-    let (page, left_out) = filter::without_own(page);
-    {
-        let mut logged = own_logged.lock().unwrap_or_else(|p| p.into_inner());
-        if *logged != left_out {
-            if !left_out.is_empty() {
-                let names: BTreeSet<String> = left_out
-                    .iter()
-                    .map(|n| perfabi::text::escape(n.as_bytes()).to_string())
-                    .collect();
-                eprintln!(
-                    "perfabi-prometheus: families {} left out: {}* names the endpoint's own \
-                     families (rename them)",
-                    names.into_iter().collect::<Vec<_>>().join(", "),
-                    filter::OWN_PREFIX
-                );
-            }
-            *logged = left_out;
+    let page = match exposition {
+        Exposition::Text(format) => {
+            // The text renderer writes UTF-8 only.
+            let page = String::from_utf8(read(exposition)?).map_err(|e| e.to_string())?;
+            let (page, left_out) = filter::without_own(page);
+            note_own(own_logged, left_out);
+            let own = web.stats.render(format, t.elapsed().as_secs_f64());
+            filter::select(filter::with_own(page, &own), selection).into_bytes()
         }
-    }
-    let own = web.stats.render(format, t.elapsed().as_secs_f64());
-    let page = filter::select(filter::with_own(page, &own), selection);
+        Exposition::Protobuf => {
+            let page = read(exposition)?;
+            let (mut page, left_out) =
+                protobuf::retain(&page, |name, _| !name.starts_with(filter::OWN_PREFIX));
+            note_own(own_logged, left_out);
+            page.extend(web.stats.encode(t.elapsed().as_secs_f64()));
+            if selection.is_some() {
+                page = protobuf::retain(&page, |name, counter| {
+                    filter::selected(selection, name, counter)
+                })
+                .0;
+            }
+            page
+        }
+    };
     Ok(match coding {
-        Coding::Identity => page.into_bytes(),
-        Coding::Gzip => compress::gzip(page.as_bytes(), compress::GZIP_LEVEL),
+        Coding::Identity => page,
+        Coding::Gzip => compress::gzip(&page, compress::GZIP_LEVEL),
     })
+}
+
+/// Logs the segment's families left out for their names (`left_out`)
+/// when they differ from those logged last.
+fn note_own(own_logged: &Mutex<Vec<String>>, left_out: Vec<String>) {
+    let mut logged = own_logged.lock().unwrap_or_else(|p| p.into_inner());
+    if *logged != left_out {
+        if !left_out.is_empty() {
+            let names: BTreeSet<String> = left_out
+                .iter()
+                .map(|n| perfabi::text::escape(n.as_bytes()).to_string())
+                .collect();
+            eprintln!(
+                "perfabi-prometheus: families {} left out: {}* names the endpoint's own \
+                 families (rename them)",
+                names.into_iter().collect::<Vec<_>>().join(", "),
+                filter::OWN_PREFIX
+            );
+        }
+        *logged = left_out;
+    }
 }
 
 /// A plain-text answer.
@@ -304,10 +330,11 @@ pub(crate) struct Page {
 }
 
 impl Page {
-    fn new(body: Vec<u8>, mut done: Done, place: Option<Place>) -> Self {
+    fn new(body: impl Into<Bytes>, mut done: Done, place: Option<Place>) -> Self {
         done.1 = place;
+        let body = body.into();
         Self {
-            data: (!body.is_empty()).then(|| Bytes::from(body)),
+            data: (!body.is_empty()).then_some(body),
             _done: done,
         }
     }

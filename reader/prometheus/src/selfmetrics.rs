@@ -59,58 +59,123 @@ impl Stats {
     /// read and render time.
     pub fn render(&self, format: Format, scrape_seconds: f64) -> String {
         let mut out = String::with_capacity(2048);
-        let requests: Vec<(String, f64)> = lock(&self.requests)
+        for (f, samples) in self.families(scrape_seconds) {
+            family(&mut out, format, &f, &samples);
+        }
+        out
+    }
+
+    /// The families as the protobuf exposition (length-delimited
+    /// `MetricFamily` messages, [`crate::protobuf`]), with
+    /// `scrape_seconds` as this page's read and render time. A family
+    /// without a sample is left out (no family to Prometheus).
+    pub fn encode(&self, scrape_seconds: f64) -> Vec<u8> {
+        use crate::protobuf::metrics::{
+            Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType,
+        };
+        use prost::Message;
+        let mut out = Vec::with_capacity(1024);
+        for (f, samples) in self.families(scrape_seconds) {
+            if samples.is_empty() {
+                continue;
+            }
+            let counter = f.typ == "counter";
+            let metric = samples
+                .iter()
+                .map(|(labels, v)| Metric {
+                    label: labels
+                        .iter()
+                        .map(|(k, v)| LabelPair {
+                            name: Some((*k).to_string()),
+                            value: Some(v.clone()),
+                        })
+                        .collect(),
+                    counter: counter.then(|| Counter {
+                        value: Some(*v),
+                        ..Counter::default()
+                    }),
+                    gauge: (!counter).then_some(Gauge { value: Some(*v) }),
+                    ..Metric::default()
+                })
+                .collect();
+            let m = MetricFamily {
+                // A counter's metric family is named as its samples.
+                name: Some(if counter {
+                    format!("{}_total", f.name)
+                } else {
+                    f.name.to_string()
+                }),
+                help: Some(f.help.to_string()),
+                r#type: Some(if counter {
+                    MetricType::Counter
+                } else {
+                    MetricType::Gauge
+                } as i32),
+                metric,
+                unit: f.unit.map(str::to_string),
+            };
+            // Encoding into a Vec cannot run out of room.
+            let _ = m.encode_length_delimited(&mut out);
+        }
+        out
+    }
+
+    /// The families and their samples, read now.
+    fn families(&self, scrape_seconds: f64) -> Vec<(Family, Vec<Sample>)> {
+        let by_code = |m: &BTreeMap<String, u64>| -> Vec<Sample> {
+            m.iter()
+                .map(|(c, n)| (vec![("code", c.clone())], *n as f64))
+                .collect()
+        };
+        let requests: BTreeMap<String, u64> = lock(&self.requests)
             .iter()
-            .map(|(c, n)| (format!("{{code=\"{c}\"}}"), *n as f64))
+            .map(|(c, n)| (c.to_string(), *n))
             .collect();
-        family(
-            &mut out,
-            format,
-            &Family::counter(
-                "promhttp_metric_handler_requests",
-                "Scrapes of /metrics by HTTP status code (before this one).",
-            ),
-            &requests,
-        );
-        family(
-            &mut out,
-            format,
-            &Family::gauge(
-                "perfabi_exporter_scrape_duration_seconds",
-                "Seconds the read and rendering of this page took.",
-            )
-            .unit("seconds"),
-            &[(String::new(), scrape_seconds)],
-        );
-        let errors: Vec<(String, f64)> = lock(&self.read_errors)
+        let errors: BTreeMap<String, u64> = lock(&self.read_errors)
             .iter()
-            .map(|(c, n)| (format!("{{code=\"{c}\"}}"), *n as f64))
+            .map(|(c, n)| (c.to_string(), *n))
             .collect();
-        family(
-            &mut out,
-            format,
-            &Family::counter(
-                "perfabi_exporter_read_errors",
-                "Reads of the segment or directory that failed (each a 503), by the reader's code.",
+        let mut out = vec![
+            (
+                Family::counter(
+                    "promhttp_metric_handler_requests",
+                    "Scrapes of /metrics by HTTP status code (before this one).",
+                ),
+                by_code(&requests),
             ),
-            &errors,
-        );
-        family(
-            &mut out,
-            format,
-            &Family::counter(
-                "perfabi_exporter_tls_handshake_errors",
-                "TLS handshakes that failed (plain HTTP to the TLS port, a refused certificate).",
+            (
+                Family::gauge(
+                    "perfabi_exporter_scrape_duration_seconds",
+                    "Seconds the read and rendering of this page took.",
+                )
+                .unit("seconds"),
+                vec![(Vec::new(), scrape_seconds)],
             ),
-            &[(
-                String::new(),
-                self.handshake_errors.load(Ordering::Relaxed) as f64,
-            )],
-        );
-        process(&mut out, format);
+            (
+                Family::counter(
+                    "perfabi_exporter_read_errors",
+                    "Reads of the segment or directory that failed (each a 503), by the reader's code.",
+                ),
+                by_code(&errors),
+            ),
+            (
+                Family::counter(
+                    "perfabi_exporter_tls_handshake_errors",
+                    "TLS handshakes that failed (plain HTTP to the TLS port, a refused certificate).",
+                ),
+                vec![(
+                    Vec::new(),
+                    self.handshake_errors.load(Ordering::Relaxed) as f64,
+                )],
+            ),
+        ];
+        process(&mut out);
         out
     }
 }
+
+/// One sample: its labels and its value.
+type Sample = (Vec<(&'static str, String)>, f64);
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -150,10 +215,12 @@ impl Family {
     }
 }
 
-/// Appends `f` and its `samples` (labels text with braces, or empty, and
-/// value) in `format`, metadata named as the exposition names a segment's
-/// (see [`perfabi_reader::exposition::Format`]).
-fn family(out: &mut String, format: Format, f: &Family, samples: &[(String, f64)]) {
+/// Appends `f` and its `samples` in `format`, metadata named as the
+/// exposition names a segment's (see
+/// [`perfabi_reader::exposition::Format`]). Label values are the
+/// endpoint's own (status codes, the reader's error codes): nothing to
+/// escape.
+fn family(out: &mut String, format: Format, f: &Family, samples: &[Sample]) {
     let total = if f.typ == "counter" { "_total" } else { "" };
     match format {
         Format::OpenMetrics => {
@@ -169,85 +236,80 @@ fn family(out: &mut String, format: Format, f: &Family, samples: &[(String, f64)
         }
     }
     for (labels, v) in samples {
-        let _ = writeln!(out, "{}{total}{labels} {v}", f.name);
+        let _ = write!(out, "{}{total}", f.name);
+        for (i, (k, lv)) in labels.iter().enumerate() {
+            let _ = write!(out, "{}{k}=\"{lv}\"", if i == 0 { "{" } else { "," });
+        }
+        if !labels.is_empty() {
+            out.push('}');
+        }
+        let _ = writeln!(out, " {v}");
     }
 }
 
 /// The `process_*` families, from `/proc/self`; a value that cannot be
 /// read is left out (its family with no sample).
-fn process(out: &mut String, format: Format) {
+fn process(out: &mut Vec<(Family, Vec<Sample>)>) {
     use procfs::process::Process;
     let me = Process::myself().ok();
     let stat = me.as_ref().and_then(|p| p.stat().ok());
     let ticks = procfs::ticks_per_second() as f64;
-    let one = |v: Option<f64>| v.map(|v| vec![(String::new(), v)]).unwrap_or_default();
-    family(
-        out,
-        format,
-        &Family::counter(
+    let one = |v: Option<f64>| v.map(|v| vec![(Vec::new(), v)]).unwrap_or_default();
+    out.push((
+        Family::counter(
             "process_cpu_seconds",
             "Total user and system CPU time spent in seconds.",
         )
         .unit("seconds"),
-        &one(stat.as_ref().map(|s| (s.utime + s.stime) as f64 / ticks)),
-    );
-    family(
-        out,
-        format,
-        &Family::gauge(
+        one(stat.as_ref().map(|s| (s.utime + s.stime) as f64 / ticks)),
+    ));
+    out.push((
+        Family::gauge(
             "process_resident_memory_bytes",
             "Resident memory size in bytes.",
         )
         .unit("bytes"),
-        &one(stat.as_ref().map(|s| (s.rss * procfs::page_size()) as f64)),
-    );
-    family(
-        out,
-        format,
-        &Family::gauge(
+        one(stat.as_ref().map(|s| (s.rss * procfs::page_size()) as f64)),
+    ));
+    out.push((
+        Family::gauge(
             "process_virtual_memory_bytes",
             "Virtual memory size in bytes.",
         )
         .unit("bytes"),
-        &one(stat.as_ref().map(|s| s.vsize as f64)),
-    );
+        one(stat.as_ref().map(|s| s.vsize as f64)),
+    ));
     let start = stat.as_ref().and_then(|s| {
         let boot = procfs::boot_time_secs().ok()? as f64;
         Some(boot + s.starttime as f64 / ticks)
     });
-    family(
-        out,
-        format,
-        &Family::gauge(
+    out.push((
+        Family::gauge(
             "process_start_time_seconds",
             "Start time of the process since unix epoch in seconds.",
         )
         .unit("seconds"),
-        &one(start),
-    );
-    family(
-        out,
-        format,
-        &Family::gauge("process_open_fds", "Number of open file descriptors."),
-        &one(me
+        one(start),
+    ));
+    out.push((
+        Family::gauge("process_open_fds", "Number of open file descriptors."),
+        one(me
             .as_ref()
             .and_then(|p| p.fd_count().ok())
             .map(|n| n as f64)),
-    );
+    ));
     // The soft limit of /proc/self/limits, by the system call: parsing
     // that file costs more than the rest of these families together.
     let max = rustix::process::getrlimit(rustix::process::Resource::Nofile)
         .current
         .map(|n| n as f64);
-    family(
-        out,
-        format,
-        &Family::gauge(
+    out.push((
+        Family::gauge(
             "process_max_fds",
             "Maximum number of open file descriptors.",
         ),
-        &one(max),
-    );
+        one(max),
+    ));
 }
 
 #[cfg(test)]
@@ -325,5 +387,40 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("# UNIT"), "{text}");
+    }
+
+    /// The protobuf page holds the same families, counters named as their
+    /// samples.
+    #[test]
+    fn own_families_as_protobuf() {
+        use crate::protobuf::metrics::MetricFamily;
+        use prost::Message;
+        let s = Stats::default();
+        s.answered(200);
+        s.read_failed("busy");
+        let page = s.encode(0.5);
+        let mut rest = &page[..];
+        let mut names = Vec::new();
+        while !rest.is_empty() {
+            let f = MetricFamily::decode_length_delimited(&mut rest).unwrap();
+            if f.name() == "perfabi_exporter_read_errors_total" {
+                assert_eq!(f.metric[0].label[0].value(), "busy");
+                assert_eq!(f.metric[0].counter.as_ref().unwrap().value(), 1.0);
+            }
+            if f.name() == "perfabi_exporter_scrape_duration_seconds" {
+                assert_eq!(f.metric[0].gauge.as_ref().unwrap().value(), 0.5);
+            }
+            names.push(f.name().to_string());
+        }
+        for want in [
+            "promhttp_metric_handler_requests_total",
+            "perfabi_exporter_scrape_duration_seconds",
+            "perfabi_exporter_read_errors_total",
+            "perfabi_exporter_tls_handshake_errors_total",
+            "process_cpu_seconds_total",
+            "process_open_fds",
+        ] {
+            assert!(names.iter().any(|n| n == want), "{want} in {names:?}");
+        }
     }
 }

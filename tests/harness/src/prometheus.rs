@@ -79,6 +79,12 @@ impl Prometheus {
     /// section that scrapes and evaluates every second; returns once its
     /// API answers.
     pub fn with_scrape_configs(scrape_configs: &str) -> Prometheus {
+        Prometheus::with_flags(scrape_configs, &[])
+    }
+
+    /// [`with_scrape_configs`](Self::with_scrape_configs), with more
+    /// command-line `flags` (`--enable-feature=native-histograms`).
+    pub fn with_flags(scrape_configs: &str, flags: &[&str]) -> Prometheus {
         let dir = tempfile::Builder::new()
             .prefix("perfabi-prometheus.")
             .tempdir()
@@ -99,6 +105,7 @@ impl Prometheus {
                     dir.path().join("tsdb").display()
                 ))
                 .arg(format!("--web.listen-address={address}"))
+                .args(flags)
                 .stdout(log.try_clone().unwrap())
                 .stderr(log)
                 .spawn()
