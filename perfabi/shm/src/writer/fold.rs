@@ -362,8 +362,11 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
     let held = std::time::Instant::now();
     let mut report = FoldReport::default();
     // A crashed fold's temporary kept files: no fold runs but this one.
-    let listing = directory::list(&folder)?;
-    for junk in &listing.others {
+    // Only this user's segment files: it folds no other's (`read`), and
+    // another user's files, of any name, never take their place.
+    let me = euid();
+    let listing = directory::list(&folder, |uid| uid == me)?;
+    for junk in &listing.hidden {
         let junk_name = junk.to_string_lossy();
         if junk_name.starts_with(".kept.")
             || junk_name.starts_with("..kept.")
@@ -387,7 +390,13 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
     }
     let listed: BTreeSet<String> = listing.names.iter().map(SegmentName::identity).collect();
     let mut folded = Vec::new();
-    let mut ids: BTreeSet<String> = old_ids.intersection(&listed).cloned().collect();
+    // An identity is dropped only when its file is surely gone: a listing
+    // that stopped at a limit may have missed files still there.
+    let mut ids: BTreeSet<String> = if listing.truncated || listing.full {
+        old_ids.clone()
+    } else {
+        old_ids.intersection(&listed).cloned().collect()
+    };
     let started = std::time::Instant::now();
     let mut batch = 0usize;
     for name in &listing.names {
