@@ -203,7 +203,11 @@ fn another_users_files_named_as_segments_take_no_segments_place() {
     assert_eq!(total(&s, "app.requests"), Some(Reading::Unsigned(5)));
     assert_eq!(s.problems.len(), 17, "{:?}", s.problems);
     assert!(s.problems.iter().all(|p| p.code == "untrusted-owner"));
-    assert!(s.problems[16].message.contains("24 more files"), "{}", s.problems[16]);
+    assert!(
+        s.problems[16].message.contains("24 more files"),
+        "{}",
+        s.problems[16]
+    );
 }
 
 const ENV_NS_DIR: &str = "PERFABI_ATTACK_NS_DIR";
@@ -245,9 +249,10 @@ fn ns_writer() {
 /// lost), and a reader there drops its gauges. The other way round, a
 /// fold in such a container folds the host's live writers. A lock the
 /// writer holds on its own segment (released by the kernel when it dies)
-/// would tell in every namespace.
+/// would tell in every namespace. Fixed (§10): the writer holds an
+/// open-file-description write lock on its segment's first 8 bytes for its
+/// whole life (`FLAG_LIVE_LOCK`), and folds and readers judge it by that.
 #[test]
-#[ignore = "finding 4: a live writer in another pid or time namespace is folded and its file removed"]
 fn finding_4_a_live_writer_in_another_namespace_is_not_folded() {
     if !perfabi_test_harness::need_root(
         "finding_4_a_live_writer_in_another_namespace_is_not_folded",
@@ -305,7 +310,7 @@ fn finding_4_a_live_writer_in_another_namespace_is_not_folded() {
     for (ns, got) in seen {
         assert_eq!(
             got,
-            (Some(Reading::Signed(9)), 0, 1, Some(Reading::Unsigned(5))),
+            (Some(Reading::Unsigned(9)), 0, 1, Some(Reading::Unsigned(5))),
             "{ns}: the live writer's gauge counts, its file is not folded"
         );
     }

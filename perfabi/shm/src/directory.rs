@@ -362,8 +362,11 @@ mod tests {
         for k in 0..100 {
             std::fs::File::create(top.path().join(format!("junk{k}"))).unwrap();
         }
-        std::fs::File::create(top.path().join(".w.1.00000000000000ff.perfabi.7.00000000000000aa.tmp"))
-            .unwrap();
+        std::fs::File::create(
+            top.path()
+                .join(".w.1.00000000000000ff.perfabi.7.00000000000000aa.tmp"),
+        )
+        .unwrap();
         for k in 1..=3 {
             std::fs::File::create(top.path().join(format!("w.{k}.00000000000000ff.perfabi")))
                 .unwrap();

@@ -62,7 +62,13 @@ pub(super) fn list(folder: &Folder, dir: &Path, opts: &DirectoryOptions) -> Resu
     let mut problems = Vec::new();
     for (name, uid) in &found.refused {
         let path = dir.join(name.to_string());
-        problems.push(Problem::file(&path, &Error::Untrusted { path: path.clone(), uid: *uid }));
+        problems.push(Problem::file(
+            &path,
+            &Error::Untrusted {
+                path: path.clone(),
+                uid: *uid,
+            },
+        ));
     }
     if found.refused_count > found.refused.len() {
         problems.push(Problem {
