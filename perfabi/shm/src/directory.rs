@@ -248,17 +248,24 @@ pub struct Listing {
 /// Lists the open directory `folder` (§15.2): at most [`MAX_SCANNED`]
 /// entries are read. A name that is not a segment name is skipped at the
 /// cost of its directory record (a name starting with `.` is kept in
-/// [`Listing::hidden`]); a segment name is looked at with one `fstatat`
-/// (no link followed, nothing opened) and kept if `accept` takes its
-/// owner's uid, else counted as refused. So entries of other users, of
-/// any name, never take the place of the accepted owners' segments.
-pub fn list(folder: &Folder, accept: impl Fn(u32) -> bool) -> io::Result<Listing> {
-    list_within(folder, accept, MAX_SCANNED)
+/// [`Listing::hidden`]); a segment name is kept without a look if `known`
+/// says the caller holds it open already (its owner checked then), else
+/// looked at with one `fstatat` (no link followed, nothing opened) and
+/// kept if `accept` takes its owner's uid, else counted as refused. So
+/// entries of other users, of any name, never take the place of the
+/// accepted owners' segments.
+pub fn list(
+    folder: &Folder,
+    known: impl Fn(&SegmentName) -> bool,
+    accept: impl Fn(u32) -> bool,
+) -> io::Result<Listing> {
+    list_within(folder, known, accept, MAX_SCANNED)
 }
 
 /// [`list`], reading at most `max_scanned` entries.
 fn list_within(
     folder: &Folder,
+    known: impl Fn(&SegmentName) -> bool,
     accept: impl Fn(u32) -> bool,
     max_scanned: usize,
 ) -> io::Result<Listing> {
@@ -290,10 +297,14 @@ fn list_within(
             continue;
         };
         // An entry that cannot be looked at is kept: its open reports why.
-        let uid = match folder.stat(name) {
-            Ok(Some(e)) => Some(e.uid),
-            Ok(None) => continue, // removed since it was listed
-            Err(_) => None,
+        let uid = if known(&n) {
+            None
+        } else {
+            match folder.stat(name) {
+                Ok(Some(e)) => Some(e.uid),
+                Ok(None) => continue, // removed since it was listed
+                Err(_) => None,
+            }
         };
         if let Some(uid) = uid.filter(|&u| !accept(u)) {
             out.refused_count += 1;
@@ -372,18 +383,21 @@ mod tests {
                 .unwrap();
         }
         let folder = Folder::open(top.path()).unwrap();
-        let all = list(&folder, |uid| uid == euid()).unwrap();
+        let all = list(&folder, |_| false, |uid| uid == euid()).unwrap();
         assert_eq!(all.names.len(), 3);
         assert_eq!(all.hidden.len(), 1);
         assert!(!all.truncated && !all.full && all.refused_count == 0);
-        let none = list(&folder, |_| false).unwrap();
+        let none = list(&folder, |_| false, |_| false).unwrap();
         assert!(none.names.is_empty());
         assert_eq!((none.refused_count, none.refused.len()), (3, 3));
         assert!(none.refused.iter().all(|(_, uid)| *uid == euid()));
-        let cut = list_within(&folder, |_| true, 50).unwrap();
+        // A name the caller holds open is kept without a look.
+        let held = list(&folder, |n| n.pid == 1, |_| false).unwrap();
+        assert_eq!((held.names.len(), held.refused_count), (1, 2));
+        let cut = list_within(&folder, |_| false, |_| true, 50).unwrap();
         assert!(cut.truncated);
         assert!(cut.names.len() <= 3);
-        let exact = list_within(&folder, |_| true, 104).unwrap();
+        let exact = list_within(&folder, |_| false, |_| true, 104).unwrap();
         assert!(!exact.truncated);
         assert_eq!(exact.names.len(), 3);
     }

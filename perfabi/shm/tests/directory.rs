@@ -154,19 +154,19 @@ fn a_listings_cost_follows_its_entries_and_only_accepted_segments_are_kept() {
         let mut best = Duration::MAX;
         for _ in 0..3 {
             let t = Instant::now();
-            let l = directory::list(folder, |_| accept).unwrap();
+            let l = directory::list(folder, |_| false, |_| accept).unwrap();
             best = best.min(t.elapsed());
             assert!(!l.truncated && !l.full);
         }
         best
     };
-    let kept = directory::list(&others, |_| true).unwrap();
+    let kept = directory::list(&others, |_| false, |_| true).unwrap();
     assert_eq!(
         kept.names.len(),
         1,
         "the one segment name among 100,000 others"
     );
-    let refused = directory::list(&named, |_| false).unwrap();
+    let refused = directory::list(&named, |_| false, |_| false).unwrap();
     assert_eq!(refused.refused_count, 100_001);
     assert!(refused.names.is_empty());
     let (t_alone, t_others, t_named) =

@@ -54,10 +54,17 @@ pub(super) fn open(dir: &Path, opts: &DirectoryOptions) -> Result<Folder, Error>
 /// reader trusts (at most [`MAX_ENTRIES`], then `max_segments`): a file
 /// named as a segment by an owner it does not trust is a problem of its
 /// own (the first [`MAX_REFUSED_NAMED`](perfabi_shm::directory::MAX_REFUSED_NAMED) one by one, the rest counted in
-/// one), and never takes a trusted segment's place.
-pub(super) fn list(folder: &Folder, dir: &Path, opts: &DirectoryOptions) -> Result<Listed, Error> {
+/// one), and never takes a trusted segment's place. A name `open` says the
+/// reader holds open already is kept without a look (its owner was checked
+/// at its open, and is at every recheck of its path).
+pub(super) fn list(
+    folder: &Folder,
+    dir: &Path,
+    opts: &DirectoryOptions,
+    open: impl Fn(&SegmentName) -> bool,
+) -> Result<Listed, Error> {
     let trust = &opts.segment.trust;
-    let found = perfabi_shm::directory::list(folder, |uid| trust.trusts(uid))
+    let found = perfabi_shm::directory::list(folder, open, |uid| trust.trusts(uid))
         .map_err(|e| Error::Io(dir.to_path_buf(), e))?;
     let mut problems = Vec::new();
     for (name, uid) in &found.refused {

@@ -393,7 +393,7 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
     // Only this user's segment files: it folds no other's (`read`), and
     // another user's files, of any name, never take their place.
     let me = euid();
-    let listing = directory::list(&folder, |uid| uid == me)?;
+    let listing = directory::list(&folder, |_| false, |uid| uid == me)?;
     for junk in &listing.hidden {
         let junk_name = junk.to_string_lossy();
         if junk_name.starts_with(".kept.")
