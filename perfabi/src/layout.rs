@@ -78,6 +78,11 @@ pub const MAX_DAMON_CAPACITY: u32 = 1 << 20;
 pub const FLAG_CLOSED: u64 = 1 << 0;
 /// `flags` bit: the writer is the kernel module (no pid, no process to check).
 pub const FLAG_KERNEL: u64 = 1 << 1;
+/// `flags` bit: the writer holds an open-file-description write lock on
+/// bytes 0..8 of the segment file for as long as it lives (§10): a file
+/// whose bytes nobody write-locks has lost its writer, in whatever pid or
+/// time namespace it ran.
+pub const FLAG_LIVE_LOCK: u64 = 1 << 2;
 
 /// The segment header, at offset 0 of the header page.
 ///
@@ -142,7 +147,7 @@ pub struct Header {
     pub gen2: u64,
     /// `CLOCK_BOOTTIME` nanoseconds of the writer's last heartbeat.
     pub heartbeat_ns: u64,
-    /// [`FLAG_CLOSED`], [`FLAG_KERNEL`].
+    /// [`FLAG_CLOSED`], [`FLAG_KERNEL`], [`FLAG_LIVE_LOCK`].
     pub flags: u64,
     /// Instance slots `0..instances_used` may be live; the rest are free.
     pub instances_used: u64,

@@ -168,7 +168,8 @@ impl Directory {
 
     /// [`read`](Self::read) under the lock.
     fn read_locked(&mut self, folder: &perfabi_shm::safe_open::Folder) -> Result<Scrape, Error> {
-        let listed = listing::list(folder, &self.path, &self.opts)?;
+        let open = &self.open;
+        let listed = listing::list(folder, &self.path, &self.opts, |n| open.contains_key(n))?;
         let mut scrape = Scrape {
             problems: listed.problems,
             ..Scrape::default()

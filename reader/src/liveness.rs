@@ -47,8 +47,17 @@ fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
 
 /// Judges the writer from the header of a segment found at `origin` and
 /// owned by `owner`. `max_silence` is the longest gap between heartbeats
-/// accepted (at least 3 promised intervals are allowed).
-pub fn assess(info: &Info, origin: Origin, owner: u32, max_silence: Duration) -> Liveness {
+/// accepted (at least 3 promised intervals are allowed). `lock`: what the
+/// writer's liveness lock says (`perfabi_shm::writer::live_lock::alive`;
+/// `None` if it promised none): held, the process is there whatever its
+/// pid says (it may run in another pid namespace); not held, it is dead.
+pub fn assess(
+    info: &Info,
+    origin: Origin,
+    owner: u32,
+    max_silence: Duration,
+    lock: Option<bool>,
+) -> Liveness {
     if info.flags & FLAG_CLOSED != 0 {
         return Liveness::Closed;
     }
@@ -71,8 +80,9 @@ pub fn assess(info: &Info, origin: Origin, owner: u32, max_silence: Duration) ->
             Liveness::Kernel
         };
     }
-    match claim {
-        WriterClaim::Process { pid, start_ns } if process_is(pid, start_ns, owner) => {}
+    match (lock, claim) {
+        (Some(true), WriterClaim::Process { .. }) => {}
+        (None, WriterClaim::Process { pid, start_ns }) if process_is(pid, start_ns, owner) => {}
         _ => return Liveness::Dead { silent_for },
     }
     if info.heartbeat_interval_ns > 0 && silent_for > allowed {
@@ -158,25 +168,25 @@ mod tests {
         let silence = Duration::from_secs(5);
         let fresh = kernel_info(now, second);
         assert_eq!(
-            assess(&fresh, Origin::KernelMap, 0, silence),
+            assess(&fresh, Origin::KernelMap, 0, silence, None),
             Liveness::Kernel
         );
         let old = kernel_info(now.saturating_sub(6 * second), second);
         assert!(matches!(
-            assess(&old, Origin::KernelMap, 0, silence),
+            assess(&old, Origin::KernelMap, 0, silence, None),
             Liveness::Silent { .. }
         ));
         assert_eq!(
-            assess(&old, Origin::KernelDevice, 0, silence),
+            assess(&old, Origin::KernelDevice, 0, silence, None),
             Liveness::Kernel
         );
         assert!(matches!(
-            assess(&fresh, Origin::File, 0, silence),
+            assess(&fresh, Origin::File, 0, silence, None),
             Liveness::Dead { .. }
         ));
         let no_promise = kernel_info(now, 0);
         assert!(matches!(
-            assess(&no_promise, Origin::KernelMap, 0, silence),
+            assess(&no_promise, Origin::KernelMap, 0, silence, None),
             Liveness::Dead { .. }
         ));
     }

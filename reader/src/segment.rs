@@ -179,7 +179,7 @@ impl Segment {
     }
 
     fn new(source: Source, map: SegmentMap, found: Found, opts: Options) -> Result<Self, Error> {
-        let liveness = assess(&map, found, &opts);
+        let liveness = assess(&map, found, &opts, &source);
         Ok(Self {
             source,
             opts,
@@ -272,7 +272,7 @@ impl Segment {
                 self.stats.remaps += 1;
             }
         }
-        self.liveness = assess(&self.map, self.found, &self.opts);
+        self.liveness = assess(&self.map, self.found, &self.opts, &self.source);
         Ok(())
     }
 
@@ -575,13 +575,35 @@ fn fd_path() -> PathBuf {
     PathBuf::from("<file descriptor>")
 }
 
-fn assess(map: &SegmentMap, found: Found, opts: &Options) -> Liveness {
-    liveness::assess(
-        &map.view().info(),
-        found.origin,
-        found.owner,
-        opts.max_silence,
-    )
+fn assess(map: &SegmentMap, found: Found, opts: &Options, source: &Source) -> Liveness {
+    let info = map.view().info();
+    let lock = (found.origin == perfabi::trust::Origin::File
+        && info.flags & perfabi::layout::FLAG_LIVE_LOCK != 0
+        && info.flags & perfabi::layout::FLAG_CLOSED == 0)
+        .then(|| live_lock(map, source, info.flags))
+        .flatten();
+    liveness::assess(&info, found.origin, found.owner, opts.max_silence, lock)
+}
+
+/// What the writer's liveness lock says (§10), asked through a descriptor
+/// of the very file mapped: the path opened again (no link followed,
+/// nothing but a regular file), or the descriptor handed over. `None` if
+/// it cannot be asked (the path names another file now).
+fn live_lock(map: &SegmentMap, source: &Source, flags: u64) -> Option<bool> {
+    use perfabi_shm::writer::live_lock::alive;
+    match source {
+        Source::Path(path) => {
+            let (file, md) = perfabi_shm::safe_open::open_read(
+                path,
+                &[perfabi_shm::safe_open::FileKind::Regular],
+            )
+            .ok()?;
+            (perfabi_shm::safe_open::FileId::of(&md) == map.id())
+                .then(|| alive(&file, flags))
+                .flatten()
+        }
+        Source::Fd(fd) => alive(&File::from(fd.try_clone().ok()?), flags),
+    }
 }
 
 fn map_path(path: &Path, opts: &Options) -> Result<(SegmentMap, Found), Error> {

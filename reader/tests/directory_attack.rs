@@ -138,9 +138,9 @@ fn finding_2_another_users_lock_does_not_stop_every_read() {
 /// the listing stops at `MAX_ENTRIES` (tmpfs lists newest first), the
 /// writers' counts are not read, and the merged totals go backwards. The
 /// limit is reported (code `limit`), but the hostile entries spoil files
-/// that are not theirs.
+/// that are not theirs. Fixed (§15.2): names that are not segment names
+/// count toward no limit, only toward `MAX_SCANNED` (16 times as many).
 #[test]
-#[ignore = "finding 3: 65,536 entries of anyone hide a directory's segments"]
 fn finding_3_a_flood_of_other_entries_does_not_hide_segments() {
     let top = tempfile::Builder::new()
         .prefix("perfabi-attack.")
@@ -163,6 +163,49 @@ fn finding_3_a_flood_of_other_entries_does_not_hide_segments() {
         total(&s, "app.requests"),
         Some(Reading::Unsigned(5)),
         "the writer's count went missing"
+    );
+}
+
+/// Holds (finding 3 with names that are segment names): another user's
+/// files named as segments, more than `max_segments` and sorting before
+/// the writer's, take no trusted segment's place: refused by their owner
+/// before anything is opened, the first 16 named one by one, the rest
+/// counted in one problem.
+#[test]
+fn another_users_files_named_as_segments_take_no_segments_place() {
+    if !perfabi_test_harness::need_root(
+        "another_users_files_named_as_segments_take_no_segments_place",
+    ) {
+        return;
+    }
+    let top = tempfile::tempdir().unwrap();
+    let dir = sticky(top.path());
+    let _w = counting(&dir, "zz", "Requests", 5);
+    for k in 1..=40 {
+        let f = dir.join(format!("aa.{k}.00000000000000ff.perfabi"));
+        std::fs::write(&f, b"").unwrap();
+        perfabi_test_harness::give_to_other_user(&f);
+    }
+    let s = Directory::open(
+        &dir,
+        DirectoryOptions {
+            max_segments: 1,
+            ..DirectoryOptions::default()
+        },
+    )
+    .unwrap()
+    .read()
+    .unwrap();
+    for p in &s.problems {
+        println!("{} {p}", p.code);
+    }
+    assert_eq!(total(&s, "app.requests"), Some(Reading::Unsigned(5)));
+    assert_eq!(s.problems.len(), 17, "{:?}", s.problems);
+    assert!(s.problems.iter().all(|p| p.code == "untrusted-owner"));
+    assert!(
+        s.problems[16].message.contains("24 more files"),
+        "{}",
+        s.problems[16]
     );
 }
 
@@ -205,9 +248,10 @@ fn ns_writer() {
 /// lost), and a reader there drops its gauges. The other way round, a
 /// fold in such a container folds the host's live writers. A lock the
 /// writer holds on its own segment (released by the kernel when it dies)
-/// would tell in every namespace.
+/// would tell in every namespace. Fixed (§10): the writer holds an
+/// open-file-description write lock on its segment's first 8 bytes for its
+/// whole life (`FLAG_LIVE_LOCK`), and folds and readers judge it by that.
 #[test]
-#[ignore = "finding 4: a live writer in another pid or time namespace is folded and its file removed"]
 fn finding_4_a_live_writer_in_another_namespace_is_not_folded() {
     if !perfabi_test_harness::need_root(
         "finding_4_a_live_writer_in_another_namespace_is_not_folded",
@@ -265,7 +309,7 @@ fn finding_4_a_live_writer_in_another_namespace_is_not_folded() {
     for (ns, got) in seen {
         assert_eq!(
             got,
-            (Some(Reading::Signed(9)), 0, 1, Some(Reading::Unsigned(5))),
+            (Some(Reading::Unsigned(9)), 0, 1, Some(Reading::Unsigned(5))),
             "{ns}: the live writer's gauge counts, its file is not folded"
         );
     }
@@ -654,10 +698,10 @@ fn finding_7_another_users_file_never_stops_a_fold() {
     );
 }
 
-/// Holds: 100,000 entries that are not segments cost a read at most the
-/// 65,536 entries it looks at (no entry is opened), the limit is reported,
-/// and a segment listed before the limit is read. Prints the read's time
-/// beside a read of the same segment in a directory of nothing else.
+/// Holds: 100,000 entries that are not segments cost a read their
+/// directory records only (no entry is looked up or opened), none is a
+/// problem, and the segment listed after them is read. Prints the read's
+/// time beside a read of the same segment in a directory of nothing else.
 #[test]
 fn a_hundred_thousand_other_entries_cost_a_bounded_listing() {
     let top = tempfile::Builder::new()
@@ -689,9 +733,7 @@ fn a_hundred_thousand_other_entries_cost_a_bounded_listing() {
         crowded.as_secs_f64() / single.as_secs_f64()
     );
     assert_eq!(total(&s, "app.requests"), Some(Reading::Unsigned(5)));
-    let limits: Vec<_> = s.problems.iter().filter(|p| p.code == "limit").collect();
-    assert_eq!(limits.len(), 1, "{:?}", s.problems);
-    assert_eq!(s.problems.len(), 1, "{:?}", s.problems);
+    assert!(s.problems.is_empty(), "{:?}", s.problems);
 }
 
 /// Finding 8: `perfabi.folded`, the kept file's list of folded segments,

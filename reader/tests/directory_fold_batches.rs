@@ -135,11 +135,26 @@ fn a_live_writers_file_is_judged_on_its_header_and_never_mapped() {
     count(&live, 1);
     // A copy of the live writer's first page under another segment name:
     // a live writer's header in a file far shorter than the segment it
-    // claims. Mapping it would fail (and report it); judged on its header,
-    // it is a live writer's, and left alone without a look further.
+    // claims. Mapping it would fail (and report it); judged on its header
+    // (and on its liveness lock, held here as a writer holds its own,
+    // spec §10), it is a live writer's, and left alone without a look
+    // further.
     let page = std::fs::read(live.path().unwrap()).unwrap()[..4096].to_vec();
     let name = dir.join(SegmentName::new("copy").unwrap().to_string());
     std::fs::write(&name, page).unwrap();
+    let held = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&name)
+        .unwrap();
+    use perfabi_shm::writer::live_lock::{LOCK_LEN, LOCK_START};
+    assert!(perfabi_shm::directory::lock::try_lock_range(
+        &held,
+        perfabi_shm::directory::lock::Want::Write,
+        LOCK_START,
+        LOCK_LEN
+    )
+    .unwrap());
     let r = fold(&dir).unwrap();
     assert_eq!((r.folded, r.left.len(), r.busy), (0, 0, false), "{r:?}");
     assert!(name.exists());

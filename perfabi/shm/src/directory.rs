@@ -45,9 +45,21 @@ pub const KEPT_NAME: &str = "kept.perfabi-kept";
 /// (`<pid>.<nonce>`, one member each); not presented to users.
 pub const FOLDED_FAMILY: &str = "perfabi.folded";
 
-/// The most entries a reader lists in one directory: past it, the rest are
-/// not read and the reader says so (cost bounded by a stated limit, §11.4).
+/// The most segment files of accepted owners one listing keeps (§15.2):
+/// past it, the rest are not kept and the listing says so (cost bounded by
+/// a stated limit, §11.4). Entries of other names, and segment names of
+/// owners not accepted, do not count.
 pub const MAX_ENTRIES: usize = 65_536;
+
+/// The most directory entries one listing reads, whatever their names
+/// (§15.2): a name that is not a segment name costs its directory record
+/// only; a segment name costs one `fstatat`. Past it, the rest are not
+/// looked at and the listing says so.
+pub const MAX_SCANNED: usize = 1 << 20;
+
+/// The most segment names of owners not accepted that a listing names
+/// one by one ([`Listing::refused`]); the rest are only counted.
+pub const MAX_REFUSED_NAMED: usize = 16;
 
 /// The default directory of segments: `$PERFABI_DIR` if set and not empty,
 /// else `/dev/shm/perfabi-<euid>` (a folder per user, so one user's writers
@@ -214,17 +226,49 @@ impl SegmentName {
 /// What [`list`] found in a directory.
 #[derive(Clone, Debug, Default)]
 pub struct Listing {
-    /// Segment names, sorted.
+    /// Segment names whose owner was accepted, sorted (at most
+    /// [`MAX_ENTRIES`]).
     pub names: std::collections::BTreeSet<SegmentName>,
-    /// Every other entry's name (`.` and `..` left out).
-    pub others: Vec<std::ffi::OsString>,
-    /// More than [`MAX_ENTRIES`] entries: the rest were not looked at.
+    /// Segment names whose owner was not accepted, with that owner: the
+    /// first [`MAX_REFUSED_NAMED`] met.
+    pub refused: Vec<(SegmentName, u32)>,
+    /// How many segment names had an owner not accepted (all, named or
+    /// not).
+    pub refused_count: usize,
+    /// Names starting with `.` (temporary files: a fold removes its own
+    /// and dead writers'), at most [`MAX_ENTRIES`].
+    pub hidden: Vec<std::ffi::OsString>,
+    /// More than [`MAX_SCANNED`] entries: the rest were not looked at.
     pub truncated: bool,
+    /// More than [`MAX_ENTRIES`] segment names of accepted owners: the
+    /// rest were not kept.
+    pub full: bool,
 }
 
-/// Lists the open directory `folder`: at most [`MAX_ENTRIES`] entries are
-/// looked at; names are only parsed, nothing is opened.
-pub fn list(folder: &Folder) -> io::Result<Listing> {
+/// Lists the open directory `folder` (§15.2): at most [`MAX_SCANNED`]
+/// entries are read. A name that is not a segment name is skipped at the
+/// cost of its directory record (a name starting with `.` is kept in
+/// [`Listing::hidden`]); a segment name is kept without a look if `known`
+/// says the caller holds it open already (its owner checked then), else
+/// looked at with one `fstatat` (no link followed, nothing opened) and
+/// kept if `accept` takes its owner's uid, else counted as refused. So
+/// entries of other users, of any name, never take the place of the
+/// accepted owners' segments.
+pub fn list(
+    folder: &Folder,
+    known: impl Fn(&SegmentName) -> bool,
+    accept: impl Fn(u32) -> bool,
+) -> io::Result<Listing> {
+    list_within(folder, known, accept, MAX_SCANNED)
+}
+
+/// [`list`], reading at most `max_scanned` entries.
+fn list_within(
+    folder: &Folder,
+    known: impl Fn(&SegmentName) -> bool,
+    accept: impl Fn(u32) -> bool,
+    max_scanned: usize,
+) -> io::Result<Listing> {
     use rustix::fs::{Mode, OFlags};
     let fd = rustix::fs::openat(
         folder.fd(),
@@ -242,15 +286,35 @@ pub fn list(folder: &Folder) -> io::Result<Listing> {
             continue;
         }
         seen += 1;
-        if seen > MAX_ENTRIES {
+        if seen > max_scanned {
             out.truncated = true;
             break;
         }
-        match SegmentName::parse(name) {
-            Some(n) => {
-                out.names.insert(n);
+        let Some(n) = SegmentName::parse(name) else {
+            if name.as_bytes().starts_with(b".") && out.hidden.len() < MAX_ENTRIES {
+                out.hidden.push(name.to_os_string());
             }
-            None => out.others.push(name.to_os_string()),
+            continue;
+        };
+        // An entry that cannot be looked at is kept: its open reports why.
+        let uid = if known(&n) {
+            None
+        } else {
+            match folder.stat(name) {
+                Ok(Some(e)) => Some(e.uid),
+                Ok(None) => continue, // removed since it was listed
+                Err(_) => None,
+            }
+        };
+        if let Some(uid) = uid.filter(|&u| !accept(u)) {
+            out.refused_count += 1;
+            if out.refused.len() < MAX_REFUSED_NAMED {
+                out.refused.push((n, uid));
+            }
+        } else if out.names.len() < MAX_ENTRIES {
+            out.names.insert(n);
+        } else {
+            out.full = true;
         }
     }
     Ok(out)
@@ -298,6 +362,44 @@ mod tests {
         assert!(SegmentName::new(&"x".repeat(65)).is_err());
         assert_eq!(sanitize_name("my app.py"), "my_app_py");
         assert_eq!(sanitize_name(""), "perfabi");
+    }
+
+    /// Entries of other names cost only their record and never count
+    /// toward [`MAX_ENTRIES`]; segment names of owners not accepted are
+    /// counted apart; the scan itself stops at its bound, and says so.
+    #[test]
+    fn other_entries_never_take_a_segments_place_and_the_scan_is_bounded() {
+        let top = tempfile::tempdir().unwrap();
+        for k in 0..100 {
+            std::fs::File::create(top.path().join(format!("junk{k}"))).unwrap();
+        }
+        std::fs::File::create(
+            top.path()
+                .join(".w.1.00000000000000ff.perfabi.7.00000000000000aa.tmp"),
+        )
+        .unwrap();
+        for k in 1..=3 {
+            std::fs::File::create(top.path().join(format!("w.{k}.00000000000000ff.perfabi")))
+                .unwrap();
+        }
+        let folder = Folder::open(top.path()).unwrap();
+        let all = list(&folder, |_| false, |uid| uid == euid()).unwrap();
+        assert_eq!(all.names.len(), 3);
+        assert_eq!(all.hidden.len(), 1);
+        assert!(!all.truncated && !all.full && all.refused_count == 0);
+        let none = list(&folder, |_| false, |_| false).unwrap();
+        assert!(none.names.is_empty());
+        assert_eq!((none.refused_count, none.refused.len()), (3, 3));
+        assert!(none.refused.iter().all(|(_, uid)| *uid == euid()));
+        // A name the caller holds open is kept without a look.
+        let held = list(&folder, |n| n.pid == 1, |_| false).unwrap();
+        assert_eq!((held.names.len(), held.refused_count), (1, 2));
+        let cut = list_within(&folder, |_| false, |_| true, 50).unwrap();
+        assert!(cut.truncated);
+        assert!(cut.names.len() <= 3);
+        let exact = list_within(&folder, |_| false, |_| true, 104).unwrap();
+        assert!(!exact.truncated);
+        assert_eq!(exact.names.len(), 3);
     }
 
     #[test]

@@ -122,3 +122,60 @@ fn the_default_directory_follows_perfabi_dir() {
     std::env::remove_var(directory::ENV_DIR);
     assert!(directory::valid_name(&directory::program_name()));
 }
+
+/// What a listing costs (spec §15.2): 100,000 entries that are not segment
+/// names, and 100,000 segment names of an owner not accepted (one
+/// `fstatat` each), beside a directory of one segment name: the one
+/// segment name is kept among the others, and none of an owner not
+/// accepted is. Prints the three costs (best of 3) and their ratios.
+#[test]
+fn a_listings_cost_follows_its_entries_and_only_accepted_segments_are_kept() {
+    use std::time::{Duration, Instant};
+    let top = tempfile::Builder::new()
+        .prefix("perfabi-listing.")
+        .tempdir_in("/dev/shm")
+        .unwrap();
+    let fill = |name: &str, entry: &dyn Fn(u32) -> String| {
+        let dir = top.path().join(name);
+        std::fs::create_dir(&dir).unwrap();
+        for k in 1..=100_000 {
+            std::fs::File::create(dir.join(entry(k))).unwrap();
+        }
+        std::fs::File::create(dir.join("w.1.00000000000000ff.perfabi")).unwrap();
+        perfabi_shm::safe_open::Folder::open(&dir).unwrap()
+    };
+    let others = fill("others", &|k| format!("junk{k}"));
+    let named = fill("named", &|k| format!("x.{k}.00000000000000ff.perfabi"));
+    let alone = top.path().join("alone");
+    std::fs::create_dir(&alone).unwrap();
+    std::fs::File::create(alone.join("w.1.00000000000000ff.perfabi")).unwrap();
+    let alone = perfabi_shm::safe_open::Folder::open(&alone).unwrap();
+    let best = |folder: &perfabi_shm::safe_open::Folder, accept: bool| {
+        let mut best = Duration::MAX;
+        for _ in 0..3 {
+            let t = Instant::now();
+            let l = directory::list(folder, |_| false, |_| accept).unwrap();
+            best = best.min(t.elapsed());
+            assert!(!l.truncated && !l.full);
+        }
+        best
+    };
+    let kept = directory::list(&others, |_| false, |_| true).unwrap();
+    assert_eq!(
+        kept.names.len(),
+        1,
+        "the one segment name among 100,000 others"
+    );
+    let refused = directory::list(&named, |_| false, |_| false).unwrap();
+    assert_eq!(refused.refused_count, 100_001);
+    assert!(refused.names.is_empty());
+    let (t_alone, t_others, t_named) =
+        (best(&alone, true), best(&others, true), best(&named, false));
+    println!(
+        "listing: 1 entry {t_alone:?}; 100,000 other names {t_others:?} ({:.0} ns an entry); \
+         100,000 segment names refused by owner {t_named:?} ({:.0} ns an entry, {:.1}x the other names)",
+        t_others.as_nanos() as f64 / 1e5,
+        t_named.as_nanos() as f64 / 1e5,
+        t_named.as_secs_f64() / t_others.as_secs_f64()
+    );
+}

@@ -148,8 +148,11 @@ impl Writer {
 
     /// Forgets this writer without closing its segment: for a child of
     /// `fork()`, whose copy of the parent's writer must neither write nor
-    /// mark the parent's segment closed. The copy is never dropped.
+    /// mark the parent's segment closed. The copy is never dropped; the
+    /// child lets go of its share of the segment's liveness lock, so the
+    /// parent's death is seen when the parent dies (spec §10).
     fn abandon(&self) {
+        self.w.abandon_in_fork_child();
         std::mem::forget(Arc::clone(&self.w));
     }
 }

@@ -310,6 +310,56 @@ def test_fork_child_gets_its_own_segment() -> None:
         os.close(fd)
 
 
+def test_a_fork_child_never_keeps_its_dead_parent_alive() -> None:
+    """A child of fork() lets go of its copy of the parent's liveness lock
+    (spec §10): a parent killed while its child lives is dead for readers
+    (its gauge gone from the directory's merge), the child still live."""
+    assert _DIR is not None
+    to_test_r, to_test_w = os.pipe()
+    parent = os.fork()
+    if parent == 0:  # dies by SIGKILL (never closes) while its child lives
+        try:
+            g = Gauge(
+                "orphan_level", "Across a parent's death", multiprocess_mode="livesum"
+            )
+            g.set(1)
+            child = os.fork()
+            if child == 0:
+                g.set(2)
+                os.write(to_test_w, f"{os.getpid()}\n".encode())
+                time.sleep(60)
+                os._exit(0)
+            os.write(to_test_w, f"{os.getpid()}\n".encode())
+            time.sleep(60)
+        finally:
+            os._exit(1)
+    said = b""
+    deadline = time.monotonic() + 30
+    while said.count(b"\n") < 2 and time.monotonic() < deadline:
+        said += os.read(to_test_r, 64)
+    pids = [int(p) for p in said.split()]
+    assert parent in pids and len(pids) == 2, said
+    (child,) = [p for p in pids if p != parent]
+    directory = _DIR
+
+    def level() -> dict[str, Any]:
+        read = perfabi.Directory(directory).read()
+        return {v.instance.name: v.total for v in read.family("orphan_level").values}
+
+    try:
+        assert level() == {"": 3}, "both alive"
+        os.kill(parent, 9)
+        os.waitpid(parent, 0)
+        deadline = time.monotonic() + 30
+        while level() != {"": 2} and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert level() == {"": 2}, "the killed parent's gauge is gone, the child's live"
+    finally:
+        os.kill(child, 9)
+        for fd in (to_test_r, to_test_w):
+            os.close(fd)
+
+
 POOLED = None
 
 

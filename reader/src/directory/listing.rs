@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use perfabi_shm::directory::{SegmentName, MAX_ENTRIES};
+use perfabi_shm::directory::{SegmentName, MAX_ENTRIES, MAX_SCANNED};
 use perfabi_shm::safe_open::Folder;
 use rustix::fs::{Mode, OFlags};
 
@@ -49,16 +49,56 @@ pub(super) fn open(dir: &Path, opts: &DirectoryOptions) -> Result<Folder, Error>
     Ok(folder)
 }
 
-/// Lists the segment names of `folder` (the directory `dir`): at most
-/// [`MAX_ENTRIES`] entries are looked at and `max_segments` segments kept.
-pub(super) fn list(folder: &Folder, dir: &Path, opts: &DirectoryOptions) -> Result<Listed, Error> {
-    let found =
-        perfabi_shm::directory::list(folder).map_err(|e| Error::Io(dir.to_path_buf(), e))?;
+/// Lists the segment names of `folder` (the directory `dir`) as
+/// [`perfabi_shm::directory::list`] does, keeping those of owners the
+/// reader trusts (at most [`MAX_ENTRIES`], then `max_segments`): a file
+/// named as a segment by an owner it does not trust is a problem of its
+/// own (the first [`MAX_REFUSED_NAMED`](perfabi_shm::directory::MAX_REFUSED_NAMED) one by one, the rest counted in
+/// one), and never takes a trusted segment's place. A name `open` says the
+/// reader holds open already is kept without a look (its owner was checked
+/// at its open, and is at every recheck of its path).
+pub(super) fn list(
+    folder: &Folder,
+    dir: &Path,
+    opts: &DirectoryOptions,
+    open: impl Fn(&SegmentName) -> bool,
+) -> Result<Listed, Error> {
+    let trust = &opts.segment.trust;
+    let found = perfabi_shm::directory::list(folder, open, |uid| trust.trusts(uid))
+        .map_err(|e| Error::Io(dir.to_path_buf(), e))?;
     let mut problems = Vec::new();
+    for (name, uid) in &found.refused {
+        let path = dir.join(name.to_string());
+        problems.push(Problem::file(
+            &path,
+            &Error::Untrusted {
+                path: path.clone(),
+                uid: *uid,
+            },
+        ));
+    }
+    if found.refused_count > found.refused.len() {
+        problems.push(Problem {
+            file: dir.to_path_buf(),
+            family: None,
+            message: format!(
+                "{}: {} more files named as segments belong to users this reader does not trust: not read",
+                perfabi_shm::safe_open::escape_path(dir),
+                found.refused_count - found.refused.len()
+            ),
+            code: "untrusted-owner",
+        });
+    }
     if found.truncated {
         problems.push(Problem::limit(
             dir,
-            format!("more than {MAX_ENTRIES} entries: the rest were not looked at"),
+            format!("more than {MAX_SCANNED} entries: the rest were not looked at"),
+        ));
+    }
+    if found.full {
+        problems.push(Problem::limit(
+            dir,
+            format!("more than {MAX_ENTRIES} segment files of trusted owners: the rest were not looked at"),
         ));
     }
     let mut names = found.names;

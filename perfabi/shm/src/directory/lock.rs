@@ -48,17 +48,33 @@ pub enum Want {
 /// Tries once to take an open-file-description lock of the whole of
 /// `file`. `Ok(false)`: someone holds a conflicting one.
 pub fn try_lock(file: &File, want: Want) -> io::Result<bool> {
+    try_lock_range(file, want, 0, 0)
+}
+
+/// A `struct flock` of `len` bytes from `start` (`len` 0: to the end of
+/// the file, however long).
+fn range(l_type: libc::c_int, start: u64, len: u64) -> io::Result<libc::flock> {
+    let at = |v: u64| libc::off_t::try_from(v).map_err(io::Error::other);
+    Ok(libc::flock {
+        l_type: l_type as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: at(start)?,
+        l_len: at(len)?,
+        l_pid: 0,
+    })
+}
+
+/// Tries once to take an open-file-description lock of `len` bytes of
+/// `file` from `start` (`len` 0: to its end). `Ok(false)`: someone holds a
+/// conflicting one. The lock is the open file description's: it lasts
+/// until the last descriptor of that description is closed (or the
+/// process holding it dies), whatever the process that took it.
+pub fn try_lock_range(file: &File, want: Want, start: u64, len: u64) -> io::Result<bool> {
     let l_type = match want {
         Want::Read => libc::F_RDLCK,
         Want::Write => libc::F_WRLCK,
     };
-    let lock = libc::flock {
-        l_type: l_type as libc::c_short,
-        l_whence: libc::SEEK_SET as libc::c_short,
-        l_start: 0,
-        l_len: 0,
-        l_pid: 0,
-    };
+    let lock = range(l_type, start, len)?;
     // SAFETY: `file` is an open descriptor for the duration of the call,
     // and `lock` a valid `struct flock` with `l_pid` 0, as F_OFD_SETLK
     // requires; the kernel only reads it.
@@ -71,6 +87,24 @@ pub fn try_lock(file: &File, want: Want) -> io::Result<bool> {
         Some(libc::EAGAIN) | Some(libc::EACCES) => Ok(false),
         _ => Err(e),
     }
+}
+
+/// Whether any open file description (another one than `file`'s) holds a
+/// **write** lock on some of the `len` bytes of `file` from `start`
+/// (`F_OFD_GETLK` asking for a read lock, which only a write lock
+/// conflicts with). Read locks, which anyone who may open the file for
+/// reading can take, are not seen. Takes and changes no lock.
+pub fn write_locked(file: &File, start: u64, len: u64) -> io::Result<bool> {
+    let mut lock = range(libc::F_RDLCK, start, len)?;
+    // SAFETY: `file` is an open descriptor for the duration of the call,
+    // and `lock` a valid, writable `struct flock` with `l_pid` 0, as
+    // F_OFD_GETLK requires; the kernel writes the conflicting lock (or
+    // `F_UNLCK`) into it and keeps no pointer to it.
+    let r = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut lock) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(lock.l_type == libc::F_WRLCK as libc::c_short)
 }
 
 /// Takes `want` on `file`, trying until `patience` has passed (every

@@ -4,8 +4,9 @@
 //!
 //! Holding the directory's locks ([`crate::directory::lock`]: the folds'
 //! own, and `fold.lock` alone), for every segment file of this user whose
-//! writer is dead for sure (closed, or its pid no longer a process started
-//! at its start time), the fold reads a total of its counters, histograms
+//! writer is dead for sure (closed, its liveness lock not held, or, with
+//! no lock promised, its pid no longer a process started at its start
+//! time: [`writer_dead`]), the fold reads a total of its counters, histograms
 //! and peaks ([`perfabi::dead::snapshot`]) and writes a new kept file = old
 //! kept + those totals, listing the folded segments' identities, under a
 //! temporary name; renames it over the kept file; then removes the folded
@@ -85,10 +86,35 @@ fn crash_at(step: &str) {
 }
 
 /// Whether the writer of a segment whose header says `info` is gone for
-/// sure: it closed the segment, or its pid names no process started at its
-/// start time (within a second). A writer merely silent is not.
+/// sure, judged by the header alone: it closed the segment, or its pid
+/// names no process started at its start time (within a second). A writer
+/// merely silent is not. This is the fallback of [`writer_dead`] for a
+/// segment whose writer holds no liveness lock: a pid and a start time are
+/// those of the writer's pid and time namespaces.
 pub fn dead_for_sure(info: &perfabi::Info) -> bool {
     writer_gone(info.flags, info.writer_pid, info.writer_start_ns)
+}
+
+/// Whether the writer of the segment open as `file`, whose header says
+/// `info`, is gone for sure (§10, §15.5): it closed the segment; or it
+/// promised a liveness lock (`FLAG_LIVE_LOCK`) and nobody holds it (a lock
+/// held keeps it alive whatever its pid says: it may run in another pid or
+/// time namespace); or, with no lock promised or none that can be asked
+/// about, [`dead_for_sure`].
+pub fn writer_dead(file: &std::fs::File, info: &perfabi::Info) -> bool {
+    header_dead(file, info.flags, info.writer_pid, info.writer_start_ns)
+}
+
+/// [`writer_dead`] of a header's `flags`, `writer_pid` and
+/// `writer_start_ns`.
+fn header_dead(file: &std::fs::File, flags: u64, pid: u64, start_ns: u64) -> bool {
+    if flags & FLAG_CLOSED != 0 {
+        return true;
+    }
+    match super::live_lock::alive(file, flags) {
+        Some(alive) => !alive,
+        None => writer_gone(flags, pid, start_ns),
+    }
 }
 
 /// [`dead_for_sure`] of a header's `flags`, `writer_pid` and
@@ -163,13 +189,15 @@ fn read(folder: &Folder, name: &OsStr) -> Result<Option<(Snapshot, u64)>, String
     std::os::unix::fs::FileExt::read_exact_at(&file, &mut head, 0)
         .map_err(|e| format!("header: {e}"))?;
     let h = perfabi::layout::header_from_bytes(&head);
-    if !writer_gone(h.flags, h.writer_pid, h.writer_start_ns) {
+    if !header_dead(&file, h.flags, h.writer_pid, h.writer_start_ns) {
         return Ok(None);
     }
+    // The same open file description, to ask about the lock again.
+    let probe = file.try_clone().map_err(|e| e.to_string())?;
     let map = crate::SegmentMap::new(file, &md, perfabi::trust::Origin::File, MAX_SEGMENT)
         .map_err(|e| format!("{e:?}"))?;
     // The mapped header is the one validated: judged again.
-    if !dead_for_sure(&map.view().info()) {
+    if !writer_dead(&probe, &map.view().info()) {
         return Ok(None);
     }
     // Its writer is gone: a block its death left odd is read settled.
@@ -461,8 +489,11 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
     let held = std::time::Instant::now();
     let mut report = FoldReport::default();
     // A crashed fold's temporary kept files: no fold runs but this one.
-    let listing = directory::list(&folder)?;
-    for junk in &listing.others {
+    // Only this user's segment files: it folds no other's (`read`), and
+    // another user's files, of any name, never take their place.
+    let me = euid();
+    let listing = directory::list(&folder, |_| false, |uid| uid == me)?;
+    for junk in &listing.hidden {
         let junk_name = junk.to_string_lossy();
         if junk_name.starts_with(".kept.")
             || junk_name.starts_with("..kept.")
@@ -487,7 +518,13 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
     }
     let listed: BTreeSet<String> = listing.names.iter().map(SegmentName::identity).collect();
     let mut folded = Vec::new();
-    let mut ids: BTreeSet<String> = old_ids.intersection(&listed).cloned().collect();
+    // An identity is dropped only when its file is surely gone: a listing
+    // that stopped at a limit may have missed files still there.
+    let mut ids: BTreeSet<String> = if listing.truncated || listing.full {
+        old_ids.clone()
+    } else {
+        old_ids.intersection(&listed).cloned().collect()
+    };
     let started = std::time::Instant::now();
     let mut batch = Vec::new();
     for name in &listing.names {

@@ -121,6 +121,14 @@ impl State {
         let mut h = *self.header.lock().unwrap_or_else(|p| p.into_inner());
         h.epoch = new_epoch()?;
         let tmp = self.backing.replace(place)?;
+        // The new file's liveness lock, held before it is published; the
+        // damaged file's is let go.
+        let live = place.live_lock(&tmp, self.backing.file());
+        h.flags &= !FLAG_LIVE_LOCK;
+        if live.held() {
+            h.flags |= FLAG_LIVE_LOCK;
+        }
+        self.live_lock.replace(live);
         h.heartbeat_ns = boottime_ns();
         h.instances_used = u64::from(m.used);
         let words = self.words();

@@ -29,6 +29,7 @@ mod families;
 pub mod fold;
 mod health;
 mod heartbeat;
+pub mod live_lock;
 mod percpu;
 #[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
 mod rseq;
@@ -235,16 +236,22 @@ impl Writer {
             }
         }
         let geometry = geometry(config)?;
-        let (h, fh, layout) = first_header(&geometry, config)?;
+        let (mut h, fh, layout) = first_header(&geometry, config)?;
         let place = segment::Place::of(path)?;
         let (backing, tmp) = segment::Backing::temp_file(&place, h.segment_size)?;
-        let state = Self::init(
+        // Held before the segment is published, for the writer's life.
+        let live = place.live_lock(&tmp, backing.file());
+        if live.held() {
+            h.flags |= FLAG_LIVE_LOCK;
+        }
+        let mut state = Self::init(
             backing,
             Some((path.to_path_buf(), place)),
             (h, fh),
             layout,
             config,
         );
+        state.live_lock = live;
         let place = state.place.as_ref().expect("a file segment has a place");
         place.publish(&tmp)?;
         Ok(Self::start(state, config))
@@ -350,6 +357,7 @@ impl Writer {
             set_lock: Mutex::new(()),
             aggregations: Mutex::new(BTreeMap::new()),
             fold_dir: std::sync::OnceLock::new(),
+            live_lock: live_lock::LiveLock::none(),
         }
     }
 
@@ -683,6 +691,17 @@ impl Writer {
     /// [`heartbeat`](Self::heartbeat)); `Intact` before the first.
     pub fn health(&self) -> Health {
         self.state.last_health()
+    }
+
+    /// For a child of `fork()` that will never use this writer (its
+    /// parent's, copied): lets go of this process's share of the segment's
+    /// liveness lock (`spec/PERFABI.md` §10), so that readers see the
+    /// parent's death when the parent dies, not when this child does; the
+    /// parent keeps its lock. The writer must then be neither used nor
+    /// dropped (dropping it marks the parent's segment closed): forget it,
+    /// as the Python writer does at a fork.
+    pub fn abandon_in_fork_child(&self) {
+        self.state.live_lock.release();
     }
 
     /// Marks the segment closed: readers report the writer as gone, with the

@@ -53,6 +53,12 @@ impl Place {
         })
     }
 
+    /// The liveness lock on the temporary file `tmp`, which is `file`
+    /// (see [`LiveLock::take`](super::live_lock::LiveLock::take)).
+    pub(crate) fn live_lock(&self, tmp: &OsStr, file: &File) -> super::live_lock::LiveLock {
+        super::live_lock::LiveLock::take(&self.folder, tmp, file)
+    }
+
     /// Removes the temporary file `tmp`.
     pub(crate) fn discard(&self, tmp: &OsStr) {
         let _ = self.folder.unlink(tmp);

@@ -48,6 +48,9 @@ pub(crate) struct State {
     /// ([`super::Writer::create_in`]): its heartbeat thread folds it now
     /// and then (`spec/PERFABI.md` §15.5).
     pub(crate) fold_dir: std::sync::OnceLock<PathBuf>,
+    /// The liveness lock on the segment file, held for the writer's life
+    /// (none for a memfd, `spec/PERFABI.md` §10).
+    pub(crate) live_lock: super::live_lock::LiveLock,
 }
 
 /// True if `live` (a slot's entry in [`State::live`]) holds `reg_id`: the
