@@ -484,7 +484,10 @@ impl Segment {
     /// The hot path: reads a counter's per-CPU values into `out` (length
     /// [`nr_cpus`](Self::nr_cpus)) with no system call and no allocation.
     /// Fails with [`Error::Abi`]`(UnknownInstance)` if the counter was deleted
-    /// or the segment re-created; look it up again then. Does not re-check
+    /// or the segment re-created; look it up again then. The handle's
+    /// instance entry is loaded again only when the metadata generation
+    /// moved since a read of this very handle found it live (as
+    /// [`read_many`](Self::read_many) does; spec §7.4). Does not re-check
     /// the path or the writer: call [`refresh`](Self::refresh) (or any other
     /// method) from time to time to follow a restarted writer.
     pub fn read(&mut self, h: &Handle, out: &mut [u64]) -> Result<u64, Error> {
