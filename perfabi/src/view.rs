@@ -342,6 +342,7 @@ impl<'a> SegmentView<'a> {
     /// even loads of its sequence word (so a group update is seen whole).
     /// Fails with [`Error::UnknownInstance`] if a slot no longer holds that
     /// registration. Returns the generation.
+    #[inline]
     pub fn read_slots(
         &self,
         slots: &[(u32, u64)],
@@ -361,6 +362,7 @@ impl<'a> SegmentView<'a> {
     /// read's cost (an entry's cache line per slot, beside a few value
     /// words per CPU). At any other generation the entries are checked as
     /// `read_slots` checks them. `None`: always checked.
+    #[inline]
     pub fn read_slots_at(
         &self,
         slots: &[(u32, u64)],
@@ -397,11 +399,14 @@ impl<'a> SegmentView<'a> {
             }
             if n < TILE_MIN_CPUS || slots.len() <= TILE_DIRECT || slots.len() > TILE_WORDS {
                 for cpu in 0..n {
+                    // The CPU's counters as one slice, and `out` as rows
+                    // of `nr_cpus` values, one per slot: no address is
+                    // worked out again per value, and no index checked
+                    // but the slot's (`cpu < n`, each row's length).
+                    let counters = self.counters(cpu);
                     seq_read::<Sound, _>(self.seq(cpu), retries, || {
-                        for (k, &(slot, _)) in slots.iter().enumerate() {
-                            out[k * n + cpu] = self
-                                .word(self.layout.counter_word(cpu, slot as usize))
-                                .load(Ordering::Relaxed);
+                        for (row, &(slot, _)) in out.chunks_exact_mut(n).zip(slots) {
+                            row[cpu] = counters[slot as usize].load(Ordering::Relaxed);
                         }
                     })
                     .ok_or(Error::BusyCpu(cpu as u32))?;
@@ -428,6 +433,7 @@ impl<'a> SegmentView<'a> {
     /// of 4 KiB): more slots than the cache has ways then miss it at
     /// every store, 10x slower per value than at any other CPU count.
     /// `TILE_DIRECT < slots.len() <= TILE_WORDS`, `out.len() == slots.len() * nr_cpus`.
+    #[inline(never)]
     fn read_slots_tiled(
         &self,
         slots: &[(u32, u64)],
@@ -442,11 +448,10 @@ impl<'a> SegmentView<'a> {
             let cpus = g.min(n - c0);
             for (i, row) in tile.chunks_exact_mut(per).take(cpus).enumerate() {
                 let cpu = c0 + i;
+                let counters = self.counters(cpu);
                 seq_read::<Sound, _>(self.seq(cpu), retries, || {
                     for (v, &(slot, _)) in row.iter_mut().zip(slots) {
-                        *v = self
-                            .word(self.layout.counter_word(cpu, slot as usize))
-                            .load(Ordering::Relaxed);
+                        *v = counters[slot as usize].load(Ordering::Relaxed);
                     }
                 })
                 .ok_or(Error::BusyCpu(cpu as u32))?;
@@ -471,6 +476,7 @@ impl<'a> SegmentView<'a> {
     /// members, and checks the histogram values it serves from them with
     /// [`family::check_histograms`]. The cost is the runs' words, not the
     /// slots before them.
+    #[inline]
     pub fn read_ranges(
         &self,
         runs: &[(usize, usize)],
@@ -509,6 +515,7 @@ impl<'a> SegmentView<'a> {
         &self.layout
     }
 
+    #[inline]
     fn word(&self, i: usize) -> &AtomicU64 {
         &self.words[i]
     }
@@ -538,6 +545,7 @@ impl<'a> SegmentView<'a> {
 
     /// `instances_used`, clamped to the table capacity (a hostile writer may
     /// store anything there).
+    #[inline]
     fn used(&self) -> usize {
         let u = self.word(HEADER_USED_WORD).load(Ordering::Relaxed);
         usize::try_from(u)
@@ -693,11 +701,18 @@ impl<'a> SegmentView<'a> {
     fn seq(&self, cpu: usize) -> &AtomicU64 {
         self.word(self.layout.cpu_block_word(cpu) + CPU_SEQ_WORD)
     }
+    /// The counter array of `cpu`'s block (`max_instances` words; in
+    /// bounds for any `cpu < nr_cpus` of a validated layout).
+    #[inline]
+    fn counters(&self, cpu: usize) -> &[AtomicU64] {
+        &self.words[self.layout.counter_word(cpu, 0)..][..self.layout.max_instances]
+    }
 
     /// Copies counters `0..out.len()` of `cpu` between two equal even loads of
     /// its sequence word. `cpu < nr_cpus` and `out.len() <= max_instances`.
     /// Raw words: a caller serving histogram values from them checks them
     /// with [`family::check_histograms`].
+    #[inline]
     pub fn read_cpu_counters(
         &self,
         cpu: usize,
@@ -719,10 +734,20 @@ impl<'a> SegmentView<'a> {
     /// repeated snapshots of an unchanged table copy values only. A copy in
     /// which a histogram's count is not its buckets' sum is refused
     /// ([`Error::BadHistogram`], by [`family::check_histograms`]).
+    #[inline]
     pub fn snapshot_into(&self, snap: &mut Snapshot, retries: u32) -> Result<(), Error> {
-        if let Some(r) = self.snapshot_kept(snap, retries) {
-            return r;
+        match self.snapshot_kept(snap, retries) {
+            Some(r) => r,
+            None => self.snapshot_decoded(snap, retries),
         }
+    }
+
+    /// [`snapshot_into`](Self::snapshot_into) when the table `snap` holds
+    /// cannot be kept: decoded (again) inside the generation window, with
+    /// the values. Out of line: what a snapshot of an unchanged table
+    /// inlines is [`snapshot_kept`](Self::snapshot_kept) alone.
+    #[inline(never)]
+    fn snapshot_decoded(&self, snap: &mut Snapshot, retries: u32) -> Result<(), Error> {
         let nr_cpus = self.layout.nr_cpus;
         let same_table = snap.epoch == self.layout.epoch && !snap.families.is_empty();
         let cached_gen = if same_table {
@@ -810,6 +835,7 @@ impl<'a> SegmentView<'a> {
     /// dropped, which is most of a small snapshot's cost. `None` when the
     /// table must be decoded (another epoch, generation or geometry, or
     /// families edited since): the caller then takes the full path.
+    #[inline]
     fn snapshot_kept(&self, snap: &mut Snapshot, retries: u32) -> Option<Result<(), Error>> {
         let nr_cpus = self.layout.nr_cpus;
         if snap.epoch != self.layout.epoch
@@ -821,32 +847,36 @@ impl<'a> SegmentView<'a> {
         }
         let (cached, needs) = (snap.generation, snap.facts.slots);
         let Snapshot { values, facts, .. } = &mut *snap;
+        // As in the full path: each row checked while fresh in the cache;
+        // a failure counts only if the window proves consistent. Kept
+        // outside the window's result, which stays two words.
+        let mut histograms = Ok(());
         let r = gen_read::<Sound, _, Error>(self.gen1(), self.gen2(), retries, |g| {
             let used = self.used();
             if g != cached || needs > used {
                 return Ok(None);
             }
             values.resize(nr_cpus * used, 0);
-            // As in the full path: each row checked while fresh in the
-            // cache; a failure counts only if the window proves consistent.
-            let mut histograms = Ok(());
-            for cpu in 0..nr_cpus {
-                let row = &mut values[cpu * used..(cpu + 1) * used];
+            histograms = Ok(());
+            for (cpu, row) in values.chunks_exact_mut(used.max(1)).enumerate() {
                 self.read_cpu_counters(cpu, row, retries)?;
                 // (A table without histograms has nothing to check: no call.)
                 if histograms.is_ok() && !facts.histograms.is_empty() {
                     histograms = family::check_histogram_row(&facts.histograms, cpu, row);
                 }
             }
-            Ok(Some((used, histograms)))
+            Ok(Some(used))
         });
         let e = match r {
             Ok(Some((None, _))) => return None,
-            Ok(Some((Some((used, Ok(()))), _))) => {
-                snap.slots = used;
-                return Some(Ok(()));
-            }
-            Ok(Some((Some((_, Err(e))), _))) | Err(e) => e,
+            Ok(Some((Some(used), _))) => match histograms {
+                Ok(()) => {
+                    snap.slots = used;
+                    return Some(Ok(()));
+                }
+                Err(e) => e,
+            },
+            Err(e) => e,
             Ok(None) => Error::BusyMetadata,
         };
         snap.forget();

@@ -13,6 +13,26 @@ use crate::liveness::{self, Liveness};
 use crate::trust::{self, Found, Trust};
 use perfabi_shm::{MapError, SegmentMap};
 
+/// Runs `$attempt` (an expression making one consistent read, bounded by
+/// `Options::retries`) again while it reports busy, for at most
+/// `Options::busy_timeout` from the first busy result (`spec/PERFABI.md`
+/// §7.5), with [`Patience`] between attempts. A read that succeeds at once
+/// reads no clock: the deadline is set only when there is something to
+/// wait for (a clock read was a third of the cost of reading one counter
+/// on 16 CPUs). A macro, not a function taking a closure: the first
+/// attempt is written out where the read is, so the compiler inlines the
+/// read's hot path there (a closure called from two places was kept out
+/// of line, its result passed through memory), and only the retries,
+/// out of line in [`patiently_again`], call it as a closure.
+macro_rules! patiently {
+    ($opts:expr, $attempt:expr) => {
+        match $attempt {
+            Err(e) if e.is_busy() => $crate::segment::patiently_again($opts, e, || $attempt),
+            r => r,
+        }
+    };
+}
+
 mod dead;
 mod families;
 pub use families::{FamilyHandle, FamilyValues};
@@ -140,9 +160,9 @@ pub struct Segment {
     remap: bool,
     /// The instance table as last decoded, for name look-ups.
     names: InstanceTable,
-    /// When the path and the writer were last looked at
-    /// ([`coarse_now`]).
-    checked: Duration,
+    /// When the path and the writer are next looked at: the last look
+    /// plus [`Options::recheck`], in ns of [`coarse_ns`] (saturating).
+    next_check: u64,
     liveness: Liveness,
     stats: ReadStats,
     /// (slot, registration id) of the handles of the current `read_many`.
@@ -151,6 +171,11 @@ pub struct Segment {
     /// live: while the segment is still at it, their entries need no new
     /// look ([`perfabi::SegmentView::read_slots_at`]).
     keys_at: Option<(u64, u64)>,
+    /// The key of the last handle [`read`](Self::read) found live, with
+    /// the (epoch, generation) it was live at: `keys_at`'s rule for one
+    /// handle, kept apart so that reads of one handle and `read_many`s
+    /// in turn keep both.
+    key_at: Option<((u32, u64), u64, u64)>,
 }
 
 impl Segment {
@@ -182,16 +207,17 @@ impl Segment {
         let liveness = assess(&map, found, &opts, &source);
         Ok(Self {
             source,
-            opts,
             map,
             found,
             remap: false,
             names: InstanceTable::default(),
-            checked: coarse_now(),
+            next_check: next_check(&opts),
             liveness,
             stats: ReadStats::default(),
             keys: Vec::new(),
             keys_at: None,
+            key_at: None,
+            opts,
         })
     }
 
@@ -217,7 +243,7 @@ impl Segment {
     /// was replaced (new inode, new epoch), changed length, was truncated or
     /// had its header changed, and re-assesses liveness.
     pub fn refresh(&mut self) -> Result<(), Error> {
-        self.checked = coarse_now();
+        self.next_check = next_check(&self.opts);
         let damaged = self.remap || self.map.faulted() || !self.map.intact();
         if let Source::Path(path) = &self.source {
             // The writer removed it: keep the old mapping, report the
@@ -290,58 +316,81 @@ impl Segment {
     }
 
     /// Before a read: re-check if it is time, or if the writer looks gone.
+    /// Inlined into every read (it runs before each): the rare ways out
+    /// ([`refresh`](Self::refresh), a gone writer's error) are calls.
+    #[inline]
     fn prepare(&mut self) -> Result<(), Error> {
         // The one header word that changes what follows (not the whole
         // header: this runs before every read).
         let flags = self.map.words()[perfabi::layout::HEADER_FLAGS_WORD]
             .load(std::sync::atomic::Ordering::Relaxed);
         let gone = flags & perfabi::layout::FLAG_CLOSED != 0
-            || matches!(
-                self.liveness,
-                Liveness::Dead { .. } | Liveness::Silent { .. }
-            )
+            || !matches!(self.liveness, Liveness::Alive | Liveness::Kernel)
             || self.remap
             || self.map.faulted()
             || !self.map.intact();
-        if gone || coarse_now().saturating_sub(self.checked) >= self.opts.recheck {
+        if gone || coarse_ns() >= self.next_check {
             self.refresh()?;
-        }
-        if self.opts.require_live {
-            match self.liveness {
-                Liveness::Closed => return Err(Error::Closed),
-                Liveness::Dead { silent_for } | Liveness::Silent { silent_for } => {
-                    self.stats.stale += 1;
-                    return Err(Error::Stale {
-                        pid: self.map.layout().writer_pid,
-                        silent_for,
-                        dead: matches!(self.liveness, Liveness::Dead { .. }),
-                    });
-                }
-                Liveness::Alive | Liveness::Kernel => {}
+            if self.opts.require_live {
+                self.require_live()?;
             }
         }
         Ok(())
     }
 
+    /// [`Options::require_live`]: a closed, dead or silent writer's error.
+    /// Only a [`refresh`](Self::refresh) changes the liveness, so
+    /// [`prepare`](Self::prepare) asks after one (or when the liveness
+    /// it kept is not alive, which makes it refresh).
+    #[cold]
+    fn require_live(&mut self) -> Result<(), Error> {
+        match self.liveness {
+            Liveness::Closed => Err(Error::Closed),
+            Liveness::Dead { silent_for } | Liveness::Silent { silent_for } => {
+                self.stats.stale += 1;
+                Err(Error::Stale {
+                    pid: self.map.layout().writer_pid,
+                    silent_for,
+                    dead: matches!(self.liveness, Liveness::Dead { .. }),
+                })
+            }
+            Liveness::Alive | Liveness::Kernel => Ok(()),
+        }
+    }
+
     /// After a read: the data is void if the file was truncated under it
     /// or its header changed (checked after the data was copied, so a copy
     /// made of a truncated file's fresh zero pages is never returned); a
-    /// busy read is counted.
+    /// busy read is counted. Inlined into every read, like
+    /// [`prepare`](Self::prepare): a read's result stays in registers,
+    /// and the ways out are calls.
+    #[inline]
     fn finish<T>(&mut self, r: Result<T, perfabi::Error>) -> Result<T, Error> {
+        if self.map.faulted() || !self.map.intact() {
+            return Err(self.damaged());
+        }
+        r.map_err(|e| self.failed(e))
+    }
+
+    /// [`finish`](Self::finish) of a read of a mapping that a truncation
+    /// or a changed header made void.
+    #[cold]
+    fn damaged(&mut self) -> Error {
         if self.map.faulted() {
             self.stats.truncations += 1;
-            return Err(Error::Truncated(self.display_path()));
+            return Error::Truncated(self.display_path());
         }
-        if !self.map.intact() {
-            self.remap = true;
-            return Err(Error::HeaderChanged(self.display_path()));
+        self.remap = true;
+        Error::HeaderChanged(self.display_path())
+    }
+
+    /// [`finish`](Self::finish) of a read that failed: a busy one counted.
+    #[cold]
+    fn failed(&mut self, e: perfabi::Error) -> Error {
+        if e.is_busy() {
+            self.stats.busy += 1;
         }
-        r.map_err(|e| {
-            if e.is_busy() {
-                self.stats.busy += 1;
-            }
-            Error::from(e)
-        })
+        Error::from(e)
     }
 
     /// Header state and writer liveness (re-checked now).
@@ -370,7 +419,7 @@ impl Segment {
         self.prepare()?;
         let (view, retries) = (self.map.view(), self.opts.retries);
         let names = &mut self.names;
-        let r = patiently(&self.opts, || view.instances_into(names, retries));
+        let r = patiently!(&self.opts, view.instances_into(names, retries));
         let r = self.finish(r).map(drop);
         if r.is_err() {
             // What was decoded from a truncated or replaced mapping is void.
@@ -391,7 +440,7 @@ impl Segment {
     pub fn snapshot_into(&mut self, snap: &mut Snapshot) -> Result<(), Error> {
         self.prepare()?;
         let (view, retries) = (self.map.view(), self.opts.retries);
-        let r = patiently(&self.opts, || view.snapshot_into(snap, retries));
+        let r = patiently!(&self.opts, view.snapshot_into(snap, retries));
         self.finish(r)
     }
 
@@ -435,7 +484,10 @@ impl Segment {
     /// The hot path: reads a counter's per-CPU values into `out` (length
     /// [`nr_cpus`](Self::nr_cpus)) with no system call and no allocation.
     /// Fails with [`Error::Abi`]`(UnknownInstance)` if the counter was deleted
-    /// or the segment re-created; look it up again then. Does not re-check
+    /// or the segment re-created; look it up again then. The handle's
+    /// instance entry is loaded again only when the metadata generation
+    /// moved since a read of this very handle found it live (as
+    /// [`read_many`](Self::read_many) does; spec §7.4). Does not re-check
     /// the path or the writer: call [`refresh`](Self::refresh) (or any other
     /// method) from time to time to follow a restarted writer.
     pub fn read(&mut self, h: &Handle, out: &mut [u64]) -> Result<u64, Error> {
@@ -444,33 +496,60 @@ impl Segment {
         }
         // The one key lives on the stack: not even a first read allocates.
         let key = [(h.instance.slot, h.instance.reg_id)];
+        let epoch = h.epoch;
+        let verified = self
+            .key_at
+            .filter(|&(k, e, _)| k == key[0] && e == epoch)
+            .map(|(_, _, g)| g);
         let (view, retries) = (self.map.view(), self.opts.retries);
-        let r = patiently(&self.opts, || view.read_slots(&key, out, retries));
-        self.finish(r)
+        let r = patiently!(&self.opts, view.read_slots_at(&key, verified, out, retries));
+        // Each arm builds its own result (an `Ok` is two words, not a
+        // move of the whole `Result`).
+        match self.finish(r) {
+            Ok(g) => {
+                self.key_at = Some((key[0], epoch, g));
+                Ok(g)
+            }
+            Err(e) => {
+                self.key_at = None;
+                Err(e)
+            }
+        }
     }
 
     /// [`read`](Self::read) for several counters at once, inside one
     /// generation: `out` holds `nr_cpus` values per handle, in order. It
     /// allocates only when given more handles than ever before.
     pub fn read_many(&mut self, hs: &[Handle], out: &mut [u64]) -> Result<u64, Error> {
-        if hs.iter().any(|h| h.epoch != self.map.layout().epoch) {
-            return Err(Error::Abi(perfabi::Error::UnknownInstance));
-        }
+        let epoch = self.map.layout().epoch;
         let key = |h: &Handle| (h.instance.slot, h.instance.reg_id);
-        if self.keys.len() != hs.len() || !self.keys.iter().zip(hs).all(|(k, h)| *k == key(h)) {
+        // One pass over the handles: each of this segment, and its key
+        // the one kept (the common case: the same handles read again).
+        let mut same = self.keys.len() == hs.len();
+        for (i, h) in hs.iter().enumerate() {
+            if h.epoch != epoch {
+                return Err(Error::Abi(perfabi::Error::UnknownInstance));
+            }
+            same &= self.keys.get(i) == Some(&key(h));
+        }
+        if !same {
             self.keys.clear();
             self.keys.extend(hs.iter().map(key));
             self.keys_at = None;
         }
-        let epoch = self.map.layout().epoch;
         let verified = self.keys_at.filter(|&(e, _)| e == epoch).map(|(_, g)| g);
         let (view, retries, keys) = (self.map.view(), self.opts.retries, &self.keys);
-        let r = patiently(&self.opts, || {
-            view.read_slots_at(keys, verified, out, retries)
-        });
-        let r = self.finish(r);
-        self.keys_at = r.as_ref().ok().map(|&g| (epoch, g));
-        r
+        let r = patiently!(&self.opts, view.read_slots_at(keys, verified, out, retries));
+        match self.finish(r) {
+            Ok(g) => {
+                self.keys_at = Some((epoch, g));
+                Ok(g)
+            }
+            Err(e) => {
+                self.keys_at = None;
+                Err(e)
+            }
+        }
     }
 
     /// The hot path for runs of value slots (a [`Snapshot`]'s
@@ -488,7 +567,7 @@ impl Segment {
     /// [`SegmentView::read_ranges`]: perfabi::SegmentView::read_ranges
     pub fn read_ranges(&mut self, runs: &[(usize, usize)], out: &mut [u64]) -> Result<u64, Error> {
         let (view, retries) = (self.map.view(), self.opts.retries);
-        let r = patiently(&self.opts, || view.read_ranges(runs, out, retries));
+        let r = patiently!(&self.opts, view.read_ranges(runs, out, retries));
         self.finish(r)
     }
 
@@ -552,17 +631,26 @@ impl Segment {
     }
 }
 
-/// The time on `CLOCK_MONOTONIC_COARSE`: what deciding whether
+/// The time on `CLOCK_MONOTONIC_COARSE`, in ns: what deciding whether
 /// [`Options::recheck`] has passed reads before every read. It is the
 /// clock of the last timer tick (a few ms behind at most, so a re-check
 /// comes up to a tick late), read from the vDSO without the
-/// `CLOCK_MONOTONIC` counter read that cost a fifth of a small snapshot.
-fn coarse_now() -> Duration {
+/// `CLOCK_MONOTONIC` counter read that cost a fifth of a small snapshot;
+/// compared as one integer (no `Duration` arithmetic on the hot path).
+#[inline]
+fn coarse_ns() -> u64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::MonotonicCoarse);
-    Duration::new(
-        u64::try_from(t.tv_sec).unwrap_or(0),
-        u32::try_from(t.tv_nsec).unwrap_or(0),
-    )
+    // A monotonic clock is never negative: 0 would only re-check early.
+    let secs = u64::try_from(t.tv_sec).unwrap_or(0);
+    let nanos = u64::try_from(t.tv_nsec).unwrap_or(0);
+    secs.saturating_mul(1_000_000_000).saturating_add(nanos)
+}
+
+/// When the next look at the path and the writer is due: now plus
+/// [`Options::recheck`] (saturating: a recheck of centuries never comes).
+fn next_check(opts: &Options) -> u64 {
+    let every = u64::try_from(opts.recheck.as_nanos()).unwrap_or(u64::MAX);
+    coarse_ns().saturating_add(every)
 }
 
 /// The length of the file behind `fd` (`None` for devices).
@@ -652,20 +740,15 @@ fn map_error(path: &Path, e: MapError, opts: &Options) -> Error {
     }
 }
 
-/// Runs `attempt` (one consistent read, bounded by `Options::retries`)
-/// again while it reports busy, for at most `Options::busy_timeout` from
-/// the first busy result (`spec/PERFABI.md` §7.5), with [`Patience`]
-/// between attempts. A read that succeeds at once reads no clock: the
-/// deadline is set only when there is something to wait for (a clock read
-/// was a third of the cost of reading one counter on 16 CPUs).
-fn patiently<T>(
+/// [`patiently!`] after a first attempt found the writer busy (`first`):
+/// out of line, so that a read that succeeds at once carries none of it.
+#[inline(never)]
+pub(crate) fn patiently_again<T>(
     opts: &Options,
+    first: perfabi::Error,
     mut attempt: impl FnMut() -> Result<T, perfabi::Error>,
 ) -> Result<T, perfabi::Error> {
-    let mut r = attempt();
-    if !matches!(&r, Err(e) if e.is_busy()) {
-        return r;
-    }
+    let mut r = Err(first);
     let mut patience = Patience::new(opts);
     loop {
         let cpu = match &r {

@@ -78,3 +78,69 @@ fn a_deleted_or_reused_slot_is_refused_after_reads_that_kept_its_entry() {
         Err(Error::Abi(perfabi::Error::UnknownInstance))
     ));
 }
+
+/// `Segment::read` keeps the entry of the last handle it found live by
+/// the same rule: reads of one handle, and of another in between (and a
+/// `read_many`), keep nothing past a generation that moved, so a deleted
+/// or reused slot is refused at the very next read.
+#[test]
+fn read_of_one_handle_refuses_a_deleted_or_reused_slot_after_kept_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let w = Writer::create(
+        &path,
+        &Config {
+            nr_cpus: Some(3),
+            max_instances: 8,
+            damon_capacity: 0,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    let a = w.add("a", "", Semantics::Counter).unwrap();
+    let b = w.add("b", "", Semantics::Counter).unwrap();
+    w.adjust(a, 5).unwrap();
+    w.adjust(b, 9).unwrap();
+    let mut seg = Segment::open(&path).unwrap();
+    let (ha, hb) = (seg.handle("a").unwrap(), seg.handle("b").unwrap());
+    let mut out = vec![0; seg.nr_cpus()];
+    let mut both = vec![0; 2 * seg.nr_cpus()];
+    for round in 0..3u64 {
+        assert_eq!(
+            seg.read(&ha, &mut out).unwrap(),
+            seg.read(&ha, &mut out).unwrap()
+        );
+        assert_eq!(out.iter().sum::<u64>(), 5 + round);
+        seg.read(&hb, &mut out).unwrap();
+        seg.read_many(&[ha.clone(), hb.clone()], &mut both).unwrap();
+        w.adjust(a, 1).unwrap();
+    }
+    // Deleted: refused at once, though the last reads kept its entry.
+    seg.read(&ha, &mut out).unwrap();
+    w.del(a).unwrap();
+    assert!(matches!(
+        seg.read(&ha, &mut out),
+        Err(Error::Abi(perfabi::Error::UnknownInstance))
+    ));
+    // Its slot reused by another registration: the old handle is refused,
+    // the new one reads the new counter.
+    let again = w.add("a", "", Semantics::Counter).unwrap();
+    w.adjust(again, 70).unwrap();
+    let fresh = seg.handle("a").unwrap();
+    assert_eq!(fresh.instance.slot, ha.instance.slot, "the slot was reused");
+    seg.read(&fresh, &mut out).unwrap();
+    assert_eq!(out.iter().sum::<u64>(), 70);
+    assert!(matches!(
+        seg.read(&ha, &mut out),
+        Err(Error::Abi(perfabi::Error::UnknownInstance))
+    ));
+    // Kept again, then the slot reused once more: refused again.
+    seg.read(&fresh, &mut out).unwrap();
+    w.del(again).unwrap();
+    let third = w.add("a", "", Semantics::Counter).unwrap();
+    w.adjust(third, 1).unwrap();
+    assert!(matches!(
+        seg.read(&fresh, &mut out),
+        Err(Error::Abi(perfabi::Error::UnknownInstance))
+    ));
+}

@@ -69,6 +69,7 @@ impl Mapping {
     }
 
     /// The mapping as atomic words: the core's safe view of shared memory.
+    #[inline]
     pub(crate) fn words(&self) -> &[Word] {
         // SAFETY: the mapping is page aligned (so 8-byte aligned), its length
         // a multiple of 8 (`read_only`'s contract; `writable` maps whole
@@ -87,6 +88,7 @@ impl Mapping {
 
     /// Whether an access hit a page someone truncated away (since the file
     /// mapped now was mapped): what was read is then void.
+    #[inline]
     pub(crate) fn faulted(&self) -> bool {
         self.guard.faults() > self.faults_seen.load(Ordering::Acquire)
     }

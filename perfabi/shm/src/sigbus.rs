@@ -143,6 +143,7 @@ impl Guard {
     /// zero page was mapped in). It only grows: an owner that maps its range
     /// anew compares with the count it saw just before, so a handler that
     /// was still running for an old fault is never missed.
+    #[inline]
     pub fn faults(&self) -> u64 {
         self.faults.load(Ordering::Acquire)
     }

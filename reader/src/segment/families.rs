@@ -7,7 +7,7 @@
 
 use perfabi::{Family, HistogramPlace, InstanceTable, Reading, SegmentView};
 
-use super::{patiently, Segment};
+use super::Segment;
 use crate::error::Error;
 
 /// One family looked up once (by [`Segment::family_handle`]) and read many
@@ -40,7 +40,33 @@ pub struct FamilyHandle {
     /// Where a row holds the histogram members' values, checked at every
     /// read ([`perfabi::family::check_histograms`]).
     histograms: Vec<HistogramPlace>,
+    /// Which plan `places` are ([`Plan::next`]): a [`FamilyValues`]
+    /// that holds this plan's places already is not given them again.
+    plan: Plan,
 }
+
+/// The identity of one [`FamilyHandle::plan`]'s places (a clone of the
+/// handle shares it while its places are the same; every new plan gets a
+/// new one). Not part of a handle's or values' value: any two compare
+/// equal, as the places they name are compared themselves.
+#[derive(Clone, Copy, Debug, Default)]
+struct Plan(u64);
+
+impl Plan {
+    /// A plan no other has been (0, [`Default`], is none).
+    fn next() -> Self {
+        static PLANS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Self(PLANS.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+impl PartialEq for Plan {
+    fn eq(&self, _: &Plan) -> bool {
+        true
+    }
+}
+
+impl Eq for Plan {}
 
 impl FamilyHandle {
     fn new(family: Family, epoch: u64, generation: u64) -> Self {
@@ -52,6 +78,7 @@ impl FamilyHandle {
             places: Vec::new(),
             stride: 0,
             histograms: Vec::new(),
+            plan: Plan::default(),
         };
         h.plan();
         h
@@ -74,6 +101,7 @@ impl FamilyHandle {
     fn plan(&mut self) {
         self.ranges.clear();
         self.places.clear();
+        self.plan = Plan::next();
         let mut dst = 0usize;
         for m in &self.family.members {
             let (src, len) = (m.value_slot as usize, m.words as usize);
@@ -117,7 +145,7 @@ impl FamilyHandle {
     /// ([`SegmentView::instances_into`]) and the read is made again.
     fn attempt(
         &mut self,
-        view: SegmentView<'_>,
+        view: &SegmentView<'_>,
         names: &mut InstanceTable,
         out: &mut FamilyValues,
         retries: u32,
@@ -131,8 +159,13 @@ impl FamilyHandle {
             let g = view.read_ranges(&self.ranges, &mut out.words, retries)?;
             if self.generation == Some(g) {
                 // Served only as consistent copies (spec §5.1).
-                perfabi::family::check_histograms(&self.histograms, &out.words, self.stride)?;
-                out.places.clone_from(&self.places);
+                if !self.histograms.is_empty() {
+                    perfabi::family::check_histograms(&self.histograms, &out.words, self.stride)?;
+                }
+                if out.plan.0 != self.plan.0 {
+                    out.places.clone_from(&self.places);
+                    out.plan = self.plan;
+                }
                 out.stride = self.stride;
                 out.nr_cpus = n;
                 out.generation = g;
@@ -161,6 +194,8 @@ pub struct FamilyValues {
     nr_cpus: usize,
     stride: usize,
     places: Vec<(u32, u32)>,
+    /// The plan `places` came from (none: [`Plan::default`]).
+    plan: Plan,
     /// `words[cpu * stride + offset(member) ..][..words(member)]`.
     words: Vec<u64>,
 }
@@ -172,6 +207,7 @@ impl FamilyValues {
         self.nr_cpus = 0;
         self.stride = 0;
         self.places.clear();
+        self.plan = Plan::default();
         self.words.clear();
     }
 
@@ -275,7 +311,7 @@ impl Segment {
     ) -> Result<u64, Error> {
         let (view, retries) = (self.map.view(), self.opts.retries);
         let names = &mut self.names;
-        let r = patiently(&self.opts, || h.attempt(view, names, out, retries));
+        let r = patiently!(&self.opts, h.attempt(&view, names, out, retries));
         let r = self.finish(r);
         if r.is_err() {
             // What was decoded from a truncated or replaced mapping is void.

@@ -1,0 +1,238 @@
+//! The fixed cost of every read path at 2 CPUs, where it weighs most:
+//! [`Segment::read`] of one counter (`handle`), [`Segment::read_many`] of
+//! 14 (`many`), [`Segment::read_family`] of a 16-instance family
+//! (`family`) and [`Segment::snapshot_into`] of all 30 value slots
+//! (`snapshot`), on the geometry of `reader/benches/scaling.rs` at 2
+//! CPUs × 30 slots, each beside its floor there: per CPU block the
+//! sequence word, the same values by relaxed loads, the sequence word
+//! again.
+//!
+//! ```sh
+//! cargo bench -p perfabi-reader --bench read_fixed       # ns, 11 rounds
+//! valgrind --tool=callgrind target/release/deps/read_fixed-* --calls 100000 --op many
+//! ```
+//!
+//! Time is the thread's CPU time over rounds of 100,000 calls, each path
+//! and its floor alternating round by round (a busy machine slows both
+//! alike); the medians are printed, with the path's ratio to its floor
+//! (issue 32: at most 2×). `--calls N --op NAME` makes only N calls of
+//! one path (for callgrind: its instructions per call are its total over
+//! N, less the total of `--calls 0`).
+
+use std::hint::black_box;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use perfabi::layout::CPU_SEQ_WORD;
+use perfabi::{FamilySpec, Kind, Layout, Semantics, Unit, ValueType};
+use perfabi_reader::{FamilyValues, Segment, Snapshot};
+use perfabi_shm::writer::{Config, Writer};
+
+const CPUS: u32 = 2;
+const SLOTS: u32 = 30;
+/// Members of the family read by `family` (the last value slots).
+const FAMILY: u32 = 16;
+const ROUND: u32 = 100_000;
+const ROUNDS: usize = 11;
+
+fn thread_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    u64::try_from(t.tv_sec).unwrap() * 1_000_000_000 + u64::try_from(t.tv_nsec).unwrap()
+}
+
+/// `scaling.rs`'s segment: `SLOTS - FAMILY` counters `c0..`, then the
+/// family `bench.fam`, every value distinct.
+fn segment(path: &Path) -> Writer {
+    let w = Writer::create(
+        path,
+        &Config {
+            nr_cpus: Some(CPUS),
+            max_instances: SLOTS,
+            max_families: 1,
+            max_members: FAMILY,
+            damon_capacity: 0,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    let per_cpu = |base: u64| -> Vec<u64> { (0..u64::from(CPUS)).map(|c| base + c).collect() };
+    for i in 0..SLOTS - FAMILY {
+        let id = w
+            .add_external(&format!("c{i}"), "", Semantics::Counter, ValueType::U64)
+            .unwrap();
+        w.publish_per_cpu(id, &per_cpu(u64::from(i) << 20)).unwrap();
+    }
+    let f = w
+        .add_family(&FamilySpec::new(
+            "bench.fam",
+            "A family read whole",
+            "instance",
+            Kind::Counter,
+            Unit::BYTES,
+        ))
+        .unwrap();
+    for i in 0..FAMILY {
+        let m = w.add_external_member(f, &format!("m{i}"), &[]).unwrap();
+        w.publish_member_per_cpu(&m, &per_cpu(u64::from(i) << 40))
+            .unwrap();
+    }
+    w
+}
+
+/// Per block: the sequence word, the values of slots `first..` (relaxed
+/// loads into `out`, CPU major), the sequence word again: `scaling.rs`'s
+/// `loop_floor`.
+fn loop_floor(words: &[AtomicU64], l: &Layout, first: usize, out: &mut [u64]) -> u64 {
+    let n = out.len() / l.nr_cpus;
+    let mut seqs = 0u64;
+    for (cpu, row) in out.chunks_exact_mut(n).enumerate() {
+        let seq = &words[l.cpu_block_word(cpu) + CPU_SEQ_WORD];
+        let s1 = seq.load(Ordering::Relaxed);
+        let src = &words[l.counter_word(cpu, first)..][..n];
+        for (o, s) in row.iter_mut().zip(src) {
+            *o = s.load(Ordering::Relaxed);
+        }
+        seqs = seqs.wrapping_add(s1 ^ seq.load(Ordering::Relaxed));
+    }
+    seqs
+}
+
+/// [`loop_floor`] of the values of `slots`: `scaling.rs`'s `loop_many`.
+fn loop_many(words: &[AtomicU64], l: &Layout, slots: &[usize], out: &mut [u64]) -> u64 {
+    let mut seqs = 0u64;
+    for (cpu, row) in out.chunks_exact_mut(slots.len()).enumerate() {
+        let seq = &words[l.cpu_block_word(cpu) + CPU_SEQ_WORD];
+        let s1 = seq.load(Ordering::Relaxed);
+        for (o, &s) in row.iter_mut().zip(slots) {
+            *o = words[l.counter_word(cpu, s)].load(Ordering::Relaxed);
+        }
+        seqs = seqs.wrapping_add(s1 ^ seq.load(Ordering::Relaxed));
+    }
+    seqs
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// ns per call of `f` over one round.
+fn round(mut f: impl FnMut()) -> f64 {
+    let t = thread_ns();
+    for _ in 0..ROUND {
+        f();
+    }
+    (thread_ns() - t) as f64 / f64::from(ROUND)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |name: &str| {
+        let i = args.iter().position(|a| a == name)?;
+        args.get(i + 1).cloned()
+    };
+    let calls = arg("--calls").and_then(|n| n.parse::<u32>().ok());
+    let only = arg("--op");
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| tempfile::tempdir().unwrap());
+    let path = dir.path().join("seg");
+    let _w = segment(&path);
+    let mut seg = Segment::open(&path).unwrap();
+    let nr = CPUS as usize;
+
+    let h = seg.handle("c0").unwrap();
+    let mut one = vec![0u64; nr];
+    let counters = (SLOTS - FAMILY) as usize;
+    let hs: Vec<_> = (0..counters)
+        .map(|s| seg.handle(&format!("c{s}")).unwrap())
+        .collect();
+    let mut many = vec![0u64; nr * counters];
+    let mut fh = seg.family_handle("bench.fam").unwrap();
+    let mut fv = FamilyValues::default();
+    let mut snap = Snapshot::default();
+    seg.read(&h, &mut one).unwrap();
+    seg.read_many(&hs, &mut many).unwrap();
+    seg.read_family(&mut fh, &mut fv).unwrap();
+    seg.snapshot_into(&mut snap).unwrap();
+    assert_eq!(
+        (one[1], many[nr * 13 + 1], fv.len()),
+        (1, (13 << 20) + 1, 16)
+    );
+    assert_eq!(snap.slots, SLOTS as usize);
+
+    type Op<'a> = (&'a str, Box<dyn FnMut(&mut Segment) + 'a>);
+    let mut ops: Vec<Op<'_>> = vec![
+        (
+            "handle",
+            Box::new(|s: &mut Segment| {
+                s.read(black_box(&h), &mut one).unwrap();
+            }),
+        ),
+        (
+            "many",
+            Box::new(|s: &mut Segment| {
+                s.read_many(black_box(&hs), black_box(&mut many)).unwrap();
+            }),
+        ),
+        (
+            "family",
+            Box::new(|s: &mut Segment| {
+                s.read_family(black_box(&mut fh), black_box(&mut fv))
+                    .unwrap();
+            }),
+        ),
+        (
+            "snapshot",
+            Box::new(|s: &mut Segment| s.snapshot_into(black_box(&mut snap)).unwrap()),
+        ),
+    ];
+    if let Some(n) = calls {
+        let name = only.as_deref().unwrap_or("snapshot");
+        let (_, f) = ops
+            .iter_mut()
+            .find(|(o, _)| *o == name)
+            .expect("--op handle|many|family|snapshot");
+        for _ in 0..n {
+            f(&mut seg);
+        }
+        println!("{n} calls of {name}");
+        return;
+    }
+
+    let file = std::fs::File::open(&path).unwrap();
+    let md = file.metadata().unwrap();
+    let map =
+        perfabi_shm::SegmentMap::new(file, &md, perfabi::trust::Origin::File, u64::MAX).unwrap();
+    let layout = *map.layout();
+    let fam_first = (SLOTS - FAMILY) as usize;
+    let floors: [Vec<usize>; 4] = [
+        vec![0],
+        (0..counters).collect(),
+        (fam_first..SLOTS as usize).collect(),
+        (0..SLOTS as usize).collect(),
+    ];
+    // Bench harness arguments (`--bench`) are accepted and ignored.
+    println!("2 CPUs x 30 slots, ns per call (median of {ROUNDS} rounds of {ROUND} calls)");
+    for ((name, f), slots) in ops.iter_mut().zip(&floors) {
+        if only.as_deref().is_some_and(|o| o != *name) {
+            continue;
+        }
+        let mut out = vec![0u64; nr * slots.len()];
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for _ in 0..ROUNDS {
+            a.push(round(|| f(&mut seg)));
+            b.push(round(|| {
+                black_box(if *name == "many" {
+                    loop_many(map.words(), &layout, slots, black_box(&mut out))
+                } else {
+                    loop_floor(map.words(), &layout, slots[0], black_box(&mut out))
+                });
+            }));
+        }
+        let (a, b) = (median(a), median(b));
+        println!(
+            "{name:<9} {a:6.1}  floor {b:5.1}  above {:5.1}  x floor {:.2} (target <= 2)",
+            a - b,
+            a / b
+        );
+    }
+}
