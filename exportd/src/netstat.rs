@@ -139,9 +139,18 @@ pub const FIELDS: [Field; 28] = [
     },
 ];
 
+/// Whether a line's text after its section is values: its first token
+/// a number.
+fn numeric(v: &str) -> bool {
+    v.split_ascii_whitespace()
+        .next()
+        .is_some_and(|t| t.parse::<i64>().is_ok() || t.parse::<u64>().is_ok())
+}
+
 /// The fields of a `/proc/net/snmp` or `/proc/net/netstat` text: section,
 /// name and value, by the header's names. A header whose next line is not
-/// of its section is skipped (that line may start the next pair); values
+/// values of its section (its first token a number) is skipped (that line
+/// may start the next pair); values
 /// that are not unsigned numbers (`MaxConn -1`) and names past the end of
 /// a short line of values are left out.
 pub fn fields(text: &str) -> impl Iterator<Item = (&str, &str, u64)> {
@@ -154,7 +163,7 @@ pub fn fields(text: &str) -> impl Iterator<Item = (&str, &str, u64)> {
         let Some(values) = lines
             .peek()
             .and_then(|l| l.split_once(':'))
-            .filter(|(s, _)| *s == section)
+            .filter(|(s, v)| *s == section && numeric(v))
             .map(|(_, v)| v)
         else {
             continue;
