@@ -390,12 +390,7 @@ fn every_published_family_is_the_tables_and_every_userspace_row_is_published() {
             .unwrap_or_else(|| panic!("{} is not in the README's table", f.name));
         assert!(row.userspace_source.is_some(), "{}: {row:?}", f.name);
         assert_eq!(Some(f.kind), row.kind_of(&f.name), "{} kind", f.name);
-        // A unit the 1.0 strings have no name for is written as perfabi
-        // shows it (`count x 10^-3`).
-        match row.unit_of(&f.name) {
-            Some(u) => assert_eq!(f.unit, u, "{} unit", f.name),
-            None => assert_eq!(f.unit.to_string(), row.unit, "{} unit", f.name),
-        }
+        assert_eq!(Some(f.unit), row.unit_of(&f.name), "{} unit", f.name);
         assert_eq!(
             f.dimension.as_str(),
             row.dimension.unwrap_or(""),
