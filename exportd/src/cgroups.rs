@@ -278,14 +278,23 @@ fn walk(root: &Path, o: &CgroupOptions) -> Walk {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
-        let mut subs: Vec<(String, u64)> = entries
+        // A name that is not UTF-8 keeps its bytes in the path it is read
+        // from; its instance string (lossy) then fails the instance rule
+        // and it is skipped and counted.
+        let mut subs: Vec<(String, PathBuf, u64)> = entries
+            .take(MAX_WALK)
             .flatten()
             .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            .map(|e| (e.file_name().to_string_lossy().into_owned(), e.ino()))
-            .take(MAX_WALK)
+            .map(|e| {
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    e.path(),
+                    e.ino(),
+                )
+            })
             .collect();
         subs.sort();
-        for (sub, ino) in subs {
+        for (sub, path, ino) in subs {
             if visited + queue.len() >= MAX_WALK {
                 break;
             }
@@ -294,16 +303,28 @@ fn walk(root: &Path, o: &CgroupOptions) -> Walk {
             } else {
                 format!("{name}/{sub}")
             };
-            queue.push_back((child, dir.join(&sub), ino, depth + 1));
+            queue.push_back((child, path, ino, depth + 1));
         }
     }
     Walk { found, dropped }
 }
 
-/// Reads at most [`MAX_FILE`] bytes of `path` into `buf`.
+/// Reads at most [`MAX_FILE`] bytes of `path` into `buf`: a regular file
+/// only, opened without following a link or blocking (a `--collector.
+/// cgroups.root` that is not cgroupfs may hold a FIFO named `cpu.stat`).
 fn read_into(path: &Path, buf: &mut String) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     buf.clear();
-    let f = std::fs::File::open(path)?;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
     f.take(MAX_FILE).read_to_string(buf).map(drop)
 }
 

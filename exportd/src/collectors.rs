@@ -37,8 +37,11 @@ pub struct Collector {
     pub need: fn(&Context) -> std::io::Result<Need>,
     /// Registers its families in the segment. An [`SourceError::Io`]
     /// leaves it out with one log line; any other error stops the daemon.
-    pub start: fn(&Writer, &Context) -> Result<Box<dyn Source>, SourceError>,
+    pub start: Start,
 }
+
+/// How a collector starts: its source, registered in the segment.
+pub type Start = fn(&Writer, &Context) -> Result<Box<dyn Source>, SourceError>;
 
 /// Everything a collector is configured with.
 #[derive(Clone, Debug)]

@@ -854,3 +854,36 @@ fn a_real_cgroup_appears_with_its_cpu_stat_and_goes() {
     stop(d);
     println!("EXPORTD-CGROUP-REAL {instance} under {} appeared with its cpu.stat, went after rmdir; the root's usage {p} between {before} and {after}", root.mountpoint);
 }
+
+#[test]
+fn a_fifo_in_place_of_a_cgroup_file_is_not_waited_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("cg");
+    cgroup(&root, 10, false);
+    let f = root.join("trap");
+    std::fs::create_dir_all(&f).unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        f.join("cpu.stat"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    let ctx = Context {
+        cgroups: CgroupOptions {
+            root: Some(root),
+            ..CgroupOptions::default()
+        },
+        ..Context::new(Paths::default())
+    };
+    let w = writer(&dir.path().join("w"), 64);
+    let t = Instant::now();
+    let _src = Sources::new(&w, &ctx, &Selection::only(&sources::ALL, &["cgroups"])).unwrap();
+    let s = w.snapshot().unwrap();
+    assert_eq!(totals(&s, "cgroup.cpu.usage"), [("/".to_string(), 10)]);
+    println!(
+        "EXPORTD-CGROUP-FIFO a FIFO named cpu.stat skipped, refresh in {:?}",
+        t.elapsed()
+    );
+}
