@@ -20,14 +20,10 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use perfabi_exportd::collectors::{Context, Selection};
 use perfabi_exportd::cpu;
-use perfabi_exportd::disks::DiskSource;
 use perfabi_exportd::follow::Room;
-use perfabi_exportd::host::{HostSource, DEFAULT_VMSTAT};
-use perfabi_exportd::interrupts::InterruptSource;
-use perfabi_exportd::meminfo::MemSource;
-use perfabi_exportd::netdev::NetSource;
-use perfabi_exportd::pressure::PressureSource;
+use perfabi_exportd::host::DEFAULT_VMSTAT;
 use perfabi_exportd::sources::{self, Paths, Sources};
 use perfabi_shm::writer::{Config, Writer};
 use rustix::time::{clock_gettime, ClockId};
@@ -91,7 +87,13 @@ fn main() {
 /// Measures each source on the files under `paths`, into a segment of
 /// `nr_cpus` CPUs (this machine's if `None`) in `dir`.
 fn each_source(paths: &Paths, vmstat: &[String], nr_cpus: Option<u32>, dir: &Path, secs: f64) {
-    let need = sources::need(paths, vmstat).unwrap();
+    // Every collector, the ones off by default too.
+    let all = Selection::only(&sources::ALL, &sources::ALL.map(|c| c.name));
+    let ctx = Context {
+        vmstat: vmstat.to_vec(),
+        ..Context::new(paths.clone())
+    };
+    let need = sources::need(&ctx, &all);
     let config = Config {
         nr_cpus,
         max_families: (2 * need.families + 64) as u32,
@@ -119,23 +121,10 @@ fn each_source(paths: &Paths, vmstat: &[String], nr_cpus: Option<u32>, dir: &Pat
     );
     let measure = |name: &str, secs: f64, f: &mut dyn FnMut()| measure_as(&label, name, secs, f);
     let mut total = Duration::ZERO;
-    let mut host = HostSource::new(&w, paths, vmstat).unwrap();
-    total += measure("host", secs, &mut || host.refresh(&w).unwrap());
-    if let Ok(mut s) = DiskSource::new(&w, paths) {
-        total += measure("disks", secs, &mut || s.refresh(&w, &mut room).unwrap());
-    }
-    if let Ok(mut s) = NetSource::new(&w, paths) {
-        total += measure("network", secs, &mut || s.refresh(&w, &mut room).unwrap());
-    }
-    if let Ok(mut s) = InterruptSource::new(&w, paths) {
-        total += measure("interrupts", secs, &mut || {
-            s.refresh(&w, &mut room).unwrap()
-        });
-    }
-    let mut pressure = PressureSource::new(&w, paths).unwrap();
-    total += measure("pressure", secs, &mut || pressure.refresh(&w).unwrap());
-    if let Ok(mut s) = MemSource::new(&w, paths) {
-        total += measure("meminfo", secs, &mut || s.refresh(&w).unwrap());
+    for c in &sources::ALL {
+        if let Ok(mut s) = (c.start)(&w, &ctx) {
+            total += measure(c.name, secs, &mut || s.refresh(&w, &mut room).unwrap());
+        }
     }
     if nr_cpus.is_none() {
         let mut clock = cpu::Clock::new();
@@ -152,8 +141,8 @@ fn each_source(paths: &Paths, vmstat: &[String], nr_cpus: Option<u32>, dir: &Pat
     drop(w);
     // Every source together, as the daemon runs them, in a segment of its own.
     let w = Writer::create(dir.join("all"), &config).unwrap();
-    let mut all = Sources::new(&w, paths, vmstat).unwrap();
-    measure("all", secs, &mut || all.refresh(&w));
+    let mut every = Sources::new(&w, &ctx, &all).unwrap();
+    measure("all", secs, &mut || every.refresh(&w));
 }
 
 /// A `/proc` and `/sys` of a machine of `n` CPUs under `root`: `stat`,

@@ -20,6 +20,8 @@ use std::ops::Range;
 use perfabi_families::{table, Family};
 use perfabi_shm::writer::Writer;
 
+use crate::collectors::{Collector, Source};
+use crate::filter::Filter;
 use crate::follow::{Follow, Room};
 use crate::proc_source::{Need, Paths, SourceError};
 use crate::procfs::{self, DiskStats, ProcFile};
@@ -196,25 +198,35 @@ impl Disks {
     }
 }
 
-/// The disks of this host now (names).
-fn disks(paths: &Paths) -> std::io::Result<usize> {
+/// The `diskstats` collector.
+pub const COLLECTOR: Collector = Collector {
+    name: "diskstats",
+    default: true,
+    help: "disk.dev.*, from /proc/diskstats (--collector.diskstats.device-include/-exclude)",
+    need: |ctx| need(&ctx.paths, &ctx.disks),
+    start: |w, ctx| Ok(Box::new(DiskSource::new(w, &ctx.paths, ctx.disks.clone())?)),
+};
+
+/// The disks of this host now that `filter` lets pass (names).
+fn disks(paths: &Paths, filter: &Filter) -> std::io::Result<usize> {
     let mut stats = ProcFile::new(paths.proc("diskstats"));
     let mut parts = ProcFile::new(paths.proc("partitions"));
     let (stats, parts) = (stats.read()?, parts.read()?);
     let mut d = Disks::new(paths);
     d.begin(&parts);
     Ok(procfs::diskstats(&stats)
-        .filter(|s| d.medium(s, &parts))
+        .filter(|s| filter.allows(s.name) && d.medium(s, &parts))
         .count())
 }
 
-/// The families and members [`DiskSource::new`] registers here now.
-pub fn need(paths: &Paths) -> std::io::Result<Need> {
+/// The families and members [`DiskSource::new`] registers here now, of
+/// the disks `filter` lets pass.
+pub fn need(paths: &Paths, filter: &Filter) -> std::io::Result<Need> {
     let fields = format(paths, &ProcFile::new(paths.proc("diskstats")).read()?);
     let families = FAMILIES.iter().filter(|x| fields >= x.2).count();
     Ok(Need {
         families,
-        members: families * disks(paths)?,
+        members: families * disks(paths, filter)?,
     })
 }
 
@@ -224,6 +236,7 @@ pub struct DiskSource {
     partitions: ProcFile,
     fields: Vec<Field>,
     disks: Disks,
+    filter: Filter,
     follow: Follow,
     /// One disk's counts, in the order of `fields` (reused).
     counts: Vec<u64>,
@@ -232,8 +245,8 @@ pub struct DiskSource {
 impl DiskSource {
     /// Registers the families this kernel's `/proc/diskstats` has fields
     /// for (discards from Linux 4.18, flushes from 5.5) in `w`; the disks
-    /// come at the first [`refresh`](Self::refresh).
-    pub fn new(w: &Writer, paths: &Paths) -> Result<Self, SourceError> {
+    /// come at the first refresh, those `filter` lets pass.
+    pub fn new(w: &Writer, paths: &Paths, filter: Filter) -> Result<Self, SourceError> {
         let mut stats = ProcFile::new(paths.proc("diskstats"));
         let n = format(paths, &stats.read().map_err(SourceError::Io)?);
         let mut partitions = ProcFile::new(paths.proc("partitions"));
@@ -249,20 +262,23 @@ impl DiskSource {
             partitions,
             fields,
             disks: Disks::new(paths),
+            filter,
             follow: Follow::new("disk", families),
             counts: Vec::new(),
         })
     }
+}
 
+impl Source for DiskSource {
     /// Reads `/proc/diskstats` and `/proc/partitions` once, follows the
     /// disks and publishes their counts, all on CPU 0.
-    pub fn refresh(&mut self, w: &Writer, room: &mut Room) -> std::io::Result<()> {
+    fn refresh(&mut self, w: &Writer, room: &mut Room) -> std::io::Result<()> {
         let partitions = self.partitions.read()?;
         let text = self.stats.read()?;
         self.disks.begin(&partitions);
         self.follow.begin();
         for d in procfs::diskstats(&text) {
-            if !self.disks.medium(&d, &partitions) {
+            if !self.filter.allows(d.name) || !self.disks.medium(&d, &partitions) {
                 continue;
             }
             self.counts.clear();

@@ -149,6 +149,20 @@ impl Follow {
         instance: &str,
         counts: &[u64],
     ) -> Option<&[MemberId]> {
+        self.see_labelled(w, room, instance, counts, &[])
+    }
+
+    /// [`see`](Self::see), for a device whose members carry `labels`
+    /// (spec §5.3) when they are registered; a label that cannot be one
+    /// skips the device as a bad name does.
+    pub fn see_labelled(
+        &mut self,
+        w: &Writer,
+        room: &mut Room,
+        instance: &str,
+        counts: &[u64],
+        labels: &[(&str, &str)],
+    ) -> Option<&[MemberId]> {
         let pass = self.pass;
         if let Some(d) = self.live.get_mut(instance) {
             if !d.last.iter().zip(counts).any(|(a, b)| b < a) {
@@ -173,7 +187,7 @@ impl Follow {
                 return None;
             }
         }
-        let members = match self.register(w, instance) {
+        let members = match self.register(w, instance, labels) {
             Ok(m) => m,
             Err(e) => {
                 let bad_name = e == perfabi::Error::BadInstance;
@@ -215,14 +229,19 @@ impl Follow {
 
     /// One member per family, or none: what was added is deleted again if
     /// a later family refuses it.
-    fn register(&self, w: &Writer, instance: &str) -> Result<Vec<MemberId>, perfabi::Error> {
+    fn register(
+        &self,
+        w: &Writer,
+        instance: &str,
+        labels: &[(&str, &str)],
+    ) -> Result<Vec<MemberId>, perfabi::Error> {
         perfabi::name::check_instance(instance)?;
         if instance.is_empty() {
             return Err(perfabi::Error::BadInstance);
         }
         let mut members = Vec::with_capacity(self.families.len());
         for &f in &self.families {
-            match w.add_external_member(f, instance, &[]) {
+            match w.add_external_member(f, instance, labels) {
                 Ok(m) => members.push(m),
                 Err(e) => {
                     for m in &members {
@@ -233,6 +252,18 @@ impl Follow {
             }
         }
         Ok(members)
+    }
+
+    /// Deletes the members of `instance`, if it is live (a device that is
+    /// another one now: its next [`see`](Self::see) registers it again).
+    pub fn forget(&mut self, w: &Writer, room: &mut Room, instance: &str) {
+        if let Some(d) = self.live.remove(instance) {
+            for m in &d.members {
+                if w.del_member(m).is_ok() {
+                    room.freed += 1;
+                }
+            }
+        }
     }
 
     /// Ends a refresh: deletes the members of every device not seen since

@@ -1,15 +1,22 @@
-//! The host-statistics source: per-CPU times and context switches from
-//! `/proc/stat`, per-CPU softirq counts from `/proc/softirqs`, and
-//! selected `/proc/vmstat` values. The kinds of softirq and the vmstat
-//! values are fixed at start; each file is read once per refresh, into a
-//! buffer kept from one refresh to the next.
-
-use std::collections::HashMap;
+//! Three collectors of `/proc`'s CPU and memory counters, each a source
+//! of its own:
+//!
+//! * `cpu` ([`CpuSource`]): per-CPU times and context switches from
+//!   `/proc/stat`;
+//! * `softirqs` ([`SoftirqSource`]): per-CPU softirq counts from
+//!   `/proc/softirqs`;
+//! * `vmstat` ([`VmstatSource`]): selected `/proc/vmstat` values.
+//!
+//! The kinds of softirq and the vmstat values are fixed at start; each
+//! file is read once per refresh, into a buffer kept from one refresh to
+//! the next.
 
 use perfabi::{FamilySpec, Kind, Unit};
 use perfabi_families::table;
 use perfabi_shm::writer::{MemberId, Writer};
 
+use crate::collectors::{Collector, Source};
+use crate::follow::Room;
 use crate::proc_source::{Need, Paths, SourceError};
 use crate::procfs::{self, ProcFile};
 
@@ -26,40 +33,66 @@ pub const DEFAULT_VMSTAT: &[&str] = &[
     "nr_writeback",
 ];
 
-/// Registered instances and the buffers of one refresh.
-pub struct HostSource {
-    stat: ProcFile,
-    softirqs: ProcFile,
-    vmstat: ProcFile,
-    us_per_tick: u64,
-    cpu: Vec<MemberId>,
-    pswitch: MemberId,
-    /// Softirq kinds (lower case) and their members.
-    softirq: Vec<(String, MemberId)>,
-    vm: HashMap<String, MemberId>,
-    /// Per-CPU times of the last `/proc/stat`, by CPU.
-    times: Vec<[u64; 10]>,
-    cpus: Vec<usize>,
-    /// One softirq row's counts in column order (reused).
-    counts: Vec<u64>,
-    values: Vec<u64>,
-}
+/// The `cpu` collector.
+pub const CPU: Collector = Collector {
+    name: "cpu",
+    default: true,
+    help: "kernel.cpu.time and kernel.all.pswitch, from /proc/stat",
+    need: |ctx| {
+        ProcFile::new(ctx.paths.proc("stat")).read()?;
+        Ok(Need {
+            families: 2,
+            members: procfs::CPU_FIELDS.len() + 1,
+        })
+    },
+    start: |w, ctx| Ok(Box::new(CpuSource::new(w, &ctx.paths)?)),
+};
+
+/// The `softirqs` collector.
+pub const SOFTIRQS: Collector = Collector {
+    name: "softirqs",
+    default: true,
+    help: "kernel.softirqs, from /proc/softirqs",
+    need: |ctx| {
+        Ok(Need {
+            families: 1,
+            members: softirq_kinds(&ctx.paths)?.len(),
+        })
+    },
+    start: |w, ctx| Ok(Box::new(SoftirqSource::new(w, &ctx.paths)?)),
+};
+
+/// The `vmstat` collector.
+pub const VMSTAT: Collector = Collector {
+    name: "vmstat",
+    default: true,
+    help: "mem.vmstat.<name>, from /proc/vmstat (--vmstat NAME)",
+    need: |ctx| {
+        ProcFile::new(ctx.paths.proc("vmstat")).read()?;
+        Ok(Need {
+            families: ctx.vmstat.len(),
+            members: ctx.vmstat.len(),
+        })
+    },
+    start: |w, ctx| Ok(Box::new(VmstatSource::new(w, &ctx.paths, &ctx.vmstat)?)),
+};
 
 fn read(p: &std::path::Path) -> Result<String, SourceError> {
     std::fs::read_to_string(p).map_err(|e| SourceError::Read(p.to_path_buf(), e))
 }
 
-/// Checks the configuration against this host before anything is created:
-/// every file readable, every vmstat name present.
+/// Checks the `--vmstat` names against this host before anything is
+/// created: none given twice, every one in `/proc/vmstat`.
 pub fn check(paths: &Paths, vmstat: &[String]) -> Result<(), SourceError> {
-    read(&paths.proc("stat"))?;
-    read(&paths.proc("softirqs"))?;
     if let Some((_, n)) = vmstat
         .iter()
         .enumerate()
         .find(|(i, n)| vmstat[..*i].contains(n))
     {
         return Err(SourceError::DuplicateVmstat(n.to_string()));
+    }
+    if vmstat.is_empty() {
+        return Ok(());
     }
     let present = procfs::vmstat(&read(&paths.proc("vmstat"))?);
     match vmstat.iter().find(|n| !present.contains_key(n.as_str())) {
@@ -70,27 +103,31 @@ pub fn check(paths: &Paths, vmstat: &[String]) -> Result<(), SourceError> {
 
 /// The names of `/proc/softirqs` rows that are valid instance strings,
 /// lower case.
-fn softirq_kinds(paths: &Paths) -> Result<Vec<String>, SourceError> {
-    let text = read(&paths.proc("softirqs"))?;
+fn softirq_kinds(paths: &Paths) -> std::io::Result<Vec<String>> {
+    let mut f = ProcFile::new(paths.proc("softirqs"));
+    let text = f.read()?;
     Ok(procfs::cpu_rows(&text, &mut Vec::new())
         .map(|r| r.label.to_ascii_lowercase())
         .filter(|n| perfabi::name::check_instance(n).is_ok())
         .collect())
 }
 
-/// The families and members [`HostSource::new`] registers on this host.
-pub fn need(paths: &Paths, vmstat: &[String]) -> Result<Need, SourceError> {
-    let softirqs = softirq_kinds(paths)?.len();
-    Ok(Need {
-        families: 3 + vmstat.len(),
-        members: procfs::CPU_FIELDS.len() + softirqs + 1 + vmstat.len(),
-    })
+/// The `cpu` collector's source.
+pub struct CpuSource {
+    stat: ProcFile,
+    us_per_tick: u64,
+    cpu: Vec<MemberId>,
+    pswitch: MemberId,
+    /// Per-CPU times of the last `/proc/stat`, by CPU.
+    times: Vec<[u64; 10]>,
+    values: Vec<u64>,
 }
 
-impl HostSource {
-    /// Registers the instances in `w`.
-    pub fn new(w: &Writer, paths: &Paths, vmstat: &[String]) -> Result<Self, SourceError> {
-        check(paths, vmstat)?;
+impl CpuSource {
+    /// Registers `kernel.cpu.time` and `kernel.all.pswitch` in `w`.
+    pub fn new(w: &Writer, paths: &Paths) -> Result<Self, SourceError> {
+        let mut stat = ProcFile::new(paths.proc("stat"));
+        stat.read().map_err(SourceError::Io)?;
         let abi = SourceError::Abi;
         let hz = rustix::param::clock_ticks_per_second().max(1);
         let time = w
@@ -109,59 +146,21 @@ impl HostSource {
             .map_err(abi)?;
         let ctxt = w.add_family(&table::SCHED_PSWITCH.spec()).map_err(abi)?;
         let pswitch = w.add_external_member(ctxt, "", &[]).map_err(abi)?;
-        let softirqs = w
-            .add_family(&FamilySpec::new(
-                "kernel.softirqs",
-                "Softirqs handled, by kind, from /proc/softirqs",
-                "kind",
-                Kind::Counter,
-                Unit::COUNT,
-            ))
-            .map_err(abi)?;
-        let softirq = softirq_kinds(paths)?
-            .into_iter()
-            .map(|n| Ok((n.clone(), w.add_external_member(softirqs, &n, &[])?)))
-            .collect::<Result<_, perfabi::Error>>()
-            .map_err(abi)?;
-        let vm = vmstat
-            .iter()
-            .map(|n| {
-                let (kind, unit, what) = if n.starts_with("nr_") {
-                    (Kind::Gauge, Unit::PAGES, "Pages")
-                } else {
-                    (Kind::Counter, Unit::COUNT, "Events")
-                };
-                let help = format!("{what}: {n} of /proc/vmstat");
-                let f = w.add_family(&FamilySpec::new(
-                    &format!("mem.vmstat.{n}"),
-                    &help,
-                    "",
-                    kind,
-                    unit,
-                ))?;
-                Ok((n.clone(), w.add_external_member(f, "", &[])?))
-            })
-            .collect::<Result<_, perfabi::Error>>()
-            .map_err(abi)?;
         let nr_cpus = w.layout().nr_cpus;
         Ok(Self {
-            stat: ProcFile::new(paths.proc("stat")),
-            softirqs: ProcFile::new(paths.proc("softirqs")),
-            vmstat: ProcFile::new(paths.proc("vmstat")),
+            stat,
             us_per_tick: 1_000_000 / hz,
             cpu,
             pswitch,
-            softirq,
-            vm,
             times: vec![[0; 10]; nr_cpus],
-            cpus: Vec::new(),
-            counts: Vec::new(),
             values: vec![0; nr_cpus],
         })
     }
+}
 
-    /// Reads the three files once each and publishes every value.
-    pub fn refresh(&mut self, w: &Writer) -> std::io::Result<()> {
+impl Source for CpuSource {
+    /// Reads `/proc/stat` once and publishes every value.
+    fn refresh(&mut self, w: &Writer, _: &mut Room) -> std::io::Result<()> {
         let stat = self.stat.read()?;
         for t in &mut self.times {
             *t = [0; 10];
@@ -181,6 +180,53 @@ impl HostSource {
             }
             let _ = w.publish_member_per_cpu(id, &self.values);
         }
+        Ok(())
+    }
+}
+
+/// The `softirqs` collector's source.
+pub struct SoftirqSource {
+    softirqs: ProcFile,
+    /// Softirq kinds (lower case) and their members.
+    softirq: Vec<(String, MemberId)>,
+    cpus: Vec<usize>,
+    /// One softirq row's counts in column order (reused).
+    counts: Vec<u64>,
+    values: Vec<u64>,
+}
+
+impl SoftirqSource {
+    /// Registers `kernel.softirqs` and its kinds in `w`.
+    pub fn new(w: &Writer, paths: &Paths) -> Result<Self, SourceError> {
+        let kinds = softirq_kinds(paths).map_err(SourceError::Io)?;
+        let abi = SourceError::Abi;
+        let softirqs = w
+            .add_family(&FamilySpec::new(
+                "kernel.softirqs",
+                "Softirqs handled, by kind, from /proc/softirqs",
+                "kind",
+                Kind::Counter,
+                Unit::COUNT,
+            ))
+            .map_err(abi)?;
+        let softirq = kinds
+            .into_iter()
+            .map(|n| Ok((n.clone(), w.add_external_member(softirqs, &n, &[])?)))
+            .collect::<Result<_, perfabi::Error>>()
+            .map_err(abi)?;
+        Ok(Self {
+            softirqs: ProcFile::new(paths.proc("softirqs")),
+            softirq,
+            cpus: Vec::new(),
+            counts: Vec::new(),
+            values: vec![0; w.layout().nr_cpus],
+        })
+    }
+}
+
+impl Source for SoftirqSource {
+    /// Reads `/proc/softirqs` once and publishes every kind's counts.
+    fn refresh(&mut self, w: &Writer, _: &mut Room) -> std::io::Result<()> {
         let sirq = self.softirqs.read()?;
         let (softirq, values) = (&self.softirq, &mut self.values);
         procfs::for_each_cpu_row(
@@ -203,6 +249,50 @@ impl HostSource {
                 let _ = w.publish_member_per_cpu(id, values);
             },
         );
+        Ok(())
+    }
+}
+
+/// The `vmstat` collector's source.
+pub struct VmstatSource {
+    vmstat: ProcFile,
+    vm: std::collections::HashMap<String, MemberId>,
+}
+
+impl VmstatSource {
+    /// Registers a family per name of `vmstat` in `w`.
+    pub fn new(w: &Writer, paths: &Paths, vmstat: &[String]) -> Result<Self, SourceError> {
+        check(paths, vmstat)?;
+        let vm = vmstat
+            .iter()
+            .map(|n| {
+                let (kind, unit, what) = if n.starts_with("nr_") {
+                    (Kind::Gauge, Unit::PAGES, "Pages")
+                } else {
+                    (Kind::Counter, Unit::COUNT, "Events")
+                };
+                let help = format!("{what}: {n} of /proc/vmstat");
+                let f = w.add_family(&FamilySpec::new(
+                    &format!("mem.vmstat.{n}"),
+                    &help,
+                    "",
+                    kind,
+                    unit,
+                ))?;
+                Ok((n.clone(), w.add_external_member(f, "", &[])?))
+            })
+            .collect::<Result<_, perfabi::Error>>()
+            .map_err(SourceError::Abi)?;
+        Ok(Self {
+            vmstat: ProcFile::new(paths.proc("vmstat")),
+            vm,
+        })
+    }
+}
+
+impl Source for VmstatSource {
+    /// Reads `/proc/vmstat` once and publishes the selected values.
+    fn refresh(&mut self, w: &Writer, _: &mut Room) -> std::io::Result<()> {
         let vm = self.vmstat.read()?;
         for (name, v) in procfs::vmstat_values(&vm) {
             if let Some(id) = self.vm.get(name) {

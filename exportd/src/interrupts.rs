@@ -20,6 +20,7 @@ use perfabi::{FamilySpec, Kind, Unit};
 use perfabi_families::table;
 use perfabi_shm::writer::Writer;
 
+use crate::collectors::{Collector, Source};
 use crate::follow::{Follow, Room};
 use crate::proc_source::{Need, Paths, SourceError};
 use crate::procfs::{self, ProcFile};
@@ -51,6 +52,15 @@ pub fn irq_instance(irq: u32, actions: &[u8], out: &mut String) {
         out.push(if keep { b as char } else { '_' });
     }
 }
+
+/// The `interrupts` collector.
+pub const COLLECTOR: Collector = Collector {
+    name: "interrupts",
+    default: true,
+    help: "kernel.interrupts.*, from /proc/interrupts",
+    need: |ctx| need(&ctx.paths),
+    start: |w, ctx| Ok(Box::new(InterruptSource::new(w, &ctx.paths)?)),
+};
 
 /// The families and members [`InterruptSource::new`] registers here now.
 pub fn need(paths: &Paths) -> std::io::Result<Need> {
@@ -159,10 +169,12 @@ impl InterruptSource {
             },
         })
     }
+}
 
+impl Source for InterruptSource {
     /// Reads `/proc/interrupts` once, follows the IRQs and kinds and
     /// publishes their per-CPU counts.
-    pub fn refresh(&mut self, w: &Writer, room: &mut Room) -> std::io::Result<()> {
+    fn refresh(&mut self, w: &Writer, room: &mut Room) -> std::io::Result<()> {
         let text = self.file.read()?;
         self.count.begin();
         self.other.begin();

@@ -16,8 +16,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches, Parser};
 use perfabi::Semantics;
+use perfabi_exportd::collectors::{CgroupOptions, Context, FsOptions, Selection};
+use perfabi_exportd::filter::{self, Filter};
 use perfabi_exportd::follow::Room;
 use perfabi_exportd::sources::{self, Need};
 use perfabi_exportd::stop::Stop;
@@ -46,7 +48,13 @@ it started, as the kernel accounts it in /proc/self/stat (utime + stime of
 all its threads, in clock ticks of 1/sysconf(_SC_CLK_TCK) s), on standard
 error:
   perfabi-exportd: used 0.08% of a core over 60.0 s (utime 0.03 s, stime 0.02 s, 61 refreshes)
---cpu-report SECS prints the same every SECS seconds, for the last SECS."
+--cpu-report SECS prints the same every SECS seconds, for the last SECS.
+
+Collectors are chosen as node_exporter's are: each --collector.NAME above
+says whether it runs by default; --no-collector.NAME turns one off,
+--collector.disable-defaults all but those named (the later of
+--collector.NAME and --no-collector.NAME wins). A pattern matches anywhere
+in a name unless anchored (^...$); an empty pattern matches nothing."
 )]
 struct Args {
     /// Segment file to create (on tmpfs).
@@ -117,6 +125,48 @@ struct Args {
     /// (the line printed at stop, from /proc/self/stat; see below).
     #[arg(long, value_name = "SECS")]
     cpu_report: Option<f64>,
+    /// Publish only the disks whose name matches REGEX (instead of the
+    /// exclude pattern).
+    #[arg(long = "collector.diskstats.device-include", value_name = "REGEX")]
+    disks_include: Option<String>,
+    /// Leave out the disks whose name matches REGEX.
+    #[arg(long = "collector.diskstats.device-exclude", value_name = "REGEX",
+          default_missing_value = None, help = format!("Leave out the disks whose name matches REGEX [default: {}]", filter::DISKS_EXCLUDE))]
+    disks_exclude: Option<String>,
+    /// Publish only the interfaces whose name matches REGEX.
+    #[arg(long = "collector.netdev.device-include", value_name = "REGEX")]
+    netdev_include: Option<String>,
+    /// Leave out the interfaces whose name matches REGEX [default: none].
+    #[arg(long = "collector.netdev.device-exclude", value_name = "REGEX")]
+    netdev_exclude: Option<String>,
+    /// Leave out the mount points that match REGEX.
+    #[arg(long = "collector.filesystem.mount-points-exclude", value_name = "REGEX",
+          default_value = filter::MOUNT_POINTS_EXCLUDE, hide_default_value = false)]
+    mount_points_exclude: String,
+    /// Leave out the filesystems whose type matches REGEX.
+    #[arg(long = "collector.filesystem.fs-types-exclude", value_name = "REGEX",
+          default_value = filter::FS_TYPES_EXCLUDE)]
+    fs_types_exclude: String,
+    /// How long a mount's statfs may take before the mount is marked
+    /// stuck (filesys.device_error 1) and not asked again until it answers.
+    #[arg(
+        long = "collector.filesystem.mount-timeout",
+        value_name = "SECS",
+        default_value_t = 0.5
+    )]
+    mount_timeout: f64,
+    /// The cgroup v2 hierarchy [default: the first cgroup2 mount of
+    /// /proc/self/mountinfo].
+    #[arg(long = "collector.cgroups.root", value_name = "DIR")]
+    cgroups_root: Option<PathBuf>,
+    /// The most cgroups published; the rest are counted in cgroup.dropped.
+    #[arg(long = "collector.cgroups.max", value_name = "N", default_value_t = 1000,
+          value_parser = clap::value_parser!(u32).range(1..=65536))]
+    cgroups_max: u32,
+    /// How deep below the root cgroups are published (the root is 0).
+    #[arg(long = "collector.cgroups.depth", value_name = "N", default_value_t = 2,
+          value_parser = clap::value_parser!(u32).range(0..=64))]
+    cgroups_depth: u32,
 }
 
 /// Why the daemon stopped other than on a signal, by exit status (see
@@ -153,10 +203,18 @@ fn runtime(e: impl std::fmt::Display) -> Fail {
 }
 
 fn main() -> ExitCode {
-    perfabi_man::print_if_asked(perfabi_man::Page::of::<Args>);
+    // The page names the collector flags too, which are generated.
+    perfabi_man::print_if_asked(|| {
+        perfabi_man::Page::new(perfabi_exportd::collectors::flags(
+            Args::command(),
+            &sources::ALL,
+        ))
+    });
     let started = Instant::now();
-    let args = Args::parse();
-    let r = configure(&args).and_then(|plan| run(&args, plan, started));
+    let matches = perfabi_exportd::collectors::flags(Args::command(), &sources::ALL).get_matches();
+    let args = Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let selection = Selection::from_matches(&sources::ALL, &matches);
+    let r = configure(&args, selection).and_then(|plan| run(&args, plan, started));
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
@@ -170,8 +228,8 @@ fn main() -> ExitCode {
 struct Plan {
     interval: Duration,
     cpu_report: Option<Duration>,
-    vmstat: Vec<String>,
-    paths: sources::Paths,
+    ctx: Context,
+    selection: Selection,
     record: Option<perfabi_record::damon::Record>,
     default_iv: perfabi::damon::Intervals,
     choice: damon::Choice,
@@ -191,7 +249,7 @@ const MEMBER_HEADROOM: usize = 1024;
 const FAMILY_HEADROOM: usize = 16;
 
 /// 1. Checks the whole configuration (exit 2); nothing exists yet.
-fn configure(args: &Args) -> Result<Plan, Fail> {
+fn configure(args: &Args, selection: Selection) -> Result<Plan, Fail> {
     let bad = Fail::Config;
     if !(args.interval.is_finite() && args.interval >= 0.01 && args.interval <= 3600.0) {
         return Err(bad(format!(
@@ -211,13 +269,71 @@ fn configure(args: &Args) -> Result<Plan, Fail> {
         }
     };
     check_path(&args.path).map_err(bad)?;
-    let vmstat: Vec<String> = if args.vmstat.is_empty() {
-        default_vmstat()
-    } else {
-        args.vmstat.clone()
+    let vmstat: Vec<String> = match (args.vmstat.is_empty(), selection.runs("vmstat")) {
+        (_, false) if !args.vmstat.is_empty() => {
+            return Err(bad(
+                "--vmstat needs the vmstat collector, which is off".into()
+            ))
+        }
+        (_, false) => Vec::new(),
+        (true, true) => default_vmstat(),
+        (false, true) => args.vmstat.clone(),
     };
     let paths = sources::Paths::default();
     host::check(&paths, &vmstat).map_err(|e| bad(e.to_string()))?;
+    if !(args.mount_timeout.is_finite() && (0.001..=60.0).contains(&args.mount_timeout)) {
+        return Err(bad(format!(
+            "--collector.filesystem.mount-timeout {} must be between 0.001 and 60 seconds",
+            args.mount_timeout
+        )));
+    }
+    let ctx = Context {
+        vmstat,
+        disks: Filter::new(
+            (
+                "--collector.diskstats.device-include",
+                args.disks_include.as_deref(),
+            ),
+            (
+                "--collector.diskstats.device-exclude",
+                args.disks_exclude.as_deref(),
+            ),
+            filter::DISKS_EXCLUDE,
+        )
+        .map_err(bad)?,
+        interfaces: Filter::new(
+            (
+                "--collector.netdev.device-include",
+                args.netdev_include.as_deref(),
+            ),
+            (
+                "--collector.netdev.device-exclude",
+                args.netdev_exclude.as_deref(),
+            ),
+            "",
+        )
+        .map_err(bad)?,
+        filesystem: FsOptions {
+            mount_points: Filter::exclude(
+                "--collector.filesystem.mount-points-exclude",
+                &args.mount_points_exclude,
+            )
+            .map_err(bad)?,
+            fs_types: Filter::exclude(
+                "--collector.filesystem.fs-types-exclude",
+                &args.fs_types_exclude,
+            )
+            .map_err(bad)?,
+            timeout: Duration::from_secs_f64(args.mount_timeout),
+            ..FsOptions::default()
+        },
+        cgroups: CgroupOptions {
+            root: args.cgroups_root.clone(),
+            max: args.cgroups_max as usize,
+            depth: args.cgroups_depth as usize,
+        },
+        ..Context::new(paths)
+    };
     let limit = args.replay_max_mib << 20;
     let default_iv = perfabi::damon::Intervals {
         sample_us: args.damon_sample_us,
@@ -271,13 +387,13 @@ fn configure(args: &Args) -> Result<Plan, Fail> {
         min_regions: args.damon_min_regions,
         max_regions: args.damon_max_regions,
     };
-    let need = sources::need(&paths, &vmstat).map_err(|e| bad(e.to_string()))?;
+    let need = sources::need(&ctx, &selection);
     let config = sizes(args, need)?;
     Ok(Plan {
         interval: Duration::from_secs_f64(args.interval),
         cpu_report,
-        vmstat,
-        paths,
+        ctx,
+        selection,
         record,
         default_iv,
         choice,
@@ -404,8 +520,7 @@ fn run(args: &Args, plan: Plan, started: Instant) -> Result<(), Fail> {
         args,
         &plan.config,
         decision,
-        &plan.paths,
-        &plan.vmstat,
+        (&plan.ctx, &plan.selection),
         plan.default_iv,
     )?;
     eprintln!(
@@ -471,8 +586,7 @@ impl Daemon {
         args: &Args,
         config: &Config,
         decision: damon::Decision,
-        paths: &sources::Paths,
-        vmstat: &[String],
+        (ctx, selection): (&Context, &Selection),
         default_iv: perfabi::damon::Intervals,
     ) -> Result<Daemon, Fail> {
         let stop = Arc::new(Stop::new());
@@ -499,7 +613,11 @@ impl Daemon {
                 perfabi::ValueType::U64,
             )
             .map_err(runtime)?;
-        let sources = sources::Sources::new(&w, paths, vmstat).map_err(runtime)?;
+        let sources = sources::Sources::new(&w, ctx, selection).map_err(runtime)?;
+        eprintln!(
+            "perfabi-exportd: collectors: {}",
+            sources.names().collect::<Vec<_>>().join(", ")
+        );
         let counters = damon::DamonCounters::add(&w).map_err(runtime)?;
         eprintln!("perfabi-exportd: DAMON: {}", decision.why);
         let damon_thread = decision.source.map(|source| {

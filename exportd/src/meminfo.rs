@@ -7,6 +7,8 @@ use perfabi::{FamilySpec, Kind, Unit};
 use perfabi_shm::safe_open::escape_path;
 use perfabi_shm::writer::{MemberId, Writer};
 
+use crate::collectors::{Collector, Source};
+use crate::follow::Room;
 use crate::proc_source::{Need, Paths, SourceError};
 use crate::procfs::{self, ProcFile};
 
@@ -38,6 +40,15 @@ fn present(text: &str) -> Vec<(&'static str, &'static str)> {
         .filter(|(_, line)| procfs::meminfo(text).any(|(n, _)| n == *line))
         .collect()
 }
+
+/// The `meminfo` collector.
+pub const COLLECTOR: Collector = Collector {
+    name: "meminfo",
+    default: true,
+    help: "mem.physmem and mem.util.*, from /proc/meminfo",
+    need: |ctx| need(&ctx.paths),
+    start: |w, ctx| Ok(Box::new(MemSource::new(w, &ctx.paths)?)),
+};
 
 /// The families and members [`MemSource::new`] registers here now.
 pub fn need(paths: &Paths) -> std::io::Result<Need> {
@@ -81,9 +92,11 @@ impl MemSource {
         drop(text);
         Ok(Self { file, members })
     }
+}
 
+impl Source for MemSource {
     /// Reads `/proc/meminfo` once and publishes its values on CPU 0.
-    pub fn refresh(&mut self, w: &Writer) -> std::io::Result<()> {
+    fn refresh(&mut self, w: &Writer, _: &mut Room) -> std::io::Result<()> {
         let text = self.file.read()?;
         for (name, v) in procfs::meminfo(&text) {
             if let Some((_, m)) = self.members.iter().find(|(n, _)| *n == name) {

@@ -6,6 +6,8 @@
 use perfabi_families::{table, Family};
 use perfabi_shm::writer::Writer;
 
+use crate::collectors::{Collector, Source};
+use crate::filter::Filter;
 use crate::follow::{Follow, Room};
 use crate::proc_source::{Need, Paths, SourceError};
 use crate::procfs::{self, NetDev, ProcFile};
@@ -20,10 +22,28 @@ const FAMILIES: [(&Family, fn(&NetDev) -> u64); 4] = [
     (&table::NET_OUT_BYTES, |d| d.tx_bytes),
 ];
 
-/// The families and members [`NetSource::new`] registers here now.
-pub fn need(paths: &Paths) -> std::io::Result<Need> {
+/// The `netdev` collector.
+pub const COLLECTOR: Collector = Collector {
+    name: "netdev",
+    default: true,
+    help: "network.interface.*, from /proc/net/dev (--collector.netdev.device-include/-exclude)",
+    need: |ctx| need(&ctx.paths, &ctx.interfaces),
+    start: |w, ctx| {
+        Ok(Box::new(NetSource::new(
+            w,
+            &ctx.paths,
+            ctx.interfaces.clone(),
+        )?))
+    },
+};
+
+/// The families and members [`NetSource::new`] registers here now, of the
+/// interfaces `filter` lets pass.
+pub fn need(paths: &Paths, filter: &Filter) -> std::io::Result<Need> {
     let mut f = ProcFile::new(paths.proc("net/dev"));
-    let n = procfs::net_dev(&f.read()?).count();
+    let n = procfs::net_dev(&f.read()?)
+        .filter(|d| filter.allows(d.name))
+        .count();
     Ok(Need {
         families: FAMILIES.len(),
         members: FAMILIES.len() * n,
@@ -33,13 +53,14 @@ pub fn need(paths: &Paths) -> std::io::Result<Need> {
 /// The network source.
 pub struct NetSource {
     file: ProcFile,
+    filter: Filter,
     follow: Follow,
 }
 
 impl NetSource {
-    /// Registers the families in `w`; the interfaces come at the first
-    /// [`refresh`](Self::refresh).
-    pub fn new(w: &Writer, paths: &Paths) -> Result<Self, SourceError> {
+    /// Registers the families in `w`; the interfaces `filter` lets pass
+    /// come at the first refresh.
+    pub fn new(w: &Writer, paths: &Paths, filter: Filter) -> Result<Self, SourceError> {
         let mut file = ProcFile::new(paths.proc("net/dev"));
         file.read().map_err(SourceError::Io)?;
         let families = FAMILIES
@@ -49,16 +70,19 @@ impl NetSource {
             .map_err(SourceError::Abi)?;
         Ok(Self {
             file,
+            filter,
             follow: Follow::new("interface", families),
         })
     }
+}
 
+impl Source for NetSource {
     /// Reads `/proc/net/dev` once, follows the interfaces and publishes
     /// their counts, all on CPU 0.
-    pub fn refresh(&mut self, w: &Writer, room: &mut Room) -> std::io::Result<()> {
+    fn refresh(&mut self, w: &Writer, room: &mut Room) -> std::io::Result<()> {
         let text = self.file.read()?;
         self.follow.begin();
-        for d in procfs::net_dev(&text) {
+        for d in procfs::net_dev(&text).filter(|d| self.filter.allows(d.name)) {
             let counts = FAMILIES.map(|f| (f.1)(&d));
             let Some(members) = self.follow.see(w, room, d.name, &counts) else {
                 continue;

@@ -9,6 +9,8 @@ use perfabi::{FamilySpec, Kind, Unit};
 use perfabi_shm::safe_open::escape_path;
 use perfabi_shm::writer::{MemberId, Writer};
 
+use crate::collectors::{Collector, Source};
+use crate::follow::Room;
 use crate::proc_source::{Need, Paths, SourceError};
 use crate::procfs::{self, ProcFile};
 
@@ -56,6 +58,15 @@ fn present(paths: &Paths, log: bool) -> Vec<(&'static str, ProcFile, bool, bool)
     }
     out
 }
+
+/// The `pressure` collector.
+pub const COLLECTOR: Collector = Collector {
+    name: "pressure",
+    default: true,
+    help: "kernel.all.pressure.*, from /proc/pressure",
+    need: |ctx| Ok(need(&ctx.paths)),
+    start: |w, ctx| Ok(Box::new(PressureSource::new(w, &ctx.paths)?)),
+};
 
 /// The families and members [`PressureSource::new`] registers here now.
 pub fn need(paths: &Paths) -> Need {
@@ -109,11 +120,13 @@ impl PressureSource {
         }
         Ok(Self { files })
     }
+}
 
+impl Source for PressureSource {
     /// Reads each file once and publishes its totals on CPU 0. A file that
     /// cannot be read keeps its last values; the first error is returned
     /// after the others are published.
-    pub fn refresh(&mut self, w: &Writer) -> std::io::Result<()> {
+    fn refresh(&mut self, w: &Writer, _: &mut Room) -> std::io::Result<()> {
         let mut result = Ok(());
         for f in &mut self.files {
             let p = match f.file.read() {

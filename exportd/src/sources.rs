@@ -1,5 +1,9 @@
-//! Every `/proc` source of the exporter together: what they need of the
-//! segment at start, their registration, and one refresh of all of them.
+//! Every collector of the exporter ([`ALL`], the registry the
+//! `--collector.NAME` flags come from) together: what the selected ones
+//! need of the segment at start, their registration, and one refresh of
+//! all of them, each timed and its success published
+//! (`exportd.collector.refresh_us` and `exportd.collector.success`, one
+//! instance per collector).
 //!
 //! | family | kind | unit | dimension | module | source |
 //! |---|---|---|---|---|---|
@@ -14,6 +18,10 @@
 //! | `kernel.interrupts.other` | counter | count | `kind` (`NMI`, `LOC`, …) | [`interrupts`] | `/proc/interrupts` named rows, per CPU |
 //! | `kernel.all.pressure.<res>.<some,full>.total` | counter | µs | none | [`pressure`] | `/proc/pressure/<res>` |
 //! | `mem.physmem`, `mem.util.*` | gauge | KiB | none | [`meminfo`] | `/proc/meminfo` |
+//! | `filesys.*` | gauge | bytes, count | `mountpoint` (labels `device`, `fstype`) | [`filesystem`] | `/proc/self/mountinfo`, `statvfs` |
+//! | `kernel.all.load`, `kernel.all.runnable`, `kernel.all.nprocs` | gauge | count | `interval` for the load | [`loadavg`] | `/proc/loadavg` |
+//! | `network.{tcp,udp,icmp,ip}.*` | counter (gauge for `currestab`) | count, bytes | none | [`netstat`] | `/proc/net/snmp`, `/proc/net/netstat` |
+//! | `cgroup.{cpu,memory}.*`, `cgroup.io.*` | counter, gauge | µs, bytes, count | `cgroup`, `cgroup_device` | [`cgroups`] | cgroup v2 `cpu.stat`, `memory.*`, `io.stat` |
 //!
 //! The families it shares with the kernel sources (disks, network,
 //! `kernel.interrupts.count`, `kernel.all.pswitch`) are
@@ -30,105 +38,155 @@
 //! [`interrupts`]: crate::interrupts
 //! [`pressure`]: crate::pressure
 //! [`meminfo`]: crate::meminfo
+//! [`filesystem`]: crate::filesystem
+//! [`loadavg`]: crate::loadavg
+//! [`netstat`]: crate::netstat
+//! [`cgroups`]: crate::cgroups
 
-use perfabi_shm::writer::Writer;
+use std::time::Instant;
 
-use crate::disks::DiskSource;
+use perfabi::{FamilySpec, Kind, Unit};
+use perfabi_shm::writer::{MemberId, Writer};
+
+use crate::collectors::{Collector, Context, Selection, Source};
 use crate::follow::Room;
-use crate::host::HostSource;
-use crate::interrupts::InterruptSource;
-use crate::meminfo::MemSource;
-use crate::netdev::NetSource;
-use crate::pressure::PressureSource;
-use crate::{disks, host, interrupts, meminfo, netdev, pressure};
+use crate::{
+    cgroups, disks, filesystem, host, interrupts, loadavg, meminfo, netdev, netstat, pressure,
+};
 
 pub use crate::proc_source::{Need, Paths, SourceError};
 
-/// What every source registers on this host now: the families, and the
-/// members of the devices live now. Devices that appear later need
-/// headroom on top (the daemon's `--max-members`). A source whose file
-/// cannot be read needs nothing: it will be left out.
-pub fn need(paths: &Paths, vmstat: &[String]) -> Result<Need, SourceError> {
-    Ok(host::need(paths, vmstat)?
-        + disks::need(paths).unwrap_or_default()
-        + netdev::need(paths).unwrap_or_default()
-        + interrupts::need(paths).unwrap_or_default()
-        + pressure::need(paths)
-        + meminfo::need(paths).unwrap_or_default())
+/// Every collector, in the order they are registered and refreshed (and
+/// listed in `--help`).
+pub const ALL: [Collector; 12] = [
+    host::CPU,
+    host::SOFTIRQS,
+    host::VMSTAT,
+    disks::COLLECTOR,
+    netdev::COLLECTOR,
+    interrupts::COLLECTOR,
+    pressure::COLLECTOR,
+    meminfo::COLLECTOR,
+    filesystem::COLLECTOR,
+    loadavg::COLLECTOR,
+    netstat::COLLECTOR,
+    cgroups::COLLECTOR,
+];
+
+/// The collector of `name`.
+pub fn collector(name: &str) -> Option<&'static Collector> {
+    ALL.iter().find(|c| c.name == name)
 }
 
-/// A source that cannot read its file at start is left out, with one log
-/// line naming its families: a machine without, say, `/proc/diskstats`
-/// still gets the rest.
-fn optional<T>(r: Result<T, SourceError>, families: &str) -> Result<Option<T>, SourceError> {
-    match r {
-        Ok(s) => Ok(Some(s)),
-        Err(SourceError::Io(e)) => {
-            eprintln!("perfabi-exportd: {e}: {families} not published");
-            Ok(None)
-        }
-        Err(e) => Err(e),
+/// The families and members of the collectors' own figures.
+const OWN: Need = Need {
+    families: 2,
+    members: 0,
+};
+
+/// What the collectors of `selection` register on this host now: the
+/// families, and the members of the devices live now. Devices that
+/// appear later need headroom on top (the daemon's `--max-members`). A
+/// collector whose file cannot be read needs nothing: it will be left out.
+pub fn need(ctx: &Context, selection: &Selection) -> Need {
+    let mut n = OWN;
+    for c in ALL.iter().filter(|c| selection.runs(c.name)) {
+        n = n + (c.need)(ctx).unwrap_or_default();
+        // Its own two figures.
+        n.members += 2;
     }
+    n
 }
 
-/// The number of sources [`Sources::refresh`] runs.
-const SOURCES: usize = 6;
+/// One running collector: its source, its own figures, its last error.
+struct Running {
+    name: &'static str,
+    source: Box<dyn Source>,
+    refresh_us: MemberId,
+    success: MemberId,
+    /// The last error, logged when it changes.
+    error: Option<String>,
+}
 
-/// Every source, registered in one segment.
+/// Every selected collector, registered in one segment.
 pub struct Sources {
-    host: HostSource,
-    disks: Option<DiskSource>,
-    net: Option<NetSource>,
-    interrupts: Option<InterruptSource>,
-    pressure: PressureSource,
-    mem: Option<MemSource>,
+    running: Vec<Running>,
     room: Room,
-    /// Each source's last error, logged when it changes.
-    errors: [Option<String>; SOURCES],
 }
 
 impl Sources {
-    /// Registers every source's families in `w` and publishes a first
-    /// refresh.
-    pub fn new(w: &Writer, paths: &Paths, vmstat: &[String]) -> Result<Self, SourceError> {
+    /// Registers every collector of `selection` in `w` and publishes a
+    /// first refresh. A collector that cannot read its file at start is
+    /// left out, with one log line: a machine without, say,
+    /// `/proc/diskstats` still gets the rest.
+    pub fn new(w: &Writer, ctx: &Context, selection: &Selection) -> Result<Self, SourceError> {
+        let abi = SourceError::Abi;
+        let duration = w
+            .add_family(&FamilySpec::new(
+                "exportd.collector.refresh_us",
+                "How long the collector's last refresh took",
+                "collector",
+                Kind::Gauge,
+                Unit::US,
+            ))
+            .map_err(abi)?;
+        let ok = w
+            .add_family(&FamilySpec::new(
+                "exportd.collector.success",
+                "1 if the collector's last refresh succeeded, else 0",
+                "collector",
+                Kind::Gauge,
+                Unit::COUNT,
+            ))
+            .map_err(abi)?;
+        let mut running = Vec::new();
+        for c in ALL.iter().filter(|c| selection.runs(c.name)) {
+            let source = match (c.start)(w, ctx) {
+                Ok(s) => s,
+                Err(SourceError::Io(e)) => {
+                    eprintln!("perfabi-exportd: {e}: the {} collector is left out", c.name);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            running.push(Running {
+                name: c.name,
+                source,
+                refresh_us: w.add_external_member(duration, c.name, &[]).map_err(abi)?,
+                success: w.add_external_member(ok, c.name, &[]).map_err(abi)?,
+                error: None,
+            });
+        }
         let mut s = Self {
-            host: HostSource::new(w, paths, vmstat)?,
-            disks: optional(DiskSource::new(w, paths), "disk.dev.*")?,
-            net: optional(NetSource::new(w, paths), "network.interface.*")?,
-            interrupts: optional(InterruptSource::new(w, paths), "kernel.interrupts.*")?,
-            pressure: PressureSource::new(w, paths)?,
-            mem: optional(MemSource::new(w, paths), "mem.physmem and mem.util.*")?,
-            room: Room::new(w).map_err(SourceError::Abi)?,
-            errors: Default::default(),
+            running,
+            room: Room::new(w).map_err(abi)?,
         };
         s.refresh(w);
         Ok(s)
     }
 
-    /// Reads every file once and publishes every value; a source that
-    /// fails keeps its last values, and its error is logged once until it
-    /// changes.
+    /// The collectors running, in order.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.running.iter().map(|r| r.name)
+    }
+
+    /// Refreshes every collector once; one that fails keeps its last
+    /// values, and its error is logged once until it changes.
     pub fn refresh(&mut self, w: &Writer) {
-        let room = &mut self.room;
-        let results = [
-            self.host.refresh(w),
-            self.disks.as_mut().map_or(Ok(()), |s| s.refresh(w, room)),
-            self.net.as_mut().map_or(Ok(()), |s| s.refresh(w, room)),
-            self.interrupts
-                .as_mut()
-                .map_or(Ok(()), |s| s.refresh(w, room)),
-            self.pressure.refresh(w),
-            self.mem.as_mut().map_or(Ok(()), |s| s.refresh(w)),
-        ];
-        for (r, last) in results.into_iter().zip(&mut self.errors) {
-            match r {
-                Ok(()) => *last = None,
+        for r in &mut self.running {
+            let t = Instant::now();
+            let result = r.source.refresh(w, &mut self.room);
+            let us = u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX);
+            let _ = w.publish_member_per_cpu(&r.refresh_us, &[us]);
+            let _ = w.publish_member_per_cpu(&r.success, &[u64::from(result.is_ok())]);
+            match result {
+                Ok(()) => r.error = None,
                 Err(e) => {
                     let line = e.to_string();
-                    if last.as_deref() != Some(line.as_str()) {
-                        eprintln!("perfabi-exportd: {line}");
+                    if r.error.as_deref() != Some(line.as_str()) {
+                        eprintln!("perfabi-exportd: {}: {line}", r.name);
                     }
-                    *last = Some(line);
+                    r.error = Some(line);
                 }
             }
         }

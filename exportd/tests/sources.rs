@@ -7,8 +7,27 @@ use std::path::Path;
 use std::time::Duration;
 
 use perfabi::Snapshot;
+use perfabi_exportd::collectors::{Context, Selection};
 use perfabi_exportd::follow::Room;
 use perfabi_exportd::sources::{self, Paths, Sources};
+
+/// The collectors whose files the fake tree has (the others are
+/// `tests/collectors.rs`').
+fn old() -> Selection {
+    Selection::only(
+        &sources::ALL,
+        &[
+            "cpu",
+            "softirqs",
+            "vmstat",
+            "diskstats",
+            "netdev",
+            "interrupts",
+            "pressure",
+            "meminfo",
+        ],
+    )
+}
 use perfabi_shm::writer::{Config, Writer};
 
 /// A fake tree of every file the sources read.
@@ -87,6 +106,11 @@ impl Tree {
         self.write(&self.paths.sys.join(rel), text);
     }
 
+    /// The collectors' configuration: the defaults, with this tree's files.
+    fn ctx(&self) -> Context {
+        Context::new(self.paths.clone())
+    }
+
     fn writer(&self, max_members: u32) -> Writer {
         let config = Config {
             nr_cpus: Some(2),
@@ -137,9 +161,9 @@ fn skipped(w: &Writer) -> u64 {
 #[test]
 fn devices_come_and_go_with_the_files() {
     let t = Tree::new();
-    let need = sources::need(&t.paths, &[]).unwrap();
+    let need = sources::need(&t.ctx(), &old());
     let w = t.writer(256);
-    let mut src = Sources::new(&w, &t.paths, &[]).unwrap();
+    let mut src = Sources::new(&w, &t.ctx(), &old()).unwrap();
     let s = w.snapshot().unwrap();
     // Whole disks with a medium only: not the partition, not the unbound
     // loop device.
@@ -249,9 +273,9 @@ fn a_file_missing_at_start_leaves_its_families_out() {
     let t = Tree::new();
     std::fs::remove_file(t.paths.proc("diskstats")).unwrap();
     std::fs::remove_file(t.paths.proc("interrupts")).unwrap();
-    let need = sources::need(&t.paths, &[]).unwrap();
+    let need = sources::need(&t.ctx(), &old());
     let w = t.writer(256);
-    let mut src = Sources::new(&w, &t.paths, &[]).unwrap();
+    let mut src = Sources::new(&w, &t.ctx(), &old()).unwrap();
     src.refresh(&w);
     let s = w.snapshot().unwrap();
     assert!(s.family("disk.dev.read").is_none());
@@ -263,11 +287,11 @@ fn a_file_missing_at_start_leaves_its_families_out() {
 #[test]
 fn a_full_segment_skips_new_devices_and_keeps_the_others() {
     let t = Tree::new();
-    let need = sources::need(&t.paths, &[]).unwrap();
+    let need = sources::need(&t.ctx(), &old());
     // Room for what is live now and 5 members more: one interface (4
     // members), not two.
     let w = t.writer(need.members as u32 + 5);
-    let mut src = Sources::new(&w, &t.paths, &[]).unwrap();
+    let mut src = Sources::new(&w, &t.ctx(), &old()).unwrap();
     let before = w.snapshot().unwrap();
     let net = |extra: &str| {
         format!("h|\nh|\n lo: 100 2 0 0 0 0 0 0 100 2 0 0 0 0 0 0\n eth0: 500 5 0 0 0 0 0 0 300 3 0 0 0 0 0 0\n{extra}")
@@ -308,7 +332,7 @@ fn a_full_segment_skips_new_devices_and_keeps_the_others() {
 fn a_million_rows_cost_a_bounded_refresh() {
     let t = Tree::new();
     let w = t.writer(512);
-    let mut src = Sources::new(&w, &t.paths, &[]).unwrap();
+    let mut src = Sources::new(&w, &t.ctx(), &old()).unwrap();
     let mut text = String::from("h|\nh|\n");
     for i in 0..1_000_000 {
         text.push_str(&format!("e{i}: 1 1 0 0 0 0 0 0 1 1 0 0 0 0 0 0\n"));

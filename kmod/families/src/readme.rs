@@ -94,9 +94,14 @@ impl Row<'_> {
 
     /// The unit of `family`, the table's text mapped by
     /// [`Unit::from_legacy`] (`count`, `bytes`, `ns`, `us`, `KiB`,
-    /// `pages`): `None` if it maps to none.
+    /// `pages`), or a count scaled by a power of ten as perfabi shows it
+    /// (`count x 10^-3`): `None` if it maps to none.
     pub fn unit_of(&self, family: &str) -> Option<Unit> {
-        Unit::from_legacy(self.choose(self.unit, family))
+        let text = self.choose(self.unit, family);
+        Unit::from_legacy(text).or_else(|| {
+            let power = text.strip_prefix("count x 10^")?.parse::<i8>().ok()?;
+            Some(Unit::new(0, 0, 1, 0, 0, power, 0)).filter(Unit::check)
+        })
     }
 }
 
