@@ -146,6 +146,38 @@ ROWS = [
         ],
     ),
     (
+        "Load and filesystems",
+        [
+            (
+                "Load average",
+                "short",
+                "Runnable and uninterruptible tasks, averaged over 1, 5 and "
+                "15 minutes (/proc/loadavg; perfabi-exportd stores "
+                "thousandths).",
+                [
+                    q(
+                        f"perfabi_kernel_all_load{{{SEL}}} / 1000",
+                        "{{instance}} {{interval}}",
+                    )
+                ],
+            ),
+            (
+                "Filesystem space available",
+                "percentunit",
+                "Share of each mount's space available to users (statvfs), "
+                "read-only mounts left out.",
+                [
+                    q(
+                        f"perfabi_filesys_avail{{{SEL}}} / (perfabi_filesys_capacity{{{SEL}}} > 0)"
+                        f" unless on (job, instance, mountpoint) "
+                        f"(perfabi_filesys_readonly{{{SEL}}} == 1)",
+                        "{{instance}} {{mountpoint}}",
+                    )
+                ],
+            ),
+        ],
+    ),
+    (
         "Pressure",
         [
             (
@@ -391,6 +423,28 @@ ROWS = [
                         f"increase(perfabi_exportd_damon_lost_events_total{{{SEL}}}[15m])",
                         "{{instance}} DAMON events lost",
                     ),
+                ],
+            ),
+            (
+                "perfabi-prometheus",
+                "s",
+                "Seconds each endpoint took to read and render its last page.",
+                [
+                    q(
+                        f"perfabi_exporter_scrape_duration_seconds{{{SEL}}}",
+                        "{{instance}} {{job}}",
+                    )
+                ],
+            ),
+            (
+                "perfabi-prometheus memory",
+                "bytes",
+                "Resident memory of each endpoint.",
+                [
+                    q(
+                        f"process_resident_memory_bytes{{{SEL}}}",
+                        "{{instance}} {{job}}",
+                    )
                 ],
             ),
             (

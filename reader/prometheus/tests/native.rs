@@ -103,7 +103,8 @@ fn the_protobuf_page_by_accept_header() {
         "{own:?}"
     );
     assert!(
-        own.iter().any(|n| n == "perfabi_exporter_scrape_duration_seconds"),
+        own.iter()
+            .any(|n| n == "perfabi_exporter_scrape_duration_seconds"),
         "{own:?}"
     );
     let h = f.metric[0].histogram.as_ref().unwrap();
