@@ -179,7 +179,10 @@ fn histogram(f: &Family, e: &Exposed, h: &Histogram) -> metrics::Histogram {
     out.sample_count = Some(total as u64);
     let powers = e.powers();
     if let (Some(Buckets::Log2 { first, .. }), 0, 0) = (&f.buckets, powers.three, powers.five) {
-        let n = native::schema0(*first, &h.buckets, powers.two);
+        // None: a bucket Prometheus would read as negative; classic only.
+        let Some(n) = native::schema0(*first, &h.buckets, powers.two) else {
+            return out;
+        };
         out.schema = Some(0);
         out.zero_threshold = Some(n.zero_threshold);
         out.zero_count = Some(n.zero_count);

@@ -32,8 +32,15 @@ pub struct Native {
 
 /// The native histogram of a `LOG2` histogram whose first bound is
 /// `2^first`, with per-bucket (not cumulative) `counts` (`+Inf` last) and
-/// values scaled by `2^shift` on the page.
-pub fn schema0(first: u32, counts: &[u64], shift: i32) -> Native {
+/// values scaled by `2^shift` on the page; `None` if a bucket holds more
+/// than `i64::MAX` (only a writer that wrapped or lied): a native
+/// histogram's counts are signed, such a bucket would arrive negative and
+/// Prometheus would refuse the whole scrape, so the histogram is served
+/// with its classic buckets only.
+pub fn schema0(first: u32, counts: &[u64], shift: i32) -> Option<Native> {
+    if counts.iter().any(|&c| i64::try_from(c).is_err()) {
+        return None;
+    }
     // first <= 63 and shift is a unit's power of two (|shift| <= 180):
     // the exponent is a normal f64's, and powi of 2 is exact.
     let base = first as i32 + shift;
@@ -57,12 +64,13 @@ pub fn schema0(first: u32, counts: &[u64], shift: i32) -> Native {
             (None, _) => native.spans.push((index, 1)),
         }
         next = Some(index + 1);
-        // Counts are u64 words that wrap; so do their differences.
+        // Counts fit i64 (above); their differences wrap as Prometheus'
+        // sums of them do.
         let count = c as i64;
         native.deltas.push(count.wrapping_sub(previous));
         previous = count;
     }
-    native
+    Some(native)
 }
 
 /// The schema-0 index of the bucket an observation `v` (in stored units)
@@ -102,7 +110,7 @@ mod tests {
         // 5 (index 3), 20, 30, 31 (index 5), 1000 (+Inf, index 7).
         let counts = observe(0, 8, &[0, 1, 3, 4, 5, 20, 30, 31, 1000]);
         assert_eq!(counts, [2, 0, 2, 1, 0, 3, 0, 1]);
-        let n = schema0(0, &counts, 0);
+        let n = schema0(0, &counts, 0).unwrap();
         assert_eq!(n.zero_threshold, 1.0);
         assert_eq!(n.zero_count, 2);
         // Runs: indexes 2..=3, then 5, then 7.
@@ -113,14 +121,14 @@ mod tests {
         // first 10, on a page that scales by 2^3: every index moves by 3.
         let counts = observe(10, 4, &[1024, 1025, 4096, 4097]);
         assert_eq!(counts, [1, 1, 1, 1]);
-        let n = schema0(10, &counts, 3);
+        let n = schema0(10, &counts, 3).unwrap();
         assert_eq!(n.zero_threshold, 8192.0);
         assert_eq!(n.zero_count, 1);
         assert_eq!(n.spans, [(14, 3)]);
         assert_eq!(n.deltas, [1, 0, 0]);
 
         // No observation: the zero bucket alone, no span.
-        let n = schema0(3, &[0, 0, 0], 0);
+        let n = schema0(3, &[0, 0, 0], 0).unwrap();
         assert_eq!((n.zero_count, n.spans.len(), n.deltas.len()), (0, 0, 0));
         assert_eq!(n.zero_threshold, 8.0);
     }
@@ -141,7 +149,7 @@ mod tests {
             }
             for v in values {
                 let counts = observe(first, n, &[v]);
-                let native = schema0(first, &counts, 0);
+                let native = schema0(first, &counts, 0).unwrap();
                 let got = if native.zero_count == 1 {
                     None
                 } else {
@@ -160,18 +168,21 @@ mod tests {
         }
         // With the last finite bound 2^63, u64::MAX is exact too.
         let counts = observe(33, 32, &[u64::MAX, (1 << 63) + 1]);
-        let native = schema0(33, &counts, 0);
+        let native = schema0(33, &counts, 0).unwrap();
         assert_eq!(native.spans, [(64, 1)]);
         assert_eq!(index_of(u64::MAX, 33, 0), Some(64));
         assert_eq!(native.deltas, [2]);
     }
 
-    /// Counts that differ by more than an i64 wrap, as the words do: a
-    /// decoder adding the deltas (wrapping) gets each count back.
+    /// Counts up to i64::MAX that differ by more than an i64 wrap in
+    /// their deltas: a decoder adding them (wrapping) gets each back. A
+    /// count past i64::MAX, which Prometheus would read as negative (and
+    /// refuse the scrape), gives no native histogram.
     #[test]
-    fn deltas_wrap_and_add_back() {
-        let counts = [0, u64::MAX, 1, u64::MAX - 1];
-        let n = schema0(0, &counts, 0);
+    fn deltas_wrap_and_add_back_and_counts_past_i64_are_not_native() {
+        let max = i64::MAX as u64;
+        let counts = [0, max, 1, max - 1];
+        let n = schema0(0, &counts, 0).unwrap();
         let mut acc = 0i64;
         let back: Vec<u64> = n
             .deltas
@@ -182,5 +193,7 @@ mod tests {
             })
             .collect();
         assert_eq!(back, counts[1..]);
+        assert!(schema0(0, &[0, 1 << 63, 1], 0).is_none());
+        assert!(schema0(0, &[u64::MAX, 0], 0).is_none());
     }
 }
