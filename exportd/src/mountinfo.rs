@@ -17,7 +17,11 @@ pub struct Mount {
     pub fstype: String,
     /// The source (`/dev/vda1`, `tmpfs`), unescaped.
     pub device: String,
-    /// Mounted read-only (`ro` in the mount's options).
+    /// The filesystem is read-only: `ro` in its superblock's options (the
+    /// last field). Not the mount's own options: a service under
+    /// systemd's `ProtectSystem=strict` sees every mount of the host
+    /// read-only in its own namespace, while the filesystems stay
+    /// writable to everyone else.
     pub readonly: bool,
 }
 
@@ -58,6 +62,7 @@ pub fn mounts(text: &str) -> impl Iterator<Item = Mount> + '_ {
         let left: Vec<&str> = left.split(' ').take(6).collect();
         let mut right = right.split(' ');
         let (fstype, device) = (right.next()?, right.next()?);
+        let superblock = right.next().unwrap_or("");
         if left.len() < 6 || fstype.is_empty() {
             return None;
         }
@@ -65,7 +70,7 @@ pub fn mounts(text: &str) -> impl Iterator<Item = Mount> + '_ {
             mountpoint: unescape(left[4]),
             fstype: unescape(fstype),
             device: unescape(device),
-            readonly: left[5].split(',').any(|o| o == "ro"),
+            readonly: superblock.split(',').any(|o| o == "ro"),
         })
     })
 }
@@ -95,6 +100,18 @@ mod tests {
         assert_eq!(m[2].device, "me@host:/x\\y");
         assert!(!m[0].readonly);
         assert_eq!(unescape("a\\0b\\999\\"), "a\\0b\\999\\");
+    }
+
+    /// Under `ProtectSystem=strict` every mount is `ro` in the service's
+    /// namespace, its filesystem still writable: read-only is the
+    /// superblock's word, not the mount's.
+    #[test]
+    fn read_only_is_the_superblocks() {
+        let t = "40 1 254:1 / / ro,relatime - ext4 /dev/vda1 rw,errors=remount-ro\n\
+                 41 40 254:2 / /data rw,relatime - ext4 /dev/vdb ro,errors=remount-ro\n";
+        let m: Vec<Mount> = mounts(t).collect();
+        assert!(!m[0].readonly, "{m:?}");
+        assert!(m[1].readonly, "{m:?}");
     }
 
     #[test]
