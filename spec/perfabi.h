@@ -147,6 +147,10 @@
 #define PERFABI_FLAG_KERNEL	(1ull << 1)	/* writer is the kernel module; readers
 						 * believe it only from the module's
 						 * root-owned device (PERFABI.md 11.3) */
+#define PERFABI_FLAG_LIVE_LOCK	(1ull << 2)	/* writer holds an OFD write lock on
+						 * bytes 0..8 of its file while it
+						 * lives: no lock, no writer
+						 * (PERFABI.md 10) */
 
 /* perfabi_instance.state */
 #define PERFABI_SLOT_FREE	0

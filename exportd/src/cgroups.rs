@@ -287,6 +287,9 @@ fn walk(root: &Path, o: &CgroupOptions) -> Walk {
             .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
             .map(|e| {
                 (
+                    // An instance name, checked by the instance rule and
+                    // escaped by every reader that shows it.
+                    // not raw: an instance name, not a message
                     e.file_name().to_string_lossy().into_owned(),
                     e.path(),
                     e.ino(),
@@ -401,6 +404,9 @@ impl CgroupSource {
         }
         let name = std::fs::read_link(self.sys.join("dev/block").join(majmin))
             .ok()
+            // A device name for an instance, checked by the instance rule
+            // and escaped by every reader that shows it.
+            // not raw: an instance name, not a message
             .and_then(|t| t.file_name().map(|n| n.to_string_lossy().into_owned()))
             .unwrap_or_else(|| majmin.to_string());
         if self.devices.len() < MAX_WALK {

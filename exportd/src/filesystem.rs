@@ -220,7 +220,7 @@ mod tests {
                  3 1 0:3 / /dev/shm rw - tmpfs tmpfs rw\n\
                  4 1 0:4 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n\
                  5 1 0:5 / /data rw - ext4 /dev/vdb rw\n\
-                 6 1 0:6 / /data ro - xfs /dev/vdc rw\n\
+                 6 1 0:6 / /data ro - xfs /dev/vdc ro\n\
                  7 1 0:7 / /run rw - tmpfs tmpfs rw\n\
                  8 1 0:8 / /var/lib/docker/overlay2/x rw - ext4 /dev/vdd rw\n";
         let m = select(t, &o);

@@ -121,6 +121,18 @@ impl Sources {
     /// `/proc/diskstats` still gets the rest.
     pub fn new(w: &Writer, ctx: &Context, selection: &Selection) -> Result<Self, SourceError> {
         let abi = SourceError::Abi;
+        let mut started = Vec::new();
+        for c in ALL.iter().filter(|c| selection.runs(c.name)) {
+            match (c.start)(w, ctx) {
+                Ok(source) => started.push((c.name, source)),
+                Err(SourceError::Io(e)) => {
+                    eprintln!("perfabi-exportd: {e}: the {} collector is left out", c.name);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        // The collectors' own figures after their families, so that a
+        // reader listing the segment meets the host's statistics first.
         let duration = w
             .add_family(&FamilySpec::new(
                 "exportd.collector.refresh_us",
@@ -140,20 +152,12 @@ impl Sources {
             ))
             .map_err(abi)?;
         let mut running = Vec::new();
-        for c in ALL.iter().filter(|c| selection.runs(c.name)) {
-            let source = match (c.start)(w, ctx) {
-                Ok(s) => s,
-                Err(SourceError::Io(e)) => {
-                    eprintln!("perfabi-exportd: {e}: the {} collector is left out", c.name);
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
+        for (name, source) in started {
             running.push(Running {
-                name: c.name,
+                name,
                 source,
-                refresh_us: w.add_external_member(duration, c.name, &[]).map_err(abi)?,
-                success: w.add_external_member(ok, c.name, &[]).map_err(abi)?,
+                refresh_us: w.add_external_member(duration, name, &[]).map_err(abi)?,
+                success: w.add_external_member(ok, name, &[]).map_err(abi)?,
                 error: None,
             });
         }

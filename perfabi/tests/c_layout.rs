@@ -245,6 +245,7 @@ fn constants() -> Vec<Constant> {
         "PERFABI_MAX_DAMON_CAPACITY" => MAX_DAMON_CAPACITY,
         "PERFABI_FLAG_CLOSED" => FLAG_CLOSED,
         "PERFABI_FLAG_KERNEL" => FLAG_KERNEL,
+        "PERFABI_FLAG_LIVE_LOCK" => FLAG_LIVE_LOCK,
         "PERFABI_SLOT_FREE" => SlotState::Free,
         "PERFABI_SLOT_LIVE" => SlotState::Live,
         "PERFABI_COUNTER" => Semantics::Counter,
