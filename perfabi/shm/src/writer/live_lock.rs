@@ -30,15 +30,16 @@ pub const LOCK_START: u64 = 0;
 pub const LOCK_LEN: u64 = 8;
 
 /// Whether the writer of the segment open as `file` is alive by its
-/// liveness lock: `Some(true)` if a write lock is held on its bytes,
-/// `Some(false)` if none is (the writer is gone for sure), `None` if the
-/// header (its `flags`) promises no lock, or the lock cannot be asked
-/// about: judge by `writer_pid` and `writer_start_ns` then. Takes no lock.
+/// liveness lock: `Some(true)` if a write lock is held on its bytes, or if
+/// the lock cannot be asked about (`fcntl` fails: the writer is unknown,
+/// never gone for sure); `Some(false)` if none is held (the writer is gone
+/// for sure); `None` if the header (its `flags`) promises no lock: judge by
+/// `writer_pid` and `writer_start_ns` then. Takes no lock.
 pub fn alive(file: &File, flags: u64) -> Option<bool> {
     if flags & FLAG_LIVE_LOCK == 0 {
         return None;
     }
-    lock::write_locked(file, LOCK_START, LOCK_LEN).ok()
+    Some(lock::write_locked(file, LOCK_START, LOCK_LEN).unwrap_or(true))
 }
 
 /// A writer's hold of its liveness lock: a descriptor of its segment file
