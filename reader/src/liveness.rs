@@ -49,8 +49,9 @@ fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
 /// owned by `owner`. `max_silence` is the longest gap between heartbeats
 /// accepted (at least 3 promised intervals are allowed). `lock`: what the
 /// writer's liveness lock says (`perfabi_shm::writer::live_lock::alive`;
-/// `None` if it promised none): held, the process is there whatever its
-/// pid says (it may run in another pid namespace); not held, it is dead.
+/// `None` if it promised none): held, or not to be asked about (the
+/// writer is unknown, never gone), the process is there whatever its pid
+/// says (it may run in another pid namespace); not held, it is dead.
 pub fn assess(
     info: &Info,
     origin: Origin,

@@ -675,22 +675,31 @@ fn assess(map: &SegmentMap, found: Found, opts: &Options, source: &Source) -> Li
 
 /// What the writer's liveness lock says (§10), asked through a descriptor
 /// of the very file mapped: the path opened again (no link followed,
-/// nothing but a regular file), or the descriptor handed over. `None` if
-/// it cannot be asked (the path names another file now).
+/// nothing but a regular file), or the descriptor handed over. A lock
+/// that cannot be asked about (the path names another file now, `fcntl`
+/// fails) leaves the writer unknown, which is never gone: `Some(true)`,
+/// as [`alive`](perfabi_shm::writer::live_lock::alive) answers, so only
+/// the heartbeat's age judges it (never the pid rule, which is wrong
+/// across pid namespaces).
 fn live_lock(map: &SegmentMap, source: &Source, flags: u64) -> Option<bool> {
     use perfabi_shm::writer::live_lock::alive;
+    let unknown = Some(true);
     match source {
         Source::Path(path) => {
-            let (file, md) = perfabi_shm::safe_open::open_read(
+            match perfabi_shm::safe_open::open_read(
                 path,
                 &[perfabi_shm::safe_open::FileKind::Regular],
-            )
-            .ok()?;
-            (perfabi_shm::safe_open::FileId::of(&md) == map.id())
-                .then(|| alive(&file, flags))
-                .flatten()
+            ) {
+                Ok((file, md)) if perfabi_shm::safe_open::FileId::of(&md) == map.id() => {
+                    alive(&file, flags)
+                }
+                _ => unknown,
+            }
         }
-        Source::Fd(fd) => alive(&File::from(fd.try_clone().ok()?), flags),
+        Source::Fd(fd) => match fd.try_clone() {
+            Ok(fd) => alive(&File::from(fd), flags),
+            Err(_) => unknown,
+        },
     }
 }
 

@@ -29,7 +29,7 @@ use perfabi::{Family, FamilySpec, Kind, Reading, Semantics, Snapshot};
 
 use super::{Config, MethodChoice, Writer};
 use crate::directory::{self, lock, SegmentName, FOLDED_FAMILY, KEPT_NAME};
-use crate::safe_open::{euid, FileKind, Folder};
+use crate::safe_open::{euid, FileId, FileKind, Folder};
 
 /// The test-only variable that makes a fold kill its own process with
 /// SIGKILL at one step: `written` (kept file written under its temporary
@@ -172,8 +172,15 @@ fn dead_writers_temporary(name: &str) -> bool {
 /// death is read settled). `None` when it is not: judged on its header,
 /// read with one `pread` before anything is mapped, so a live writer's
 /// segment costs a fold one header read. With it, the writer's
-/// `writer_start_ns`.
-fn read(folder: &Folder, name: &OsStr) -> Result<Option<(Snapshot, u64)>, String> {
+/// `writer_start_ns` and the identity of the file read.
+///
+/// Also `None` when, its lock seen released, `name` no longer names the
+/// file read: a live writer that re-created its segment renames the new
+/// file over the name **before** it lets go of the old file's lock (§10),
+/// so the old file's counts are not the name's any more, and its identity
+/// (`<pid>.<nonce>`) must not be listed as folded while the live writer's
+/// new file has it.
+fn read(folder: &Folder, name: &OsStr) -> Result<Option<(Snapshot, u64, FileId)>, String> {
     let (file, md) = folder
         .open_read_checked(name, |e| {
             if e.kind != FileKind::Regular {
@@ -211,7 +218,11 @@ fn read(folder: &Folder, name: &OsStr) -> Result<Option<(Snapshot, u64)>, String
     if !map.intact() {
         return Err("truncated while read".into());
     }
-    Ok(Some((snap, h.writer_start_ns)))
+    let id = FileId::of(&md);
+    if folder.stat(name).map_err(|e| e.to_string())?.map(|e| e.id) != Some(id) {
+        return Ok(None);
+    }
+    Ok(Some((snap, h.writer_start_ns, id)))
 }
 
 /// A series' identity within a family: instance, then labels.
@@ -369,6 +380,8 @@ struct Dead {
     identity: String,
     /// Its writer's `writer_start_ns`.
     started: u64,
+    /// The file read.
+    id: FileId,
     snap: Snapshot,
 }
 
@@ -471,6 +484,46 @@ fn write_kept(
     Ok(tmp.into())
 }
 
+/// Why the folded file `name` must not be removed, if it must not: it no
+/// longer is the file read (`read`, the identity `id` it had then), or a
+/// writer holds its liveness lock (a live writer's file under an identity
+/// the kept file lists, §15.5 step 6: never removed, whatever the list
+/// says). A file already gone is removed by nobody: `None`.
+fn kept_back(folder: &Folder, name: &OsStr, id: Option<FileId>) -> Option<String> {
+    let now = match folder.stat(name) {
+        Ok(Some(e)) => e.id,
+        Ok(None) => return None,
+        Err(e) => return Some(e.to_string()),
+    };
+    if id.is_some_and(|id| id != now) {
+        return Some("its name names another file now".into());
+    }
+    let file = match folder.open_read_checked(name, |e| {
+        if e.kind != FileKind::Regular {
+            return Err(crate::safe_open::Problem::Kind(e.kind));
+        }
+        if e.id != now {
+            return Err(crate::safe_open::Problem::Changed);
+        }
+        Ok(())
+    }) {
+        Ok((file, _)) => file,
+        // Another user's file (a sticky directory) cannot always be
+        // opened: its removal is refused or not, as the folder says.
+        Err(e) if matches!(e.problem, crate::safe_open::Problem::Io(_)) => return None,
+        Err(e) => return Some(e.to_string()),
+    };
+    match lock::write_locked(
+        &file,
+        super::live_lock::LOCK_START,
+        super::live_lock::LOCK_LEN,
+    ) {
+        Ok(false) => None,
+        Ok(true) => Some("a writer holds its liveness lock".into()),
+        Err(e) => Some(format!("its liveness lock cannot be asked about: {e}")),
+    }
+}
+
 /// Folds the dead writers' segments of this user in the directory `dir`
 /// (see the module's text). Safe against a crash at any moment and
 /// against concurrent folds and readers.
@@ -508,7 +561,7 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
     if folder.stat(OsStr::new(KEPT_NAME))?.is_some() {
         // Never replace a kept file that cannot be read: its counts would
         // be lost.
-        let (snap, _) = read(&folder, OsStr::new(KEPT_NAME))
+        let (snap, _, _) = read(&folder, OsStr::new(KEPT_NAME))
             .ok()
             .flatten()
             .ok_or_else(|| io::Error::other("the kept file cannot be read: not folding"))?;
@@ -537,10 +590,10 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
         }
         if ids.contains(&name.identity()) {
             // Folded by a fold that stopped before removing it.
-            folded.push(file);
+            folded.push((file, None));
             continue;
         }
-        let (snap, writer_started) = match read(&folder, &file) {
+        let (snap, writer_started, id) = match read(&folder, &file) {
             Ok(Some(dead)) => dead,
             Ok(None) => continue, // a live writer's
             Err(e) => {
@@ -556,6 +609,7 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
             file,
             identity: name.identity(),
             started: writer_started,
+            id,
             snap,
         });
     }
@@ -569,7 +623,7 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
         let shown = d.file.to_string_lossy();
         fold_in(&mut acc, &d.snap, Some(&refs), &shown, &mut report.retired);
         ids.insert(d.identity.clone());
-        folded.push(d.file.clone());
+        folded.push((d.file.clone(), Some(d.id)));
     }
     if folded.is_empty() && ids == old_ids {
         report.held = held.elapsed();
@@ -583,7 +637,13 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
             let _ = folder.unlink(&tmp);
         })?;
     crash_at("renamed");
-    for (k, f) in folded.iter().enumerate() {
+    for (k, (f, id)) in folded.iter().enumerate() {
+        if let Some(why) = kept_back(&folder, f, *id) {
+            report
+                .left
+                .push(format!("{}: not removed: {why}", Path::new(f).display()));
+            continue;
+        }
         match folder.unlink(f) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}

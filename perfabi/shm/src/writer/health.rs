@@ -110,9 +110,15 @@ impl State {
             // Another thread's heartbeat mended it meanwhile.
             return Ok(self.epoch());
         }
-        // Never over another writer's segment: only where ours is, or nothing.
+        // Never over another writer's segment: only where ours is (the
+        // file mapped, or the published one whose lock is still held after
+        // a publish that failed), or nothing.
         let ours = self.backing.id()?;
-        if place.current()?.is_some_and(|id| id != ours) {
+        let published = self.live_lock.id();
+        if place
+            .current()?
+            .is_some_and(|id| id != ours && Some(id) != published)
+        {
             return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
                 "its path names another file now (another writer's?): not replacing it",
@@ -121,14 +127,22 @@ impl State {
         let mut h = *self.header.lock().unwrap_or_else(|p| p.into_inner());
         h.epoch = new_epoch()?;
         let tmp = self.backing.replace(place)?;
-        // The new file's liveness lock, held before it is published; the
-        // damaged file's is let go.
-        let live = place.live_lock(&tmp, self.backing.file());
+        // The new file's liveness lock, held before it is published. The
+        // damaged file's is held until the new file has its name: a fold
+        // that sees it released then finds the name naming another file,
+        // and never folds the live writer's counts under its identity
+        // (§10, §15.5).
+        let live = match place.live_lock(&tmp, self.backing.file()) {
+            Ok(live) => live,
+            Err(e) => {
+                place.discard(&tmp);
+                return Err(e);
+            }
+        };
         h.flags &= !FLAG_LIVE_LOCK;
         if live.held() {
             h.flags |= FLAG_LIVE_LOCK;
         }
-        self.live_lock.replace(live);
         h.heartbeat_ns = boottime_ns();
         h.instances_used = u64::from(m.used);
         let words = self.words();
@@ -151,9 +165,11 @@ impl State {
         // The mapping holds the new segment now, published or not.
         self.epoch.store(h.epoch, Ordering::Relaxed);
         *self.header.lock().unwrap_or_else(|p| p.into_inner()) = h;
-        // If this fails, the path still names the damaged file: the next
-        // heartbeat finds it and tries again.
+        // If this fails, the path still names the damaged file, whose lock
+        // is still held (its writer lives): the next heartbeat finds it and
+        // tries again.
         place.publish(&tmp)?;
+        self.live_lock.replace(live);
         Ok(h.epoch)
     }
 

@@ -16,6 +16,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
 use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Mutex;
 
 use perfabi::layout::FLAG_LIVE_LOCK;
 
@@ -29,15 +30,16 @@ pub const LOCK_START: u64 = 0;
 pub const LOCK_LEN: u64 = 8;
 
 /// Whether the writer of the segment open as `file` is alive by its
-/// liveness lock: `Some(true)` if a write lock is held on its bytes,
-/// `Some(false)` if none is (the writer is gone for sure), `None` if the
-/// header (its `flags`) promises no lock, or the lock cannot be asked
-/// about: judge by `writer_pid` and `writer_start_ns` then. Takes no lock.
+/// liveness lock: `Some(true)` if a write lock is held on its bytes, or if
+/// the lock cannot be asked about (`fcntl` fails: the writer is unknown,
+/// never gone for sure); `Some(false)` if none is held (the writer is gone
+/// for sure); `None` if the header (its `flags`) promises no lock: judge by
+/// `writer_pid` and `writer_start_ns` then. Takes no lock.
 pub fn alive(file: &File, flags: u64) -> Option<bool> {
     if flags & FLAG_LIVE_LOCK == 0 {
         return None;
     }
-    lock::write_locked(file, LOCK_START, LOCK_LEN).ok()
+    Some(lock::write_locked(file, LOCK_START, LOCK_LEN).unwrap_or(true))
 }
 
 /// A writer's hold of its liveness lock: a descriptor of its segment file
@@ -47,6 +49,8 @@ pub fn alive(file: &File, flags: u64) -> Option<bool> {
 pub(crate) struct LiveLock {
     /// The descriptor holding the lock, or -1: owned by this value.
     fd: AtomicI32,
+    /// The identity of the file it locks (set with `fd`).
+    id: Mutex<Option<FileId>>,
 }
 
 impl LiveLock {
@@ -54,6 +58,7 @@ impl LiveLock {
     pub(crate) const fn none() -> Self {
         Self {
             fd: AtomicI32::new(-1),
+            id: Mutex::new(None),
         }
     }
 
@@ -79,6 +84,7 @@ impl LiveLock {
         };
         match taken() {
             Ok(Some(own)) => Self {
+                id: Mutex::new(own.metadata().ok().map(|md| FileId::of(&md))),
                 fd: AtomicI32::new(OwnedFd::from(own).into_raw_fd()),
             },
             _ => Self::none(),
@@ -90,8 +96,17 @@ impl LiveLock {
         self.fd.load(Ordering::Relaxed) >= 0
     }
 
+    /// The identity of the file whose lock is held (`None`: no lock).
+    pub(crate) fn id(&self) -> Option<FileId> {
+        if !self.held() {
+            return None;
+        }
+        *self.id.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Holds `new`'s lock instead of this one's (released).
     pub(crate) fn replace(&self, new: Self) {
+        *self.id.lock().unwrap_or_else(|p| p.into_inner()) = new.id();
         let fd = new.fd.swap(-1, Ordering::Relaxed);
         close(self.fd.swap(fd, Ordering::Relaxed));
     }

@@ -240,7 +240,9 @@ impl Writer {
         let place = segment::Place::of(path)?;
         let (backing, tmp) = segment::Backing::temp_file(&place, h.segment_size)?;
         // Held before the segment is published, for the writer's life.
-        let live = place.live_lock(&tmp, backing.file());
+        let live = place.live_lock(&tmp, backing.file()).inspect_err(|_| {
+            place.discard(&tmp);
+        })?;
         if live.held() {
             h.flags |= FLAG_LIVE_LOCK;
         }

@@ -54,9 +54,19 @@ impl Place {
     }
 
     /// The liveness lock on the temporary file `tmp`, which is `file`
-    /// (see [`LiveLock::take`](super::live_lock::LiveLock::take)).
-    pub(crate) fn live_lock(&self, tmp: &OsStr, file: &File) -> super::live_lock::LiveLock {
-        super::live_lock::LiveLock::take(&self.folder, tmp, file)
+    /// (see [`LiveLock::take`](super::live_lock::LiveLock::take)); then
+    /// the file is given its readers' mode (0644 less the umask): created
+    /// 0600, no other user could open it, and so none could read-lock it
+    /// first and keep the writer from taking its lock (`spec/PERFABI.md`
+    /// §10, §11.1).
+    pub(crate) fn live_lock(
+        &self,
+        tmp: &OsStr,
+        file: &File,
+    ) -> io::Result<super::live_lock::LiveLock> {
+        let lock = super::live_lock::LiveLock::take(&self.folder, tmp, file);
+        rustix::fs::fchmod(file, rustix::fs::Mode::from_raw_mode(readers_mode() as _))?;
+        Ok(lock)
     }
 
     /// Removes the temporary file `tmp`.
@@ -65,7 +75,8 @@ impl Place {
     }
 
     /// Creates a new file of `len` bytes under a temporary name (`O_EXCL`,
-    /// mode 0644 less the umask) and fills it. Returns it and its name.
+    /// mode 0600 until its liveness lock is taken: [`Place::live_lock`])
+    /// and fills it. Returns it and its name.
     fn new_file(&self, len: u64) -> io::Result<(File, OsString)> {
         let mut nonce = [0u8; 8];
         rustix::rand::getrandom(&mut nonce, rustix::rand::GetRandomFlags::empty())?;
@@ -75,7 +86,7 @@ impl Place {
             std::process::id(),
             u64::from_ne_bytes(nonce)
         ));
-        let file = self.folder.create_new(&tmp, 0o644)?;
+        let file = self.folder.create_new(&tmp, 0o600)?;
         match fill(&file, len) {
             Ok(()) => Ok((file, tmp)),
             Err(e) => {
@@ -173,6 +184,24 @@ impl Backing {
     /// The mapping as atomic words.
     pub(crate) fn words(&self) -> &[Word] {
         self.map.words()
+    }
+}
+
+/// The mode of a published segment file: 0644 less the process umask (as
+/// `open` would have made it, §11.1). The umask is read from
+/// `/proc/self/status` (setting it to learn it would race with other
+/// threads creating files); if it cannot be, 0600: never wider than the
+/// user asked.
+fn readers_mode() -> u32 {
+    let umask = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let v = s.lines().find_map(|l| l.strip_prefix("Umask:"))?;
+            u32::from_str_radix(v.trim(), 8).ok()
+        });
+    match umask {
+        Some(m) => 0o644 & !m,
+        None => 0o600,
     }
 }
 
