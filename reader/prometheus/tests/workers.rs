@@ -304,12 +304,20 @@ impl Worker {
         let lines = {
             let batches = Arc::clone(&batches);
             std::thread::spawn(move || {
-                for line in BufReader::new(out).lines().map_while(Result::ok) {
-                    if let Some(p) = line.strip_prefix("segment ") {
-                        let _ = tx.send(PathBuf::from(p));
-                    } else if let Some(n) = line.strip_prefix("batch ") {
-                        batches.store(n.trim().parse().unwrap(), Ordering::Relaxed);
+                let mut out = BufReader::new(out);
+                let mut line = String::new();
+                // Only whole lines: a worker killed in the middle of a
+                // report leaves its last line cut ("batch " or "batch 12"
+                // of "batch 123"), which reports nothing.
+                while out.read_line(&mut line).is_ok_and(|n| n > 0) {
+                    if let Some(whole) = line.strip_suffix('\n') {
+                        if let Some(p) = whole.strip_prefix("segment ") {
+                            let _ = tx.send(PathBuf::from(p));
+                        } else if let Some(n) = whole.strip_prefix("batch ") {
+                            batches.store(n.trim().parse().unwrap(), Ordering::Relaxed);
+                        }
                     }
+                    line.clear();
                 }
             })
         };
