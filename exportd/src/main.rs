@@ -139,13 +139,16 @@ struct Args {
     /// Leave out the interfaces whose name matches REGEX [default: none].
     #[arg(long = "collector.netdev.device-exclude", value_name = "REGEX")]
     netdev_exclude: Option<String>,
-    /// Leave out the mount points that match REGEX.
+    /// Leave out the mount points that match REGEX. (The default is in
+    /// the help text, where a long pattern can wrap, not beside the flag.)
     #[arg(long = "collector.filesystem.mount-points-exclude", value_name = "REGEX",
-          default_value = filter::MOUNT_POINTS_EXCLUDE, hide_default_value = false)]
+          default_value = filter::MOUNT_POINTS_EXCLUDE, hide_default_value = true,
+          help = format!("Leave out the mount points that match REGEX [default: {}]", filter::MOUNT_POINTS_EXCLUDE))]
     mount_points_exclude: String,
     /// Leave out the filesystems whose type matches REGEX.
     #[arg(long = "collector.filesystem.fs-types-exclude", value_name = "REGEX",
-          default_value = filter::FS_TYPES_EXCLUDE)]
+          default_value = filter::FS_TYPES_EXCLUDE, hide_default_value = true,
+          help = format!("Leave out the filesystems whose type matches REGEX [default: {}]", filter::FS_TYPES_EXCLUDE))]
     fs_types_exclude: String,
     /// How long a mount's statfs may take before the mount is marked
     /// stuck (filesys.device_error 1) and not asked again until it answers.
