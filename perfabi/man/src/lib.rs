@@ -135,16 +135,12 @@ impl Page {
 /// `\[uXXXX]`, so the page reads the same whatever encoding the
 /// formatter assumes (`groff` without `preconv` takes bytes as Latin-1);
 /// an ellipsis, which groff's ASCII output has no stand-in for (`man` in
-/// the C locale warns), is three dots; and a `|` is followed by groff's
-/// zero-width break point `\:`, so that a long regular expression (a
-/// default such as exportd's `--collector.filesystem.fs-types-exclude`)
-/// may break between its alternatives instead of overrunning the line.
+/// the C locale warns), is three dots.
 fn ascii(roff: &str) -> String {
     let mut out = String::with_capacity(roff.len());
     for c in roff.chars() {
         match c {
             '\u{2026}' => out.push_str("..."),
-            '|' => out.push_str("|\\:"),
             c if c.is_ascii() => out.push(c),
             c => out.push_str(&format!("\\[u{:04X}]", u32::from(c))),
         }
