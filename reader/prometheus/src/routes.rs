@@ -257,16 +257,27 @@ fn page(
             filter::select(filter::with_own(page, &own), selection).into_bytes()
         }
         Exposition::Protobuf => {
-            let page = read(exposition)?;
-            let (mut page, left_out) =
-                protobuf::retain(&page, |name, _| !name.starts_with(filter::OWN_PREFIX));
+            // One pass over the segment's families: those named like the
+            // endpoint's own left out (and noted), the rest kept as
+            // `selection` says; then the own families, as it says too.
+            let mut left_out = Vec::new();
+            let (mut page, _) = protobuf::retain(&read(exposition)?, |name, counter| {
+                if name.starts_with(filter::OWN_PREFIX) {
+                    left_out.push(name.to_string());
+                    return false;
+                }
+                filter::selected(selection, name, counter)
+            });
             note_own(own_logged, left_out);
-            page.extend(web.stats.encode(t.elapsed().as_secs_f64()));
-            if selection.is_some() {
-                page = protobuf::retain(&page, |name, counter| {
-                    filter::selected(selection, name, counter)
-                })
-                .0;
+            let own = web.stats.encode(t.elapsed().as_secs_f64());
+            match selection {
+                None => page.extend(own),
+                Some(_) => page.extend(
+                    protobuf::retain(&own, |name, counter| {
+                        filter::selected(selection, name, counter)
+                    })
+                    .0,
+                ),
             }
             page
         }
