@@ -6,7 +6,7 @@
 //!   **reference** file: the live writer that started last, else, of the
 //!   dead writers' files and the kept file, the one whose writer started
 //!   last (the kept file's family ranked by the start of the writer whose
-//!   metadata it keeps), by [`perfabi_shm::directory::reference`]'s rule,
+//!   metadata it keeps), by [`directory::reference`](mod@perfabi_shm::directory::reference)'s rule,
 //!   the one the fold uses too. A live writer
 //!   that disagrees with the reference refuses the family whole, with a
 //!   [`Problem`] naming both files; a dead writer's file or the kept file

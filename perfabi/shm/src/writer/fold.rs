@@ -13,7 +13,8 @@
 //! files. A reader holds `fold.lock` to read while it lists and reads, and
 //! skips a segment the kept file lists: at no moment is a count missing or
 //! counted twice. Each kept family takes the metadata (a reworded help) of
-//! its reference, chosen as readers choose it (§15.4, [`reference`]), and
+//! its reference, chosen as readers choose it (§15.4,
+//! [`directory::reference`](mod@crate::directory::reference)), and
 //! records the start of the writer that had them, which ranks it in the
 //! next reads; counts of other identity metadata (a program upgraded with
 //! new buckets or unit) are retired, as readers leave them out already,
@@ -583,9 +584,25 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
     // choose it (a reworded help kept, other identity metadata retiring
     // counts readers leave out already), §15.4, §15.5.
     let kept_ref = kept.as_ref().map(|(snap, index)| (snap, index));
-    let refs = reference::choose(&folder, kept_ref, &batch, &others);
+    let refs = reference::choose(&folder, kept_ref, &batch, &others, READ_BUDGET);
+    // A family whose reference was not found in time: the dead writers'
+    // files that have it wait for a later fold, counted by readers.
+    let (batch, waiting): (Vec<&Dead>, Vec<&Dead>) = batch.iter().partition(|d| {
+        !d.snap
+            .families
+            .iter()
+            .any(|f| refs.get(f.name.as_str()).is_some_and(|c| c.undecided))
+    });
+    for d in waiting {
+        report.more = true;
+        report.left.push(format!(
+            "{}: a family's reference (§15.4) not found within the fold's budget: \
+             left for a later fold",
+            d.file.to_string_lossy()
+        ));
+    }
     reconcile(&mut acc, &refs, &mut report.retired);
-    for d in &batch {
+    for d in batch {
         let shown = d.file.to_string_lossy();
         fold_in(&mut acc, &d.snap, Some(&refs), &shown, &mut report.retired);
         ids.insert(d.identity.clone());
