@@ -75,8 +75,9 @@ pub struct FoldReport {
     /// reference file, chosen as readers choose it (§15.4, §15.5): counts
     /// readers leave out already, which nothing could merge.
     pub retired: Vec<String>,
-    /// The batch was full ([`MAX_BATCH`], [`READ_BUDGET`]): segment files
-    /// were not looked at, for a later fold.
+    /// The batch was full ([`MAX_BATCH`], [`READ_BUDGET`]), or a family's
+    /// reference was not found within [`READ_BUDGET`] (§15.5 step 4):
+    /// segment files were left for a later fold.
     pub more: bool,
     /// How long the fold held the directory's lock (readers waited at
     /// most this long for it).
