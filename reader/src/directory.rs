@@ -30,6 +30,7 @@ pub mod merge;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use perfabi_shm::directory::reference::{KeptIndex, Rank};
 use perfabi_shm::directory::{SegmentName, FOLDED_FAMILY, KEPT_NAME};
 
 use crate::{Error, Liveness, Options, Segment, Snapshot};
@@ -253,14 +254,12 @@ impl Directory {
         // The kept file after the segments (§15.5): a segment it lists is
         // counted there, not again.
         let kept_path = self.path.join(KEPT_NAME);
-        let mut folded = std::collections::BTreeSet::new();
+        let mut index = KeptIndex::default();
         let kept = match Segment::open_with(&kept_path, self.opts.segment.clone())
             .and_then(|mut k| k.snapshot())
         {
             Ok(mut snap) => {
-                for f in snap.families.iter().filter(|f| f.name == FOLDED_FAMILY) {
-                    folded.extend(f.members.iter().map(|m| m.instance.clone()));
-                }
+                index = KeptIndex::of(&snap);
                 snap.families.retain(|f| f.name != FOLDED_FAMILY);
                 Some(snap)
             }
@@ -272,19 +271,14 @@ impl Directory {
         };
         let mut merger = merge::Merger::new(self.opts.writer_label.as_deref());
         if let Some(snap) = &kept {
-            merger.add(&kept_path, "kept", merge::Rank::KEPT, snap);
+            merger.add_kept(&kept_path, snap, &index);
         }
         for o in self.open.values() {
             let Some(live) = o.read else { continue };
-            if folded.contains(&o.identity) {
+            if index.identities.contains(&o.identity) {
                 continue;
             }
-            merger.add(
-                &o.file,
-                &o.writer,
-                merge::Rank::segment(live, o.started),
-                &o.snap,
-            );
+            merger.add(&o.file, &o.writer, Rank::segment(live, o.started), &o.snap);
             scrape.segments += 1;
         }
         let (families, problems) = merger.finish();

@@ -1,7 +1,8 @@
 //! The segment-directory vectors (`spec/PERFABI.md` §15.6): the committed
 //! directories equal what `make_dir_vectors` produces, and an independent
-//! reading of §15.2–§15.4 (its own listing by name, its own merge of each
-//! file's snapshot) gives exactly the committed `.expect`.
+//! reading of §15.2–§15.5 (its own listing by name, its own reading of
+//! the kept file's list, its own merge of each file's snapshot) gives
+//! exactly the committed `.expect`.
 
 #[path = "support/dir_vectors.rs"]
 mod dir_vectors;
@@ -10,6 +11,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use perfabi_reader::{Family, Kind, Liveness, Options, Reading, Segment};
+
+/// The kept file's name (§15.5).
+const KEPT_NAME: &str = "kept.perfabi-kept";
 
 fn vectors() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../spec/vectors")
@@ -131,16 +135,58 @@ fn oracle(dir: &Path) -> String {
         let started = seg.info().unwrap().header.writer_start_ns;
         read.push((n.clone(), live, started, snap));
     }
-    let segments = read.len();
-    // name -> the reference: (live, started) largest, the first of equals.
-    let mut reference: BTreeMap<String, (bool, u64, usize)> = BTreeMap::new();
-    for (k, (_, live, started, snap)) in read.iter().enumerate() {
+    // §15.5: the kept file, read first; the segments it lists are
+    // counted there, not again. Its list's members without labels are
+    // identities; those labelled role=reference, its families' starts.
+    let mut starts: BTreeMap<String, u64> = BTreeMap::new();
+    let kept_opts = Options {
+        require_live: false,
+        ..Options::default()
+    };
+    if let Ok(mut kept) = Segment::open_with(dir.join(KEPT_NAME), kept_opts) {
+        let mut snap = kept.snapshot().unwrap();
+        let mut identities = Vec::new();
+        if let Some(f) = snap.family("perfabi.folded") {
+            for m in &f.members {
+                let Reading::Unsigned(v) = snap.reading(f, m) else {
+                    panic!("{m:?}")
+                };
+                match &m.labels[..] {
+                    [] => identities.push(m.instance.clone()),
+                    [(k, r)] if k == "role" && r == "reference" => {
+                        starts.insert(m.instance.clone(), v);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        snap.families.retain(|f| f.name != "perfabi.folded");
+        read.retain(|(n, ..)| {
+            let p: Vec<&str> = n.split('.').collect();
+            !identities.contains(&format!("{}.{}", p[1], p[2]))
+        });
+        read.insert(0, (KEPT_NAME.to_string(), false, 0, snap));
+    }
+    let segments = read.len() - usize::from(read.first().is_some_and(|r| r.0 == KEPT_NAME));
+    // §15.4: a file's rank for family `name`: live, then start (the kept
+    // file's, the one it records for that family), then a segment file
+    // above the kept file.
+    let rank = |k: usize, name: &str| {
+        let (n, live, started, _) = &read[k];
+        if n == KEPT_NAME {
+            (false, starts.get(name).copied().unwrap_or(0), false)
+        } else {
+            (*live, *started, true)
+        }
+    };
+    // name -> the reference: the highest rank, the first of equals.
+    let mut reference: BTreeMap<String, ((bool, u64, bool), usize)> = BTreeMap::new();
+    for (k, (_, _, _, snap)) in read.iter().enumerate() {
         for f in &snap.families {
-            let r = reference
-                .entry(f.name.clone())
-                .or_insert((*live, *started, k));
-            if (*live, *started) > (r.0, r.1) {
-                *r = (*live, *started, k);
+            let this = rank(k, &f.name);
+            let r = reference.entry(f.name.clone()).or_insert((this, k));
+            if this > r.0 {
+                *r = (this, k);
             }
         }
     }
@@ -160,7 +206,7 @@ fn oracle(dir: &Path) -> String {
     let mut left_out: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (n, live, _, snap) in &read {
         for f in &snap.families {
-            let (_, _, k) = reference[&f.name];
+            let (_, k) = reference[&f.name];
             let (ref_file, _, _, ref_snap) = &read[k];
             let r = ref_snap.family(&f.name).unwrap();
             let e = fams

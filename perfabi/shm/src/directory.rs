@@ -34,6 +34,7 @@ pub const SEGMENT_SUFFIX: &str = ".perfabi";
 pub const MAX_NAME_LEN: usize = 64;
 
 pub mod lock;
+pub mod reference;
 
 pub use lock::{LOCK_NAME, OWNER_LOCK_NAME};
 
@@ -42,7 +43,8 @@ pub use lock::{LOCK_NAME, OWNER_LOCK_NAME};
 pub const KEPT_NAME: &str = "kept.perfabi-kept";
 
 /// The family of a kept file listing the folded segments' identities
-/// (`<pid>.<nonce>`, one member each); not presented to users.
+/// (`<pid>.<nonce>`, one member each) and each kept family's reference
+/// start ([`reference::KeptIndex`]); not presented to users.
 pub const FOLDED_FAMILY: &str = "perfabi.folded";
 
 /// The most segment files of accepted owners one listing keeps (§15.2):

@@ -903,6 +903,29 @@ mod families {
             i.family_field(3, fam("log2_first"), &11u32);
             i
         }));
+        // §15.5 and §15.6: a directory's kept file (closed) whose
+        // `perfabi.folded` records, for `disk.dev.latency`, the start of
+        // the writer whose metadata it keeps (3 s: after
+        // `family_upgraded_is_valid`'s writer), and nothing for its other
+        // families (ranked as started at 0): the first file of vector
+        // `dir_kept`.
+        v.push(("kept_records_a_reference_is_valid", {
+            let mut i = base();
+            i.set_header(|h| h.flags |= FLAG_CLOSED);
+            let folded = spec(
+                "perfabi.folded",
+                "Segments whose counts this kept file holds",
+                "segment",
+                Kind::Counter,
+                Unit::COUNT,
+            );
+            i.family(5, &folded.entry(15).unwrap());
+            let reference = [("role", "reference")];
+            let m = member_entry(5, 106, "disk.dev.latency", 0, 17, &reference, "segment");
+            i.member(6, &m.unwrap());
+            i.value(0, 17, 3_000_000_000);
+            i
+        }));
         v.push((
             "family_gauge_mode_undefined",
             with_family(1, fam("bucket_layout"), &4u32),

@@ -3,8 +3,11 @@
 //! * families merge by name when their identity metadata agree (kind,
 //!   unit, value type, dimension, buckets, gauge mode; not the help);
 //! * a family's metadata (its help among them) are those of its
-//!   **reference** file: the live writer that started last, else the dead
-//!   writer's file that started last, else the kept file. A live writer
+//!   **reference** file: the live writer that started last, else, of the
+//!   dead writers' files and the kept file, the one whose writer started
+//!   last (the kept file's family ranked by the start of the writer whose
+//!   metadata it keeps), by [`directory::reference`](mod@perfabi_shm::directory::reference)'s rule,
+//!   the one the fold uses too. A live writer
 //!   that disagrees with the reference refuses the family whole, with a
 //!   [`Problem`] naming both files; a dead writer's file or the kept file
 //!   that disagrees is left out of that family (its counts are of metadata
@@ -24,6 +27,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use perfabi::{Family, GaugeMode, Kind, Member, Reading, Snapshot};
+use perfabi_shm::directory::reference::{KeptIndex, Rank};
 
 use super::WRITER_LABEL;
 use crate::Error;
@@ -150,42 +154,22 @@ struct Acc<'a> {
     writers: usize,
 }
 
-/// How a file ranks when a family's reference file is chosen (§15.4):
-/// a live writer's above a dead one's, a segment file above the kept file,
-/// then the writer that started later (`writer_start_ns`); of equals, the
-/// first added.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) struct Rank {
-    live: bool,
-    segment: bool,
-    started: u64,
-}
-
-impl Rank {
-    /// The kept file's: below every segment file.
-    pub(super) const KEPT: Rank = Rank {
-        live: false,
-        segment: false,
-        started: 0,
-    };
-
-    /// A segment file's, whose writer is `live` or not and started at
-    /// `started` (its header's `writer_start_ns`).
-    pub(super) fn segment(live: bool, started: u64) -> Rank {
-        Rank {
-            live,
-            segment: true,
-            started,
-        }
-    }
-}
-
 /// One file's snapshot to merge.
 struct Source<'a> {
     file: &'a Path,
     writer: &'a str,
     rank: Rank,
+    /// The kept file's index: its families rank each by the start it
+    /// records for them, not by `rank`.
+    kept: Option<&'a KeptIndex>,
     snap: &'a Snapshot,
+}
+
+impl Source<'_> {
+    /// The rank of its family `name`.
+    fn rank_of(&self, name: &str) -> Rank {
+        self.kept.map_or(self.rank, |k| k.rank(name))
+    }
 }
 
 /// Merges segments' snapshots into merged families. It borrows them: a
@@ -213,6 +197,20 @@ impl<'a> Merger<'a> {
             file,
             writer,
             rank,
+            kept: None,
+            snap,
+        });
+    }
+
+    /// Adds the families of the kept file `file`, whose snapshot is `snap`
+    /// (without its [`perfabi_shm::directory::FOLDED_FAMILY`]) and whose
+    /// index is `index` (each family ranked by the start it records).
+    pub(super) fn add_kept(&mut self, file: &'a Path, snap: &'a Snapshot, index: &'a KeptIndex) {
+        self.sources.push(Source {
+            file,
+            writer: "kept",
+            rank: Rank::kept(0),
+            kept: Some(index),
             snap,
         });
     }
@@ -242,11 +240,12 @@ impl<'a> Merger<'a> {
                     places.push(None);
                     continue;
                 }
+                let rank = src.rank_of(&f.name);
                 let at = *index.entry(&f.name).or_insert_with(|| {
                     families.push(Acc {
                         family: f,
                         reference: src.file,
-                        rank: src.rank,
+                        rank,
                         conflict: None,
                         left_out: Vec::new(),
                         index: HashMap::new(),
@@ -256,8 +255,8 @@ impl<'a> Merger<'a> {
                     families.len() - 1
                 });
                 let acc = &mut families[at];
-                if src.rank > acc.rank {
-                    (acc.family, acc.reference, acc.rank) = (f, src.file, src.rank);
+                if rank > acc.rank {
+                    (acc.family, acc.reference, acc.rank) = (f, src.file, rank);
                 }
                 places.push(Some(at));
             }

@@ -62,6 +62,25 @@ pub const ALL: &[DirVector] = &[
             ),
         ],
     ),
+    // A kept file (§15.5) that records the start of the writer whose
+    // metadata its histogram keeps (3 s), and a dead writer's file
+    // started at 2 s whose histogram's buckets differ: the kept family
+    // ranks above it (§15.4), so its buckets are shown and the file's
+    // counts of it are left out. Its counter families record no start
+    // (ranked as started at 0): they take the file's reworded help.
+    (
+        "dir_kept",
+        &[
+            (
+                "kept.perfabi-kept",
+                Some("kept_records_a_reference_is_valid"),
+            ),
+            (
+                "app.2.0000000000000002.perfabi",
+                Some("family_upgraded_is_valid"),
+            ),
+        ],
+    ),
     // Three segment files, read with `max_segments` 2 (`LIMITS`): the first
     // two in name order are merged, and the directory reports `limit`.
     (

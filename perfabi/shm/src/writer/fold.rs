@@ -13,9 +13,14 @@
 //! files. A reader holds `fold.lock` to read while it lists and reads, and
 //! skips a segment the kept file lists: at no moment is a count missing or
 //! counted twice. Each kept family takes the metadata (a reworded help) of
-//! the newest writer folded that has it; counts of other identity metadata
-//! (a program upgraded with new buckets or unit) are retired, as readers
-//! leave them out (§15.4), so no file is left for ever.
+//! its reference, chosen as readers choose it (§15.4,
+//! [`directory::reference`](mod@crate::directory::reference)), and
+//! records the start of the writer that had them, which ranks it in the
+//! next reads; counts of other identity metadata (a program upgraded with
+//! new buckets or unit) are retired, as readers leave them out already,
+//! so no file is left for ever.
+
+mod reference;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
@@ -28,6 +33,7 @@ use perfabi::layout::FLAG_CLOSED;
 use perfabi::{Family, FamilySpec, Kind, Reading, Semantics, Snapshot};
 
 use super::{Config, MethodChoice, Writer};
+use crate::directory::reference::{KeptIndex, REFERENCE_LABEL};
 use crate::directory::{self, lock, SegmentName, FOLDED_FAMILY, KEPT_NAME};
 use crate::safe_open::{euid, FileId, FileKind, Folder};
 
@@ -65,13 +71,13 @@ pub struct FoldReport {
     pub left: Vec<String>,
     /// Families whose counts were dropped, with why: a dead writer's, or
     /// the kept file's, whose identity metadata (kind, unit, value type,
-    /// dimension, buckets, gauge mode) differ from the newest folded
-    /// writer's of that family (§15.5): counts of metadata no writer uses
-    /// any more, which nothing could merge (readers leave them out too,
-    /// §15.4).
+    /// dimension, buckets, gauge mode) differ from those of the family's
+    /// reference file, chosen as readers choose it (§15.4, §15.5): counts
+    /// readers leave out already, which nothing could merge.
     pub retired: Vec<String>,
-    /// The batch was full ([`MAX_BATCH`], [`READ_BUDGET`]): segment files
-    /// were not looked at, for a later fold.
+    /// The batch was full ([`MAX_BATCH`], [`READ_BUDGET`]), or a family's
+    /// reference was not found within [`READ_BUDGET`] (§15.5 step 4):
+    /// segment files were left for a later fold.
     pub more: bool,
     /// How long the fold held the directory's lock (readers waited at
     /// most this long for it).
@@ -182,15 +188,7 @@ fn dead_writers_temporary(name: &str) -> bool {
 /// new file has it.
 fn read(folder: &Folder, name: &OsStr) -> Result<Option<(Snapshot, u64, FileId)>, String> {
     let (file, md) = folder
-        .open_read_checked(name, |e| {
-            if e.kind != FileKind::Regular {
-                return Err(crate::safe_open::Problem::Kind(e.kind));
-            }
-            if e.uid != euid() || e.mode & 0o022 != 0 || e.nlink != 1 {
-                return Err(crate::safe_open::Problem::Refused);
-            }
-            Ok(())
-        })
+        .open_read_checked(name, own_file)
         .map_err(|e| e.to_string())?;
     let mut head = [0u8; perfabi::layout::HEADER_SIZE_V1_0];
     std::os::unix::fs::FileExt::read_exact_at(&file, &mut head, 0)
@@ -225,13 +223,27 @@ fn read(folder: &Folder, name: &OsStr) -> Result<Option<(Snapshot, u64, FileId)>
     Ok(Some((snap, h.writer_start_ns, id)))
 }
 
+/// The check of a segment file a fold opens: a regular file of this user,
+/// not writable by others, with one link.
+fn own_file(e: &crate::safe_open::Entry) -> Result<(), crate::safe_open::Problem> {
+    if e.kind != FileKind::Regular {
+        return Err(crate::safe_open::Problem::Kind(e.kind));
+    }
+    if e.uid != euid() || e.mode & 0o022 != 0 || e.nlink != 1 {
+        return Err(crate::safe_open::Problem::Refused);
+    }
+    Ok(())
+}
+
 /// A series' identity within a family: instance, then labels.
 type SeriesKey = (String, Vec<(String, String)>);
 
-/// A kept family: its metadata (members cleared), and its series' total
-/// words by (instance, labels).
+/// A kept family: its metadata (members cleared), the start of the
+/// writer that had them (§15.5), and its series' total words by
+/// (instance, labels).
 struct Kept {
     family: Family,
+    started: u64,
     series: BTreeMap<SeriesKey, Vec<u64>>,
 }
 
@@ -271,39 +283,31 @@ fn check(snap: &Snapshot) -> Result<(), String> {
     Ok(())
 }
 
-/// Each kept family's metadata after this fold (§15.5): those of the
-/// newest writer folded that has it, `batch` being ordered oldest first.
-fn references(batch: &[Dead]) -> BTreeMap<&str, &Family> {
-    let mut refs = BTreeMap::new();
-    for d in batch {
-        for f in kept_families(&d.snap) {
-            refs.insert(f.name.as_str(), f);
-        }
-    }
-    refs
-}
+/// Each kept family's [`reference::Choice`] by name.
+type Choices<'a> = BTreeMap<&'a str, reference::Choice<'a>>;
 
-/// Gives the kept families of `acc` the metadata of `refs` (a newer help),
-/// and drops those whose identity metadata differ from them (retired).
-fn reconcile(
-    acc: &mut BTreeMap<String, Kept>,
-    refs: &BTreeMap<&str, &Family>,
-    retired: &mut Vec<String>,
-) {
+/// Gives the kept families of `acc` the metadata and start `refs` keep (a
+/// newer help), and drops those whose identity metadata differ from them
+/// (retired).
+fn reconcile(acc: &mut BTreeMap<String, Kept>, refs: &Choices<'_>, retired: &mut Vec<String>) {
     acc.retain(|name, k| match refs.get(name.as_str()) {
         None => true,
-        Some(r) if same(&k.family, r) => {
+        Some(reference::Choice {
+            keep: Some((r, started)),
+            ..
+        }) if same(&k.family, r) => {
             k.family = Family {
                 members: Vec::new(),
                 ..(*r).clone()
             };
+            k.started = *started;
             true
         }
-        Some(r) => {
+        Some(c) => {
             retired.push(format!(
-                "{KEPT_NAME}: family {name}: its kept counts retired: the newest writer's \
-                 has other identity metadata ({})",
-                identity_of(r)
+                "{KEPT_NAME}: family {name}: its kept counts retired: the family's reference \
+                 file (§15.4) has other identity metadata ({})",
+                c.identity
             ));
             false
         }
@@ -324,34 +328,38 @@ fn identity_of(f: &Family) -> String {
 }
 
 /// Adds the kept families of `snap` (counters, histograms, peaks) to
-/// `acc`: those whose identity metadata are their reference's in `refs`
-/// (all of them when `refs` is `None`: the kept file itself); the others
-/// are reported in `retired` as `file`'s.
+/// `acc`: those whose identity metadata are those `refs` keep (all of
+/// them when `refs` is `None`: the kept file itself); the others are
+/// reported in `retired` as `file`'s.
 fn fold_in(
     acc: &mut BTreeMap<String, Kept>,
     snap: &Snapshot,
-    refs: Option<&BTreeMap<&str, &Family>>,
+    refs: Option<&Choices<'_>>,
     file: &str,
     retired: &mut Vec<String>,
 ) {
     for f in kept_families(snap) {
-        let r = refs
-            .and_then(|r| r.get(f.name.as_str()).copied())
-            .unwrap_or(f);
-        if !same(r, f) {
-            retired.push(format!(
-                "{file}: family {}: its counts retired: the newest writer's has other \
-                 identity metadata ({})",
-                f.name,
-                identity_of(r)
-            ));
-            continue;
-        }
+        let (r, started) = match refs.and_then(|r| r.get(f.name.as_str())) {
+            None => (f, 0),
+            Some(reference::Choice {
+                keep: Some((r, started)),
+                ..
+            }) if same(r, f) => (*r, *started),
+            Some(c) => {
+                retired.push(format!(
+                    "{file}: family {}: its counts retired: the family's reference file \
+                     (§15.4) has other identity metadata ({})",
+                    f.name, c.identity
+                ));
+                continue;
+            }
+        };
         let k = acc.entry(f.name.clone()).or_insert_with(|| Kept {
             family: Family {
                 members: Vec::new(),
                 ..r.clone()
             },
+            started,
             series: BTreeMap::new(),
         });
         for m in &f.members {
@@ -374,6 +382,8 @@ fn fold_in(
 
 /// A dead writer's segment a fold folds.
 struct Dead {
+    /// Its place in the listing (name order).
+    seq: usize,
     /// Its file name.
     file: std::ffi::OsString,
     /// `<pid>.<nonce>`.
@@ -393,28 +403,22 @@ fn spec_of(f: &Family) -> FamilySpec {
     }
 }
 
-/// The identities a kept file lists (`<pid>.<nonce>`).
-fn identities(snap: &Snapshot) -> BTreeSet<String> {
-    snap.families
-        .iter()
-        .filter(|f| f.name == FOLDED_FAMILY)
-        .flat_map(|f| f.members.iter().map(|m| m.instance.clone()))
-        .collect()
-}
-
 /// Writes `acc` and `ids` as a kept file under a temporary name in
-/// `folder`; returns that name.
+/// `folder`, with each kept family's reference start in its list
+/// ([`KeptIndex`]); returns that name.
 fn write_kept(
     dir: &Path,
     acc: &BTreeMap<String, Kept>,
     ids: &BTreeSet<String>,
 ) -> io::Result<std::ffi::OsString> {
-    let members: usize = acc.values().map(|k| k.series.len()).sum::<usize>() + ids.len();
+    let members: usize =
+        acc.values().map(|k| k.series.len()).sum::<usize>() + ids.len() + acc.len();
     let values: usize = acc
         .values()
         .map(|k| k.series.values().map(Vec::len).sum::<usize>())
         .sum::<usize>()
-        + ids.len();
+        + ids.len()
+        + acc.len();
     let config = Config {
         nr_cpus: Some(1),
         max_instances: u32::try_from(values + 8).map_err(io::Error::other)?,
@@ -479,6 +483,10 @@ fn write_kept(
     for id in ids {
         let m = w.add_member(f, id, &[]).map_err(bad)?;
         store(m.value_slot(), &[1]);
+    }
+    for (name, k) in acc {
+        let m = w.add_member(f, name, &[REFERENCE_LABEL]).map_err(bad)?;
+        store(m.value_slot(), &[k.started]);
     }
     w.close();
     Ok(tmp.into())
@@ -558,6 +566,7 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
     }
     let mut acc = BTreeMap::new();
     let mut old_ids = BTreeSet::new();
+    let mut kept = None;
     if folder.stat(OsStr::new(KEPT_NAME))?.is_some() {
         // Never replace a kept file that cannot be read: its counts would
         // be lost.
@@ -567,7 +576,9 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
             .ok_or_else(|| io::Error::other("the kept file cannot be read: not folding"))?;
         check(&snap).map_err(io::Error::other)?;
         fold_in(&mut acc, &snap, None, KEPT_NAME, &mut report.retired);
-        old_ids = identities(&snap);
+        let index = KeptIndex::of(&snap);
+        old_ids = index.identities.clone();
+        kept = Some((snap, index));
     }
     let listed: BTreeSet<String> = listing.names.iter().map(SegmentName::identity).collect();
     let mut folded = Vec::new();
@@ -580,13 +591,17 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
     };
     let started = std::time::Instant::now();
     let mut batch = Vec::new();
-    for name in &listing.names {
+    // The files a reader merges that this fold does not fold: they may
+    // be the reference of a family (§15.4).
+    let mut others = Vec::new();
+    for (seq, name) in listing.names.iter().enumerate() {
         let file = OsStr::new(&name.to_string()).to_os_string();
         if !ids.contains(&name.identity())
             && (batch.len() >= MAX_BATCH || started.elapsed() >= READ_BUDGET)
         {
             report.more = true;
-            break;
+            others.push(reference::Other { seq, file });
+            continue;
         }
         if ids.contains(&name.identity()) {
             // Folded by a fold that stopped before removing it.
@@ -595,7 +610,11 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
         }
         let (snap, writer_started, id) = match read(&folder, &file) {
             Ok(Some(dead)) => dead,
-            Ok(None) => continue, // a live writer's
+            Ok(None) => {
+                // A live writer's.
+                others.push(reference::Other { seq, file });
+                continue;
+            }
             Err(e) => {
                 report.left.push(format!("{name}: {e}"));
                 continue;
@@ -603,9 +622,12 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
         };
         if let Err(e) = check(&snap) {
             report.left.push(format!("{name}: {e}"));
+            // Readers still merge it.
+            others.push(reference::Other { seq, file });
             continue;
         }
         batch.push(Dead {
+            seq,
             file,
             identity: name.identity(),
             started: writer_started,
@@ -613,13 +635,29 @@ pub fn fold(dir: &Path) -> io::Result<FoldReport> {
             snap,
         });
     }
-    // Oldest writer first: each family's metadata are the newest folded
-    // writer's (a reworded help kept, other identity metadata retiring the
-    // counts of the old ones), §15.5.
-    batch.sort_by_key(|d| d.started);
-    let refs = references(&batch);
+    // Each family's metadata are its reference's, chosen as readers
+    // choose it (a reworded help kept, other identity metadata retiring
+    // counts readers leave out already), §15.4, §15.5.
+    let kept_ref = kept.as_ref().map(|(snap, index)| (snap, index));
+    let refs = reference::choose(&folder, kept_ref, &batch, &others, READ_BUDGET);
+    // A family whose reference was not found in time: the dead writers'
+    // files that have it wait for a later fold, counted by readers.
+    let (batch, waiting): (Vec<&Dead>, Vec<&Dead>) = batch.iter().partition(|d| {
+        !d.snap
+            .families
+            .iter()
+            .any(|f| refs.get(f.name.as_str()).is_some_and(|c| c.undecided))
+    });
+    for d in waiting {
+        report.more = true;
+        report.left.push(format!(
+            "{}: a family's reference (§15.4) not found within the fold's budget: \
+             left for a later fold",
+            d.file.to_string_lossy()
+        ));
+    }
     reconcile(&mut acc, &refs, &mut report.retired);
-    for d in &batch {
+    for d in batch {
         let shown = d.file.to_string_lossy();
         fold_in(&mut acc, &d.snap, Some(&refs), &shown, &mut report.retired);
         ids.insert(d.identity.clone());
