@@ -251,12 +251,13 @@ mod tests {
     }
 
     fn dead(folder: &Folder, seq: usize, file: OsString) -> Dead {
-        let (snap, started) = super::super::read(folder, &file).unwrap().unwrap();
+        let (snap, started, id) = super::super::read(folder, &file).unwrap().unwrap();
         Dead {
             seq,
             file,
             identity: String::new(),
             started,
+            id,
             snap,
         }
     }
