@@ -347,7 +347,7 @@ fn a_directory_others_can_replace_files_in_is_refused() {
 fn the_readme_directory_example_prints_what_the_readme_says() {
     use perfabi_test_harness::{readme, workspace};
     readme::example("reader/examples/read_directory.rs");
-    let text = std::fs::read_to_string(readme::repo_root().join("README.md")).unwrap();
+    let (_, text) = readme::document_showing("reader/examples/read_directory.rs");
     let after = &text[text
         .find("<!-- example: reader/examples/read_directory.rs -->")
         .unwrap()..];

@@ -50,15 +50,21 @@ fn the_readme_pictures_are_what_regenerate_makes_now() {
         check_live_view(&dir.join("live-view.txt"));
     }
 
-    // The README shows the text captures verbatim and embeds the images.
+    // The documentation shows the text captures verbatim and embeds the
+    // images: the README its picture, perfabi-cat's page both.
     example("reader/cat/doc/live-view.txt");
     example("reader/cat/doc/heatmap.txt");
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    for image in ["reader/cat/doc/heatmap.svg", "reader/cat/doc/wss.svg"] {
+    let embeds = |page: &str, image: &str| {
+        let text = std::fs::read_to_string(root.join(page)).unwrap();
+        let from = if page.starts_with("docs/") { "../" } else { "" };
         assert!(
-            readme.contains(&format!("]({image})")),
-            "README.md does not embed {image}"
+            text.contains(&format!("]({from}{image})")),
+            "{page} does not embed {image}"
         );
+    };
+    embeds("README.md", "reader/cat/doc/heatmap.svg");
+    for image in ["reader/cat/doc/heatmap.svg", "reader/cat/doc/wss.svg"] {
+        embeds("docs/reading.md", image);
     }
 }
 

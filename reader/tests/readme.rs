@@ -25,8 +25,8 @@ fn writer_example() -> Result<perfabi_shm::writer::Writer, Box<dyn std::error::E
 
 /// The code block after `heading` in the README.
 fn readme_block(heading: &str) -> String {
-    let readme = include_str!("../../README.md");
-    let after = &readme[readme.find(heading).expect("heading in README")..];
+    let readme = include_str!("../../docs/writing.md");
+    let after = &readme[readme.find(heading).expect("heading in docs/writing.md")..];
     let start = after.find("```rust\n").expect("a rust block") + "```rust\n".len();
     let len = after[start..].find("```").unwrap();
     after[start..start + len].to_string()

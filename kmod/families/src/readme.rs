@@ -1,5 +1,5 @@
-//! The families the writers publish out of the box, as the README's
-//! table says (`## Families out of the box`): parsed from the README
+//! The families the writers publish out of the box, as the documentation's
+//! table says (`docs/families.md`): parsed from that page
 //! itself, and checked against [`crate::table`] ([`check`]), so that the
 //! table users read is the definition the writers register. The
 //! exporter's own `/proc`-only families are defined by the table alone:
@@ -20,10 +20,10 @@ use perfabi::{Kind, Unit};
 
 use crate::table::{Writer, FAMILIES};
 
-/// The project's README, which holds the table.
-pub const README: &str = include_str!("../../../README.md");
+/// The documentation page that holds the table (`docs/families.md`).
+pub const README: &str = include_str!("../../../docs/families.md");
 
-/// The comment line that starts the table in the README.
+/// The comment line that starts the table in `docs/families.md`.
 pub const MARKER: &str = "<!-- families-table";
 
 /// One row of the table: one family, or a pattern of families
@@ -177,10 +177,10 @@ pub fn parse(markdown: &str) -> Result<Vec<Row<'_>>, String> {
     Ok(rows)
 }
 
-/// The README's rows. Panics if the README's table cannot be parsed: a
+/// The rows of `docs/families.md`. Panics if its table cannot be parsed: a
 /// test of this crate parses it, so a build that ships has a table.
 pub fn rows() -> Vec<Row<'static>> {
-    parse(README).expect("the README's families table")
+    parse(README).expect("the families table of docs/families.md")
 }
 
 /// The row of `family` among `rows`: its own, or its pattern's.
@@ -294,11 +294,14 @@ mod tests {
     #[test]
     fn the_readme_table_is_the_definition() {
         let bad = check(&rows());
-        assert!(bad.is_empty(), "README.md's families table: {bad:#?}");
+        assert!(
+            bad.is_empty(),
+            "docs/families.md's families table: {bad:#?}"
+        );
         // The prose under the table states the histograms' buckets.
         let h = crate::table::HIST_NS;
         let prose = format!("Histograms have {} log2 buckets of nanoseconds", h.n);
-        assert!(README.contains(&prose), "README.md: no \"{prose}\"");
+        assert!(README.contains(&prose), "docs/families.md: no \"{prose}\"");
         assert!(README.contains(&format!("(2^{})", h.first)));
     }
 

@@ -1,11 +1,12 @@
-//! The README's copy-paste examples, held to what CI runs.
+//! The documentation's copy-paste examples, held to what CI runs.
 //!
-//! A README example is a fenced code block preceded by the line
+//! The documentation is `README.md` and the pages of `docs/`
+//! ([`documents`]). An example is a fenced code block preceded by the line
 //! `<!-- example: PATH -->`, where `PATH` (relative to the repository root)
 //! is a file of the repository that a test compiles or runs. [`example`]
-//! returns that file's text after checking that the README shows it
-//! verbatim, so the README cannot drift from what CI runs: change one and
-//! the test fails until the other matches.
+//! returns that file's text after checking that a document shows it
+//! verbatim, so the documentation cannot drift from what CI runs: change
+//! one and the test fails until the other matches.
 
 use std::path::{Path, PathBuf};
 
@@ -39,25 +40,132 @@ pub fn block_after_marker(readme: &str, path: &str) -> Option<String> {
     None
 }
 
+/// The documentation: `README.md` first, then every `docs/*.md` in name
+/// order, each as (its path relative to the repository root, its text).
+pub fn documents() -> Vec<(String, String)> {
+    let root = repo_root();
+    let mut pages: Vec<String> = std::fs::read_dir(root.join("docs"))
+        .expect("read docs/")
+        .map(|e| e.expect("a docs/ entry").file_name())
+        .filter_map(|n| n.to_str().map(str::to_string))
+        .filter(|n| n.ends_with(".md"))
+        .map(|n| format!("docs/{n}"))
+        .collect();
+    pages.sort();
+    std::iter::once("README.md".to_string())
+        .chain(pages)
+        .map(|p| {
+            let text =
+                std::fs::read_to_string(root.join(&p)).unwrap_or_else(|e| panic!("read {p}: {e}"));
+            (p, text)
+        })
+        .collect()
+}
+
+/// The document (path and text) that holds `<!-- example: path -->`.
+/// Panics (the test fails) if none does.
+pub fn document_showing(path: &str) -> (String, String) {
+    let marker = format!("<!-- example: {path} -->");
+    documents()
+        .into_iter()
+        .find(|(_, text)| text.lines().any(|l| l.trim() == marker))
+        .unwrap_or_else(|| panic!("no document (README.md, docs/*.md) has `{marker}`"))
+}
+
 /// The text of the example file `path` (relative to the repository root),
-/// after checking that `README.md` shows it verbatim in the block after
-/// `<!-- example: path -->`. Panics (the test fails) with what differs.
+/// after checking that the document holding `<!-- example: path -->`
+/// ([`document_showing`]) shows it verbatim in the block after the marker.
+/// Panics (the test fails) with what differs.
 pub fn example(path: &str) -> String {
     let root = repo_root();
-    let readme = std::fs::read_to_string(root.join("README.md")).expect("read README.md");
+    let (doc, text) = document_showing(path);
     let file =
         std::fs::read_to_string(root.join(path)).unwrap_or_else(|e| panic!("example {path}: {e}"));
-    let shown = block_after_marker(&readme, path).unwrap_or_else(|| {
-        panic!("README.md has no fenced block after `<!-- example: {path} -->`")
-    });
+    let shown = block_after_marker(&text, path)
+        .unwrap_or_else(|| panic!("{doc} has no fenced block after `<!-- example: {path} -->`"));
     if shown != file {
         panic!(
-            "README.md's example of {path} differs from the file (first at line {}): \
-             copy the file into the README (or the README into the file)",
+            "{doc}'s example of {path} differs from the file (first at line {}): \
+             copy the file into {doc} (or {doc} into the file)",
             first_difference(&shown, &file)
         );
     }
     file
+}
+
+/// A heading's anchor as GitHub makes it: lower case, the characters
+/// other than letters, digits, `-`, `_` and spaces dropped, spaces made
+/// `-`.
+pub fn anchor(heading: &str) -> String {
+    heading
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The anchors of `text`'s headings (outside fenced blocks), with GitHub's
+/// `-1`, `-2` … for a repeated one.
+pub fn anchors(text: &str) -> Vec<String> {
+    let mut seen: Vec<String> = Vec::new();
+    let mut fence: Option<String> = None;
+    for l in text.lines() {
+        let t = l.trim();
+        if t.starts_with("```") {
+            let f: String = t.chars().take_while(|&c| c == '`').collect();
+            match &fence {
+                None => fence = Some(f),
+                Some(open) if t == open => fence = None,
+                Some(_) => {}
+            }
+            continue;
+        }
+        if fence.is_some() {
+            continue;
+        }
+        let hashes = l.chars().take_while(|&c| c == '#').count();
+        if (1..=6).contains(&hashes) && l[hashes..].starts_with(' ') {
+            let base = anchor(l[hashes..].trim());
+            let n = seen
+                .iter()
+                .filter(|a| {
+                    **a == base
+                        || a.strip_prefix(&format!("{base}-"))
+                            .is_some_and(|r| r.parse::<u32>().is_ok())
+                })
+                .count();
+            seen.push(if n == 0 { base } else { format!("{base}-{n}") });
+        }
+    }
+    seen
+}
+
+/// The relative links of `text` (`[label](target)` outside fenced blocks,
+/// images included), without `http:`, `https:` or `mailto:` ones.
+pub fn relative_links(text: &str) -> Vec<String> {
+    let mut links = Vec::new();
+    let mut in_fence = false;
+    for l in text.lines() {
+        if l.trim().starts_with("```") {
+            in_fence = !in_fence;
+            continue;
+        }
+        if in_fence {
+            continue;
+        }
+        let mut rest = l;
+        while let Some(at) = rest.find("](") {
+            let after = &rest[at + 2..];
+            let Some(end) = after.find(')') else { break };
+            let target = &after[..end];
+            if !target.contains(':') && !target.contains(' ') {
+                links.push(target.to_string());
+            }
+            rest = &after[end..];
+        }
+    }
+    links
 }
 
 /// The first line (from 1) where texts `a` and `b` differ, for a test that
@@ -73,7 +181,57 @@ pub fn first_difference(a: &str, b: &str) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::block_after_marker;
+    use super::{anchors, block_after_marker, documents, relative_links, repo_root};
+
+    /// Every relative link of README.md and docs/*.md names a file or
+    /// folder of the repository, and every `#anchor` one of that document's
+    /// headings: the split into docs/ left no link behind.
+    #[test]
+    fn every_link_of_the_documentation_resolves() {
+        let root = repo_root();
+        let docs = documents();
+        let mut broken = Vec::new();
+        for (doc, text) in &docs {
+            let dir = std::path::Path::new(doc).parent().unwrap().to_path_buf();
+            for link in relative_links(text) {
+                let (path, frag) = link.split_once('#').unwrap_or((&link, ""));
+                let target = if path.is_empty() {
+                    doc.clone()
+                } else {
+                    let joined = root.join(&dir).join(path);
+                    match joined.canonicalize() {
+                        Ok(p) => p
+                            .strip_prefix(&root)
+                            .map(|p| p.to_string_lossy().into_owned())
+                            .unwrap_or_default(),
+                        Err(_) => {
+                            broken.push(format!("{doc}: {link}: no such file"));
+                            continue;
+                        }
+                    }
+                };
+                if frag.is_empty() {
+                    continue;
+                }
+                let Some((_, t)) = docs.iter().find(|(d, _)| *d == target) else {
+                    broken.push(format!(
+                        "{doc}: {link}: an anchor into a file that is not a document"
+                    ));
+                    continue;
+                };
+                if !anchors(t).iter().any(|a| a == frag) {
+                    broken.push(format!("{doc}: {link}: no heading #{frag} in {target}"));
+                }
+            }
+        }
+        assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+    }
+
+    #[test]
+    fn anchors_are_githubs() {
+        let text = "# A b\n```sh\n# not a heading\n```\n## Install: the `x` (y)\n## A b\n";
+        assert_eq!(anchors(text), ["a-b", "install-the-x-y", "a-b-1"]);
+    }
 
     #[test]
     fn finds_the_block_after_its_marker_only() {
