@@ -877,7 +877,12 @@ impl<'a> SegmentView<'a> {
             }
             values.resize(nr_cpus * used, 0);
             histograms = Ok(());
-            for (cpu, row) in values.chunks_exact_mut(used.max(1)).enumerate() {
+            // Row `cpu` by multiplication, not `chunks_exact_mut(used)`,
+            // which divides by `used` (a division is a tenth of a small
+            // snapshot). No slot used: no row, no block read, as before.
+            let rows = if used == 0 { 0 } else { nr_cpus };
+            for cpu in 0..rows {
+                let row = &mut values[cpu * used..][..used];
                 self.read_cpu_counters(cpu, row, retries)?;
                 // (A table without histograms has nothing to check: no call.)
                 if histograms.is_ok() && !facts.histograms.is_empty() {
