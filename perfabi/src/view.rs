@@ -371,12 +371,17 @@ impl<'a> SegmentView<'a> {
         retries: u32,
     ) -> Result<u64, Error> {
         let n = self.layout.nr_cpus;
-        if out.len() != slots.len() * n
-            || slots
-                .iter()
-                .any(|&(s, _)| s as usize >= self.layout.max_instances)
+        let oob = Error::OutOfBounds(crate::error::Section::Counters);
+        let max = self.layout.max_instances;
+        let tiled = n >= TILE_MIN_CPUS && slots.len() > TILE_DIRECT && slots.len() <= TILE_WORDS;
+        // A slot beyond the table is refused before its entry or a value
+        // is read. Only the tiled loop looks at every slot first (a pass
+        // its CPUs amortise); the direct loop checks each slot where it
+        // uses it, in the index check it makes there anyway, so a small
+        // read of verified slots makes no pass of its own over them.
+        if out.len() != slots.len() * n || (tiled && slots.iter().any(|&(s, _)| s as usize >= max))
         {
-            return Err(Error::OutOfBounds(crate::error::Section::Counters));
+            return Err(oob);
         }
         let reg_word = core::mem::offset_of!(InstanceEntry, reg_id) / 8;
         let state_word = core::mem::offset_of!(InstanceEntry, state) / 8;
@@ -387,6 +392,9 @@ impl<'a> SegmentView<'a> {
             // the generation is still `g`.
             let known = verified == Some(g);
             for &(slot, reg) in slots.iter().take(if known { 0 } else { slots.len() }) {
+                if slot as usize >= max {
+                    return Err(oob);
+                }
                 let e = self.layout.instance_word(slot as usize);
                 // `state` is the first 4 bytes of its word, in native order.
                 let w = self
@@ -397,19 +405,30 @@ impl<'a> SegmentView<'a> {
                 live &= self.word(e + reg_word).load(Ordering::Relaxed) == reg
                     && state == SlotState::Live as u32;
             }
-            if n < TILE_MIN_CPUS || slots.len() <= TILE_DIRECT || slots.len() > TILE_WORDS {
+            if !tiled {
+                let mut beyond = false;
                 for cpu in 0..n {
-                    // The CPU's counters as one slice, and `out` as rows
-                    // of `nr_cpus` values, one per slot: no address is
-                    // worked out again per value, and no index checked
-                    // but the slot's (`cpu < n`, each row's length).
+                    // The CPU's counters as one slice, and its place in
+                    // `out` stepped by `nr_cpus` (one row per slot): no
+                    // address is worked out again per value, and no
+                    // division (`chunks_exact_mut(n)` divides by `n` each
+                    // time it is made: a third of a one-counter read at 2
+                    // CPUs), only the two index checks.
                     let counters = self.counters(cpu);
                     seq_read::<Sound, _>(self.seq(cpu), retries, || {
-                        for (row, &(slot, _)) in out.chunks_exact_mut(n).zip(slots) {
-                            row[cpu] = counters[slot as usize].load(Ordering::Relaxed);
+                        let mut at = cpu;
+                        for &(slot, _) in slots {
+                            match (counters.get(slot as usize), out.get_mut(at)) {
+                                (Some(c), Some(o)) => *o = c.load(Ordering::Relaxed),
+                                _ => beyond = true,
+                            }
+                            at = at.wrapping_add(n);
                         }
                     })
                     .ok_or(Error::BusyCpu(cpu as u32))?;
+                    if beyond {
+                        return Err(oob);
+                    }
                 }
             } else {
                 self.read_slots_tiled(slots, out, retries)?;
@@ -858,7 +877,12 @@ impl<'a> SegmentView<'a> {
             }
             values.resize(nr_cpus * used, 0);
             histograms = Ok(());
-            for (cpu, row) in values.chunks_exact_mut(used.max(1)).enumerate() {
+            // Row `cpu` by multiplication, not `chunks_exact_mut(used)`,
+            // which divides by `used` (a division is a tenth of a small
+            // snapshot). No slot used: no row, no block read, as before.
+            let rows = if used == 0 { 0 } else { nr_cpus };
+            for cpu in 0..rows {
+                let row = &mut values[cpu * used..][..used];
                 self.read_cpu_counters(cpu, row, retries)?;
                 // (A table without histograms has nothing to check: no call.)
                 if histograms.is_ok() && !facts.histograms.is_empty() {

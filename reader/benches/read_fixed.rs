@@ -20,110 +20,16 @@
 //! N, less the total of `--calls 0`).
 
 use std::hint::black_box;
-use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use perfabi::layout::CPU_SEQ_WORD;
-use perfabi::{FamilySpec, Kind, Layout, Semantics, Unit, ValueType};
 use perfabi_reader::{FamilyValues, Segment, Snapshot};
-use perfabi_shm::writer::{Config, Writer};
+
+mod support;
+use support::{loop_floor, loop_many, median, per_call, segment, FAMILY};
 
 const CPUS: u32 = 2;
 const SLOTS: u32 = 30;
-/// Members of the family read by `family` (the last value slots).
-const FAMILY: u32 = 16;
 const ROUND: u32 = 100_000;
 const ROUNDS: usize = 11;
-
-fn thread_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    u64::try_from(t.tv_sec).unwrap() * 1_000_000_000 + u64::try_from(t.tv_nsec).unwrap()
-}
-
-/// `scaling.rs`'s segment: `SLOTS - FAMILY` counters `c0..`, then the
-/// family `bench.fam`, every value distinct.
-fn segment(path: &Path) -> Writer {
-    let w = Writer::create(
-        path,
-        &Config {
-            nr_cpus: Some(CPUS),
-            max_instances: SLOTS,
-            max_families: 1,
-            max_members: FAMILY,
-            damon_capacity: 0,
-            ..Config::default()
-        },
-    )
-    .unwrap();
-    let per_cpu = |base: u64| -> Vec<u64> { (0..u64::from(CPUS)).map(|c| base + c).collect() };
-    for i in 0..SLOTS - FAMILY {
-        let id = w
-            .add_external(&format!("c{i}"), "", Semantics::Counter, ValueType::U64)
-            .unwrap();
-        w.publish_per_cpu(id, &per_cpu(u64::from(i) << 20)).unwrap();
-    }
-    let f = w
-        .add_family(&FamilySpec::new(
-            "bench.fam",
-            "A family read whole",
-            "instance",
-            Kind::Counter,
-            Unit::BYTES,
-        ))
-        .unwrap();
-    for i in 0..FAMILY {
-        let m = w.add_external_member(f, &format!("m{i}"), &[]).unwrap();
-        w.publish_member_per_cpu(&m, &per_cpu(u64::from(i) << 40))
-            .unwrap();
-    }
-    w
-}
-
-/// Per block: the sequence word, the values of slots `first..` (relaxed
-/// loads into `out`, CPU major), the sequence word again: `scaling.rs`'s
-/// `loop_floor`.
-fn loop_floor(words: &[AtomicU64], l: &Layout, first: usize, out: &mut [u64]) -> u64 {
-    let n = out.len() / l.nr_cpus;
-    let mut seqs = 0u64;
-    for (cpu, row) in out.chunks_exact_mut(n).enumerate() {
-        let seq = &words[l.cpu_block_word(cpu) + CPU_SEQ_WORD];
-        let s1 = seq.load(Ordering::Relaxed);
-        let src = &words[l.counter_word(cpu, first)..][..n];
-        for (o, s) in row.iter_mut().zip(src) {
-            *o = s.load(Ordering::Relaxed);
-        }
-        seqs = seqs.wrapping_add(s1 ^ seq.load(Ordering::Relaxed));
-    }
-    seqs
-}
-
-/// [`loop_floor`] of the values of `slots`: `scaling.rs`'s `loop_many`.
-fn loop_many(words: &[AtomicU64], l: &Layout, slots: &[usize], out: &mut [u64]) -> u64 {
-    let mut seqs = 0u64;
-    for (cpu, row) in out.chunks_exact_mut(slots.len()).enumerate() {
-        let seq = &words[l.cpu_block_word(cpu) + CPU_SEQ_WORD];
-        let s1 = seq.load(Ordering::Relaxed);
-        for (o, &s) in row.iter_mut().zip(slots) {
-            *o = words[l.counter_word(cpu, s)].load(Ordering::Relaxed);
-        }
-        seqs = seqs.wrapping_add(s1 ^ seq.load(Ordering::Relaxed));
-    }
-    seqs
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-/// ns per call of `f` over one round.
-fn round(mut f: impl FnMut()) -> f64 {
-    let t = thread_ns();
-    for _ in 0..ROUND {
-        f();
-    }
-    (thread_ns() - t) as f64 / f64::from(ROUND)
-}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -135,7 +41,7 @@ fn main() {
     let only = arg("--op");
     let dir = tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| tempfile::tempdir().unwrap());
     let path = dir.path().join("seg");
-    let _w = segment(&path);
+    let _w = segment(&path, CPUS, SLOTS);
     let mut seg = Segment::open(&path).unwrap();
     let nr = CPUS as usize;
 
@@ -219,8 +125,8 @@ fn main() {
         let mut out = vec![0u64; nr * slots.len()];
         let (mut a, mut b) = (Vec::new(), Vec::new());
         for _ in 0..ROUNDS {
-            a.push(round(|| f(&mut seg)));
-            b.push(round(|| {
+            a.push(per_call(ROUND, || f(&mut seg)));
+            b.push(per_call(ROUND, || {
                 black_box(if *name == "many" {
                     loop_many(map.words(), &layout, slots, black_box(&mut out))
                 } else {

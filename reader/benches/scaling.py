@@ -11,7 +11,7 @@ the same bytes (`loop`: relaxed loads of the sequence word, the values, the
 sequence word again, per block; `copy`: copy_from_slice of the values, per
 block), and the operation's ratio to each. `many` is read_many of the
 first 30 counters (14 in 30-slot blocks); the CPU counts are powers of two
-and counts a few apart (60/64/68, 500/512/520, 1000/1024/1040). The last row is /proc/stat
+and counts a few apart (2/3/4, 60/64/68, 500/512/513/520, 1000/1024/1040). The last row is /proc/stat
 opened, read and parsed at this machine's real CPU count.
 """
 import json
@@ -49,7 +49,7 @@ def result(group, name):
     return est["median"]["point_estimate"], bench["throughput"]["Elements"]
 
 
-CPUS = [2, 16, 60, 64, 68, 256, 500, 512, 520, 1000, 1024, 1040]
+CPUS = [2, 3, 4, 16, 60, 64, 68, 256, 500, 512, 513, 520, 1000, 1024, 1040]
 INSTANCES = [30, 1024, 4080]
 OPS = ["handle", "many", "family", "snapshot"]
 

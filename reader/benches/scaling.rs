@@ -1,7 +1,7 @@
 //! How the reader's cost grows with the machine: segments of simulated
-//! geometry (`Config::nr_cpus` 2, 16, 256, and powers of two beside
-//! counts a few apart: 60, 64, 68, 500, 512, 520, 1,000, 1,024, 1,040
-//! per-CPU blocks;
+//! geometry (`Config::nr_cpus` 2, 3, 4, 16, 256, and powers of two
+//! beside counts a few apart: 60, 64, 68, 500, 512, 513, 520, 1,000,
+//! 1,024, 1,040 per-CPU blocks;
 //! 30, 1,024 and 4,080 value slots per block) made by the real writer and
 //! read by the real reader, each operation beside its floors on the same
 //! bytes, measured in the same run:
@@ -32,7 +32,7 @@
 //! `publish_per_cpu`, so every block holds distinct non-zero values.
 //!
 //! Time is the benchmark thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`,
-//! [`ThreadTime`]), not the wall clock: on these shared 2-core machines a
+//! `support::ThreadTime`), not the wall clock: on these shared 2-core machines a
 //! sample during which the thread waited for a core is otherwise counted
 //! whole, while cache and TLB misses are in CPU time either way. Every
 //! operation and its floors are measured the same way.
@@ -45,95 +45,21 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{BenchmarkGroup, Criterion, Throughput};
 use perfabi::layout::CPU_SEQ_WORD;
-use perfabi::{FamilySpec, Kind, Layout, Semantics, Unit, ValueType};
+use perfabi::Layout;
 use perfabi_reader::{FamilyValues, Segment, Snapshot};
-use perfabi_shm::writer::{Config, Writer};
 
-const CPUS: [u32; 12] = [2, 16, 60, 64, 68, 256, 500, 512, 520, 1000, 1024, 1040];
+mod support;
+use support::{loop_floor, loop_many, segment, ThreadTime, FAMILY};
+
+const CPUS: [u32; 15] = [
+    2, 3, 4, 16, 60, 64, 68, 256, 500, 512, 513, 520, 1000, 1024, 1040,
+];
 /// Counters read by `many` (fewer if the block has fewer).
 const MANY: usize = 30;
 /// 4,080 slots make a block of exactly 8 pages of 4 KiB (128 + 8 × 4,080).
 const INSTANCES: [u32; 3] = [30, 1024, 4080];
-/// Members of the family read by `family` (the last slots of a block).
-const FAMILY: u32 = 16;
-
-/// A segment at `path` with `cpus` blocks and `instances` used slots:
-/// `instances - FAMILY` counters `c0..`, then the family `bench.fam`.
-fn segment(path: &Path, cpus: u32, instances: u32) -> Writer {
-    let w = Writer::create(
-        path,
-        &Config {
-            nr_cpus: Some(cpus),
-            max_instances: instances,
-            max_families: 1,
-            max_members: FAMILY,
-            damon_capacity: 0,
-            ..Config::default()
-        },
-    )
-    .unwrap();
-    let per_cpu = |base: u64| -> Vec<u64> { (0..u64::from(cpus)).map(|c| base + c).collect() };
-    for i in 0..instances - FAMILY {
-        let id = w
-            .add_external(&format!("c{i}"), "", Semantics::Counter, ValueType::U64)
-            .unwrap();
-        w.publish_per_cpu(id, &per_cpu(u64::from(i) << 20)).unwrap();
-    }
-    let f = w
-        .add_family(&FamilySpec::new(
-            "bench.fam",
-            "A family read whole",
-            "instance",
-            Kind::Counter,
-            Unit::BYTES,
-        ))
-        .unwrap();
-    for i in 0..FAMILY {
-        let m = w.add_external_member(f, &format!("m{i}"), &[]).unwrap();
-        w.publish_member_per_cpu(&m, &per_cpu(u64::from(i) << 40))
-            .unwrap();
-    }
-    assert_eq!(w.snapshot().unwrap().slots, instances as usize);
-    w
-}
-
-/// Criterion's measurement as the thread's CPU time in ns (see the module
-/// comment), shown with the wall clock's formatter.
-struct ThreadTime;
-
-/// The wall clock measurement, for its formatter (ns, µs, ms).
-static WALL: WallTime = WallTime;
-
-fn thread_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    u64::try_from(t.tv_sec).unwrap() * 1_000_000_000 + u64::try_from(t.tv_nsec).unwrap()
-}
-
-impl Measurement for ThreadTime {
-    type Intermediate = u64;
-    type Value = u64;
-    fn start(&self) -> u64 {
-        thread_ns()
-    }
-    fn end(&self, start: u64) -> u64 {
-        thread_ns().saturating_sub(start)
-    }
-    fn add(&self, a: &u64, b: &u64) -> u64 {
-        a + b
-    }
-    fn zero(&self) -> u64 {
-        0
-    }
-    fn to_f64(&self, v: &u64) -> f64 {
-        *v as f64
-    }
-    fn formatter(&self) -> &dyn ValueFormatter {
-        WALL.formatter()
-    }
-}
 
 /// The segment's words for the floors: the shared mapping itself (the
 /// same file, so the same pages), and a private copy of its bytes in the
@@ -166,40 +92,6 @@ impl Map {
     fn plain(&self) -> &[u64] {
         &self.private
     }
-}
-
-/// Floor of a lock-free read of slots `first..first + out.len() / nr_cpus`
-/// on every CPU: per block, the sequence word, the values (relaxed loads
-/// into `out`), the sequence word again.
-fn loop_floor(words: &[AtomicU64], l: &Layout, first: usize, out: &mut [u64]) -> u64 {
-    let n = out.len() / l.nr_cpus;
-    let mut seqs = 0u64;
-    for (cpu, row) in out.chunks_exact_mut(n).enumerate() {
-        let seq = &words[l.cpu_block_word(cpu) + CPU_SEQ_WORD];
-        let s1 = seq.load(Ordering::Relaxed);
-        let src = &words[l.counter_word(cpu, first)..][..n];
-        for (o, s) in row.iter_mut().zip(src) {
-            *o = s.load(Ordering::Relaxed);
-        }
-        seqs = seqs.wrapping_add(s1 ^ seq.load(Ordering::Relaxed));
-    }
-    seqs
-}
-
-/// Floor of [`Segment::read_many`] of `slots`: per block, the sequence
-/// word, the slots' values (relaxed loads, stored CPU major: `slots.len()`
-/// consecutive words per CPU), the sequence word again.
-fn loop_many(words: &[AtomicU64], l: &Layout, slots: &[usize], out: &mut [u64]) -> u64 {
-    let mut seqs = 0u64;
-    for (cpu, row) in out.chunks_exact_mut(slots.len()).enumerate() {
-        let seq = &words[l.cpu_block_word(cpu) + CPU_SEQ_WORD];
-        let s1 = seq.load(Ordering::Relaxed);
-        for (o, &s) in row.iter_mut().zip(slots) {
-            *o = words[l.counter_word(cpu, s)].load(Ordering::Relaxed);
-        }
-        seqs = seqs.wrapping_add(s1 ^ seq.load(Ordering::Relaxed));
-    }
-    seqs
 }
 
 /// [`loop_many`] storing counter major (`nr_cpus` words per slot), each

@@ -24,14 +24,12 @@ use perfabi::{Layout, Semantics};
 use perfabi_reader::{Segment, Snapshot};
 use perfabi_shm::writer::{Config, Writer};
 
+mod support;
+use support::{median, per_call};
+
 const CPUS: u32 = 2;
 const SLOTS: u32 = 30;
 const ROUND: u32 = 200_000;
-
-fn thread_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    u64::try_from(t.tv_sec).unwrap() * 1_000_000_000 + u64::try_from(t.tv_nsec).unwrap()
-}
 
 /// Per block: the sequence word, the values, the sequence word again.
 fn floor(words: &[AtomicU64], l: &Layout, out: &mut [u64]) -> u64 {
@@ -45,11 +43,6 @@ fn floor(words: &[AtomicU64], l: &Layout, out: &mut [u64]) -> u64 {
         seqs = seqs.wrapping_add(s1 ^ seq.load(Ordering::Relaxed));
     }
     seqs
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn main() {
@@ -96,16 +89,12 @@ fn main() {
     let mut out = vec![0u64; (CPUS * SLOTS) as usize];
     let (mut snaps, mut floors) = (Vec::new(), Vec::new());
     for _ in 0..9 {
-        let t = thread_ns();
-        for _ in 0..ROUND {
+        snaps.push(per_call(ROUND, || {
             seg.snapshot_into(black_box(&mut snap)).unwrap();
-        }
-        snaps.push((thread_ns() - t) as f64 / f64::from(ROUND));
-        let t = thread_ns();
-        for _ in 0..ROUND {
+        }));
+        floors.push(per_call(ROUND, || {
             black_box(floor(map.words(), &layout, black_box(&mut out)));
-        }
-        floors.push((thread_ns() - t) as f64 / f64::from(ROUND));
+        }));
     }
     let (s, f) = (median(snaps), median(floors));
     println!(

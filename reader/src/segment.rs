@@ -525,12 +525,20 @@ impl Segment {
         let key = |h: &Handle| (h.instance.slot, h.instance.reg_id);
         // One pass over the handles: each of this segment, and its key
         // the one kept (the common case: the same handles read again).
+        // No branch per handle: an epoch or a key that differs is
+        // gathered into one flag each, looked at after the pass.
+        let mut other = false;
         let mut same = self.keys.len() == hs.len();
-        for (i, h) in hs.iter().enumerate() {
-            if h.epoch != epoch {
-                return Err(Error::Abi(perfabi::Error::UnknownInstance));
+        if same {
+            for (k, h) in self.keys.iter().zip(hs) {
+                other |= h.epoch != epoch;
+                same &= *k == key(h);
             }
-            same &= self.keys.get(i) == Some(&key(h));
+        } else {
+            other = hs.iter().any(|h| h.epoch != epoch);
+        }
+        if other {
+            return Err(Error::Abi(perfabi::Error::UnknownInstance));
         }
         if !same {
             self.keys.clear();

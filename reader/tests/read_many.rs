@@ -155,3 +155,67 @@ fn a_group_update_is_seen_whole_through_the_tiled_path() {
         format_args!("100 changes seen ({changes} in {reads} reads)"),
     );
 }
+
+/// A slot beyond the instance table is refused with `OutOfBounds`, never
+/// a panic, on every path of `read_slots_at`: entries checked (a first
+/// read), entries taken as verified at the current generation (where only
+/// the value loop's own index check sees the slot), and the tiled loop;
+/// through `Segment::read` and `read_many` as well.
+#[test]
+fn a_slot_beyond_the_table_is_refused_on_every_path() {
+    use perfabi::error::Section;
+    let dir = tempfile::tempdir().unwrap();
+    for cpus in [2u32, 130] {
+        let path = dir.path().join(format!("seg{cpus}"));
+        let slots = 20u32;
+        let _w = segment(&path, cpus, slots);
+        let mut seg = Segment::open(&path).unwrap();
+        let n = seg.nr_cpus();
+        let good = seg.handle("c3").unwrap();
+        let mut bad = good.clone();
+        bad.instance.slot = slots;
+        // Every shape: one handle, a few (direct loop), more than 8 (tiled
+        // at 130 CPUs).
+        for count in [1usize, 3, 12] {
+            let mut hs = vec![good.clone(); count - 1];
+            hs.push(bad.clone());
+            let mut out = vec![0u64; n * count];
+            let e = seg.read_many(&hs, &mut out).unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    Error::Abi(perfabi::Error::OutOfBounds(Section::Counters))
+                ),
+                "{cpus} CPUs, {count} handles: {e:?}"
+            );
+        }
+        let mut one = vec![0u64; n];
+        let e = seg.read(&bad, &mut one).unwrap_err();
+        assert!(
+            matches!(e, Error::Abi(perfabi::Error::OutOfBounds(_))),
+            "{e:?}"
+        );
+
+        // The core's view, with the bad slot claimed verified at the
+        // generation a good read returned.
+        let file = std::fs::File::open(&path).unwrap();
+        let md = file.metadata().unwrap();
+        let map = perfabi_shm::SegmentMap::new(file, &md, perfabi::trust::Origin::File, u64::MAX)
+            .unwrap();
+        let view = map.view();
+        let key = (good.instance.slot, good.instance.reg_id);
+        for count in [1usize, 3, 12] {
+            let mut keys = vec![key; count];
+            let mut out = vec![0u64; n * count];
+            let g = view.read_slots_at(&keys, None, &mut out, 100).unwrap();
+            assert_eq!(out[n - 1], 3 << 20 | u64::from(cpus - 1));
+            *keys.last_mut().unwrap() = (u32::MAX, key.1);
+            for verified in [None, Some(g)] {
+                let e = view
+                    .read_slots_at(&keys, verified, &mut out, 100)
+                    .unwrap_err();
+                assert_eq!(e, perfabi::Error::OutOfBounds(Section::Counters));
+            }
+        }
+    }
+}
