@@ -17,7 +17,7 @@ use perfabi_shm::writer::{Config, Writer};
 use perfabi_test_harness::deadline::Deadline;
 
 mod support;
-use support::directory::{config, read, total};
+use support::directory::{config, count_requests, read, total};
 
 /// A writer `name` in `dir` whose counter `app.requests` (help `help`)
 /// counted `n`.
@@ -28,16 +28,7 @@ fn counting(dir: &Path, name: &str, help: &str, n: i64) -> Writer {
 /// [`counting`] with `config`.
 fn counting_with(dir: &Path, name: &str, help: &str, n: i64, config: &Config) -> Writer {
     let w = Writer::create_in(dir, name, config).unwrap();
-    let f = w
-        .add_family(&FamilySpec::new(
-            "app.requests",
-            help,
-            "",
-            Kind::Counter,
-            Unit::COUNT,
-        ))
-        .unwrap();
-    w.member_add(&w.add_member(f, "", &[]).unwrap(), n).unwrap();
+    count_requests(&w, help, n);
     w
 }
 
@@ -764,16 +755,7 @@ fn finding_10_a_writer_stopped_mid_update_never_makes_a_total_go_backwards() {
         ..config(0)
     };
     let w = Writer::create_in(&dir, "app", &config).unwrap();
-    let f = w
-        .add_family(&FamilySpec::new(
-            "app.requests",
-            "Requests",
-            "",
-            Kind::Counter,
-            Unit::COUNT,
-        ))
-        .unwrap();
-    w.member_add(&w.add_member(f, "", &[]).unwrap(), 5).unwrap();
+    count_requests(&w, "Requests", 5);
     let _other = counting(&dir, "app", "Requests", 2);
     let mut d = Directory::open(&dir, DirectoryOptions::default()).unwrap();
     assert_eq!(

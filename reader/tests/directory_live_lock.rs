@@ -9,14 +9,14 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use perfabi::layout::{Header, FLAG_LIVE_LOCK, HEADER_SIZE_V1_0};
-use perfabi::{FamilySpec, Kind, Reading, Unit};
+use perfabi::Reading;
 use perfabi_reader::{Liveness, Segment};
 use perfabi_shm::writer::fold::{fold, writer_dead};
 use perfabi_shm::writer::{Config, Health, MemberId, Writer};
 use perfabi_test_harness::deadline::Deadline;
 
 mod support;
-use support::directory::{read, total};
+use support::directory::{count_requests, read, total};
 
 fn config() -> Config {
     Config {
@@ -31,17 +31,7 @@ fn config() -> Config {
 /// that counter's member.
 fn counting(dir: &Path, name: &str, n: i64) -> (Writer, MemberId) {
     let w = Writer::create_in(dir, name, &config()).unwrap();
-    let f = w
-        .add_family(&FamilySpec::new(
-            "app.requests",
-            "Requests",
-            "",
-            Kind::Counter,
-            Unit::COUNT,
-        ))
-        .unwrap();
-    let m = w.add_member(f, "", &[]).unwrap();
-    w.member_add(&m, n).unwrap();
+    let m = count_requests(&w, "Requests", n);
     (w, m)
 }
 

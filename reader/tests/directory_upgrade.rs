@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use perfabi::{Buckets, FamilySpec, Kind, Reading, Unit};
+use perfabi::{Buckets, FamilySpec, Reading, Unit};
 use perfabi_reader::directory::Scrape;
 use perfabi_shm::directory::KEPT_NAME;
 use perfabi_shm::writer::fold::fold;
@@ -17,7 +17,7 @@ use perfabi_shm::writer::Writer;
 use perfabi_test_harness::deadline::Deadline;
 
 mod support;
-use support::directory::{config, create_unfolded, read};
+use support::directory::{config, count_requests, create_unfolded, read};
 
 const ENV_DIR: &str = "PERFABI_TEST_UPGRADE_DIR";
 const ENV_NAME: &str = "PERFABI_TEST_UPGRADE_NAME";
@@ -33,16 +33,7 @@ fn counting(dir: &Path, name: &str, help: &str, n: i64, folds: bool) -> Writer {
     } else {
         create_unfolded(dir, name, &config(0))
     };
-    let f = w
-        .add_family(&FamilySpec::new(
-            "app.requests",
-            help,
-            "",
-            Kind::Counter,
-            Unit::COUNT,
-        ))
-        .unwrap();
-    w.member_add(&w.add_member(f, "", &[]).unwrap(), n).unwrap();
+    count_requests(&w, help, n);
     w
 }
 

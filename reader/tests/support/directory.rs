@@ -4,10 +4,10 @@
 
 use std::path::Path;
 
-use perfabi::Reading;
+use perfabi::{FamilySpec, Kind, Reading, Unit};
 use perfabi_reader::directory::{Directory, DirectoryOptions, Scrape};
 use perfabi_shm::directory::SegmentName;
-use perfabi_shm::writer::{Config, Writer};
+use perfabi_shm::writer::{Config, MemberId, Writer};
 
 /// The directory tests' writers: two CPUs, 64 instance slots and
 /// `damon_capacity` DAMON slots (other settings default).
@@ -41,4 +41,21 @@ pub fn total(s: &Scrape, family: &str) -> Option<Reading> {
     let f = s.families.iter().find(|f| f.family.name == family)?;
     assert!(f.readings.len() <= 1, "{family}: one series");
     f.readings.first().cloned()
+}
+
+/// Adds to `w` the counter family `app.requests` (help `help`, no
+/// dimension) with one member that counted `n`; returns that member.
+pub fn count_requests(w: &Writer, help: &str, n: i64) -> MemberId {
+    let f = w
+        .add_family(&FamilySpec::new(
+            "app.requests",
+            help,
+            "",
+            Kind::Counter,
+            Unit::COUNT,
+        ))
+        .unwrap();
+    let m = w.add_member(f, "", &[]).unwrap();
+    w.member_add(&m, n).unwrap();
+    m
 }
