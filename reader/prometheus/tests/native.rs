@@ -27,12 +27,12 @@ const PROTOBUF_ACCEPT: &str = "application/vnd.google.protobuf;\
     text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
 
 /// A segment with one `LOG2` histogram `rpc.latency` (ns, not converted:
-/// bounds 1, 2, 4, …, 2^14 and `+Inf`).
+/// bounds 1, 2, 4, …, 2^14 and `+Inf`), and room for two more families.
 fn segment(dir: &std::path::Path) -> (Writer, MemberId) {
     let cfg = Config {
         max_instances: 64,
-        max_families: 2,
-        max_members: 2,
+        max_families: 4,
+        max_members: 4,
         damon_capacity: 0,
         ..Config::default()
     };
@@ -150,27 +150,7 @@ fn family_names(body: &[u8]) -> Vec<String> {
 #[test]
 fn the_protobuf_page_keeps_only_the_families_name_filters_ask_for() {
     let dir = tempfile::tempdir().unwrap();
-    let w = Writer::create(
-        dir.path().join("seg"),
-        &Config {
-            max_instances: 64,
-            max_families: 4,
-            max_members: 4,
-            damon_capacity: 0,
-            ..Config::default()
-        },
-    )
-    .unwrap();
-    let lat = w
-        .add_family(&FamilySpec::histogram(
-            "rpc.latency",
-            "RPC latency",
-            "",
-            Unit::NS,
-            Buckets::Log2 { first: 0, n: 16 },
-        ))
-        .unwrap();
-    let l = w.add_member(lat, "", &[]).unwrap();
+    let (w, l) = segment(dir.path());
     w.observe(&l, 3).unwrap();
     let req = w
         .add_family(&FamilySpec::new(
