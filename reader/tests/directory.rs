@@ -8,21 +8,15 @@ use std::path::Path;
 
 use perfabi::{Buckets, FamilySpec, GaugeMode, Kind, Reading, Unit};
 use perfabi_reader::directory::{Directory, DirectoryOptions, Scrape};
-use perfabi_shm::writer::{Config, Writer};
+use perfabi_shm::writer::Writer;
 
-fn config() -> Config {
-    Config {
-        nr_cpus: Some(2),
-        max_instances: 64,
-        damon_capacity: 64,
-        ..Config::default()
-    }
-}
+mod support;
+use support::directory::config;
 
 /// A writer `w<k>` of one of each kind in `dir`, with values scaled by `k`
 /// (the writers of one test share a pid: their names tell them apart).
 fn worker(dir: &Path, k: u64) -> Writer {
-    let w = Writer::create_in(dir, &format!("w{k}"), &config()).unwrap();
+    let w = Writer::create_in(dir, &format!("w{k}"), &config(64)).unwrap();
     let req = w
         .add_family(&FamilySpec::new(
             "app.requests",
@@ -206,7 +200,7 @@ fn conflicting_metadata_refuses_that_family_alone_naming_both_files() {
     let top = tempfile::tempdir().unwrap();
     let dir = top.path().join("segs");
     let a = worker(&dir, 1);
-    let b = Writer::create_in(&dir, "other", &config()).unwrap();
+    let b = Writer::create_in(&dir, "other", &config(64)).unwrap();
     let f = b
         .add_family(&FamilySpec::new(
             "app.requests",

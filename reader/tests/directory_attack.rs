@@ -9,55 +9,26 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use perfabi::{FamilySpec, GaugeMode, Kind, Reading, Unit};
-use perfabi_reader::directory::{Directory, DirectoryOptions, Scrape};
+use perfabi_reader::directory::{Directory, DirectoryOptions};
 use perfabi_reader::{Options, Segment};
 use perfabi_shm::directory::{KEPT_NAME, LOCK_NAME, MAX_ENTRIES};
 use perfabi_shm::writer::fold::{dead_for_sure, fold};
 use perfabi_shm::writer::{Config, Writer};
 use perfabi_test_harness::deadline::Deadline;
 
-fn config() -> Config {
-    Config {
-        nr_cpus: Some(2),
-        max_instances: 64,
-        damon_capacity: 0,
-        ..Config::default()
-    }
-}
-
-fn read(dir: &Path) -> Scrape {
-    Directory::open(dir, DirectoryOptions::default())
-        .unwrap()
-        .read()
-        .unwrap()
-}
-
-/// The merged value of the one series of `family` (`None`: no series).
-fn total(s: &Scrape, family: &str) -> Option<Reading> {
-    let f = s.families.iter().find(|f| f.family.name == family)?;
-    assert!(f.readings.len() <= 1, "{family}: one series");
-    f.readings.first().cloned()
-}
+mod support;
+use support::directory::{config, count_requests, read, total};
 
 /// A writer `name` in `dir` whose counter `app.requests` (help `help`)
 /// counted `n`.
 fn counting(dir: &Path, name: &str, help: &str, n: i64) -> Writer {
-    counting_with(dir, name, help, n, &config())
+    counting_with(dir, name, help, n, &config(0))
 }
 
 /// [`counting`] with `config`.
 fn counting_with(dir: &Path, name: &str, help: &str, n: i64, config: &Config) -> Writer {
     let w = Writer::create_in(dir, name, config).unwrap();
-    let f = w
-        .add_family(&FamilySpec::new(
-            "app.requests",
-            help,
-            "",
-            Kind::Counter,
-            Unit::COUNT,
-        ))
-        .unwrap();
-    w.member_add(&w.add_member(f, "", &[]).unwrap(), n).unwrap();
+    count_requests(&w, help, n);
     w
 }
 
@@ -325,7 +296,7 @@ fn finding_4_a_live_writer_in_another_namespace_is_not_folded() {
 fn finding_5_the_writer_label_never_repeats_a_key() {
     let top = tempfile::tempdir().unwrap();
     let dir = top.path().join("segs");
-    let w = Writer::create_in(&dir, "app", &config()).unwrap();
+    let w = Writer::create_in(&dir, "app", &config(0)).unwrap();
     let g = w
         .add_family(&FamilySpec::gauge(
             "app.threads",
@@ -426,7 +397,7 @@ fn the_header_not_the_name_decides_who_is_dead() {
     // No heartbeat: its check of its path would see the rename below.
     let quiet = Config {
         auto_heartbeat: false,
-        ..config()
+        ..config(0)
     };
     let live = counting_with(&dir, "app", "Requests", 2, &quiet);
     let live_path = live.path().unwrap().to_path_buf();
@@ -746,7 +717,7 @@ fn a_hundred_thousand_other_entries_cost_a_bounded_listing() {
 fn finding_8_a_family_named_as_the_kept_list_is_refused_or_kept() {
     let top = tempfile::tempdir().unwrap();
     let dir = top.path().join("segs");
-    let w = Writer::create_in(&dir, "app", &config()).unwrap();
+    let w = Writer::create_in(&dir, "app", &config(0)).unwrap();
     let Ok(f) = w.add_family(&FamilySpec::new(
         perfabi_shm::directory::FOLDED_FAMILY,
         "Folded sheets",
@@ -781,19 +752,10 @@ fn finding_10_a_writer_stopped_mid_update_never_makes_a_total_go_backwards() {
     let dir = top.path().join("segs");
     let config = Config {
         auto_heartbeat: false, // a stopped process runs nothing
-        ..config()
+        ..config(0)
     };
     let w = Writer::create_in(&dir, "app", &config).unwrap();
-    let f = w
-        .add_family(&FamilySpec::new(
-            "app.requests",
-            "Requests",
-            "",
-            Kind::Counter,
-            Unit::COUNT,
-        ))
-        .unwrap();
-    w.member_add(&w.add_member(f, "", &[]).unwrap(), 5).unwrap();
+    count_requests(&w, "Requests", 5);
     let _other = counting(&dir, "app", "Requests", 2);
     let mut d = Directory::open(&dir, DirectoryOptions::default()).unwrap();
     assert_eq!(
@@ -823,7 +785,7 @@ fn a_segments_family_named_as_the_kept_list_is_a_problem_of_its_own() {
     let dir = top.path().join("segs");
     let _other = counting(&dir, "app", "Requests", 2);
     let name = perfabi_shm::directory::SegmentName::new("forged").unwrap();
-    let w = Writer::create(dir.join(name.to_string()), &config()).unwrap();
+    let w = Writer::create(dir.join(name.to_string()), &config(0)).unwrap();
     let f = w
         .add_family(&FamilySpec::new(
             perfabi_shm::directory::FOLDED_FAMILY,

@@ -10,10 +10,13 @@
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::AtomicU64;
 
-use perfabi::{Buckets, FamilySpec, Kind, Reading, SegmentView, Unit};
+use perfabi::{Buckets, FamilySpec, Reading, SegmentView, Unit};
 use perfabi_reader::directory::{Directory, DirectoryOptions};
 use perfabi_shm::writer::fold::fold;
 use perfabi_shm::writer::{Config, Writer};
+
+mod support;
+use support::directory::count_requests;
 
 /// (requests, observation count, segments read).
 fn totals(dir: &std::path::Path) -> (u64, u64, usize) {
@@ -49,17 +52,7 @@ fn a_dead_writers_busy_block_is_read_settled_by_readers_and_the_fold_alike() {
         ..Config::default()
     };
     let w = Writer::create_in(&dir, "w", &config).unwrap();
-    let f = w
-        .add_family(&FamilySpec::new(
-            "app.requests",
-            "Requests",
-            "",
-            Kind::Counter,
-            Unit::COUNT,
-        ))
-        .unwrap();
-    let m = w.add_member(f, "", &[]).unwrap();
-    w.member_add(&m, 5).unwrap();
+    count_requests(&w, "Requests", 5);
     let h = w
         .add_family(&FamilySpec::histogram(
             "app.latency",

@@ -8,21 +8,15 @@ use perfabi::{Buckets, FamilySpec, Kind, Reading, Semantics, Unit};
 use perfabi_reader::directory::{Directory, DirectoryOptions};
 use perfabi_shm::writer::fold::{fold, CRASH_ENV};
 
-use perfabi_shm::writer::{Config, Writer};
+use perfabi_shm::writer::Writer;
 
-fn config() -> Config {
-    Config {
-        nr_cpus: Some(2),
-        max_instances: 64,
-        damon_capacity: 64,
-        ..Config::default()
-    }
-}
+mod support;
+use support::directory::config;
 
 /// A writer in `dir` that counted `n` requests (a family and a 1.0
 /// counter), observed `n` latencies and peaked at `n`.
 fn writer(dir: &Path, n: u64) -> Writer {
-    let w = Writer::create_in(dir, "w", &config()).unwrap();
+    let w = Writer::create_in(dir, "w", &config(64)).unwrap();
     let f = w
         .add_family(&FamilySpec::new(
             "app.requests",

@@ -10,12 +10,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use perfabi::{FamilySpec, Kind, Reading, Unit};
+use perfabi::Reading;
 use perfabi_reader::directory::{Directory, DirectoryOptions};
 use perfabi_shm::directory::SegmentName;
 use perfabi_shm::writer::fold::{fold, MAX_BATCH};
 use perfabi_shm::writer::{Config, Writer};
 use perfabi_test_harness::deadline::Deadline;
+
+mod support;
+use support::directory::count_requests;
 
 fn config() -> Config {
     Config {
@@ -27,17 +30,7 @@ fn config() -> Config {
 }
 
 fn count(w: &Writer, n: i64) {
-    let f = w
-        .add_family(&FamilySpec::new(
-            "app.requests",
-            "Requests",
-            "",
-            Kind::Counter,
-            Unit::COUNT,
-        ))
-        .unwrap();
-    let m = w.add_member(f, "", &[]).unwrap();
-    w.member_add(&m, n).unwrap();
+    count_requests(w, "Requests", n);
 }
 
 /// A closed writer's file in `dir`, made without `create_in` (which would

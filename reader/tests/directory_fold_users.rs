@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use perfabi::{FamilySpec, Kind, Reading, Unit};
+use perfabi::Reading;
 use perfabi_reader::directory::{Directory, DirectoryOptions};
 use perfabi_shm::directory::lock::{self, Want};
 use perfabi_shm::directory::LOCK_NAME;
@@ -20,6 +20,9 @@ use perfabi_shm::safe_open::Folder;
 use perfabi_shm::writer::fold::fold;
 use perfabi_shm::writer::{Config, Writer};
 use perfabi_test_harness as harness;
+
+mod support;
+use support::directory::count_requests;
 
 const ENV_DIR: &str = "PERFABI_TEST_OTHER_DIR";
 const ENV_MODE: &str = "PERFABI_TEST_OTHER_MODE";
@@ -92,17 +95,7 @@ fn dead_writer(dir: &Path, n: i64) {
         },
     )
     .unwrap();
-    let f = w
-        .add_family(&FamilySpec::new(
-            "app.requests",
-            "Requests",
-            "",
-            Kind::Counter,
-            Unit::COUNT,
-        ))
-        .unwrap();
-    let m = w.add_member(f, "", &[]).unwrap();
-    w.member_add(&m, n).unwrap();
+    count_requests(&w, "Requests", n);
     w.close();
 }
 

@@ -9,54 +9,29 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use perfabi::layout::{Header, FLAG_LIVE_LOCK, HEADER_SIZE_V1_0};
-use perfabi::{FamilySpec, Kind, Reading, Unit};
-use perfabi_reader::directory::{Directory, DirectoryOptions, Scrape};
+use perfabi::Reading;
 use perfabi_reader::{Liveness, Segment};
 use perfabi_shm::writer::fold::{fold, writer_dead};
 use perfabi_shm::writer::{Config, Health, MemberId, Writer};
 use perfabi_test_harness::deadline::Deadline;
 
+mod support;
+use support::directory::{count_requests, read, total};
+
 fn config() -> Config {
     Config {
-        nr_cpus: Some(2),
-        max_instances: 64,
-        damon_capacity: 0,
         // Heartbeats (and the folds of the heartbeat thread) only where
         // the test makes them.
         auto_heartbeat: false,
-        ..Config::default()
+        ..support::directory::config(0)
     }
-}
-
-fn read(dir: &Path) -> Scrape {
-    Directory::open(dir, DirectoryOptions::default())
-        .unwrap()
-        .read()
-        .unwrap()
-}
-
-/// The merged value of the one series of `family` (`None`: no series).
-fn total(s: &Scrape, family: &str) -> Option<Reading> {
-    let f = s.families.iter().find(|f| f.family.name == family)?;
-    assert!(f.readings.len() <= 1, "{family}: one series");
-    f.readings.first().cloned()
 }
 
 /// A writer `name` in `dir` whose counter `app.requests` counted `n`, and
 /// that counter's member.
 fn counting(dir: &Path, name: &str, n: i64) -> (Writer, MemberId) {
     let w = Writer::create_in(dir, name, &config()).unwrap();
-    let f = w
-        .add_family(&FamilySpec::new(
-            "app.requests",
-            "Requests",
-            "",
-            Kind::Counter,
-            Unit::COUNT,
-        ))
-        .unwrap();
-    let m = w.add_member(f, "", &[]).unwrap();
-    w.member_add(&m, n).unwrap();
+    let m = count_requests(&w, "Requests", n);
     (w, m)
 }
 

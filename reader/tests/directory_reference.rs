@@ -13,14 +13,17 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use perfabi::{Buckets, FamilySpec, Kind, Reading, Unit};
-use perfabi_reader::directory::{Directory, DirectoryOptions, Scrape};
+use perfabi_reader::directory::Scrape;
 use perfabi_reader::{Options, Segment};
 use perfabi_shm::directory::reference::KeptIndex;
-use perfabi_shm::directory::{SegmentName, KEPT_NAME};
+use perfabi_shm::directory::KEPT_NAME;
 use perfabi_shm::writer::fold::{fold, MAX_BATCH};
-use perfabi_shm::writer::{Config, Writer};
+use perfabi_shm::writer::Writer;
 use perfabi_test_harness::deadline::Deadline;
 use perfabi_test_harness::KillOnDrop;
+
+mod support;
+use support::directory::{config, create_unfolded, read};
 
 const ENV_DIR: &str = "PERFABI_TEST_REFERENCE_DIR";
 const ENV_NAME: &str = "PERFABI_TEST_REFERENCE_NAME";
@@ -28,20 +31,9 @@ const ENV_FIRST: &str = "PERFABI_TEST_REFERENCE_FIRST";
 const ENV_COUNT: &str = "PERFABI_TEST_REFERENCE_COUNT";
 const ENV_LIVE: &str = "PERFABI_TEST_REFERENCE_LIVE";
 
-fn config() -> Config {
-    Config {
-        nr_cpus: Some(2),
-        max_instances: 64,
-        damon_capacity: 0,
-        ..Config::default()
-    }
-}
-
 /// A writer in `dir` (created without folding) named `name`.
 fn create(dir: &Path, name: &str) -> Writer {
-    perfabi_shm::directory::prepare(dir).unwrap();
-    let file = SegmentName::new(name).unwrap().to_string();
-    Writer::create(dir.join(file), &config()).unwrap()
+    create_unfolded(dir, name, &config(0))
 }
 
 /// A writer process of these tests: histogram `app.latency` of log2
@@ -143,13 +135,6 @@ fn fillers(dir: &Path) {
         w.member_add(&w.add_member(f, "", &[]).unwrap(), 1).unwrap();
         w.close();
     }
-}
-
-fn read(dir: &Path) -> Scrape {
-    Directory::open(dir, DirectoryOptions::default())
-        .unwrap()
-        .read()
-        .unwrap()
 }
 
 /// `app.latency`'s merged observation count and first bucket, and the

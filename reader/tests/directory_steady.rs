@@ -8,21 +8,15 @@ use std::path::Path;
 
 use perfabi::{Buckets, FamilySpec, GaugeMode, Kind, Reading, Unit};
 use perfabi_reader::directory::{Directory, DirectoryOptions, Scrape};
-use perfabi_shm::writer::{Config, Writer};
+use perfabi_shm::writer::Writer;
 
-fn config() -> Config {
-    Config {
-        nr_cpus: Some(2),
-        max_instances: 64,
-        damon_capacity: 0,
-        ..Config::default()
-    }
-}
+mod support;
+use support::directory::config;
 
 /// A writer `w<k>`: a counter of two routes (one labelled), a histogram
 /// and gauges of modes max and all, values scaled by `k`.
 fn worker(dir: &Path, k: u64) -> Writer {
-    let w = Writer::create_in(dir, &format!("w{k}"), &config()).unwrap();
+    let w = Writer::create_in(dir, &format!("w{k}"), &config(0)).unwrap();
     let req = w
         .add_family(&FamilySpec::new(
             "app.requests",

@@ -9,55 +9,31 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use perfabi::{Buckets, FamilySpec, Kind, Reading, Unit};
-use perfabi_reader::directory::{Directory, DirectoryOptions, Scrape};
-use perfabi_shm::directory::{SegmentName, KEPT_NAME};
+use perfabi::{Buckets, FamilySpec, Reading, Unit};
+use perfabi_reader::directory::Scrape;
+use perfabi_shm::directory::KEPT_NAME;
 use perfabi_shm::writer::fold::fold;
-use perfabi_shm::writer::{Config, Writer};
+use perfabi_shm::writer::Writer;
 use perfabi_test_harness::deadline::Deadline;
+
+mod support;
+use support::directory::{config, count_requests, create_unfolded, read};
 
 const ENV_DIR: &str = "PERFABI_TEST_UPGRADE_DIR";
 const ENV_NAME: &str = "PERFABI_TEST_UPGRADE_NAME";
 const ENV_HELP: &str = "PERFABI_TEST_UPGRADE_HELP";
 const ENV_FOLD: &str = "PERFABI_TEST_UPGRADE_FOLD";
 
-fn config() -> Config {
-    Config {
-        nr_cpus: Some(2),
-        max_instances: 64,
-        damon_capacity: 0,
-        ..Config::default()
-    }
-}
-
-fn read(dir: &Path) -> Scrape {
-    Directory::open(dir, DirectoryOptions::default())
-        .unwrap()
-        .read()
-        .unwrap()
-}
-
 /// A writer in `dir` whose counter `app.requests` (help `help`) counted
 /// `n`; made by [`Writer::create_in`] (which folds) if `folds`, else
 /// created under a directory name without folding.
 fn counting(dir: &Path, name: &str, help: &str, n: i64, folds: bool) -> Writer {
     let w = if folds {
-        Writer::create_in(dir, name, &config()).unwrap()
+        Writer::create_in(dir, name, &config(0)).unwrap()
     } else {
-        perfabi_shm::directory::prepare(dir).unwrap();
-        let file = SegmentName::new(name).unwrap().to_string();
-        Writer::create(dir.join(file), &config()).unwrap()
+        create_unfolded(dir, name, &config(0))
     };
-    let f = w
-        .add_family(&FamilySpec::new(
-            "app.requests",
-            help,
-            "",
-            Kind::Counter,
-            Unit::COUNT,
-        ))
-        .unwrap();
-    w.member_add(&w.add_member(f, "", &[]).unwrap(), n).unwrap();
+    count_requests(&w, help, n);
     w
 }
 
@@ -66,7 +42,7 @@ fn counting(dir: &Path, name: &str, help: &str, n: i64, folds: bool) -> Writer {
 /// folds).
 fn observing(dir: &Path, name: &str, first: u32, values: &[u64]) -> Writer {
     observing_in(
-        Writer::create_in(dir, name, &config()).unwrap(),
+        Writer::create_in(dir, name, &config(0)).unwrap(),
         first,
         values,
     )
@@ -256,13 +232,7 @@ fn a_dead_writers_file_of_old_buckets_is_left_out_and_live_writers_that_disagree
     let top = tempfile::tempdir().unwrap();
     let dir = top.path().join("segs");
     let unfolded = |name: &str, first: u32, values: &[u64]| {
-        perfabi_shm::directory::prepare(&dir).unwrap();
-        let file = SegmentName::new(name).unwrap().to_string();
-        observing_in(
-            Writer::create(dir.join(file), &config()).unwrap(),
-            first,
-            values,
-        )
+        observing_in(create_unfolded(&dir, name, &config(0)), first, values)
     };
     // Version 1 gone, its file not folded yet; version 2 live.
     let v1 = unfolded("old", 10, &[100, 2000, 5000]);

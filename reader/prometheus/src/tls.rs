@@ -216,28 +216,17 @@ impl HandshakeLog {
     }
 }
 
+/// The endpoint's tests' certificates, shared with its unit tests below.
+#[cfg(test)]
+#[path = "../tests/common/certs.rs"]
+mod test_certs;
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::web_config::{Pem, WebConfig};
-    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 
-    /// A CA, and a certificate it signed for 127.0.0.1, with its key.
-    fn certs() -> (String, String, String) {
-        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        // A subject of its own: the leaf's default one would make the leaf
-        // look self-signed to OpenSSL.
-        ca.distinguished_name
-            .push(rcgen::DnType::CommonName, "perfabi test CA");
-        let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
-        let key = KeyPair::generate().unwrap();
-        let leaf = CertificateParams::new(vec!["127.0.0.1".to_string()])
-            .unwrap()
-            .signed_by(&key, &ca)
-            .unwrap();
-        (ca.pem(), leaf.pem(), key.serialize_pem())
-    }
+    use super::test_certs::signed_for_loopback as certs;
 
     /// A handshake with `server` in memory by a client trusting `ca` (and
     /// showing `client`, a certificate and key, if given): the version and

@@ -54,6 +54,35 @@ fn segment(path: &Path, members: u32) -> Writer {
     w
 }
 
+/// An endpoint started with `args` on a [`segment`] of `members` in a
+/// directory of its own; the endpoint, the writer and the directory go in
+/// that order when it is dropped.
+struct Served {
+    endpoint: common::Running,
+    _writer: Writer,
+    _dir: tempfile::TempDir,
+}
+
+impl std::ops::Deref for Served {
+    type Target = common::Running;
+
+    fn deref(&self) -> &common::Running {
+        &self.endpoint
+    }
+}
+
+/// [`Served`]: a tempdir, a [`segment`] of `members` and `start(args)`.
+fn served(members: u32, args: &[&str]) -> Served {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let writer = segment(&path, members);
+    Served {
+        endpoint: start(&path, args),
+        _writer: writer,
+        _dir: dir,
+    }
+}
+
 /// A writer whose page is large: `members` histogram series of 20 buckets
 /// (about 1.7 KB of page per member).
 fn large_segment(path: &Path, members: u32) -> Writer {
@@ -102,10 +131,7 @@ fn scrape_within(addr: SocketAddr, within: Duration) -> Duration {
 /// head, so a scrape queued behind them took minutes).
 #[test]
 fn idle_and_half_sent_connections_delay_no_scrape() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("seg");
-    let _w = segment(&path, 100);
-    let e = start(&path, &[]);
+    let e = served(100, &[]);
     let mut held = Vec::new();
     for _ in 0..200 {
         held.push(TcpStream::connect(e.addr).unwrap());
@@ -204,10 +230,7 @@ fn slow_readers_delay_no_scrape_and_are_cut_off_at_the_send_deadline() {
 /// is answered when it ends its head) nor the newer idle ones.
 #[test]
 fn at_the_bound_the_connection_idle_the_longest_is_closed() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("seg");
-    let _w = segment(&path, 10);
-    let e = start(&path, &["--max-connections", "4", "--read-timeout", "60"]);
+    let e = served(10, &["--max-connections", "4", "--read-timeout", "60"]);
     let pause = || std::thread::sleep(Duration::from_millis(200));
     let mut c1 = connect(e.addr);
     pause();
@@ -252,10 +275,7 @@ fn at_the_bound_the_connection_idle_the_longest_is_closed() {
 /// closed once it has been idle for `--idle-timeout`, not before.
 #[test]
 fn a_kept_alive_connection_serves_again_until_idle_too_long() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("seg");
-    let _w = segment(&path, 10);
-    let e = start(&path, &["--write-timeout", "1", "--idle-timeout", "4"]);
+    let e = served(10, &["--write-timeout", "1", "--idle-timeout", "4"]);
     let mut s = connect(e.addr);
     // The segment's family alone: the endpoint's own change between two
     // scrapes.
@@ -284,10 +304,7 @@ fn a_kept_alive_connection_serves_again_until_idle_too_long() {
 /// other paths are 404 whatever the method.
 #[test]
 fn head_is_get_without_a_body_and_other_methods_are_405() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("seg");
-    let _w = segment(&path, 10);
-    let e = start(&path, &[]);
+    let e = served(10, &[]);
     let mut s = connect(e.addr);
     // The segment's family alone: the endpoint's own change between two
     // scrapes, and their length with them.
@@ -437,10 +454,7 @@ fn an_open_file_limit_below_the_bound_lowers_it() {
 /// in the listen queue until the first head's deadline, a minute).
 #[test]
 fn a_bound_full_of_unfinished_heads_delays_no_scrape() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("seg");
-    let _w = segment(&path, 10);
-    let e = start(&path, &["--max-connections", "8", "--read-timeout", "60"]);
+    let e = served(10, &["--max-connections", "8", "--read-timeout", "60"]);
     let mut heads: Vec<_> = (0..8)
         .map(|_| {
             let mut s = connect(e.addr);
@@ -512,10 +526,7 @@ fn stalled_pipeliner(addr: SocketAddr) -> TcpStream {
 /// minute).
 #[test]
 fn a_bound_full_of_stalled_answers_delays_no_scrape() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("seg");
-    let _w = segment(&path, 10);
-    let e = start(&path, &["--max-connections", "8", "--write-timeout", "60"]);
+    let e = served(10, &["--max-connections", "8", "--write-timeout", "60"]);
     let mut stalled: Vec<_> = (0..8).map(|_| stalled_pipeliner(e.addr)).collect();
     let took = scrape_within(e.addr, Duration::from_secs(5));
     assert!(closed_within(&mut stalled[0], Duration::from_secs(5)));
@@ -657,10 +668,7 @@ fn endpoint_queues(s: &TcpStream) -> (usize, usize) {
 /// it for 1 to 3 s (the bench's `--stalled 2000`).
 #[test]
 fn a_client_that_never_reads_costs_few_answers() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("seg");
-    let _w = segment(&path, 10);
-    let e = start(&path, &[]);
+    let e = served(10, &[]);
     let s = stalled_pipeliner(e.addr);
     let held = kernel_holds_for_endpoint(&s);
     assert!(held <= 48 << 10, "the kernel holds {held} bytes for it");
@@ -675,10 +683,7 @@ fn a_client_that_never_reads_costs_few_answers() {
 /// machine's memory.
 #[test]
 fn a_client_that_never_reads_costs_little_memory_for_its_requests() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("seg");
-    let _w = segment(&path, 10);
-    let e = start(&path, &[]);
+    let e = served(10, &[]);
     let s = stalled_pipeliner(e.addr);
     let (_, unread) = endpoint_queues(&s);
     assert!(
@@ -724,10 +729,7 @@ fn running_out_of_descriptors_is_logged_once_not_at_each_accept() {
     ) {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("seg");
-    let _w = segment(&path, 10);
-    let e = start(&path, &[]);
+    let e = served(10, &[]);
     scrape_within(e.addr, Duration::from_secs(5));
     let soft = soft_open_files(e.pid());
     set_soft_open_files(e.pid(), 24);
@@ -773,10 +775,7 @@ fn running_out_of_descriptors_is_logged_once_not_at_each_accept() {
 /// routed by the other `Host`); HTTP/1.0 without one is served.
 #[test]
 fn a_request_without_one_host_is_400() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("seg");
-    let _w = segment(&path, 10);
-    let e = start(&path, &[]);
+    let e = served(10, &[]);
     for request in [
         &b"GET /metrics HTTP/1.1\r\n\r\n"[..],
         b"GET /metrics HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
@@ -802,10 +801,7 @@ fn a_request_without_one_host_is_400() {
 /// without a byte, and curl said "stream 1 was not closed cleanly".
 #[test]
 fn an_http2_client_is_told_to_use_http1() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("seg");
-    let _w = segment(&path, 10);
-    let e = start(&path, &[]);
+    let e = served(10, &[]);
     let mut s = connect(e.addr);
     s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
     let mut got = Vec::new();
@@ -824,10 +820,7 @@ fn an_http2_client_is_told_to_use_http1() {
 /// before, the connection was reset without a word.
 #[test]
 fn a_head_not_whole_in_time_is_408() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("seg");
-    let _w = segment(&path, 10);
-    let e = start(&path, &["--read-timeout", "1"]);
+    let e = served(10, &["--read-timeout", "1"]);
     let mut s = connect(e.addr);
     s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
         .unwrap();

@@ -4,13 +4,14 @@
 //! `histogram_count`, `histogram_sum` and `histogram_quantile` (of the
 //! histogram and of its `rate`) are the observations'; beside it, a
 //! Prometheus without the feature keeps reading the classic `_bucket`
-//! series of the same endpoint.
+//! series of the same endpoint. The protobuf page keeps, under `name[]`
+//! filters, exactly the families the text page keeps.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use perfabi::{Buckets, FamilySpec, Unit};
+use perfabi::{Buckets, FamilySpec, Kind, Unit};
 use perfabi_prometheus::protobuf::metrics::MetricFamily;
 use perfabi_shm::writer::{Config, MemberId, Writer};
 use perfabi_test_harness::http;
@@ -26,12 +27,12 @@ const PROTOBUF_ACCEPT: &str = "application/vnd.google.protobuf;\
     text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
 
 /// A segment with one `LOG2` histogram `rpc.latency` (ns, not converted:
-/// bounds 1, 2, 4, …, 2^14 and `+Inf`).
+/// bounds 1, 2, 4, …, 2^14 and `+Inf`), and room for two more families.
 fn segment(dir: &std::path::Path) -> (Writer, MemberId) {
     let cfg = Config {
         max_instances: 64,
-        max_families: 2,
-        max_members: 2,
+        max_families: 4,
+        max_members: 4,
         damon_capacity: 0,
         ..Config::default()
     };
@@ -52,11 +53,17 @@ fn segment(dir: &std::path::Path) -> (Writer, MemberId) {
 /// `GET /metrics` with `accept` on a connection closed after it: the
 /// head and the body's bytes.
 fn get_bytes(addr: SocketAddr, accept: &str) -> (String, Vec<u8>) {
+    get_path_bytes(addr, "/metrics", accept)
+}
+
+/// `GET path` with `accept` on a connection closed after it: the head and
+/// the body's bytes.
+fn get_path_bytes(addr: SocketAddr, path: &str, accept: &str) -> (String, Vec<u8>) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     write!(
         s,
-        "GET /metrics HTTP/1.1\r\nHost: localhost\r\nAccept: {accept}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nAccept: {accept}\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
     let mut all = Vec::new();
@@ -126,6 +133,128 @@ fn the_protobuf_page_by_accept_header() {
     assert!(head.contains("text/plain; version=0.0.4"), "{head}");
     let text = String::from_utf8(body).unwrap();
     assert!(text.contains("perfabi_rpc_latency_count 4\n"), "{text}");
+}
+
+/// The names of the delimited `MetricFamily` messages of `body`, in order.
+fn family_names(body: &[u8]) -> Vec<String> {
+    let mut rest = body;
+    let mut names = Vec::new();
+    while !rest.is_empty() {
+        let f = MetricFamily::decode_length_delimited(&mut rest)
+            .unwrap_or_else(|e| panic!("a delimited MetricFamily after {names:?}: {e}"));
+        names.push(f.name().to_string());
+    }
+    names
+}
+
+#[test]
+fn the_protobuf_page_keeps_only_the_families_name_filters_ask_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let (w, l) = segment(dir.path());
+    w.observe(&l, 3).unwrap();
+    let req = w
+        .add_family(&FamilySpec::new(
+            "app.requests",
+            "Requests",
+            "",
+            Kind::Counter,
+            Unit::COUNT,
+        ))
+        .unwrap();
+    let r = w.add_member(req, "", &[]).unwrap();
+    w.member_add(&r, 41).unwrap();
+    let depth = w
+        .add_family(&FamilySpec::new(
+            "queue.depth",
+            "Queued",
+            "",
+            Kind::Gauge,
+            Unit::NONE,
+        ))
+        .unwrap();
+    let q = w.add_member(depth, "", &[]).unwrap();
+    w.member_set(&q, 3).unwrap();
+    let e = common::start(&dir.path().join("seg"), &[]);
+
+    // Unfiltered, every family is there: the filter below has some to
+    // leave out, of the segment's and of the endpoint's own.
+    let (head, body) = get_bytes(e.addr, PROTOBUF_ACCEPT);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let all = family_names(&body);
+    for n in [
+        "perfabi_rpc_latency",
+        "perfabi_app_requests_total",
+        "perfabi_queue_depth",
+        "process_open_fds",
+        "perfabi_exporter_scrape_duration_seconds",
+    ] {
+        assert!(all.iter().any(|a| a == n), "{n} not in {all:?}");
+    }
+
+    // A histogram by its name, a counter by its name without `_total`, an
+    // unknown name, one of the endpoint's own families percent-encoded:
+    // exactly those that exist, in the page's order, as the text page.
+    let filter = "name[]=perfabi_rpc_latency&name[]=perfabi_app_requests\
+                  &name[]=no_such_family&name%5B%5D=process_open_fds";
+    let (head, body) = get_path_bytes(e.addr, &format!("/metrics?{filter}"), PROTOBUF_ACCEPT);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/vnd.google.protobuf;"),
+        "{head}"
+    );
+    assert_eq!(
+        family_names(&body),
+        [
+            "perfabi_rpc_latency",
+            "perfabi_app_requests_total",
+            "process_open_fds"
+        ]
+    );
+    let (_, text) = get_path_bytes(e.addr, &format!("/metrics?{filter}"), "text/plain");
+    let text = String::from_utf8(text).unwrap();
+    let types: Vec<&str> = text.lines().filter(|l| l.starts_with("# TYPE ")).collect();
+    assert_eq!(
+        types,
+        [
+            "# TYPE perfabi_rpc_latency histogram",
+            "# TYPE perfabi_app_requests_total counter",
+            "# TYPE process_open_fds gauge"
+        ],
+        "{text}"
+    );
+    // The counter by its full name, as the text page also takes it.
+    let (_, body) = get_path_bytes(
+        e.addr,
+        "/metrics?name[]=perfabi_app_requests_total",
+        PROTOBUF_ACCEPT,
+    );
+    assert_eq!(family_names(&body), ["perfabi_app_requests_total"]);
+
+    // Only unknown names: the status and the (empty) page the text page
+    // gives, in the protobuf page's own type.
+    let path = "/metrics?name[]=no_such_family";
+    let (phead, pbody) = get_path_bytes(e.addr, path, PROTOBUF_ACCEPT);
+    let (thead, tbody) = get_path_bytes(e.addr, path, "text/plain");
+    assert_eq!(
+        phead.lines().next(),
+        thead.lines().next(),
+        "{phead}\n{thead}"
+    );
+    assert!(phead.starts_with("HTTP/1.1 200"), "{phead}");
+    assert_eq!((pbody.len(), tbody.len()), (0, 0), "{tbody:?}");
+    assert!(
+        phead
+            .to_ascii_lowercase()
+            .contains("content-type: application/vnd.google.protobuf;"),
+        "{phead}"
+    );
+    // Too many names: the text page's 400, for the protobuf page too.
+    let many = vec!["name[]=x"; 257].join("&");
+    let (phead, _) = get_path_bytes(e.addr, &format!("/metrics?{many}"), PROTOBUF_ACCEPT);
+    let (thead, _) = get_path_bytes(e.addr, &format!("/metrics?{many}"), "text/plain");
+    assert!(phead.starts_with("HTTP/1.1 400"), "{phead}");
+    assert_eq!(phead.lines().next(), thead.lines().next());
 }
 
 /// The raw API answer to `query`: its first result, if any.

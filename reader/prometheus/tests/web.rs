@@ -17,7 +17,6 @@ use perfabi_shm::writer::{Config, Writer};
 use perfabi_test_harness::deadline::Deadline;
 use perfabi_test_harness::prometheus::{self, Prometheus};
 use perfabi_test_harness::readme;
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 
 mod common;
 
@@ -67,21 +66,10 @@ fn segment(path: &Path) -> Writer {
 /// A folder with `ca.crt`, and `server.crt`/`server.key` it signed for
 /// 127.0.0.1 (the names the README's example gives).
 fn certificates(dir: &Path) {
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    // A subject of its own: with rcgen's default for both, OpenSSL (curl)
-    // takes the server's certificate for a self-signed one.
-    ca.distinguished_name
-        .push(rcgen::DnType::CommonName, "perfabi test CA");
-    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .unwrap()
-        .signed_by(&key, &ca)
-        .unwrap();
-    std::fs::write(dir.join("ca.crt"), ca.pem()).unwrap();
-    std::fs::write(dir.join("server.crt"), cert.pem()).unwrap();
-    std::fs::write(dir.join("server.key"), key.serialize_pem()).unwrap();
+    let (ca, cert, key) = common::certs::signed_for_loopback();
+    std::fs::write(dir.join("ca.crt"), ca).unwrap();
+    std::fs::write(dir.join("server.crt"), cert).unwrap();
+    std::fs::write(dir.join("server.key"), key).unwrap();
 }
 
 /// The README's web configuration in `dir` (with the certificates it

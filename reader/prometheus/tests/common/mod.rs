@@ -5,6 +5,8 @@
 
 #![allow(dead_code)] // each test file uses its own part
 
+pub mod certs;
+
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
