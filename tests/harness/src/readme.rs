@@ -105,25 +105,29 @@ pub fn anchor(heading: &str) -> String {
         .collect()
 }
 
+/// The lines of `text` outside its fenced blocks (a block closes at a
+/// line equal to its opening run of backticks).
+fn outside_fences(text: &str) -> impl Iterator<Item = &str> {
+    let mut fence: Option<String> = None;
+    text.lines().filter(move |l| {
+        let t = l.trim();
+        if t.starts_with("```") {
+            match &fence {
+                None => fence = Some(t.chars().take_while(|&c| c == '`').collect()),
+                Some(open) if t == open => fence = None,
+                Some(_) => {}
+            }
+            return false;
+        }
+        fence.is_none()
+    })
+}
+
 /// The anchors of `text`'s headings (outside fenced blocks), with GitHub's
 /// `-1`, `-2` … for a repeated one.
 pub fn anchors(text: &str) -> Vec<String> {
     let mut seen: Vec<String> = Vec::new();
-    let mut fence: Option<String> = None;
-    for l in text.lines() {
-        let t = l.trim();
-        if t.starts_with("```") {
-            let f: String = t.chars().take_while(|&c| c == '`').collect();
-            match &fence {
-                None => fence = Some(f),
-                Some(open) if t == open => fence = None,
-                Some(_) => {}
-            }
-            continue;
-        }
-        if fence.is_some() {
-            continue;
-        }
+    for l in outside_fences(text) {
         let hashes = l.chars().take_while(|&c| c == '#').count();
         if (1..=6).contains(&hashes) && l[hashes..].starts_with(' ') {
             let base = anchor(l[hashes..].trim());
@@ -145,15 +149,7 @@ pub fn anchors(text: &str) -> Vec<String> {
 /// images included), without `http:`, `https:` or `mailto:` ones.
 pub fn relative_links(text: &str) -> Vec<String> {
     let mut links = Vec::new();
-    let mut in_fence = false;
-    for l in text.lines() {
-        if l.trim().starts_with("```") {
-            in_fence = !in_fence;
-            continue;
-        }
-        if in_fence {
-            continue;
-        }
+    for l in outside_fences(text) {
         let mut rest = l;
         while let Some(at) = rest.find("](") {
             let after = &rest[at + 2..];
