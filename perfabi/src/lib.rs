@@ -48,6 +48,7 @@ pub mod text;
 pub mod trust;
 pub mod unit;
 pub mod validate;
+pub mod values;
 pub mod view;
 
 pub use error::{EntryField, Error, FamilyField, MemberField, Named, Section};
@@ -55,6 +56,7 @@ pub use family::{Buckets, Family, FamilySpec, Histogram, HistogramPlace, Member,
 pub use geometry::{Geometry, Sizes, WriterIdentity};
 pub use layout::{GaugeMode, Kind, Semantics, Unit, ValueType};
 pub use validate::{validate, validate_header, validate_prefix, FamilyTables, Layout};
+pub use values::{Blocks, Values};
 pub use view::{
     load_family_header, load_header, CopyWords, Info, Instance, InstanceTable, SegmentView,
     Snapshot,

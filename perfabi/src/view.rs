@@ -18,22 +18,7 @@ use crate::name;
 use crate::protocol::{self, gen_read, load_words, seq_read, Sound};
 use crate::sync::{AtomicU64, Ordering};
 use crate::validate::{validate_header, FamilyTables, Layout};
-
-/// Up to this many slots, [`SegmentView::read_slots`] writes `out` a value
-/// at a time: that many rows' cache lines stay in any L1 cache's ways even
-/// when they all fall in one set.
-const TILE_DIRECT: usize = 8;
-/// Words of the stack tile of [`SegmentView::read_slots`] (4 KiB); more
-/// slots than this are written a value at a time.
-const TILE_WORDS: usize = 512;
-/// CPUs per tile at most: one 64-byte cache line of each `out` row.
-const TILE_CPUS: usize = 8;
-/// Below this many CPUs [`SegmentView::read_slots`] writes `out` a value
-/// at a time: `out`'s rows are under 1 KiB apart, so 30 of them spread
-/// over at least 4 of an L1 cache's sets (set index: address bits 6-11),
-/// within its 8 or 12 ways, and the tile's 4 KiB of zeros would cost
-/// more than it saves.
-const TILE_MIN_CPUS: usize = 128;
+use crate::values::{Blocks, Values};
 
 /// Header fields that describe the writer and the current state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -353,15 +338,8 @@ impl<'a> SegmentView<'a> {
     }
 
     /// [`read_slots`](Self::read_slots) of `slots` whose registrations a
-    /// read of this segment found live at generation `verified` (the
-    /// generation an earlier `read_slots` of the same slots returned):
-    /// while the metadata generation is still `verified` (every change of
-    /// the instance table moves it, spec §7.3; §7.4 lets a reader keep
-    /// what it decoded at a generation while it stays) the slots still hold them,
-    /// and their entries are not loaded again, which is most of a small
-    /// read's cost (an entry's cache line per slot, beside a few value
-    /// words per CPU). At any other generation the entries are checked as
-    /// `read_slots` checks them. `None`: always checked.
+    /// read of this segment found live at generation `verified`: see
+    /// [`Values::read_slots_at`], which this is.
     #[inline]
     pub fn read_slots_at(
         &self,
@@ -370,131 +348,11 @@ impl<'a> SegmentView<'a> {
         out: &mut [u64],
         retries: u32,
     ) -> Result<u64, Error> {
-        let n = self.layout.nr_cpus;
-        let oob = Error::OutOfBounds(crate::error::Section::Counters);
-        let max = self.layout.max_instances;
-        let tiled = n >= TILE_MIN_CPUS && slots.len() > TILE_DIRECT && slots.len() <= TILE_WORDS;
-        // A slot beyond the table is refused before its entry or a value
-        // is read. Only the tiled loop looks at every slot first (a pass
-        // its CPUs amortise); the direct loop checks each slot where it
-        // uses it, in the index check it makes there anyway, so a small
-        // read of verified slots makes no pass of its own over them.
-        if out.len() != slots.len() * n || (tiled && slots.iter().any(|&(s, _)| s as usize >= max))
-        {
-            return Err(oob);
-        }
-        let reg_word = core::mem::offset_of!(InstanceEntry, reg_id) / 8;
-        let state_word = core::mem::offset_of!(InstanceEntry, state) / 8;
-        const _: () = assert!(core::mem::offset_of!(InstanceEntry, state) % 8 == 0);
-        let r = gen_read::<Sound, _, Error>(self.gen1(), self.gen2(), retries, |g| {
-            let mut live = true;
-            // Entries found live at `g` hold the same registrations while
-            // the generation is still `g`.
-            let known = verified == Some(g);
-            for &(slot, reg) in slots.iter().take(if known { 0 } else { slots.len() }) {
-                if slot as usize >= max {
-                    return Err(oob);
-                }
-                let e = self.layout.instance_word(slot as usize);
-                // `state` is the first 4 bytes of its word, in native order.
-                let w = self
-                    .word(e + state_word)
-                    .load(Ordering::Relaxed)
-                    .to_ne_bytes();
-                let state = u32::from_ne_bytes([w[0], w[1], w[2], w[3]]);
-                live &= self.word(e + reg_word).load(Ordering::Relaxed) == reg
-                    && state == SlotState::Live as u32;
-            }
-            if !tiled {
-                let mut beyond = false;
-                for cpu in 0..n {
-                    // The CPU's counters as one slice, and its place in
-                    // `out` stepped by `nr_cpus` (one row per slot): no
-                    // address is worked out again per value, and no
-                    // division (`chunks_exact_mut(n)` divides by `n` each
-                    // time it is made: a third of a one-counter read at 2
-                    // CPUs), only the two index checks.
-                    let counters = self.counters(cpu);
-                    seq_read::<Sound, _>(self.seq(cpu), retries, || {
-                        let mut at = cpu;
-                        for &(slot, _) in slots {
-                            match (counters.get(slot as usize), out.get_mut(at)) {
-                                (Some(c), Some(o)) => *o = c.load(Ordering::Relaxed),
-                                _ => beyond = true,
-                            }
-                            at = at.wrapping_add(n);
-                        }
-                    })
-                    .ok_or(Error::BusyCpu(cpu as u32))?;
-                    if beyond {
-                        return Err(oob);
-                    }
-                }
-            } else {
-                self.read_slots_tiled(slots, out, retries)?;
-            }
-            Ok(live)
-        })?;
-        match r {
-            Some((true, g)) => Ok(g),
-            Some((false, _)) => Err(Error::UnknownInstance),
-            None => Err(Error::BusyMetadata),
-        }
-    }
-
-    /// [`read_slots`](Self::read_slots)' values, a tile of CPUs at a time:
-    /// each CPU's values (between two equal even loads of its sequence
-    /// word, as there) go to a tile on the stack, CPU major, and the tile
-    /// then to `out` a row segment at a time, so `out` is written in runs
-    /// of [`TILE_CPUS`] consecutive words. Written a value at a time, CPU
-    /// after CPU, `out`'s rows (`nr_cpus` words apart) are the same cache
-    /// set in every row when `nr_cpus` is a multiple of 512 (a row stride
-    /// of 4 KiB): more slots than the cache has ways then miss it at
-    /// every store, 10x slower per value than at any other CPU count.
-    /// `TILE_DIRECT < slots.len() <= TILE_WORDS`, `out.len() == slots.len() * nr_cpus`.
-    #[inline(never)]
-    fn read_slots_tiled(
-        &self,
-        slots: &[(u32, u64)],
-        out: &mut [u64],
-        retries: u32,
-    ) -> Result<(), Error> {
-        let n = self.layout.nr_cpus;
-        let per = slots.len();
-        let g = (TILE_WORDS / per).clamp(1, TILE_CPUS);
-        let mut tile = [0u64; TILE_WORDS];
-        for c0 in (0..n).step_by(g) {
-            let cpus = g.min(n - c0);
-            for (i, row) in tile.chunks_exact_mut(per).take(cpus).enumerate() {
-                let cpu = c0 + i;
-                let counters = self.counters(cpu);
-                seq_read::<Sound, _>(self.seq(cpu), retries, || {
-                    for (v, &(slot, _)) in row.iter_mut().zip(slots) {
-                        *v = counters[slot as usize].load(Ordering::Relaxed);
-                    }
-                })
-                .ok_or(Error::BusyCpu(cpu as u32))?;
-            }
-            for (k, dst) in out.chunks_exact_mut(n).enumerate() {
-                for (i, d) in dst[c0..c0 + cpus].iter_mut().enumerate() {
-                    *d = tile[i * per + k];
-                }
-            }
-        }
-        Ok(())
+        self.values()?.read_slots_at(slots, verified, out, retries)
     }
 
     /// Copies runs of value slots of every CPU inside one metadata
-    /// generation: run `(src, len)` of CPU `cpu` goes to
-    /// `out[cpu * stride + dst..][..len]`, where `dst` is the sum of the
-    /// earlier runs' lengths and `stride` the sum of all (so `out` holds
-    /// `nr_cpus * stride` words). Each CPU's runs are one consistent copy
-    /// (between two equal even loads of its sequence word), so a
-    /// histogram observation is seen whole. Returns the generation; the
-    /// caller checks that its runs still describe that generation's
-    /// members, and checks the histogram values it serves from them with
-    /// [`family::check_histograms`]. The cost is the runs' words, not the
-    /// slots before them.
+    /// generation: see [`Values::read_ranges`], which this is.
     #[inline]
     pub fn read_ranges(
         &self,
@@ -502,31 +360,14 @@ impl<'a> SegmentView<'a> {
         out: &mut [u64],
         retries: u32,
     ) -> Result<u64, Error> {
-        let n = self.layout.nr_cpus;
-        let stride: usize = runs.iter().map(|&(_, len)| len).sum();
-        let in_table = runs.iter().all(|&(src, len)| {
-            src.checked_add(len)
-                .is_some_and(|e| e <= self.layout.max_instances)
-        });
-        if out.len() != stride * n || !in_table {
-            return Err(Error::OutOfBounds(crate::error::Section::Counters));
-        }
-        let r = gen_read::<Sound, _, Error>(self.gen1(), self.gen2(), retries, |_| {
-            for cpu in 0..n {
-                let row = &mut out[cpu * stride..(cpu + 1) * stride];
-                seq_read::<Sound, _>(self.seq(cpu), retries, || {
-                    let mut dst = 0;
-                    for &(src, len) in runs {
-                        let at = self.layout.counter_word(cpu, src);
-                        (self.copy)(self.words, at, &mut row[dst..dst + len]);
-                        dst += len;
-                    }
-                })
-                .ok_or(Error::BusyCpu(cpu as u32))?;
-            }
-            Ok(())
-        })?;
-        r.map(|((), g)| g).ok_or(Error::BusyMetadata)
+        self.values()?.read_ranges(runs, out, retries)
+    }
+
+    /// The value blocks of this view, for the hot read paths (a validated
+    /// layout's blocks always fit its words).
+    #[inline]
+    pub fn values(&self) -> Result<Values<'a>, Error> {
+        Values::new(self.words, Blocks::of(&self.layout), self.copy)
     }
 
     /// The validated geometry.
@@ -719,12 +560,6 @@ impl<'a> SegmentView<'a> {
     }
     fn seq(&self, cpu: usize) -> &AtomicU64 {
         self.word(self.layout.cpu_block_word(cpu) + CPU_SEQ_WORD)
-    }
-    /// The counter array of `cpu`'s block (`max_instances` words; in
-    /// bounds for any `cpu < nr_cpus` of a validated layout).
-    #[inline]
-    fn counters(&self, cpu: usize) -> &[AtomicU64] {
-        &self.words[self.layout.counter_word(cpu, 0)..][..self.layout.max_instances]
     }
 
     /// Copies counters `0..out.len()` of `cpu` between two equal even loads of

@@ -34,6 +34,8 @@ pub struct SegmentMap {
     id: FileId,
     file_len: Option<u64>,
     layout: Layout,
+    /// `layout`'s value blocks, for [`Self::values`].
+    blocks: perfabi::Blocks,
     /// How [`Self::view`] copies value words (chosen once per mapping).
     copy: perfabi::CopyWords,
 }
@@ -160,6 +162,7 @@ impl SegmentMap {
             id,
             file_len,
             layout,
+            blocks: perfabi::Blocks::of(&layout),
             copy: crate::pair_loads::copier(),
         })
     }
@@ -221,6 +224,15 @@ impl SegmentMap {
         perfabi::SegmentView::from_validated(self.map.words(), self.layout)
             .expect("layout validated for this mapping")
             .with_copy(self.copy)
+    }
+
+    /// The value blocks of the segment, for the hot read paths (a few
+    /// words, where [`view`](Self::view) copies the whole layout), with
+    /// [`view`](Self::view)'s copier.
+    #[inline]
+    pub fn values(&self) -> perfabi::Values<'_> {
+        perfabi::Values::new(self.map.words(), self.blocks, self.copy)
+            .expect("layout validated for this mapping")
     }
 
     /// The mapped words, read-only and atomic: for code that reads the
