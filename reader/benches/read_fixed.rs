@@ -17,7 +17,7 @@
 //! alike); the medians are printed, with the path's ratio to its floor
 //! (issue 32: at most 2×). `--calls N --op NAME` makes only N calls of
 //! one path (for callgrind: its instructions per call are its total over
-//! N, less the total of `--calls 0`).
+//! N, less the total of `--calls 0`), `--op floor:NAME` N of its floor.
 
 use std::hint::black_box;
 
@@ -91,19 +91,6 @@ fn main() {
             Box::new(|s: &mut Segment| s.snapshot_into(black_box(&mut snap)).unwrap()),
         ),
     ];
-    if let Some(n) = calls {
-        let name = only.as_deref().unwrap_or("snapshot");
-        let (_, f) = ops
-            .iter_mut()
-            .find(|(o, _)| *o == name)
-            .expect("--op handle|many|family|snapshot");
-        for _ in 0..n {
-            f(&mut seg);
-        }
-        println!("{n} calls of {name}");
-        return;
-    }
-
     let file = std::fs::File::open(&path).unwrap();
     let md = file.metadata().unwrap();
     let map =
@@ -116,6 +103,41 @@ fn main() {
         (fam_first..SLOTS as usize).collect(),
         (0..SLOTS as usize).collect(),
     ];
+    // The floor of path `name` over `slots`.
+    let floor = |name: &str, slots: &[usize], out: &mut [u64]| {
+        if name == "many" {
+            loop_many(map.words(), &layout, slots, out)
+        } else {
+            loop_floor(map.words(), &layout, slots[0], out)
+        }
+    };
+    if let Some(n) = calls {
+        let name = only.as_deref().unwrap_or("snapshot");
+        // `floor:NAME`: the floor of path NAME, for its instructions.
+        if let Some(name) = name.strip_prefix("floor:") {
+            let k = ops
+                .iter()
+                .position(|(o, _)| *o == name)
+                .expect("--op floor:handle|many|family|snapshot");
+            let slots = &floors[k];
+            let mut out = vec![0u64; nr * slots.len()];
+            for _ in 0..n {
+                black_box(floor(name, slots, black_box(&mut out)));
+            }
+            println!("{n} calls of the floor of {name}");
+            return;
+        }
+        let (_, f) = ops
+            .iter_mut()
+            .find(|(o, _)| *o == name)
+            .expect("--op handle|many|family|snapshot|floor:NAME");
+        for _ in 0..n {
+            f(&mut seg);
+        }
+        println!("{n} calls of {name}");
+        return;
+    }
+
     // Bench harness arguments (`--bench`) are accepted and ignored.
     println!("2 CPUs x 30 slots, ns per call (median of {ROUNDS} rounds of {ROUND} calls)");
     for ((name, f), slots) in ops.iter_mut().zip(&floors) {
@@ -127,11 +149,7 @@ fn main() {
         for _ in 0..ROUNDS {
             a.push(per_call(ROUND, || f(&mut seg)));
             b.push(per_call(ROUND, || {
-                black_box(if *name == "many" {
-                    loop_many(map.words(), &layout, slots, black_box(&mut out))
-                } else {
-                    loop_floor(map.words(), &layout, slots[0], black_box(&mut out))
-                });
+                black_box(floor(name, slots, black_box(&mut out)));
             }));
         }
         let (a, b) = (median(a), median(b));

@@ -184,7 +184,7 @@ fn geometry(g: &mut BenchmarkGroup<'_, ThreadTime>, path: &Path, cpus: u32) {
     assert!(hs
         .iter()
         .zip(&slots)
-        .all(|(h, &s)| h.instance.slot as usize == s));
+        .all(|(h, &s)| h.instance().slot as usize == s));
     let mut many = vec![0u64; nr * k];
     seg.read_many(&hs, &mut many).unwrap();
     for (row, &s) in many.chunks_exact(nr).zip(&slots) {

@@ -132,12 +132,46 @@ pub struct Counter {
 }
 
 /// A counter looked up once and read many times with [`Segment::read`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// What it names is fixed when it is made ([`Segment::handle`]).
+#[derive(Clone, Debug)]
 pub struct Handle {
-    /// The instance it names.
-    pub instance: Instance,
+    instance: Instance,
     epoch: u64,
+    /// This handle's lookup among all made in this process (a clone
+    /// keeps it): two handles with the same token name the same (slot,
+    /// registration, epoch), so [`Segment::read_many`] knows its handles
+    /// are those it read last by one word each.
+    token: u64,
 }
+
+impl Handle {
+    /// The instance it names.
+    pub fn instance(&self) -> &Instance {
+        &self.instance
+    }
+
+    /// The key [`Segment::read`] reads: (slot, registration id).
+    #[inline]
+    fn key(&self) -> (u32, u64) {
+        (self.instance.slot, self.instance.reg_id)
+    }
+
+    /// A token no handle made before has.
+    fn next_token() -> u64 {
+        static TOKENS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        TOKENS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// Handles are equal when they name the same instance of the same
+/// segment, whether or not one was looked up apart from the other.
+impl PartialEq for Handle {
+    fn eq(&self, other: &Self) -> bool {
+        self.instance == other.instance && self.epoch == other.epoch
+    }
+}
+
+impl Eq for Handle {}
 
 enum Source {
     Path(PathBuf),
@@ -167,15 +201,19 @@ pub struct Segment {
     stats: ReadStats,
     /// (slot, registration id) of the handles of the current `read_many`.
     keys: Vec<(u32, u64)>,
+    /// Their tokens, in the same order, and the epoch all of them were
+    /// of: the same tokens again are the same keys.
+    tokens: Vec<u64>,
+    tokens_epoch: u64,
     /// (epoch, generation) at which a read found every one of `keys`
     /// live: while the segment is still at it, their entries need no new
-    /// look ([`perfabi::SegmentView::read_slots_at`]).
+    /// look ([`perfabi::Values::read_slots_at`]).
     keys_at: Option<(u64, u64)>,
-    /// The key of the last handle [`read`](Self::read) found live, with
+    /// The token of the last handle [`read`](Self::read) found live, with
     /// the (epoch, generation) it was live at: `keys_at`'s rule for one
     /// handle, kept apart so that reads of one handle and `read_many`s
     /// in turn keep both.
-    key_at: Option<((u32, u64), u64, u64)>,
+    key_at: Option<(u64, u64, u64)>,
 }
 
 impl Segment {
@@ -215,6 +253,8 @@ impl Segment {
             liveness,
             stats: ReadStats::default(),
             keys: Vec::new(),
+            tokens: Vec::new(),
+            tokens_epoch: 0,
             keys_at: None,
             key_at: None,
             opts,
@@ -473,6 +513,7 @@ impl Segment {
         Ok(Handle {
             instance,
             epoch: self.map.layout().epoch,
+            token: Handle::next_token(),
         })
     }
 
@@ -494,20 +535,18 @@ impl Segment {
         if h.epoch != self.map.layout().epoch {
             return Err(Error::Abi(perfabi::Error::UnknownInstance));
         }
-        // The one key lives on the stack: not even a first read allocates.
-        let key = [(h.instance.slot, h.instance.reg_id)];
-        let epoch = h.epoch;
+        let (key, epoch) = (h.key(), h.epoch);
         let verified = self
             .key_at
-            .filter(|&(k, e, _)| k == key[0] && e == epoch)
+            .filter(|&(t, e, _)| t == h.token && e == epoch)
             .map(|(_, _, g)| g);
-        let (view, retries) = (self.map.view(), self.opts.retries);
-        let r = patiently!(&self.opts, view.read_slots_at(&key, verified, out, retries));
+        let (values, retries) = (self.map.values(), self.opts.retries);
+        let r = patiently!(&self.opts, values.read_slot_at(key, verified, out, retries));
         // Each arm builds its own result (an `Ok` is two words, not a
         // move of the whole `Result`).
         match self.finish(r) {
             Ok(g) => {
-                self.key_at = Some((key[0], epoch, g));
+                self.key_at = Some((h.token, epoch, g));
                 Ok(g)
             }
             Err(e) => {
@@ -522,32 +561,34 @@ impl Segment {
     /// allocates only when given more handles than ever before.
     pub fn read_many(&mut self, hs: &[Handle], out: &mut [u64]) -> Result<u64, Error> {
         let epoch = self.map.layout().epoch;
-        let key = |h: &Handle| (h.instance.slot, h.instance.reg_id);
-        // One pass over the handles: each of this segment, and its key
-        // the one kept (the common case: the same handles read again).
-        // No branch per handle: an epoch or a key that differs is
-        // gathered into one flag each, looked at after the pass.
-        let mut other = false;
-        let mut same = self.keys.len() == hs.len();
-        if same {
-            for (k, h) in self.keys.iter().zip(hs) {
-                other |= h.epoch != epoch;
-                same &= *k == key(h);
+        // The handles of the last call again (the common case), known by
+        // one word each: a token names a fixed key, and every kept one
+        // was of `tokens_epoch`. Compared without a branch per handle.
+        let mut differ = self.tokens.len() != hs.len() || self.tokens_epoch != epoch;
+        if !differ {
+            let mut diff = 0;
+            for (t, h) in self.tokens.iter().zip(hs) {
+                diff |= t ^ h.token;
             }
-        } else {
-            other = hs.iter().any(|h| h.epoch != epoch);
+            differ = diff != 0;
         }
-        if other {
-            return Err(Error::Abi(perfabi::Error::UnknownInstance));
-        }
-        if !same {
+        if differ {
+            if hs.iter().any(|h| h.epoch != epoch) {
+                return Err(Error::Abi(perfabi::Error::UnknownInstance));
+            }
             self.keys.clear();
-            self.keys.extend(hs.iter().map(key));
+            self.keys.extend(hs.iter().map(Handle::key));
+            self.tokens.clear();
+            self.tokens.extend(hs.iter().map(|h| h.token));
+            self.tokens_epoch = epoch;
             self.keys_at = None;
         }
         let verified = self.keys_at.filter(|&(e, _)| e == epoch).map(|(_, g)| g);
-        let (view, retries, keys) = (self.map.view(), self.opts.retries, &self.keys);
-        let r = patiently!(&self.opts, view.read_slots_at(keys, verified, out, retries));
+        let (values, retries, keys) = (self.map.values(), self.opts.retries, &self.keys);
+        let r = patiently!(
+            &self.opts,
+            values.read_slots_at(keys, verified, out, retries)
+        );
         match self.finish(r) {
             Ok(g) => {
                 self.keys_at = Some((epoch, g));
@@ -562,7 +603,7 @@ impl Segment {
 
     /// The hot path for runs of value slots (a [`Snapshot`]'s
     /// `values` columns, of any families): copies run `(first, len)` of
-    /// every CPU into `out` as [`SegmentView::read_ranges`] does (`out`
+    /// every CPU into `out` as [`Values::read_ranges`] does (`out`
     /// holds `nr_cpus` rows of the runs' words, in order), inside one
     /// metadata generation, each CPU's runs one consistent copy (a group
     /// update, a histogram observation, seen whole). Returns the
@@ -572,10 +613,10 @@ impl Segment {
     /// like [`read`](Self::read), it does not re-check the path or the
     /// writer (see [`status`](Self::status)).
     ///
-    /// [`SegmentView::read_ranges`]: perfabi::SegmentView::read_ranges
+    /// [`Values::read_ranges`]: perfabi::Values::read_ranges
     pub fn read_ranges(&mut self, runs: &[(usize, usize)], out: &mut [u64]) -> Result<u64, Error> {
-        let (view, retries) = (self.map.view(), self.opts.retries);
-        let r = patiently!(&self.opts, view.read_ranges(runs, out, retries));
+        let (values, retries) = (self.map.values(), self.opts.retries);
+        let r = patiently!(&self.opts, values.read_ranges(runs, out, retries));
         self.finish(r)
     }
 

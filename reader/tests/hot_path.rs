@@ -46,7 +46,7 @@ fn the_read_hot_path_makes_no_system_call_and_no_allocation() {
     .unwrap();
     let h = seg.handle("net.rx_bytes").unwrap();
     let mut out = vec![0u64; seg.nr_cpus()];
-    let runs = [(h.instance.slot as usize, 1)];
+    let runs = [(h.instance().slot as usize, 1)];
     let mut row = vec![0u64; seg.nr_cpus()];
 
     probe::count_trapped_system_calls();

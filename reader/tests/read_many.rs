@@ -157,10 +157,16 @@ fn a_group_update_is_seen_whole_through_the_tiled_path() {
 }
 
 /// A slot beyond the instance table is refused with `OutOfBounds`, never
-/// a panic, on every path of `read_slots_at`: entries checked (a first
-/// read), entries taken as verified at the current generation (where only
-/// the value loop's own index check sees the slot), and the tiled loop;
-/// through `Segment::read` and `read_many` as well.
+/// a panic, on every path of the core's `Values::read_slots_at`: entries
+/// checked (a first read), entries taken as verified at the current
+/// generation (where only the value loop's own index check sees the
+/// slot), one slot (`read_slot_at`), a few (the direct loop) and more
+/// than 8 (the tiled loop at 130 CPUs); through a `SegmentView` and a
+/// `SegmentMap`'s values alike. The slot just past the table is tried as
+/// well as `u32::MAX`: its index is still inside the mapping (the block's
+/// next words), so only the bound check refuses it. A `Segment`'s handles
+/// cannot name such a slot: they are made only by looking a counter up,
+/// and what they name is private.
 #[test]
 fn a_slot_beyond_the_table_is_refused_on_every_path() {
     use perfabi::error::Section;
@@ -172,49 +178,32 @@ fn a_slot_beyond_the_table_is_refused_on_every_path() {
         let mut seg = Segment::open(&path).unwrap();
         let n = seg.nr_cpus();
         let good = seg.handle("c3").unwrap();
-        let mut bad = good.clone();
-        bad.instance.slot = slots;
-        // Every shape: one handle, a few (direct loop), more than 8 (tiled
-        // at 130 CPUs).
-        for count in [1usize, 3, 12] {
-            let mut hs = vec![good.clone(); count - 1];
-            hs.push(bad.clone());
-            let mut out = vec![0u64; n * count];
-            let e = seg.read_many(&hs, &mut out).unwrap_err();
-            assert!(
-                matches!(
-                    e,
-                    Error::Abi(perfabi::Error::OutOfBounds(Section::Counters))
-                ),
-                "{cpus} CPUs, {count} handles: {e:?}"
-            );
-        }
-        let mut one = vec![0u64; n];
-        let e = seg.read(&bad, &mut one).unwrap_err();
-        assert!(
-            matches!(e, Error::Abi(perfabi::Error::OutOfBounds(_))),
-            "{e:?}"
-        );
-
-        // The core's view, with the bad slot claimed verified at the
-        // generation a good read returned.
+        let key = (good.instance().slot, good.instance().reg_id);
         let file = std::fs::File::open(&path).unwrap();
         let md = file.metadata().unwrap();
         let map = perfabi_shm::SegmentMap::new(file, &md, perfabi::trust::Origin::File, u64::MAX)
             .unwrap();
-        let view = map.view();
-        let key = (good.instance.slot, good.instance.reg_id);
+        assert_eq!(map.layout().max_instances, slots as usize);
+        let (view, values) = (map.view(), map.values());
         for count in [1usize, 3, 12] {
-            let mut keys = vec![key; count];
-            let mut out = vec![0u64; n * count];
-            let g = view.read_slots_at(&keys, None, &mut out, 100).unwrap();
-            assert_eq!(out[n - 1], 3 << 20 | u64::from(cpus - 1));
-            *keys.last_mut().unwrap() = (u32::MAX, key.1);
-            for verified in [None, Some(g)] {
-                let e = view
-                    .read_slots_at(&keys, verified, &mut out, 100)
-                    .unwrap_err();
-                assert_eq!(e, perfabi::Error::OutOfBounds(Section::Counters));
+            for bad in [slots, u32::MAX] {
+                let mut keys = vec![key; count];
+                let mut out = vec![0u64; n * count];
+                let g = view.read_slots_at(&keys, None, &mut out, 100).unwrap();
+                assert_eq!(out[n - 1], 3 << 20 | u64::from(cpus - 1));
+                *keys.last_mut().unwrap() = (bad, key.1);
+                for verified in [None, Some(g)] {
+                    for e in [
+                        view.read_slots_at(&keys, verified, &mut out, 100),
+                        values.read_slots_at(&keys, verified, &mut out, 100),
+                    ] {
+                        assert_eq!(
+                            e,
+                            Err(perfabi::Error::OutOfBounds(Section::Counters)),
+                            "{cpus} CPUs, {count} keys, slot {bad}, verified {verified:?}"
+                        );
+                    }
+                }
             }
         }
     }

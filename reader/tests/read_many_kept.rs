@@ -60,7 +60,8 @@ fn a_deleted_or_reused_slot_is_refused_after_reads_that_kept_its_entry() {
     w.adjust(again, 40).unwrap();
     let fresh = seg.handle("c1").unwrap();
     assert_eq!(
-        fresh.instance.slot, hs[1].instance.slot,
+        fresh.instance().slot,
+        hs[1].instance().slot,
         "the slot was reused"
     );
     let hs2 = [hs[0].clone(), fresh, hs[2].clone()];
@@ -72,7 +73,10 @@ fn a_deleted_or_reused_slot_is_refused_after_reads_that_kept_its_entry() {
     w.del(again).unwrap();
     let third = w.add("c1", "", Semantics::Counter).unwrap();
     w.adjust(third, 7).unwrap();
-    assert_eq!(seg.handle("c1").unwrap().instance.slot, hs[1].instance.slot);
+    assert_eq!(
+        seg.handle("c1").unwrap().instance().slot,
+        hs[1].instance().slot
+    );
     assert!(matches!(
         seg.read_many(&hs2, &mut out),
         Err(Error::Abi(perfabi::Error::UnknownInstance))
@@ -127,7 +131,11 @@ fn read_of_one_handle_refuses_a_deleted_or_reused_slot_after_kept_reads() {
     let again = w.add("a", "", Semantics::Counter).unwrap();
     w.adjust(again, 70).unwrap();
     let fresh = seg.handle("a").unwrap();
-    assert_eq!(fresh.instance.slot, ha.instance.slot, "the slot was reused");
+    assert_eq!(
+        fresh.instance().slot,
+        ha.instance().slot,
+        "the slot was reused"
+    );
     seg.read(&fresh, &mut out).unwrap();
     assert_eq!(out.iter().sum::<u64>(), 70);
     assert!(matches!(

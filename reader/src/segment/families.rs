@@ -5,7 +5,8 @@
 //! Every ABI 1.0 entry is a family of one instance (with an empty instance
 //! string), so a handle works the same on a 1.0 segment.
 
-use perfabi::{Family, HistogramPlace, InstanceTable, Reading, SegmentView};
+use perfabi::{Family, HistogramPlace, InstanceTable, Reading};
+use perfabi_shm::SegmentMap;
 
 use super::Segment;
 use crate::error::Error;
@@ -136,27 +137,28 @@ impl FamilyHandle {
 
     /// One attempt at a read: the values of every instance on every CPU,
     /// inside one metadata generation (`spec/PERFABI.md` §7.4), by the
-    /// core's [`SegmentView::read_ranges`] of the handle's runs (each CPU's
+    /// core's [`perfabi::Values::read_ranges`] of the handle's runs (each CPU's
     /// runs one consistent copy, so a histogram observation is seen whole;
     /// a copy where a histogram's count is not its buckets' sum is refused,
     /// [`perfabi::family::check_histograms`]).
     /// If the generation is not the one the runs were resolved at, they are
     /// resolved again from the tables of the current generation
-    /// ([`SegmentView::instances_into`]) and the read is made again.
+    /// ([`perfabi::SegmentView::instances_into`]) and the read is made again.
     fn attempt(
         &mut self,
-        view: &SegmentView<'_>,
+        map: &SegmentMap,
         names: &mut InstanceTable,
         out: &mut FamilyValues,
         retries: u32,
     ) -> Result<u64, perfabi::Error> {
-        if self.epoch != view.layout().epoch {
+        if self.epoch != map.layout().epoch {
             return Err(perfabi::Error::UnknownInstance);
         }
-        let n = view.layout().nr_cpus;
+        let values = map.values();
+        let n = values.blocks().nr_cpus();
         for _ in 0..2 {
             out.words.resize(n * self.stride, 0);
-            let g = view.read_ranges(&self.ranges, &mut out.words, retries)?;
+            let g = values.read_ranges(&self.ranges, &mut out.words, retries)?;
             if self.generation == Some(g) {
                 // Served only as consistent copies (spec §5.1).
                 if !self.histograms.is_empty() {
@@ -171,7 +173,7 @@ impl FamilyHandle {
                 out.generation = g;
                 return Ok(g);
             }
-            let g = view.instances_into(names, retries)?;
+            let g = map.view().instances_into(names, retries)?;
             self.resolve(&names.families, g)?;
         }
         // The generation moved twice during two reads: busy, try later.
@@ -309,9 +311,9 @@ impl Segment {
         h: &mut FamilyHandle,
         out: &mut FamilyValues,
     ) -> Result<u64, Error> {
-        let (view, retries) = (self.map.view(), self.opts.retries);
+        let (map, retries) = (&self.map, self.opts.retries);
         let names = &mut self.names;
-        let r = patiently!(&self.opts, h.attempt(&view, names, out, retries));
+        let r = patiently!(&self.opts, h.attempt(map, names, out, retries));
         let r = self.finish(r);
         if r.is_err() {
             // What was decoded from a truncated or replaced mapping is void.
