@@ -386,19 +386,29 @@ impl<'a> Values<'a> {
         if stride.checked_mul(n) != Some(out.len()) || !in_table {
             return Err(Error::OutOfBounds(Section::Counters));
         }
+        let b = &self.blocks;
         let (gen1, gen2) = (&self.words[HEADER_GEN1_WORD], &self.words[HEADER_GEN2_WORD]);
         let r = gen_read::<Sound, _, Error>(gen1, gen2, retries, |_| {
-            for (cpu, row) in out.chunks_exact_mut(stride.max(1)).enumerate() {
-                let (seq, _) = self.block(cpu);
-                let values0 = self.blocks.values0 + cpu * self.blocks.stride;
-                seq_read::<Sound, _>(seq, retries, || {
+            // Word indexes of this CPU's sequence word and first value
+            // slot, and its row's place in `out`: stepped, not worked
+            // out per CPU (and no division, as `chunks_exact_mut` makes).
+            let (mut seq, mut first, mut at) = (b.seq0, b.values0, 0usize);
+            for cpu in 0..b.nr_cpus {
+                let next = at.wrapping_add(stride);
+                let (Some(s), Some(row)) = (self.words.get(seq), out.get_mut(at..next)) else {
+                    return Err(Error::OutOfBounds(Section::Counters));
+                };
+                seq_read::<Sound, _>(s, retries, || {
                     let mut dst = 0;
                     for &(src, len) in runs {
-                        (self.copy)(self.words, values0 + src, &mut row[dst..dst + len]);
+                        (self.copy)(self.words, first + src, &mut row[dst..dst + len]);
                         dst += len;
                     }
                 })
                 .ok_or(Error::BusyCpu(cpu as u32))?;
+                seq = seq.wrapping_add(b.stride);
+                first = first.wrapping_add(b.stride);
+                at = next;
             }
             Ok(())
         })?;
