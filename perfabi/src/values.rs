@@ -188,11 +188,7 @@ impl<'a> Values<'a> {
             }
             Ok(live)
         })?;
-        match r {
-            Some((true, g)) => Ok(g),
-            Some((false, _)) => Err(Error::UnknownInstance),
-            None => Err(Error::BusyMetadata),
-        }
+        live_generation(r)
     }
 
     /// [`read_slots_at`](Self::read_slots_at) of one slot (`key`: the
@@ -227,11 +223,7 @@ impl<'a> Values<'a> {
             }
             Ok(live)
         })?;
-        match r {
-            Some((true, g)) => Ok(g),
-            Some((false, _)) => Err(Error::UnknownInstance),
-            None => Err(Error::BusyMetadata),
-        }
+        live_generation(r)
     }
 
     /// Whether every one of `slots` holds its registration, live, at
@@ -413,5 +405,16 @@ impl<'a> Values<'a> {
             Ok(())
         })?;
         r.map(|((), g)| g).ok_or(Error::BusyMetadata)
+    }
+}
+
+/// What a read of slots inside one generation ([`gen_read`]) returns:
+/// the generation when every slot held its registration, live.
+#[inline]
+fn live_generation(r: Option<(bool, u64)>) -> Result<u64, Error> {
+    match r {
+        Some((true, g)) => Ok(g),
+        Some((false, _)) => Err(Error::UnknownInstance),
+        None => Err(Error::BusyMetadata),
     }
 }
