@@ -18,7 +18,19 @@ use crate::layout::{
 use crate::protocol::{gen_read, seq_read, Sound};
 use crate::sync::{AtomicU64, Ordering};
 use crate::validate::Layout;
-use crate::view::CopyWords;
+
+/// How a view copies a run of value words out of the segment:
+/// `copy(words, start, out)` fills `out` with `words[start..][..out.len()]`
+/// and panics if that range is out of bounds, as
+/// [`load_words`](crate::protocol::load_words) (the default) does.
+///
+/// A replacement must leave in `out` only what some sequence of `Relaxed`
+/// loads of the words, in any order, could have returned (each word whole),
+/// and must not write the segment: then every rule the protocol's loom
+/// checks prove for `load_words` holds for it too. `perfabi-shm` gives a
+/// mapped segment one that loads aligned word pairs with one 16-byte load
+/// where the processor makes such loads single-copy atomic (spec §7).
+pub type CopyWords = fn(&[AtomicU64], usize, &mut [u64]);
 
 /// Up to this many slots, [`Values::read_slots_at`] writes `out` a value
 /// at a time: that many rows' cache lines stay in any L1 cache's ways even

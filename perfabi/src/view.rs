@@ -18,6 +18,7 @@ use crate::name;
 use crate::protocol::{self, gen_read, load_words, seq_read, Sound};
 use crate::sync::{AtomicU64, Ordering};
 use crate::validate::{validate_header, FamilyTables, Layout};
+pub use crate::values::CopyWords;
 use crate::values::{Blocks, Values};
 
 /// Header fields that describe the writer and the current state.
@@ -258,19 +259,6 @@ impl InstanceTable {
         self.facts = TableFacts::default();
     }
 }
-
-/// How a view copies a run of value words out of the segment:
-/// `copy(words, start, out)` fills `out` with `words[start..][..out.len()]`
-/// and panics if that range is out of bounds, as
-/// [`protocol::load_words`] (the default) does.
-///
-/// A replacement must leave in `out` only what some sequence of `Relaxed`
-/// loads of the words, in any order, could have returned (each word whole),
-/// and must not write the segment: then every rule the protocol's loom
-/// checks prove for `load_words` holds for it too. `perfabi-shm` gives a
-/// mapped segment one that loads aligned word pairs with one 16-byte load
-/// where the processor makes such loads single-copy atomic (spec §7).
-pub type CopyWords = fn(&[AtomicU64], usize, &mut [u64]);
 
 /// A validated view of a segment held in shared atomic words.
 #[derive(Clone, Copy, Debug)]
