@@ -1,23 +1,30 @@
-//! The fixed cost of every read path at 2 CPUs, where it weighs most:
+//! Every read path beside its floor, in alternating rounds:
 //! [`Segment::read`] of one counter (`handle`), [`Segment::read_many`] of
-//! 14 (`many`), [`Segment::read_family`] of a 16-instance family
-//! (`family`) and [`Segment::snapshot_into`] of all 30 value slots
-//! (`snapshot`), on the geometry of `reader/benches/scaling.rs` at 2
-//! CPUs × 30 slots, each beside its floor there: per CPU block the
-//! sequence word, the same values by relaxed loads, the sequence word
-//! again.
+//! the first counters (`many`: 14 in 30-slot blocks, at most 30),
+//! [`Segment::read_family`] of a 16-instance family (`family`) and
+//! [`Segment::snapshot_into`] of every used slot (`snapshot`), on the
+//! geometries of `reader/benches/scaling.rs` (2 CPUs × 30 slots unless
+//! `--cpus N --slots M` say otherwise), each beside its floor there: per
+//! CPU block the sequence word, the same values by relaxed loads, the
+//! sequence word again.
 //!
 //! ```sh
-//! cargo bench -p perfabi-reader --bench read_fixed       # ns, 11 rounds
+//! cargo bench -p perfabi-reader --bench read_fixed       # 2 x 30, ns, 11 rounds
+//! target/release/deps/read_fixed-* --cpus 1024 --slots 4080   # another geometry
+//! reader/benches/alternating.sh                           # every scaling geometry
 //! valgrind --tool=callgrind target/release/deps/read_fixed-* --calls 100000 --op many
 //! ```
 //!
-//! Time is the thread's CPU time over rounds of 100,000 calls, each path
-//! and its floor alternating round by round (a busy machine slows both
-//! alike); the medians are printed, with the path's ratio to its floor
-//! (issue 32: at most 2×). `--calls N --op NAME` makes only N calls of
-//! one path (for callgrind: its instructions per call are its total over
-//! N, less the total of `--calls 0`), `--op floor:NAME` N of its floor.
+//! Time is the thread's CPU time over rounds of calls (100,000, or as
+//! many as read 6,000,000 values, at least 20), each path and its floor
+//! alternating round by round (a busy machine slows both alike); the
+//! medians are printed, with the path's ratio to its floor and the median
+//! of the rounds' own ratios (issue 32: at most 2×). Where the scaling
+//! table runs each path and its floor one after the other, load that
+//! changes between them moves a row's ratio by up to ±50 %; here it
+//! moves both. `--calls N --op NAME` makes only N calls of one path (for
+//! callgrind: its instructions per call are its total over N, less the
+//! total of `--calls 0`), `--op floor:NAME` N of its floor.
 
 use std::hint::black_box;
 
@@ -26,9 +33,15 @@ use perfabi_reader::{FamilyValues, Segment, Snapshot};
 mod support;
 use support::{loop_floor, loop_many, median, per_call, segment, FAMILY};
 
+/// The default geometry (`--cpus`, `--slots`).
 const CPUS: u32 = 2;
 const SLOTS: u32 = 30;
-const ROUND: u32 = 100_000;
+/// Handles of `many` at most (scaling.rs's `MANY`).
+const MANY: usize = 30;
+/// Calls per round: this many values read, within [`ROUND_MIN`, `ROUND_MAX`].
+const ROUND_VALUES: usize = 6_000_000;
+const ROUND_MIN: usize = 20;
+const ROUND_MAX: usize = 100_000;
 const ROUNDS: usize = 11;
 
 fn main() {
@@ -39,15 +52,24 @@ fn main() {
     };
     let calls = arg("--calls").and_then(|n| n.parse::<u32>().ok());
     let only = arg("--op");
+    let number = |name: &str, default: u32| {
+        arg(name).map_or(default, |n| n.parse().expect("a number of CPUs or slots"))
+    };
+    let (cpus, slots) = (number("--cpus", CPUS), number("--slots", SLOTS));
+    assert!(
+        cpus >= 2 && slots > FAMILY,
+        "--cpus 2.. --slots {}..",
+        FAMILY + 1
+    );
     let dir = tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| tempfile::tempdir().unwrap());
     let path = dir.path().join("seg");
-    let _w = segment(&path, CPUS, SLOTS);
+    let _w = segment(&path, cpus, slots);
     let mut seg = Segment::open(&path).unwrap();
-    let nr = CPUS as usize;
+    let nr = cpus as usize;
 
     let h = seg.handle("c0").unwrap();
     let mut one = vec![0u64; nr];
-    let counters = (SLOTS - FAMILY) as usize;
+    let counters = ((slots - FAMILY) as usize).min(MANY);
     let hs: Vec<_> = (0..counters)
         .map(|s| seg.handle(&format!("c{s}")).unwrap())
         .collect();
@@ -63,7 +85,7 @@ fn main() {
         (one[1], many[nr * 13 + 1], fv.len()),
         (1, (13 << 20) + 1, 16)
     );
-    assert_eq!(snap.slots, SLOTS as usize);
+    assert_eq!(snap.slots, slots as usize);
 
     type Op<'a> = (&'a str, Box<dyn FnMut(&mut Segment) + 'a>);
     let mut ops: Vec<Op<'_>> = vec![
@@ -96,12 +118,12 @@ fn main() {
     let map =
         perfabi_shm::SegmentMap::new(file, &md, perfabi::trust::Origin::File, u64::MAX).unwrap();
     let layout = *map.layout();
-    let fam_first = (SLOTS - FAMILY) as usize;
+    let fam_first = (slots - FAMILY) as usize;
     let floors: [Vec<usize>; 4] = [
         vec![0],
         (0..counters).collect(),
-        (fam_first..SLOTS as usize).collect(),
-        (0..SLOTS as usize).collect(),
+        (fam_first..slots as usize).collect(),
+        (0..slots as usize).collect(),
     ];
     // The floor of path `name` over `slots`.
     let floor = |name: &str, slots: &[usize], out: &mut [u64]| {
@@ -139,22 +161,24 @@ fn main() {
     }
 
     // Bench harness arguments (`--bench`) are accepted and ignored.
-    println!("2 CPUs x 30 slots, ns per call (median of {ROUNDS} rounds of {ROUND} calls)");
+    println!("{cpus} CPUs x {slots} slots, ns per call (median of {ROUNDS} rounds)");
     for ((name, f), slots) in ops.iter_mut().zip(&floors) {
         if only.as_deref().is_some_and(|o| o != *name) {
             continue;
         }
         let mut out = vec![0u64; nr * slots.len()];
-        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let round = (ROUND_VALUES / out.len()).clamp(ROUND_MIN, ROUND_MAX) as u32;
+        let (mut a, mut b, mut r) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..ROUNDS {
-            a.push(per_call(ROUND, || f(&mut seg)));
-            b.push(per_call(ROUND, || {
+            a.push(per_call(round, || f(&mut seg)));
+            b.push(per_call(round, || {
                 black_box(floor(name, slots, black_box(&mut out)));
             }));
+            r.push(a[a.len() - 1] / b[b.len() - 1]);
         }
-        let (a, b) = (median(a), median(b));
+        let (a, b, r) = (median(a), median(b), median(r));
         println!(
-            "{name:<9} {a:6.1}  floor {b:5.1}  above {:5.1}  x floor {:.2} (target <= 2)",
+            "{name:<9} {a:9.1}  floor {b:9.1}  above {:8.1}  x floor {:.2} (round by round {r:.2}; target <= 2)",
             a - b,
             a / b
         );
