@@ -474,8 +474,8 @@ fn each_reason_it_cannot_run_is_one_line_with_its_exit_code() {
 }
 
 /// The raw tracepoint programs (the fallback where BTF tracepoints are
-/// refused) call the same handlers: forced here, they count the same
-/// events the same way.
+/// refused) call the same handlers: forced here, beside a writer on BTF
+/// tracepoints, they count the same events the same way.
 #[test]
 fn the_raw_tracepoint_fallback_counts_as_the_btf_programs_do() {
     let test = "the_raw_tracepoint_fallback_counts_as_the_btf_programs_do";
@@ -491,20 +491,36 @@ fn the_raw_tracepoint_fallback_counts_as_the_btf_programs_do() {
     assert_eq!(w.flavour(), perfabi_bpf::Flavour::RawTp);
     let mut seg = Segment::open(w.pin_path()).unwrap();
     assert_eq!(seg.info().unwrap().liveness, Liveness::Kernel);
-    let before = total(&mut seg, "kernel.all.pswitch");
-    let s0 = proc_stat_ctxt();
+    // A writer on BTF tracepoints beside it: both programs run at every
+    // switch the tracepoint reports, so over windows that bracket each
+    // other they count the same switches, up to one in flight per CPU.
+    // Compared with /proc/stat's ctxt instead (as this test was), the
+    // tracepoint's own losses count: a few per million quietly
+    // (pswitch_follows_proc_stat_and_the_histogram_is_whole bounds them
+    // for the BTF programs), but 37 of 11,073 switches (0.3 %) in one CI
+    // run with other work on both CPUs, whichever program was attached.
+    let btf_dir = TestDir::new("rawtp-btf");
+    let btf = Running::start(&options(&btf_dir)).unwrap();
+    assert_eq!(btf.flavour(), perfabi_bpf::Flavour::TpBtf);
+    let mut btf_seg = Segment::open(btf.pin_path()).unwrap();
+    let nr_cpus = w.image().geometry.nr_cpus as u64;
+    let pswitch = "kernel.all.pswitch";
+    let b0 = total(&mut btf_seg, pswitch);
+    let before = total(&mut seg, pswitch);
+    let b1 = total(&mut btf_seg, pswitch);
     let trips = ping_pong(Duration::from_millis(200));
-    let s1 = proc_stat_ctxt();
-    let after = total(&mut seg, "kernel.all.pswitch");
-    // As in pswitch_follows_proc_stat_and_the_histogram_is_whole: one
-    // in-flight switch per CPU, and 100 per million the tracepoint never
-    // reports (this test once failed without that allowance under load).
-    let ds = s1 - s0;
+    let b2 = total(&mut btf_seg, pswitch);
+    let after = total(&mut seg, pswitch);
+    let b3 = total(&mut btf_seg, pswitch);
+    // The raw window [before, after] holds the BTF window [b1, b2] and
+    // lies inside [b0, b3].
+    let (raw, inner, outer) = (after - before, b2 - b1, b3 - b0);
     assert!(
-        after - before + ds / 10_000 >= ds.saturating_sub(w.image().geometry.nr_cpus as u64),
-        "{} switches counted, ctxt moved {ds}",
-        after - before
+        inner.saturating_sub(nr_cpus) <= raw && raw <= outer + nr_cpus,
+        "raw tracepoints counted {raw} switches, BTF tracepoints {inner} to {outer} \
+         over windows around the same"
     );
+    btf.close().unwrap();
     assert!(
         after - before > trips,
         "{trips} round trips, {} switches",
@@ -516,7 +532,7 @@ fn the_raw_tracepoint_fallback_counts_as_the_btf_programs_do() {
     w.close().unwrap();
     assert!(matches!(seg.snapshot(), Err(Error::Closed)));
     println!(
-        "BPF-WRITER raw-tp PASS ({} switches, {observed} latencies)",
-        after - before
+        "BPF-WRITER raw-tp PASS ({raw} switches, the BTF writer beside it {inner} to {outer}; \
+         {observed} latencies)"
     );
 }
