@@ -5,7 +5,7 @@
 //!
 //! A [`SegmentView`](crate::SegmentView) carries the whole [`Layout`]
 //! (about 180 bytes); a reader that made one per read copied it each time,
-//! which was a third of reading one counter at 2 CPUs. [`Values`] is four
+//! which was a third of reading one counter at 2 CPUs. [`Values`] is three
 //! words and a [`Blocks`]; [`SegmentView`](crate::SegmentView)'s own
 //! `read_slots_at` and `read_ranges` are these, so there is one
 //! implementation of each.

@@ -163,8 +163,9 @@ impl Handle {
     }
 }
 
-/// Handles are equal when they name the same instance of the same
-/// segment, whether or not one was looked up apart from the other.
+/// Handles are equal when they name the same instance (slot,
+/// registration, name, ...) of a segment of the same epoch, whether or not
+/// one was looked up apart from the other.
 impl PartialEq for Handle {
     fn eq(&self, other: &Self) -> bool {
         self.instance == other.instance && self.epoch == other.epoch
@@ -325,6 +326,7 @@ impl Segment {
                     (self.map, self.found) = mapped;
                     self.remap = false;
                     self.names.clear();
+                    self.forget_verified();
                     self.stats.remaps += 1;
                 }
             }
@@ -335,6 +337,7 @@ impl Segment {
                 (self.map, self.found) = map_fd(fd, &self.opts)?;
                 self.remap = false;
                 self.names.clear();
+                self.forget_verified();
                 self.stats.remaps += 1;
             }
         }
@@ -376,6 +379,13 @@ impl Segment {
             }
         }
         Ok(())
+    }
+
+    /// Forgets which handles' entries were found live and when: a new
+    /// mapping (even of the same file and epoch) is checked afresh.
+    fn forget_verified(&mut self) {
+        self.keys_at = None;
+        self.key_at = None;
     }
 
     /// [`Options::require_live`]: a closed, dead or silent writer's error.
