@@ -323,22 +323,14 @@ impl Segment {
                         }
                         r => r?,
                     };
-                    (self.map, self.found) = mapped;
-                    self.remap = false;
-                    self.names.clear();
-                    self.forget_verified();
-                    self.stats.remaps += 1;
+                    self.remapped(mapped);
                 }
             }
         }
         if let Source::Fd(fd) = &self.source {
             let resized = file_len(fd) != self.map.file_len();
             if resized || damaged {
-                (self.map, self.found) = map_fd(fd, &self.opts)?;
-                self.remap = false;
-                self.names.clear();
-                self.forget_verified();
-                self.stats.remaps += 1;
+                self.remapped(map_fd(fd, &self.opts)?);
             }
         }
         self.liveness = assess(&self.map, self.found, &self.opts, &self.source);
@@ -381,11 +373,17 @@ impl Segment {
         Ok(())
     }
 
-    /// Forgets which handles' entries were found live and when: a new
-    /// mapping (even of the same file and epoch) is checked afresh.
-    fn forget_verified(&mut self) {
+    /// Reads through a new mapping from now on: what was decoded from the
+    /// old one is void, and which handles' entries were found live, and
+    /// when, is forgotten (a new mapping, even of the same file and epoch,
+    /// is checked afresh).
+    fn remapped(&mut self, (map, found): (SegmentMap, Found)) {
+        (self.map, self.found) = (map, found);
+        self.remap = false;
+        self.names.clear();
         self.keys_at = None;
         self.key_at = None;
+        self.stats.remaps += 1;
     }
 
     /// [`Options::require_live`]: a closed, dead or silent writer's error.
