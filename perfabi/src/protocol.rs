@@ -21,6 +21,10 @@
 //!                                        if s1 == s2: done
 //! ```
 //!
+//! A reader may enclose the copies of several blocks in one window
+//! ([`seq_read_group`]): every block's `s1` first, one fence, the copies,
+//! one fence, every block's `s2`, each equal to its `s1`.
+//!
 //! # Metadata generation (instance table)
 //!
 //! ```text
@@ -80,6 +84,10 @@ pub trait Policy {
     /// Nesting writer: an update that finds the sequence odd leaves it
     /// alone (false: every update, nested or not, makes it odd and even).
     const NEST_CHECKS_ODD: bool = true;
+    /// Reader of several blocks in one window ([`seq_read_group`]): every
+    /// block's sequence is loaded again after the copy (false: only the
+    /// first block's).
+    const GROUP_RECHECKS_EVERY: bool = true;
 }
 
 /// The protocol as specified.
@@ -149,6 +157,12 @@ pub mod weakened {
     impl Policy for NestWithoutOddCheck {
         const NEST_CHECKS_ODD: bool = false;
     }
+    /// A reader of several blocks in one window checks only the first
+    /// block's sequence after the copy.
+    pub struct GroupRechecksFirstOnly;
+    impl Policy for GroupRechecksFirstOnly {
+        const GROUP_RECHECKS_EVERY: bool = false;
+    }
 }
 
 /// Writer: begins a multi-word update of a block the caller owns exclusively.
@@ -189,30 +203,54 @@ pub fn seq_write_end<P: Policy>(seq: &AtomicU64, token: u64) {
 /// `copy` must only perform `Relaxed` loads of the shared words; its result is
 /// discarded when the attempt fails, so it must have no other effect.
 #[inline]
-pub fn seq_read<P: Policy, T>(
-    seq: &AtomicU64,
+pub fn seq_read<P: Policy, T>(seq: &AtomicU64, retries: u32, copy: impl FnMut() -> T) -> Option<T> {
+    seq_read_group::<P, 1, T>([seq], retries, copy).ok()
+}
+
+/// Reader: [`seq_read`] of `N` blocks in one window (spec §7.2): loads
+/// every block's sequence, one `fence(Acquire)`, runs `copy` (the words of
+/// all `N` blocks) unless a sequence was odd, one `fence(Acquire)`, loads
+/// every sequence again, and returns the copy when each equals its first
+/// load. Each block's words were then copied between two equal, even loads
+/// of its own sequence, as [`seq_read`] copies one block; the window spares
+/// a reader of a few words of many blocks a window (and a loop) per block.
+///
+/// At most `retries` attempts, each of the whole group. `Err(i)`: busy,
+/// block `i` being the one found odd or moved at the last attempt.
+/// `copy` as for [`seq_read`].
+#[inline]
+pub fn seq_read_group<P: Policy, const N: usize, T>(
+    seqs: [&AtomicU64; N],
     retries: u32,
     mut copy: impl FnMut() -> T,
-) -> Option<T> {
+) -> Result<T, usize> {
+    let mut busy = 0;
     for _ in 0..retries {
-        let s1 = seq.load(Ordering::Relaxed);
+        let s1: [u64; N] = core::array::from_fn(|i| seqs[i].load(Ordering::Relaxed));
         if P::READER_FIRST_FENCE {
             fence(Ordering::Acquire);
         }
-        if P::CHECK_ODD && s1 & 1 == 1 {
-            spin();
-            continue;
+        if P::CHECK_ODD {
+            if let Some(i) = s1.iter().position(|s| s & 1 == 1) {
+                busy = i;
+                spin();
+                continue;
+            }
         }
         let v = copy();
         if P::READER_SECOND_FENCE {
             fence(Ordering::Acquire);
         }
-        if (seq.load(Ordering::Relaxed) == s1) != P::INVERTED_LOOP {
-            return Some(v);
+        let checked = if P::GROUP_RECHECKS_EVERY { N } else { 1 };
+        let moved = (0..N.min(checked))
+            .find(|&i| (seqs[i].load(Ordering::Relaxed) == s1[i]) == P::INVERTED_LOOP);
+        match moved {
+            None => return Ok(v),
+            Some(i) => busy = i,
         }
         spin();
     }
-    None
+    Err(busy)
 }
 
 /// Metadata writer: begins a change. Only one metadata writer may run at a

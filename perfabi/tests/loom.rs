@@ -22,8 +22,8 @@ use perfabi::layout::DamonRecord;
 use perfabi::protocol::weakened::*;
 use perfabi::protocol::{
     gen_read, gen_write_begin, gen_write_end, histogram_observe, histogram_observe_nested,
-    load_words, peak_reset, peak_update, seq_read, seq_write_begin, seq_write_end, Policy, Sound,
-    NEST_POINTS,
+    load_words, peak_reset, peak_update, seq_read, seq_read_group, seq_write_begin, seq_write_end,
+    Policy, Sound, NEST_POINTS,
 };
 
 /// The preemption bound of every model but [`damon_mix`].
@@ -216,6 +216,137 @@ fn a_record_is_never_torn() {
     );
     println!(
         "loom: per-CPU record never torn (sound protocol; {runs} executions, {} outcomes)",
+        seen.len()
+    );
+}
+
+/// What a reader of two blocks in one window ([`seq_read_group`]) saw: each
+/// block's record (`Err(block)`: busy, naming the block found odd or moved
+/// at the last attempt), how many copies it made, and whether one of them
+/// was torn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct GroupRead {
+    got: Result<[(u64, u64); 2], usize>,
+    copies: u32,
+    torn_copy: bool,
+}
+
+/// Reads the records of two blocks (`w[0..3]` and `w[3..6]`: sequence,
+/// two words that must be equal) in one window, with at most three
+/// attempts, as a reader of a few slots of several CPUs does.
+fn read_group<P: Policy>(w: &[AtomicU64]) -> GroupRead {
+    let (mut copies, mut torn_copy) = (0, false);
+    let got = seq_read_group::<P, 2, _>([&w[0], &w[3]], 3, || {
+        copies += 1;
+        let c = [1, 4].map(|b| {
+            (
+                w[b].load(Ordering::Relaxed),
+                w[b + 1].load(Ordering::Relaxed),
+            )
+        });
+        torn_copy |= c.iter().any(|r| r.0 != r.1);
+        c
+    });
+    GroupRead {
+        got,
+        copies,
+        torn_copy,
+    }
+}
+
+/// (a) Two CPUs' records read in one window are never torn: the writer
+/// (the model's main thread, as in [`torn_record`]) updates the second
+/// block twice, so the window must check more than the first block's
+/// sequence; the reader is spawned.
+fn torn_group<P: Policy>() -> GroupRead {
+    let w = words(6);
+    let wr = w.clone();
+    let reader = thread::spawn(move || read_group::<P>(&wr));
+    for k in 1..=2 {
+        let t = seq_write_begin::<P>(&w[3]);
+        w[4].store(k, Ordering::Relaxed);
+        w[5].store(k, Ordering::Relaxed);
+        seq_write_end::<P>(&w[3], t);
+    }
+    let read = reader.join().unwrap();
+    if let Ok(blocks) = read.got {
+        for (a, b) in blocks {
+            assert_eq!(a, b, "torn record");
+        }
+    }
+    read
+}
+
+#[test]
+fn records_read_in_one_window_are_never_torn() {
+    let (seen, runs) = explored(torn_group::<Sound>);
+    // Reached: whole copies at the first attempt before, between and after
+    // the updates; a torn copy discarded, then a whole one accepted; busy
+    // naming the second block, the one being written.
+    for k in 0..=2 {
+        let got = Ok([(0, 0), (k, k)]);
+        assert!(
+            seen.contains(&GroupRead {
+                got,
+                copies: 1,
+                torn_copy: false
+            }),
+            "{got:?} at the first attempt not reached: {seen:?}"
+        );
+    }
+    assert!(
+        seen.iter().any(|r| r.got.is_ok() && r.torn_copy),
+        "{seen:?}"
+    );
+    assert!(seen.iter().any(|r| r.got == Err(1)), "{seen:?}");
+    assert!(seen.iter().all(|r| r.got != Err(0)), "{seen:?}");
+    println!(
+        "loom: records of two CPUs read in one window never torn (sound protocol; {runs} \
+         executions, {} outcomes)",
+        seen.len()
+    );
+}
+
+/// (c) for a window of two blocks: the writer of the second dies after
+/// beginning an update. A reader during it gets the old records or busy;
+/// a reader after it gets busy naming that block, never a copy.
+fn dead_writer_in_group<P: Policy>() -> (GroupRead, GroupRead) {
+    let w = words(6);
+    for i in [1, 2, 4, 5] {
+        w[i].store(7, Ordering::Relaxed);
+    }
+    let wr = w.clone();
+    let reader = thread::spawn(move || read_group::<P>(&wr));
+    let _never_ended = seq_write_begin::<P>(&w[3]);
+    w[4].store(8, Ordering::Relaxed);
+    // dies here: word 5 never written, sequence left odd
+    let after = read_group::<P>(&w);
+    let during = reader.join().unwrap();
+    assert!(
+        after.got == Err(1),
+        "a dead writer's half-written record must read as busy, not be returned: {after:?}"
+    );
+    assert!(
+        matches!(during.got, Err(1) | Ok([(7, 7), (7, 7)])),
+        "torn read from a dead writer: {during:?}"
+    );
+    (during, after)
+}
+
+#[test]
+fn a_dead_writer_in_a_window_gives_busy_never_torn() {
+    let (seen, runs) = explored(dead_writer_in_group::<Sound>);
+    assert!(
+        seen.iter().any(|(d, _)| d.got.is_ok()),
+        "the old records never copied: {seen:?}"
+    );
+    assert!(
+        seen.iter().any(|(d, _)| d.got.is_err() && d.copies == 0),
+        "{seen:?}"
+    );
+    println!(
+        "loom: dead writer in a window of two blocks gives busy naming its block (sound \
+         protocol; {runs} executions, {} outcomes)",
         seen.len()
     );
 }
@@ -732,6 +863,33 @@ const HALF_RESET: &str = "peak reset mixed into a consistent snapshot";
 #[test]
 fn negative_no_writer_fence() {
     must_be_rejected("NoWriterFence (record)", TORN, torn_record::<NoWriterFence>);
+}
+
+#[test]
+fn negative_group_rechecks_first_block_only() {
+    must_be_rejected(
+        "GroupRechecksFirstOnly (records in one window)",
+        TORN,
+        torn_group::<GroupRechecksFirstOnly>,
+    );
+}
+
+#[test]
+fn negative_no_reader_second_fence_in_a_window() {
+    must_be_rejected(
+        "NoReaderSecondFence (records in one window)",
+        TORN,
+        torn_group::<NoReaderSecondFence>,
+    );
+}
+
+#[test]
+fn negative_no_odd_check_in_a_window() {
+    must_be_rejected(
+        "NoOddCheck (dead writer in a window)",
+        DEAD,
+        dead_writer_in_group::<NoOddCheck>,
+    );
 }
 
 #[test]
