@@ -15,7 +15,7 @@ use crate::layout::{
     InstanceEntry, SlotState, CPU_SEQ_WORD, HEADER_GEN1_WORD, HEADER_GEN2_WORD,
     INSTANCE_ENTRY_WORDS,
 };
-use crate::protocol::{gen_read, seq_read, Sound};
+use crate::protocol::{gen_read, seq_read, seq_read_group, Sound};
 use crate::sync::{AtomicU64, Ordering};
 use crate::validate::Layout;
 
@@ -32,21 +32,14 @@ use crate::validate::Layout;
 /// where the processor makes such loads single-copy atomic (spec §7).
 pub type CopyWords = fn(&[AtomicU64], usize, &mut [u64]);
 
-/// Up to this many slots, [`Values::read_slots_at`] writes `out` a value
-/// at a time: that many rows' cache lines stay in any L1 cache's ways even
-/// when they all fall in one set.
-const TILE_DIRECT: usize = 8;
-/// Words of the stack tile of [`Values::read_slots_at`] (4 KiB); more
-/// slots than this are written a value at a time.
-const TILE_WORDS: usize = 512;
-/// CPUs per tile at most: one 64-byte cache line of each `out` row.
-const TILE_CPUS: usize = 8;
-/// Below this many CPUs [`Values::read_slots_at`] writes `out` a value
-/// at a time: `out`'s rows are under 1 KiB apart, so 30 of them spread
-/// over at least 4 of an L1 cache's sets (set index: address bits 6-11),
-/// within its 8 or 12 ways, and the tile's 4 KiB of zeros would cost
-/// more than it saves.
-const TILE_MIN_CPUS: usize = 128;
+/// CPUs whose values [`Values::read_slots_at`] reads in one window at
+/// most: it writes each of `out`'s rows a run of this many words (one
+/// 64-byte cache line) at a time. Written a value at a time, CPU after
+/// CPU, `out`'s rows (`nr_cpus` words apart) are the same cache set in
+/// every row when `nr_cpus` is a multiple of 512 (a row stride of 4 KiB):
+/// more slots than the cache has ways then missed it at every store, 10x
+/// slower per value than at any other CPU count.
+const GROUP_CPUS: usize = 8;
 
 /// Where a validated segment's per-CPU sequence words and value slots
 /// are, as word indexes (spec §4.3): CPU `c`'s sequence word is
@@ -177,27 +170,16 @@ impl<'a> Values<'a> {
         if let [key] = slots {
             return self.read_slot_at(*key, verified, out, retries);
         }
-        let n = self.blocks.nr_cpus;
-        let max = self.blocks.max_instances;
-        let oob = Error::OutOfBounds(Section::Counters);
-        let tiled = n >= TILE_MIN_CPUS && slots.len() > TILE_DIRECT && slots.len() <= TILE_WORDS;
         // A slot beyond the table is refused before its entry or a value
-        // is read. Only the tiled loop looks at every slot first (a pass
-        // its CPUs amortise); the others check each slot where they use
-        // it, so a small read of verified slots makes no pass of its own.
-        if slots.len().checked_mul(n) != Some(out.len())
-            || (tiled && slots.iter().any(|&(s, _)| s as usize >= max))
-        {
-            return Err(oob);
+        // is read: each group's loop checks every slot where it uses it,
+        // so a small read of verified slots makes no pass of its own.
+        if slots.len().checked_mul(self.blocks.nr_cpus) != Some(out.len()) {
+            return Err(Error::OutOfBounds(Section::Counters));
         }
         let (gen1, gen2) = (&self.words[HEADER_GEN1_WORD], &self.words[HEADER_GEN2_WORD]);
         let r = gen_read::<Sound, _, Error>(gen1, gen2, retries, |g| {
             let live = self.live_at(slots, verified, g)?;
-            if tiled {
-                self.read_tiled(slots, out, retries)?;
-            } else {
-                self.read_direct(slots, out, retries)?;
-            }
+            self.read_groups(slots, out, retries)?;
             Ok(live)
         })?;
         live_generation(r)
@@ -272,95 +254,98 @@ impl<'a> Values<'a> {
         Ok(live)
     }
 
-    /// The sequence word of `cpu` and its value slots (`cpu < nr_cpus`:
-    /// in bounds, as [`new`](Self::new) checked).
+    /// `slots` of every CPU into `out` (slot major), in groups of up to
+    /// [`GROUP_CPUS`] CPUs, each group in one window
+    /// ([`seq_read_group`]).
     #[inline]
-    fn block(&self, cpu: usize) -> (&'a AtomicU64, &'a [AtomicU64]) {
-        let at = cpu * self.blocks.stride;
-        let seq = &self.words[self.blocks.seq0 + at];
-        let values = &self.words[self.blocks.values0 + at..][..self.blocks.max_instances];
-        (seq, values)
-    }
-
-    /// `slots` of every CPU into `out` (slot major), a value at a time.
-    #[inline]
-    fn read_direct(
+    fn read_groups(
         &self,
         slots: &[(u32, u64)],
         out: &mut [u64],
         retries: u32,
     ) -> Result<(), Error> {
-        let b = &self.blocks;
-        let oob = Error::OutOfBounds(Section::Counters);
-        // Word indexes of this CPU's sequence word and first value slot.
-        let (mut seq, mut first) = (b.seq0, b.values0);
-        for cpu in 0..b.nr_cpus {
-            let end = first.wrapping_add(b.max_instances);
-            let (Some(s), Some(values)) = (self.words.get(seq), self.words.get(first..end)) else {
-                return Err(oob);
+        let n = self.blocks.nr_cpus;
+        let mut c0 = 0;
+        while c0 < n {
+            c0 += match n - c0 {
+                1 => self.read_group::<1>(c0, slots, out, retries)?,
+                2 => self.read_group::<2>(c0, slots, out, retries)?,
+                3 => self.read_group::<3>(c0, slots, out, retries)?,
+                4..GROUP_CPUS => self.read_group::<4>(c0, slots, out, retries)?,
+                _ => self.read_group::<GROUP_CPUS>(c0, slots, out, retries)?,
             };
-            // The CPU's values as one slice, and its place in `out`
-            // stepped by `nr_cpus` (one row per slot): no address is
-            // worked out again per value, and no division
-            // (`chunks_exact_mut(n)` divides by `n` each time it is made),
-            // only the two index checks, which end the copy.
-            let within = seq_read::<Sound, _>(s, retries, || {
-                let mut at = cpu;
-                for &(slot, _) in slots {
-                    let (Some(v), Some(o)) = (values.get(slot as usize), out.get_mut(at)) else {
-                        return false;
-                    };
-                    *o = v.load(Ordering::Relaxed);
-                    at = at.wrapping_add(b.nr_cpus);
-                }
-                true
-            })
-            .ok_or(Error::BusyCpu(cpu as u32))?;
-            if !within {
-                return Err(oob);
-            }
-            seq = seq.wrapping_add(b.stride);
-            first = first.wrapping_add(b.stride);
         }
         Ok(())
     }
 
-    /// [`read_direct`](Self::read_direct), a tile of CPUs at a time: each
-    /// CPU's values (between two equal even loads of its sequence word, as
-    /// there) go to a tile on the stack, CPU major, and the tile then to
-    /// `out` a row segment at a time, so `out` is written in runs of
-    /// [`TILE_CPUS`] consecutive words. Written a value at a time, CPU
-    /// after CPU, `out`'s rows (`nr_cpus` words apart) are the same cache
-    /// set in every row when `nr_cpus` is a multiple of 512 (a row stride
-    /// of 4 KiB): more slots than the cache has ways then miss it at
-    /// every store, 10x slower per value than at any other CPU count.
-    /// `TILE_DIRECT < slots.len() <= TILE_WORDS`, every slot below
-    /// `max_instances`, `out.len() == slots.len() * nr_cpus`.
-    #[inline(never)]
-    fn read_tiled(&self, slots: &[(u32, u64)], out: &mut [u64], retries: u32) -> Result<(), Error> {
-        let n = self.blocks.nr_cpus;
-        let per = slots.len();
-        let g = (TILE_WORDS / per).clamp(1, TILE_CPUS);
-        let mut tile = [0u64; TILE_WORDS];
-        for c0 in (0..n).step_by(g) {
-            let cpus = g.min(n - c0);
-            for (i, row) in tile.chunks_exact_mut(per).take(cpus).enumerate() {
-                let cpu = c0 + i;
-                let (seq, values) = self.block(cpu);
-                seq_read::<Sound, _>(seq, retries, || {
-                    for (v, &(slot, _)) in row.iter_mut().zip(slots) {
-                        *v = values[slot as usize].load(Ordering::Relaxed);
-                    }
-                })
-                .ok_or(Error::BusyCpu(cpu as u32))?;
-            }
-            for (k, dst) in out.chunks_exact_mut(n).enumerate() {
-                for (i, d) in dst[c0..c0 + cpus].iter_mut().enumerate() {
-                    *d = tile[i * per + k];
-                }
-            }
+    /// The sequence words of CPUs `c0..c0 + G` and their value slots,
+    /// each block's as a slice of exactly `max_instances` words (so one
+    /// comparison of a slot covers its loads on every CPU of the group).
+    /// A CPU whose block is not inside the words (none below `nr_cpus`,
+    /// as [`new`](Self::new) checked) is an error, not a panic.
+    #[inline]
+    #[allow(clippy::type_complexity)]
+    fn group<const G: usize>(
+        &self,
+        c0: usize,
+    ) -> Result<([&'a AtomicU64; G], [&'a [AtomicU64]; G]), Error> {
+        let b = &self.blocks;
+        let mut seqs = [&self.words[HEADER_GEN1_WORD]; G];
+        let mut blocks: [&[AtomicU64]; G] = [&[]; G];
+        for (i, (seq, values)) in seqs.iter_mut().zip(&mut blocks).enumerate() {
+            let at = (c0 + i).wrapping_mul(b.stride);
+            let first = b.values0.wrapping_add(at);
+            let (Some(s), Some(v)) = (
+                self.words.get(b.seq0.wrapping_add(at)),
+                self.words
+                    .get(first..)
+                    .and_then(|v| v.get(..b.max_instances)),
+            ) else {
+                return Err(Error::OutOfBounds(Section::Counters));
+            };
+            (*seq, *values) = (s, v);
         }
-        Ok(())
+        Ok((seqs, blocks))
+    }
+
+    /// `slots` of CPUs `c0..c0 + G` into `out` (slot major, `nr_cpus`
+    /// words a row), in one window: a slot at a time, its `G` values
+    /// written to its row as one run. Each block is taken as a slice of
+    /// exactly `max_instances` words, so one comparison of a slot covers
+    /// its `G` loads, and one check of the run its `G` stores. Returns `G`.
+    #[inline]
+    fn read_group<const G: usize>(
+        &self,
+        c0: usize,
+        slots: &[(u32, u64)],
+        out: &mut [u64],
+        retries: u32,
+    ) -> Result<usize, Error> {
+        let b = &self.blocks;
+        let oob = Error::OutOfBounds(Section::Counters);
+        let (seqs, blocks) = self.group::<G>(c0)?;
+        let within = seq_read_group::<Sound, G, _>(seqs, retries, || {
+            let mut at = c0;
+            for &(slot, _) in slots {
+                let s = slot as usize;
+                if s >= b.max_instances {
+                    return false;
+                }
+                let Some(run) = out.get_mut(at..).and_then(|r| r.first_chunk_mut::<G>()) else {
+                    return false;
+                };
+                for (o, values) in run.iter_mut().zip(&blocks) {
+                    *o = values[s].load(Ordering::Relaxed);
+                }
+                at += b.nr_cpus;
+            }
+            true
+        })
+        .map_err(|i| Error::BusyCpu((c0 + i) as u32))?;
+        if !within {
+            return Err(oob);
+        }
+        Ok(G)
     }
 
     /// Copies runs of value slots of every CPU inside one metadata
