@@ -41,6 +41,10 @@ pub type CopyWords = fn(&[AtomicU64], usize, &mut [u64]);
 /// slower per value than at any other CPU count.
 const GROUP_CPUS: usize = 8;
 
+/// Runs of up to this many words [`Values::read_ranges`] copies with its own
+/// loads, not through the copier: a call costs more than it saves there.
+const INLINE_RUN: usize = 16;
+
 /// Where a validated segment's per-CPU sequence words and value slots
 /// are, as word indexes (spec §4.3): CPU `c`'s sequence word is
 /// `seq0 + c * stride`, its value slot `s` is `values0 + c * stride + s`.
@@ -265,9 +269,16 @@ impl<'a> Values<'a> {
         retries: u32,
     ) -> Result<(), Error> {
         let n = self.blocks.nr_cpus;
+        // CPUs before the first 64-byte boundary of `out`: the groups
+        // after them write whole cache lines of each row when the rows'
+        // starts are aligned alike (`nr_cpus` a multiple of 8), and a
+        // line a group leaves half written is not evicted by 30 other
+        // rows in the same cache set before the next group completes it.
+        let lead = (out.as_ptr() as usize / 8).wrapping_neg() % GROUP_CPUS;
         let mut c0 = 0;
         while c0 < n {
-            c0 += match n - c0 {
+            let left = if c0 < lead { lead.min(n) - c0 } else { n - c0 };
+            c0 += match left {
                 1 => self.read_group::<1>(c0, slots, out, retries)?,
                 2 => self.read_group::<2>(c0, slots, out, retries)?,
                 3 => self.read_group::<3>(c0, slots, out, retries)?,
@@ -376,25 +387,59 @@ impl<'a> Values<'a> {
             return Err(Error::OutOfBounds(Section::Counters));
         }
         let b = &self.blocks;
+        let oob = Error::OutOfBounds(Section::Counters);
         let (gen1, gen2) = (&self.words[HEADER_GEN1_WORD], &self.words[HEADER_GEN2_WORD]);
         let r = gen_read::<Sound, _, Error>(gen1, gen2, retries, |_| {
             // Word indexes of this CPU's sequence word and first value
             // slot, and its row's place in `out`: stepped, not worked
             // out per CPU (and no division, as `chunks_exact_mut` makes).
             let (mut seq, mut first, mut at) = (b.seq0, b.values0, 0usize);
+            if let [(src, len)] = *runs {
+                // One run (a family whose members are adjacent): each
+                // CPU's run and row taken as slices of one length, so the
+                // copy checks nothing per word.
+                first = first.wrapping_add(src);
+                for cpu in 0..b.nr_cpus {
+                    let next = at.wrapping_add(len);
+                    let (Some(s), Some(words), Some(row)) = (
+                        self.words.get(seq),
+                        self.words.get(first..first.wrapping_add(len)),
+                        out.get_mut(at..next),
+                    ) else {
+                        return Err(oob);
+                    };
+                    seq_read::<Sound, _>(s, retries, || self.copy_run(words, row))
+                        .ok_or(Error::BusyCpu(cpu as u32))?;
+                    seq = seq.wrapping_add(b.stride);
+                    first = first.wrapping_add(b.stride);
+                    at = next;
+                }
+                return Ok(());
+            }
             for cpu in 0..b.nr_cpus {
                 let next = at.wrapping_add(stride);
                 let (Some(s), Some(row)) = (self.words.get(seq), out.get_mut(at..next)) else {
-                    return Err(Error::OutOfBounds(Section::Counters));
+                    return Err(oob);
                 };
-                seq_read::<Sound, _>(s, retries, || {
+                let within = seq_read::<Sound, _>(s, retries, || {
                     let mut dst = 0;
                     for &(src, len) in runs {
-                        (self.copy)(self.words, first + src, &mut row[dst..dst + len]);
+                        let from = first.wrapping_add(src);
+                        let (Some(words), Some(to)) = (
+                            self.words.get(from..from.wrapping_add(len)),
+                            row.get_mut(dst..dst + len),
+                        ) else {
+                            return false;
+                        };
+                        self.copy_run(words, to);
                         dst += len;
                     }
+                    true
                 })
                 .ok_or(Error::BusyCpu(cpu as u32))?;
+                if !within {
+                    return Err(oob);
+                }
                 seq = seq.wrapping_add(b.stride);
                 first = first.wrapping_add(b.stride);
                 at = next;
@@ -402,6 +447,19 @@ impl<'a> Values<'a> {
             Ok(())
         })?;
         r.map(|((), g)| g).ok_or(Error::BusyMetadata)
+    }
+
+    /// Copies `words` into `to` (of the same length): a short run with
+    /// one relaxed load a word, here, a longer one with the copier.
+    #[inline]
+    fn copy_run(&self, words: &[AtomicU64], to: &mut [u64]) {
+        if to.len() <= INLINE_RUN {
+            for (o, w) in to.iter_mut().zip(words) {
+                *o = w.load(Ordering::Relaxed);
+            }
+        } else {
+            (self.copy)(words, 0, to);
+        }
     }
 }
 
