@@ -124,8 +124,9 @@ pub struct Values<'a> {
 }
 
 impl<'a> Values<'a> {
-    /// The blocks `blocks` of `words`, copying runs of value words with
-    /// `copy` (see [`CopyWords`]). Refuses blocks that do not fit in
+    /// The blocks `blocks` of `words`, copying runs of more than 16 value
+    /// words with `copy` (see [`CopyWords`]; shorter ones with a relaxed
+    /// load a word). Refuses blocks that do not fit in
     /// `words` (or a table without the instance entries' words), so no
     /// read through it can index outside them.
     #[inline]

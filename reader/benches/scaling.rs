@@ -13,9 +13,9 @@
 //!   loads the same words CPU by CPU into a CPU-major buffer (the
 //!   reader's output is counter major: `nr_cpus` values per counter), and
 //!   `naive_many` is the floor's loop storing each value straight into a
-//!   counter-major buffer, as `read_many` did until it wrote a tile of
-//!   CPUs at a time: 10x slower per value when `nr_cpus` is a multiple
-//!   of 512;
+//!   counter-major buffer, as `read_many` did until it wrote a run of
+//!   CPUs at a time (a tile, now a window of up to 8 CPUs): 10x slower
+//!   per value when `nr_cpus` is a multiple of 512;
 //! * `family`: [`Segment::read_family`] of a 16-instance family (the last
 //!   value slots);
 //! * `snapshot`: [`Segment::snapshot_into`], every used slot on every CPU;
@@ -95,7 +95,7 @@ impl Map {
 }
 
 /// [`loop_many`] storing counter major (`nr_cpus` words per slot), each
-/// value as it is loaded: `read_many`'s loop before it wrote tiles.
+/// value as it is loaded: `read_many`'s loop before it wrote runs of CPUs.
 fn naive_many(words: &[AtomicU64], l: &Layout, slots: &[usize], out: &mut [u64]) -> u64 {
     let n = l.nr_cpus;
     let mut seqs = 0u64;

@@ -122,6 +122,21 @@ impl FamilyHandle {
         );
     }
 
+    /// Decodes the tables of the current generation into `names` and
+    /// resolves the handle again from them: a read's slow path, kept out
+    /// of its loop.
+    #[cold]
+    #[inline(never)]
+    fn reresolve(
+        &mut self,
+        map: &SegmentMap,
+        names: &mut InstanceTable,
+        retries: u32,
+    ) -> Result<(), perfabi::Error> {
+        let g = map.view().instances_into(names, retries)?;
+        self.resolve(&names.families, g)
+    }
+
     /// Resolves the handle again from `families`, decoded at generation
     /// `g`: the same registration of the family, with its instances now.
     fn resolve(&mut self, families: &[Family], g: u64) -> Result<(), perfabi::Error> {
@@ -173,8 +188,7 @@ impl FamilyHandle {
                 out.generation = g;
                 return Ok(g);
             }
-            let g = map.view().instances_into(names, retries)?;
-            self.resolve(&names.families, g)?;
+            self.reresolve(map, names, retries)?;
         }
         // The generation moved twice during two reads: busy, try later.
         Err(perfabi::Error::BusyMetadata)
