@@ -115,7 +115,8 @@ impl Blocks {
 
 /// The value blocks of a segment held in shared atomic words, for reads
 /// of values only: every word they load is a `Relaxed` load through the
-/// protocol ([`gen_read`], [`seq_read`]), as [`SegmentView`](crate::SegmentView)'s.
+/// protocol ([`gen_read`], [`seq_read`], [`seq_read_group`]), as
+/// [`SegmentView`](crate::SegmentView)'s.
 #[derive(Clone, Copy, Debug)]
 pub struct Values<'a> {
     words: &'a [AtomicU64],
@@ -175,9 +176,10 @@ impl<'a> Values<'a> {
         if let [key] = slots {
             return self.read_slot_at(*key, verified, out, retries);
         }
-        // A slot beyond the table is refused before its entry or a value
-        // is read: each group's loop checks every slot where it uses it,
-        // so a small read of verified slots makes no pass of its own.
+        // A slot beyond the table is never read: `live` refuses it before
+        // its entry is loaded, and each window's loop checks every slot
+        // where it uses it (so a small read of verified slots makes no pass
+        // of its own; there, a CPU left busy is reported before the bound).
         if slots.len().checked_mul(self.blocks.nr_cpus) != Some(out.len()) {
             return Err(Error::OutOfBounds(Section::Counters));
         }
@@ -333,10 +335,10 @@ impl<'a> Values<'a> {
         out: &mut [u64],
         retries: u32,
     ) -> Result<usize, Error> {
+        debug_assert!(c0 + G <= self.blocks.nr_cpus, "a group past the last CPU");
         let b = &self.blocks;
-        let oob = Error::OutOfBounds(Section::Counters);
         let (seqs, blocks) = self.group::<G>(c0)?;
-        let within = seq_read_group::<Sound, G, _>(seqs, retries, || {
+        let r = seq_read_group::<Sound, G, _>(seqs, retries, || {
             let mut at = c0;
             for &(slot, _) in slots {
                 let s = slot as usize;
@@ -352,12 +354,54 @@ impl<'a> Values<'a> {
                 at += b.nr_cpus;
             }
             true
-        })
-        .map_err(|i| Error::BusyCpu((c0 + i) as u32))?;
+        });
+        // A window of several CPUs needs them all quiet at once: when
+        // writers kept one of them busy, each CPU is read alone (as a
+        // reader of one block would), so a busy read is no likelier than
+        // with a window per CPU, and the CPU it names is the one that
+        // stayed busy.
+        let within = match r {
+            Ok(within) => within,
+            Err(_) => self.read_apart(c0, G, slots, out, retries)?,
+        };
         if !within {
-            return Err(oob);
+            return Err(Error::OutOfBounds(Section::Counters));
         }
         Ok(G)
+    }
+
+    /// [`read_group`](Self::read_group) of CPUs `c0..c0 + g`, a window per
+    /// CPU: what a busy group falls back to. `Ok(false)`: a slot beyond
+    /// the table (or an `out` too short).
+    #[cold]
+    #[inline(never)]
+    fn read_apart(
+        &self,
+        c0: usize,
+        g: usize,
+        slots: &[(u32, u64)],
+        out: &mut [u64],
+        retries: u32,
+    ) -> Result<bool, Error> {
+        for cpu in c0..c0 + g {
+            let ([seq], [values]) = self.group::<1>(cpu)?;
+            let within = seq_read::<Sound, _>(seq, retries, || {
+                let mut at = cpu;
+                for &(slot, _) in slots {
+                    let (Some(v), Some(o)) = (values.get(slot as usize), out.get_mut(at)) else {
+                        return false;
+                    };
+                    *o = v.load(Ordering::Relaxed);
+                    at += self.blocks.nr_cpus;
+                }
+                true
+            })
+            .ok_or(Error::BusyCpu(cpu as u32))?;
+            if !within {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// Copies runs of value slots of every CPU inside one metadata
@@ -379,14 +423,17 @@ impl<'a> Values<'a> {
         retries: u32,
     ) -> Result<u64, Error> {
         let n = self.blocks.nr_cpus;
-        let stride: usize = runs.iter().map(|&(_, len)| len).sum();
+        let stride = runs
+            .iter()
+            .try_fold(0usize, |sum, &(_, len)| sum.checked_add(len));
         let in_table = runs.iter().all(|&(src, len)| {
             src.checked_add(len)
                 .is_some_and(|e| e <= self.blocks.max_instances)
         });
-        if stride.checked_mul(n) != Some(out.len()) || !in_table {
+        let Some(stride) = stride.filter(|s| s.checked_mul(n) == Some(out.len()) && in_table)
+        else {
             return Err(Error::OutOfBounds(Section::Counters));
-        }
+        };
         let b = &self.blocks;
         let oob = Error::OutOfBounds(Section::Counters);
         let (gen1, gen2) = (&self.words[HEADER_GEN1_WORD], &self.words[HEADER_GEN2_WORD]);

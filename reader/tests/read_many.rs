@@ -1,8 +1,8 @@
 //! `Segment::read_many` at every shape of its output: few and many
-//! handles (up to 8 are written a value at a time, 9 to 512 a tile of CPUs
-//! at a time, more a value at a time again), CPU counts that are and are
-//! not multiples of a tile or a power of two, and a group update seen
-//! whole through the tiled path under a writer running at full speed.
+//! handles, CPU counts that are and are not multiples of its window of 8
+//! CPUs or a power of two (each window reads a slot's values on up to 8
+//! CPUs and writes them as one run), and a group update seen whole
+//! through windows of 8 CPUs under a writer running at full speed.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -83,11 +83,11 @@ fn read_many_returns_every_value_in_place_at_every_shape() {
 }
 
 /// Every group update adds 1 to each of 8 counters (a group's most), read
-/// with 4 more (12 handles: more than the 8 read a value at a time) from a
-/// segment of 256 CPU blocks (so the tiled path): on every CPU the 8 are
-/// equal in a read, or the read was torn.
+/// with 4 more (12 handles) from a segment of 256 CPU blocks (so windows
+/// of 8 CPUs): on every CPU the 8 are equal in a read, or the read was
+/// torn.
 #[test]
-fn a_group_update_is_seen_whole_through_the_tiled_path() {
+fn a_group_update_is_seen_whole_through_windows_of_cpus() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("seg");
     let w = Arc::new(
@@ -148,7 +148,7 @@ fn a_group_update_is_seen_whole_through_the_tiled_path() {
     }
     stop.store(true, Ordering::Relaxed);
     let updates = writer.join().unwrap();
-    println!("tiled read_many: {reads} reads, {changes} changes seen, {bad} torn, {updates} group updates");
+    println!("read_many in windows of 8 CPUs: {reads} reads, {changes} changes seen, {bad} torn, {updates} group updates");
     assert_eq!(bad, 0);
     until.assert(
         changes >= 100,
@@ -160,8 +160,8 @@ fn a_group_update_is_seen_whole_through_the_tiled_path() {
 /// a panic, on every path of the core's `Values::read_slots_at`: entries
 /// checked (a first read), entries taken as verified at the current
 /// generation (where only the value loop's own index check sees the
-/// slot), one slot (`read_slot_at`), a few (the direct loop) and more
-/// than 8 (the tiled loop at 130 CPUs); through a `SegmentView` and a
+/// slot), one slot (`read_slot_at`), a few and more than 8 (windows of 8,
+/// 4, 2 and 1 CPUs at 130 CPUs); through a `SegmentView` and a
 /// `SegmentMap`'s values alike. The slot just past the table is tried as
 /// well as `u32::MAX`: its index is still inside the mapping (the block's
 /// next words), so only the bound check refuses it. A `Segment`'s handles
@@ -206,5 +206,64 @@ fn a_slot_beyond_the_table_is_refused_on_every_path() {
                 }
             }
         }
+    }
+}
+
+/// A CPU left busy (its sequence odd, as a writer that died mid-update
+/// leaves it) fails a read of a few slots with `BusyCpu` naming that CPU,
+/// wherever it falls in the reader's windows of CPUs (the first, a middle
+/// and the last of a window of 8, one of 4, the last CPU alone), with the
+/// entries checked and taken as verified; once it is even again the read
+/// succeeds. The window of several CPUs that found it busy falls back to a
+/// window per CPU, which is what names it.
+#[test]
+fn a_busy_cpu_is_named_wherever_it_is_in_a_window() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let cpus = 13u32;
+    let _w = segment(&path, cpus, 20);
+    let mut seg = Segment::open(&path).unwrap();
+    let n = seg.nr_cpus();
+    let keys: Vec<_> = ["c1", "c3", "c7"]
+        .iter()
+        .map(|c| {
+            let h = seg.handle(c).unwrap();
+            (h.instance().slot, h.instance().reg_id)
+        })
+        .collect();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    let md = file.metadata().unwrap();
+    let map = perfabi_shm::SegmentMap::new(
+        file.try_clone().unwrap(),
+        &md,
+        perfabi::trust::Origin::File,
+        u64::MAX,
+    )
+    .unwrap();
+    let values = map.values();
+    let mut out = vec![0u64; n * keys.len()];
+    let g = values.read_slots_at(&keys, None, &mut out, 100).unwrap();
+    for busy in [0usize, 3, 7, 8, 11, 12] {
+        let at = 8 * (map.layout().cpu_block_word(busy) + perfabi::layout::CPU_SEQ_WORD) as u64;
+        let mut seq = [0u8; 8];
+        file.read_exact_at(&mut seq, at).unwrap();
+        let even = u64::from_ne_bytes(seq);
+        assert_eq!(even % 2, 0);
+        file.write_all_at(&(even + 1).to_ne_bytes(), at).unwrap();
+        for verified in [None, Some(g)] {
+            assert_eq!(
+                values.read_slots_at(&keys, verified, &mut out, 100),
+                Err(perfabi::Error::BusyCpu(busy as u32)),
+                "CPU {busy} busy, verified {verified:?}"
+            );
+        }
+        file.write_all_at(&even.to_ne_bytes(), at).unwrap();
+        assert_eq!(values.read_slots_at(&keys, Some(g), &mut out, 100), Ok(g));
+        assert_eq!(out[n - 1], 1 << 20 | u64::from(cpus - 1));
     }
 }
