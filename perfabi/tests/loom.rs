@@ -166,6 +166,17 @@ fn read_record<P: Policy>(w: &[AtomicU64]) -> RecordRead {
     }
 }
 
+/// The writer of a record `w` (sequence, two words): sets both words to 1,
+/// then to 2, each a sequence update.
+fn update_record_twice<P: Policy>(w: &[AtomicU64]) {
+    for k in 1..=2 {
+        let t = seq_write_begin::<P>(&w[0]);
+        w[1].store(k, Ordering::Relaxed);
+        w[2].store(k, Ordering::Relaxed);
+        seq_write_end::<P>(&w[0], t);
+    }
+}
+
 /// (a) A per-CPU record of two words, updated twice, never read torn.
 /// Word 0 is the sequence, words 1 and 2 must always be equal. The writer
 /// runs on the model's main thread and the reader is spawned, as in the
@@ -176,12 +187,7 @@ fn torn_record<P: Policy>() -> RecordRead {
     let w = words(3);
     let wr = w.clone();
     let reader = thread::spawn(move || read_record::<P>(&wr));
-    for k in 1..=2 {
-        let t = seq_write_begin::<P>(&w[0]);
-        w[1].store(k, Ordering::Relaxed);
-        w[2].store(k, Ordering::Relaxed);
-        seq_write_end::<P>(&w[0], t);
-    }
+    update_record_twice::<P>(&w[0..3]);
     let read = reader.join().unwrap();
     if let Some((a, b)) = read.got {
         assert_eq!(a, b, "torn record");
@@ -263,13 +269,7 @@ fn torn_group<P: Policy>(b: usize) -> GroupRead {
     let w = words(6);
     let wr = w.clone();
     let reader = thread::spawn(move || read_group::<P>(&wr));
-    let at = 3 * b;
-    for k in 1..=2 {
-        let t = seq_write_begin::<P>(&w[at]);
-        w[at + 1].store(k, Ordering::Relaxed);
-        w[at + 2].store(k, Ordering::Relaxed);
-        seq_write_end::<P>(&w[at], t);
-    }
+    update_record_twice::<P>(&w[3 * b..3 * b + 3]);
     let read = reader.join().unwrap();
     if let Ok(blocks) = read.got {
         for (a, b) in blocks {
