@@ -145,8 +145,8 @@ fn pmproxy_serves_the_agent_to_prometheus_and_pmlogger_records_it() {
             w.observe(&api_latency, workload::latency_ns(n)).unwrap();
         })
     };
-    let pmcd = Pmcd::start(&dir.path().join("pmcd"), port(), &seg, &[]);
-    let pmproxy = Pmproxy::start(&dir.path().join("pmproxy"), port(), &pmcd);
+    let pmcd = Pmcd::start(&dir.path().join("pmcd"), &seg, &[]);
+    let pmproxy = Pmproxy::start(&dir.path().join("pmproxy"), &pmcd);
 
     // pmproxy's page itself: PCP's names with dots as underscores, PCP's
     // metadata in comments, and the instance and the PCP labels of the

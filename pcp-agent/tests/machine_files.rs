@@ -135,7 +135,7 @@ fn session(dir: &Path) {
         );
         stdout(out)
     };
-    let pmcd = Pmcd::start(&dir.join("pmcd"), port(), &seg, &[]);
+    let pmcd = Pmcd::start(&dir.join("pmcd"), &seg, &[]);
     assert_eq!(pmcd.value("perfabi.session.ops").as_deref(), Some("42"));
     ok(
         "pmval",
@@ -191,7 +191,7 @@ fn session(dir: &Path) {
     );
     assert_eq!(py.trim(), "42");
 
-    let pmproxy = Pmproxy::start(&dir.join("pmproxy"), port(), &pmcd);
+    let pmproxy = Pmproxy::start(&dir.join("pmproxy"), &pmcd);
     let (status, page) = pmproxy.metrics("perfabi.session.ops");
     assert_eq!(status, 200, "{page}");
     drop(pmproxy);

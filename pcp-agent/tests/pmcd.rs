@@ -70,7 +70,7 @@ fn pminfo_values_equal_perfabi_cat_json_for_the_same_segment() {
     };
     w.publish_damon(&Aggregation::new(4242, 0, iv, regions.to_vec()))
         .unwrap();
-    let pmcd = Pmcd::start(&dir.path().join("pmcd"), port(), &seg, &[]);
+    let pmcd = Pmcd::start(&dir.path().join("pmcd"), &seg, &[]);
 
     // The writer does not move: "the same moment" is any moment.
     let pcp = pmcd.values(&["perfabi"]);
@@ -195,7 +195,7 @@ fn pmval_rates_follow_a_live_writer_at_a_known_rate() {
             }
         })
     };
-    let pmcd = Pmcd::start(&dir.path().join("pmcd"), port(), &seg, &[]);
+    let pmcd = Pmcd::start(&dir.path().join("pmcd"), &seg, &[]);
     let out =
         run(pmcd
             .client("pmval")
@@ -216,7 +216,7 @@ fn new_counters_restarts_truncation_and_deletion_are_followed() {
     let dir = tempfile::tempdir().unwrap();
     let seg = dir.path().join("seg");
     let w = one_counter(&seg, "first", 5);
-    let pmcd = Pmcd::start(&dir.path().join("pmcd"), port(), &seg, &[]);
+    let pmcd = Pmcd::start(&dir.path().join("pmcd"), &seg, &[]);
     assert_eq!(pmcd.value("perfabi.first").as_deref(), Some("5"));
 
     // A counter added while pmcd runs appears, pmcd untouched.
@@ -297,7 +297,7 @@ fn pmlogger_records_perfabi_metrics_and_pmdumplog_shows_them() {
     let dir = tempfile::tempdir().unwrap();
     let seg = dir.path().join("seg");
     let _writer = one_counter(&seg, "logged.events", 77);
-    let pmcd = Pmcd::start(&dir.path().join("pmcd"), port(), &seg, &[]);
+    let pmcd = Pmcd::start(&dir.path().join("pmcd"), &seg, &[]);
     let cfg_path = pmlogger_config_every_second(dir.path());
     let archive = dir.path().join("archive");
     let out = run(pmcd
@@ -333,7 +333,7 @@ fn a_fifo_or_a_giant_sparse_file_at_the_path_answers_at_once_and_the_agent_recov
     let seg = dir.path().join("seg");
     // Any local user can park a FIFO at the path while no writer runs.
     rustix::fs::mkfifoat(rustix::fs::CWD, &seg, rustix::fs::Mode::from(0o644)).unwrap();
-    let pmcd = Pmcd::start(&dir.path().join("pmcd"), port(), &seg, &[]);
+    let pmcd = Pmcd::start(&dir.path().join("pmcd"), &seg, &[]);
     let t = Instant::now();
     assert_eq!(
         pmcd.value("perfabi.segment.available").as_deref(),
@@ -436,7 +436,7 @@ fn an_archive_across_agent_and_pmcd_restarts_keeps_each_name_s_pmid_and_instance
     ))
     .unwrap();
     let pmcd_dir = dir.path().join("pmcd");
-    let pmcd = Pmcd::start(&pmcd_dir, port(), &seg, &[]);
+    let pmcd = Pmcd::start(&pmcd_dir, &seg, &[]);
     // The agent numbers a, b and stream 900 as it meets them (the streams
     // when a request serves DAMON values or instances); then a goes, c
     // comes and stream 100 appears, and the agent meets them too.
@@ -590,7 +590,7 @@ fn an_archive_across_agent_and_pmcd_restarts_keeps_each_name_s_pmid_and_instance
     // pmcd itself restarted, with the same state folder.
     drop(pmcd);
     std::thread::sleep(Duration::from_millis(300));
-    let pmcd = Pmcd::start(&pmcd_dir, port(), &seg, &[]);
+    let pmcd = Pmcd::start(&pmcd_dir, &seg, &[]);
     let after_pmcd = ids(&pmcd);
     assert_eq!(
         before, after_pmcd,
@@ -615,7 +615,7 @@ fn a_transient_read_error_keeps_the_last_values_for_a_bounded_time_and_counts_it
     .unwrap();
     let id = w.add("held.events", "count", Semantics::Counter).unwrap();
     w.adjust(id, 42).unwrap();
-    let pmcd = Pmcd::start(&dir.path().join("pmcd"), port(), &seg, &[]);
+    let pmcd = Pmcd::start(&dir.path().join("pmcd"), &seg, &[]);
     let one = |m: &str| pmcd.value(m);
     assert_eq!(one("perfabi.held.events").as_deref(), Some("42"));
 
@@ -787,7 +787,7 @@ fn pminfo_shows_each_family_s_instances_units_help_and_labels() {
         ))
         .unwrap();
     f.w.add_member(mine, "", &[]).unwrap();
-    let pmcd = Pmcd::start(&dir.path().join("pmcd"), port(), &seg, &[]);
+    let pmcd = Pmcd::start(&dir.path().join("pmcd"), &seg, &[]);
     let out = stdout(&run(pmcd.client("pminfo").args([
         "-dfTtl",
         "perfabi.disk.dev.read",
@@ -966,7 +966,7 @@ fn a_device_added_and_removed_changes_the_instance_domain_without_restarting_pmc
     let dir = tempfile::tempdir().unwrap();
     let seg = dir.path().join("seg");
     let f = families(&seg);
-    let pmcd = Pmcd::start(&dir.path().join("pmcd"), port(), &seg, &[]);
+    let pmcd = Pmcd::start(&dir.path().join("pmcd"), &seg, &[]);
     let agent = pmcd.agent_pid().unwrap();
     let insts = || {
         inst_ids(&stdout(&run(pmcd
@@ -1048,7 +1048,7 @@ fn a_ten_second_pmlogger_archive_replays_in_pmrep_with_units_and_instances() {
     let dir = tempfile::tempdir().unwrap();
     let seg = dir.path().join("seg");
     let f = Arc::new(families(&seg));
-    let pmcd = Pmcd::start(&dir.path().join("pmcd"), port(), &seg, &[]);
+    let pmcd = Pmcd::start(&dir.path().join("pmcd"), &seg, &[]);
     // sda reads 100 KiB/s and sdb 200 KiB/s; sda sees 10 requests of
     // 700 µs a second.
     let stop = Arc::new(AtomicBool::new(false));
@@ -1186,7 +1186,7 @@ fn the_exporters_device_and_memory_families_are_pcp_metrics_with_no_extra_work()
             .unwrap(),
     );
     eventually(10, "perfabi-exportd creates its segment", || seg.exists());
-    let pmcd = Pmcd::start(&dir.path().join("pmcd"), port(), &seg, &[]);
+    let pmcd = Pmcd::start(&dir.path().join("pmcd"), &seg, &[]);
     // Whole disks with a medium, as /sys/block lists them, by the names
     // PCP's Linux agent gives them, with the table's help and units.
     let disks = || -> Vec<String> {

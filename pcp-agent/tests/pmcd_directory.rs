@@ -160,7 +160,7 @@ fn directory_writer() {
 /// and `extra` agent arguments).
 fn pmcd(dir: &Path, segs: &Path, extra: &str) -> Pmcd {
     let source = format!("--directory {} {extra}", segs.display());
-    Pmcd::start(&dir.join("pmcd"), port(), Path::new(&source), &[])
+    Pmcd::start(&dir.join("pmcd"), Path::new(&source), &[])
 }
 
 /// `pminfo -f` of `names`, by metric: (instance id, instance name, value).

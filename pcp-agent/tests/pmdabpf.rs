@@ -194,7 +194,7 @@ fn pmcd_with_both(dir: &Path, bpfd: &Bpfd) -> Pmcd {
         String::from_utf8_lossy(&out.stderr)
     );
     let line = stdout(&out);
-    let pmcd = Pmcd::start(&dir.join("pmcd"), port(), &bpfd.pin(), &[line.trim()]);
+    let pmcd = Pmcd::start(&dir.join("pmcd"), &bpfd.pin(), &[line.trim()]);
     let log = dir.join("pmdabpf/bpf.log");
     let what = format!(
         "pmdabpf's runqlat and biolatency served (its log: {})",

@@ -72,17 +72,31 @@ pub fn port() -> u16 {
     perfabi_test_harness::http::free_port()
 }
 
+/// The port a server script chose (PORT 0), from the file it wrote.
+fn chosen_port(file: &Path) -> u16 {
+    let text = std::fs::read_to_string(file).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (the script writes it once its server answers)",
+            file.display()
+        )
+    });
+    text.trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{}: {text:?} is not a port: {e}", file.display()))
+}
+
 /// Runs the script `pcp-agent/test/SCRIPT` with `args`; the script starts
 /// a server and prints its pid once it answers, which is returned.
 fn start_server<'a>(script: &str, args: impl IntoIterator<Item = &'a OsStr>) -> u32 {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("test")
         .join(script);
-    // Bounded: a script whose server never answers is killed (with its
+    // Bounded (beyond the script's own minute, so that it can say why):
+    // a script whose server never answers is killed (with its
     // process group, the server included) and the test fails.
     let out = perfabi_test_harness::run_limited(
         Command::new(&path).args(args),
-        std::time::Duration::from_secs(60),
+        std::time::Duration::from_secs(120),
     );
     assert!(
         out.status.is_some_and(|s| s.success()),
@@ -116,11 +130,12 @@ pub struct Pmcd {
 }
 
 impl Pmcd {
-    pub fn start(dir: &Path, port: u16, segment: &Path, extra: &[&str]) -> Pmcd {
-        let port_arg = port.to_string();
+    /// Starts pmcd on a port private-pmcd chooses (another if the first is
+    /// taken before pmcd binds it), serving `segment` and `extra` agents.
+    pub fn start(dir: &Path, segment: &Path, extra: &[&str]) -> Pmcd {
         let args = [
             dir.as_os_str(),
-            port_arg.as_ref(),
+            OsStr::new("0"),
             AGENT.as_ref(),
             segment.as_os_str(),
         ];
@@ -128,6 +143,7 @@ impl Pmcd {
             "private-pmcd",
             args.into_iter().chain(extra.iter().map(OsStr::new)),
         );
+        let port = chosen_port(&dir.join("pmcd.port"));
         println!(
             "private pmcd (pid {pid}) on 127.0.0.1:{port}, folder {}",
             dir.display()
@@ -238,14 +254,15 @@ pub struct Pmproxy {
 }
 
 impl Pmproxy {
-    /// Starts pmproxy on 127.0.0.1:`port` for `pmcd`; returns once its
-    /// `/metrics` serves the agent's metrics.
-    pub fn start(dir: &Path, port: u16, pmcd: &Pmcd) -> Pmproxy {
-        let (port_arg, pmcd_port) = (port.to_string(), pmcd.port.to_string());
+    /// Starts pmproxy on a port private-pmproxy chooses, for `pmcd`;
+    /// returns once its `/metrics` serves the agent's metrics.
+    pub fn start(dir: &Path, pmcd: &Pmcd) -> Pmproxy {
+        let pmcd_port = pmcd.port.to_string();
         let pid = start_server(
             "private-pmproxy",
-            [dir.as_os_str(), port_arg.as_ref(), pmcd_port.as_ref()],
+            [dir.as_os_str(), OsStr::new("0"), pmcd_port.as_ref()],
         );
+        let port = chosen_port(&dir.join("pmproxy.port"));
         println!(
             "private pmproxy (pid {pid}) on 127.0.0.1:{port} for pmcd {}, folder {}",
             pmcd.host(),

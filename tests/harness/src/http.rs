@@ -186,9 +186,36 @@ pub fn encode(value: &str) -> String {
         .collect()
 }
 
-/// A free loopback port (bound, then released).
+/// A free loopback port for a server a test starts: one that binds now,
+/// chosen at random below the kernel's ephemeral range
+/// (`ip_local_port_range`). The kernel gives connections their local
+/// ports, and servers binding port 0 theirs, from that range, so none of
+/// them can take this port between its release here and the server's
+/// bind; only another test choosing the same way at the same moment could
+/// (about one chance in 20,000). Where the range leaves no room below it,
+/// any free port the kernel gives.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
+    use std::hash::{BuildHasher, Hasher};
+    use std::net::TcpListener;
+    const LOWEST: u32 = 10_000;
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32_768);
+    if ephemeral_low > LOWEST + 1_000 {
+        for _ in 0..1_000 {
+            // A random number from std alone: each RandomState has new keys.
+            let r = std::collections::hash_map::RandomState::new()
+                .build_hasher()
+                .finish();
+            let port = LOWEST + (r % u64::from(ephemeral_low - LOWEST)) as u32;
+            let port = u16::try_from(port).expect("below the ephemeral range");
+            if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return port;
+            }
+        }
+    }
+    TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
@@ -199,6 +226,19 @@ pub fn free_port() -> u16 {
 mod tests {
     use super::*;
     use std::net::TcpListener;
+
+    #[test]
+    fn a_free_port_binds_and_is_below_the_ephemeral_range() {
+        let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap();
+        let low: u16 = range.split_whitespace().next().unwrap().parse().unwrap();
+        let ports: Vec<u16> = (0..20).map(|_| free_port()).collect();
+        for &p in &ports {
+            assert!((10_000..low).contains(&p), "{p} not in 10000..{low}");
+            TcpListener::bind(("127.0.0.1", p)).unwrap();
+        }
+        // Chosen at random, not one port over and over.
+        assert!(ports.iter().any(|&p| p != ports[0]), "{ports:?}");
+    }
 
     /// Serves `reply` once on a loopback port; returns the address.
     fn serve_once(reply: &'static [u8]) -> SocketAddr {
