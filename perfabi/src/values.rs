@@ -423,15 +423,14 @@ impl<'a> Values<'a> {
         retries: u32,
     ) -> Result<u64, Error> {
         let n = self.blocks.nr_cpus;
-        let stride = runs
-            .iter()
-            .try_fold(0usize, |sum, &(_, len)| sum.checked_add(len));
-        let in_table = runs.iter().all(|&(src, len)| {
-            src.checked_add(len)
-                .is_some_and(|e| e <= self.blocks.max_instances)
+        // Every run inside the table, and the sum of their lengths (one
+        // pass over the runs).
+        let max = self.blocks.max_instances;
+        let stride = runs.iter().try_fold(0usize, |sum, &(src, len)| {
+            src.checked_add(len).filter(|&end| end <= max)?;
+            sum.checked_add(len)
         });
-        let Some(stride) = stride.filter(|s| s.checked_mul(n) == Some(out.len()) && in_table)
-        else {
+        let Some(stride) = stride.filter(|s| s.checked_mul(n) == Some(out.len())) else {
             return Err(Error::OutOfBounds(Section::Counters));
         };
         let b = &self.blocks;

@@ -163,7 +163,8 @@ fn a_group_update_is_seen_whole_through_windows_of_cpus() {
 /// slot), one slot (`read_slot_at`), a few and more than 8 (windows of 8,
 /// 4, 2 and 1 CPUs at 130 CPUs); through a `SegmentView` and a
 /// `SegmentMap`'s values alike. The slot just past the table is tried as
-/// well as `u32::MAX`: its index is still inside the mapping (the block's
+/// well as `u32::MAX`, and a run of `read_ranges` that ends past it: its
+/// index is still inside the mapping (the block's
 /// next words), so only the bound check refuses it. A `Segment`'s handles
 /// cannot name such a slot: they are made only by looking a counter up,
 /// and what they name is private.
@@ -206,6 +207,24 @@ fn a_slot_beyond_the_table_is_refused_on_every_path() {
                 }
             }
         }
+        // read_ranges: a run ending past the table, alone (the one-run
+        // path) or after another run, and one starting there.
+        let last = slots as usize - 1;
+        for runs in [
+            vec![(last, 2)],
+            vec![(slots as usize, 1)],
+            vec![(0, 1), (last, 2)],
+        ] {
+            let stride: usize = runs.iter().map(|r| r.1).sum();
+            let mut out = vec![0u64; n * stride];
+            assert_eq!(
+                values.read_ranges(&runs, &mut out, 100),
+                Err(perfabi::Error::OutOfBounds(Section::Counters)),
+                "{cpus} CPUs, runs {runs:?}"
+            );
+        }
+        let mut out = vec![0u64; n * 2];
+        values.read_ranges(&[(last - 1, 2)], &mut out, 100).unwrap();
     }
 }
 
