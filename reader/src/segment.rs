@@ -414,10 +414,20 @@ impl Segment {
     /// and the ways out are calls.
     #[inline]
     fn finish<T>(&mut self, r: Result<T, perfabi::Error>) -> Result<T, Error> {
-        if self.map.faulted() || !self.map.intact() {
+        if !self.map.sound() {
             return Err(self.damaged());
         }
         r.map_err(|e| self.failed(e))
+    }
+
+    /// [`finish`](Self::finish) of what a hot path does not serve itself
+    /// (it serves a generation read from a [sound](SegmentMap::sound)
+    /// mapping, and so no more than the generation moves out of the
+    /// `Result`): a failed read, or one of a void mapping. An error.
+    #[cold]
+    #[inline(never)]
+    fn unserved(&mut self, r: Result<u64, perfabi::Error>) -> Result<u64, Error> {
+        self.finish(r)
     }
 
     /// [`finish`](Self::finish) of a read of a mapping that a truncation
@@ -550,16 +560,14 @@ impl Segment {
             .map(|(_, _, g)| g);
         let (values, retries) = (self.map.values(), self.opts.retries);
         let r = patiently!(&self.opts, values.read_slot_at(key, verified, out, retries));
-        // Each arm builds its own result (an `Ok` is two words, not a
-        // move of the whole `Result`).
-        match self.finish(r) {
-            Ok(g) => {
+        match r {
+            Ok(g) if self.map.sound() => {
                 self.key_at = Some((h.token, epoch, g));
                 Ok(g)
             }
-            Err(e) => {
+            r => {
                 self.key_at = None;
-                Err(e)
+                self.unserved(r)
             }
         }
     }
@@ -597,14 +605,14 @@ impl Segment {
             &self.opts,
             values.read_slots_at(keys, verified, out, retries)
         );
-        match self.finish(r) {
-            Ok(g) => {
+        match r {
+            Ok(g) if self.map.sound() => {
                 self.keys_at = Some((epoch, g));
                 Ok(g)
             }
-            Err(e) => {
+            r => {
                 self.keys_at = None;
-                Err(e)
+                self.unserved(r)
             }
         }
     }
@@ -624,8 +632,10 @@ impl Segment {
     /// [`Values::read_ranges`]: perfabi::Values::read_ranges
     pub fn read_ranges(&mut self, runs: &[(usize, usize)], out: &mut [u64]) -> Result<u64, Error> {
         let (values, retries) = (self.map.values(), self.opts.retries);
-        let r = patiently!(&self.opts, values.read_ranges(runs, out, retries));
-        self.finish(r)
+        match patiently!(&self.opts, values.read_ranges(runs, out, retries)) {
+            Ok(g) if self.map.sound() => Ok(g),
+            r => self.unserved(r),
+        }
     }
 
     /// Header state and writer liveness, looked at as every method but the

@@ -381,6 +381,58 @@ fn a_segment_zeroed_and_grown_again_is_never_read_as_valid() {
     assert_eq!(Segment::open(&path).unwrap().counter("x").unwrap().total, 2);
 }
 
+/// The hot paths (`read`, `read_many`, `read_family`, `read_ranges`)
+/// check no header before they read, only after: a segment zeroed and
+/// grown again under a reader that has read it (its entries then taken as
+/// verified) reads as zeros, generation 0, and each path must refuse that
+/// (`HeaderChanged`); a segment truncated under it faults, and each must
+/// refuse that too (`Truncated`), never serving what it copied.
+#[test]
+fn a_hot_read_of_a_zeroed_or_truncated_segment_is_refused_on_every_path() {
+    let dir = tempfile::tempdir().unwrap();
+    for damage in ["zeroed", "truncated"] {
+        for path_name in ["read", "read_many", "read_family", "read_ranges"] {
+            let path = dir.path().join(format!("{damage}-{path_name}"));
+            let w = Writer::create(&path, &small()).unwrap();
+            let id = w.add("x", "", Semantics::Counter).unwrap();
+            w.adjust(id, 5).unwrap();
+            let mut seg = Segment::open(&path).unwrap();
+            let n = seg.nr_cpus();
+            let h = seg.handle("x").unwrap();
+            let runs = [(h.instance().slot as usize, 1)];
+            let mut fam = seg.family_handle("x").unwrap();
+            let mut values = perfabi_reader::FamilyValues::default();
+            let mut out = vec![0u64; n];
+            let mut read = |seg: &mut Segment| match path_name {
+                "read" => seg.read(&h, &mut out),
+                "read_many" => seg.read_many(std::slice::from_ref(&h), &mut out),
+                "read_family" => seg.read_family(&mut fam, &mut values),
+                _ => seg.read_ranges(&runs, &mut out),
+            };
+            // Twice: the second takes the entries as verified.
+            for _ in 0..2 {
+                read(&mut seg).unwrap_or_else(|e| panic!("{path_name}: {e}"));
+            }
+            let len = std::fs::metadata(&path).unwrap().len();
+            let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+            if damage == "zeroed" {
+                f.set_len(0).unwrap();
+                f.set_len(len).unwrap();
+            } else {
+                f.set_len(4096).unwrap();
+            }
+            let e = read(&mut seg).expect_err(&format!("{path_name} served a {damage} segment"));
+            let want = if damage == "zeroed" {
+                matches!(e, Error::HeaderChanged(_))
+            } else {
+                matches!(e, Error::Truncated(_))
+            };
+            assert!(want, "{path_name} of a {damage} segment: {e}");
+            drop(w);
+        }
+    }
+}
+
 #[test]
 fn segments_written_under_common_umasks_are_accepted_by_readers() {
     let dir = tempfile::tempdir().unwrap();

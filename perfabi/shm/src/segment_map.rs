@@ -249,6 +249,14 @@ impl SegmentMap {
         self.map.faulted()
     }
 
+    /// Whether what was read from the mapping since the last look stands:
+    /// no read of it hit a truncated page ([`faulted`](Self::faulted))
+    /// and it is [`intact`](Self::intact).
+    #[inline]
+    pub fn sound(&self) -> bool {
+        !self.faulted() && self.intact()
+    }
+
     /// Whether the header still shows the segment this mapping validated:
     /// the magic and the epoch are where they were. A file truncated to
     /// nothing and grown again reads as zeros; a writer that created its

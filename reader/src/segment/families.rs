@@ -327,8 +327,24 @@ impl Segment {
     ) -> Result<u64, Error> {
         let (map, retries) = (&self.map, self.opts.retries);
         let names = &mut self.names;
-        let r = patiently!(&self.opts, h.attempt(map, names, out, retries));
-        let r = self.finish(r);
+        match patiently!(&self.opts, h.attempt(map, names, out, retries)) {
+            // Served as the other hot paths are (see `unserved`).
+            Ok(g) if self.map.sound() => Ok(g),
+            r => self.read_family_failed(r, h, out),
+        }
+    }
+
+    /// [`read_family`](Self::read_family) of an attempt that failed, or
+    /// of a mapping that a truncation or a changed header made void.
+    #[cold]
+    #[inline(never)]
+    fn read_family_failed(
+        &mut self,
+        r: Result<u64, perfabi::Error>,
+        h: &mut FamilyHandle,
+        out: &mut FamilyValues,
+    ) -> Result<u64, Error> {
+        let r = self.unserved(r);
         if r.is_err() {
             // What was decoded from a truncated or replaced mapping is void.
             self.names.clear();
