@@ -338,20 +338,27 @@ impl<'a> Values<'a> {
         debug_assert!(c0 + G <= self.blocks.nr_cpus, "a group past the last CPU");
         let b = &self.blocks;
         let (seqs, blocks) = self.group::<G>(c0)?;
+        let n = b.nr_cpus;
         let r = seq_read_group::<Sound, G, _>(seqs, retries, || {
-            let mut at = c0;
+            // Each slot's row of `out` split off in turn (`n` words); the
+            // group's run in it, `c0..c0 + G`, checked once here.
+            if c0 > n || n - c0 < G {
+                return false;
+            }
+            let mut rows = &mut *out;
             for &(slot, _) in slots {
                 let s = slot as usize;
                 if s >= b.max_instances {
                     return false;
                 }
-                let Some(run) = out.get_mut(at..).and_then(|r| r.first_chunk_mut::<G>()) else {
+                let Some((row, more)) = rows.split_at_mut_checked(n) else {
                     return false;
                 };
+                let run = &mut row[c0..c0 + G];
                 for (o, values) in run.iter_mut().zip(&blocks) {
                     *o = values[s].load(Ordering::Relaxed);
                 }
-                at += b.nr_cpus;
+                rows = more;
             }
             true
         });
@@ -438,20 +445,20 @@ impl<'a> Values<'a> {
         let (gen1, gen2) = (&self.words[HEADER_GEN1_WORD], &self.words[HEADER_GEN2_WORD]);
         let r = gen_read::<Sound, _, Error>(gen1, gen2, retries, |_| {
             // Word indexes of this CPU's sequence word and first value
-            // slot, and its row's place in `out`: stepped, not worked
-            // out per CPU (and no division, as `chunks_exact_mut` makes).
-            let (mut seq, mut first, mut at) = (b.seq0, b.values0, 0usize);
+            // slot, stepped, not worked out per CPU; its row split off
+            // `out` in turn (no division, as `chunks_exact_mut` makes).
+            let (mut seq, mut first) = (b.seq0, b.values0);
             if let [(src, len)] = *runs {
                 // One run (a family whose members are adjacent): each
                 // CPU's run and row taken as slices of one length, so the
                 // copy checks nothing per word.
                 first = first.wrapping_add(src);
+                let mut rows = &mut *out;
                 for cpu in 0..b.nr_cpus {
-                    let next = at.wrapping_add(len);
-                    let (Some(s), Some(words), Some(row)) = (
+                    let (Some(s), Some(words), Some((row, more))) = (
                         self.words.get(seq),
                         self.words.get(first..first.wrapping_add(len)),
-                        out.get_mut(at..next),
+                        rows.split_at_mut_checked(len),
                     ) else {
                         return Err(oob);
                     };
@@ -459,13 +466,15 @@ impl<'a> Values<'a> {
                         .ok_or(Error::BusyCpu(cpu as u32))?;
                     seq = seq.wrapping_add(b.stride);
                     first = first.wrapping_add(b.stride);
-                    at = next;
+                    rows = more;
                 }
                 return Ok(());
             }
+            let mut rows = &mut *out;
             for cpu in 0..b.nr_cpus {
-                let next = at.wrapping_add(stride);
-                let (Some(s), Some(row)) = (self.words.get(seq), out.get_mut(at..next)) else {
+                let (Some(s), Some((row, more))) =
+                    (self.words.get(seq), rows.split_at_mut_checked(stride))
+                else {
                     return Err(oob);
                 };
                 let within = seq_read::<Sound, _>(s, retries, || {
@@ -489,7 +498,7 @@ impl<'a> Values<'a> {
                 }
                 seq = seq.wrapping_add(b.stride);
                 first = first.wrapping_add(b.stride);
-                at = next;
+                rows = more;
             }
             Ok(())
         })?;
