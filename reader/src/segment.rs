@@ -409,9 +409,11 @@ impl Segment {
     /// After a read: the data is void if the file was truncated under it
     /// or its header changed (checked after the data was copied, so a copy
     /// made of a truncated file's fresh zero pages is never returned); a
-    /// busy read is counted. Inlined into every read, like
-    /// [`prepare`](Self::prepare): a read's result stays in registers,
-    /// and the ways out are calls.
+    /// busy read is counted. Inlined into every read but the hot paths,
+    /// like [`prepare`](Self::prepare): a read's result stays in
+    /// registers, and the ways out are calls; the hot paths look at
+    /// [`SegmentMap::sound`] themselves and call it only through
+    /// [`unserved`](Self::unserved).
     #[inline]
     fn finish<T>(&mut self, r: Result<T, perfabi::Error>) -> Result<T, Error> {
         if !self.map.sound() {
@@ -423,7 +425,8 @@ impl Segment {
     /// [`finish`](Self::finish) of what a hot path does not serve itself
     /// (it serves a generation read from a [sound](SegmentMap::sound)
     /// mapping, and so no more than the generation moves out of the
-    /// `Result`): a failed read, or one of a void mapping. An error.
+    /// `Result`): a failed read, or one of a void mapping; an error, unless
+    /// the mapping was sound again by the time `finish` looked.
     #[cold]
     #[inline(never)]
     fn unserved(&mut self, r: Result<u64, perfabi::Error>) -> Result<u64, Error> {

@@ -65,9 +65,10 @@ pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// A free port on 127.0.0.1 for a server a test starts (the kernel's
-/// choice, so tests running at once never share one; the scripts that
-/// start the servers check that the port is their server's).
+/// A free port on 127.0.0.1 for a server a test starts that cannot
+/// choose its own (pmlogger's control port): one below the kernel's
+/// ephemeral range ([`free_port`](perfabi_test_harness::http::free_port)).
+/// pmcd and pmproxy choose theirs ([`Pmcd::start`], [`Pmproxy::start`]).
 pub fn port() -> u16 {
     perfabi_test_harness::http::free_port()
 }
