@@ -336,31 +336,34 @@ impl<'a> Values<'a> {
         retries: u32,
     ) -> Result<usize, Error> {
         debug_assert!(c0 + G <= self.blocks.nr_cpus, "a group past the last CPU");
+        debug_assert_eq!(
+            Some(out.len()),
+            slots.len().checked_mul(self.blocks.nr_cpus)
+        );
         let b = &self.blocks;
         let (seqs, blocks) = self.group::<G>(c0)?;
         let n = b.nr_cpus;
         let r = seq_read_group::<Sound, G, _>(seqs, retries, || {
-            // Each slot's row of `out` split off in turn (`n` words); the
-            // group's run in it, `c0..c0 + G`, checked once here.
+            // The group's run in each row, `c0..c0 + G`, checked once
+            // here. `out` holds a row (`n` words) per slot, as
+            // `read_slots_at` checked before any group: zipped with the
+            // slots, the rows need no check of their own as the loop goes.
             if c0 > n || n - c0 < G {
                 return false;
             }
-            let mut rows = &mut *out;
-            for &(slot, _) in slots {
+            let mut within = true;
+            for (&(slot, _), row) in slots.iter().zip(out.chunks_exact_mut(n)) {
                 let s = slot as usize;
                 if s >= b.max_instances {
-                    return false;
+                    within = false;
+                    break;
                 }
-                let Some((row, more)) = rows.split_at_mut_checked(n) else {
-                    return false;
-                };
                 let run = &mut row[c0..c0 + G];
                 for (o, values) in run.iter_mut().zip(&blocks) {
                     *o = values[s].load(Ordering::Relaxed);
                 }
-                rows = more;
             }
-            true
+            within
         });
         // A window of several CPUs needs them all quiet at once: when
         // writers kept one of them busy, each CPU is read alone (as a
