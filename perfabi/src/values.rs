@@ -165,6 +165,11 @@ impl<'a> Values<'a> {
     /// small read's cost (an entry's cache line per slot, beside a few
     /// value words per CPU). At any other generation the entries are
     /// checked. `None`: always checked.
+    ///
+    /// Slots verified at the current generation, in a segment of up to 8
+    /// CPUs, are read first in one attempt with every CPU in one window
+    /// (no entry loaded, no window worked out); if the generation moved or
+    /// a CPU was busy, the read is made as above, with its `retries`.
     #[inline]
     pub fn read_slots_at(
         &self,
@@ -182,6 +187,11 @@ impl<'a> Values<'a> {
         // of its own; there, a CPU left busy is reported before the bound).
         if slots.len().checked_mul(self.blocks.nr_cpus) != Some(out.len()) {
             return Err(Error::OutOfBounds(Section::Counters));
+        }
+        if let (Some(g), 1.., ..=GROUP_CPUS) = (verified, retries, self.blocks.nr_cpus) {
+            if let Some(g) = self.read_few_verified(slots, g, out) {
+                return Ok(g);
+            }
         }
         let (gen1, gen2) = (&self.words[HEADER_GEN1_WORD], &self.words[HEADER_GEN2_WORD]);
         let r = gen_read::<Sound, _, Error>(gen1, gen2, retries, |g| {
@@ -225,6 +235,65 @@ impl<'a> Values<'a> {
             Ok(live)
         })?;
         live_generation(r)
+    }
+
+    /// [`read_verified`](Self::read_verified) of a segment of up to
+    /// [`GROUP_CPUS`] CPUs (`None` for more).
+    #[inline(never)]
+    fn read_few_verified(&self, slots: &[(u32, u64)], g: u64, out: &mut [u64]) -> Option<u64> {
+        match self.blocks.nr_cpus {
+            1 => self.read_verified::<1>(slots, g, out),
+            2 => self.read_verified::<2>(slots, g, out),
+            3 => self.read_verified::<3>(slots, g, out),
+            4 => self.read_verified::<4>(slots, g, out),
+            5 => self.read_verified::<5>(slots, g, out),
+            6 => self.read_verified::<6>(slots, g, out),
+            7 => self.read_verified::<7>(slots, g, out),
+            GROUP_CPUS => self.read_verified::<GROUP_CPUS>(slots, g, out),
+            _ => None,
+        }
+    }
+
+    /// One attempt of [`read_slots_at`](Self::read_slots_at) of slots
+    /// found live at generation `verified`, all `G` CPUs (`nr_cpus`) in
+    /// one window: `Some(generation)` if the generation was still
+    /// `verified` and every CPU quiet, else `None` (the general path then
+    /// reads, and retries, and reports what it finds).
+    #[inline]
+    fn read_verified<const G: usize>(
+        &self,
+        slots: &[(u32, u64)],
+        verified: u64,
+        out: &mut [u64],
+    ) -> Option<u64> {
+        let b = &self.blocks;
+        let (gen1, gen2) = (
+            self.words.get(HEADER_GEN1_WORD)?,
+            self.words.get(HEADER_GEN2_WORD)?,
+        );
+        let (seqs, blocks) = self.group::<G>(0).ok()?;
+        let r = gen_read::<Sound, _, ()>(gen1, gen2, 1, |g| {
+            if g != verified {
+                return Err(());
+            }
+            seq_read_group::<Sound, G, _>(seqs, 1, || {
+                for (&(slot, _), row) in slots.iter().zip(out.chunks_exact_mut(G)) {
+                    let s = slot as usize;
+                    if s >= b.max_instances {
+                        return false;
+                    }
+                    for (o, values) in row.iter_mut().zip(&blocks) {
+                        *o = values[s].load(Ordering::Relaxed);
+                    }
+                }
+                true
+            })
+            .map_err(drop)
+        });
+        match r {
+            Ok(Some((true, g))) => Some(g),
+            _ => None,
+        }
     }
 
     /// Whether every one of `slots` holds its registration, live, at

@@ -46,7 +46,7 @@ fn segment(path: &std::path::Path, cpus: u32, slots: u32) -> Writer {
 #[test]
 fn read_many_returns_every_value_in_place_at_every_shape() {
     let dir = tempfile::tempdir().unwrap();
-    for cpus in [1u32, 7, 8, 9, 64, 68, 130, 512, 1025] {
+    for cpus in [1u32, 2, 3, 4, 5, 6, 7, 8, 9, 64, 68, 130, 512, 1025] {
         let path = dir.path().join(format!("seg{cpus}"));
         let slots = 600;
         let _w = segment(&path, cpus, slots);
@@ -63,16 +63,20 @@ fn read_many_returns_every_value_in_place_at_every_shape() {
                 .iter()
                 .map(|i| seg.handle(&format!("c{i}")).unwrap())
                 .collect();
-            let mut out = vec![u64::MAX; hs.len() * n];
-            seg.read_many(&hs, &mut out).unwrap();
-            for (k, (row, &i)) in out.chunks_exact(n).zip(&picks).enumerate() {
-                for (cpu, &v) in row.iter().enumerate() {
-                    assert_eq!(
-                        v,
-                        (i as u64) << 20 | cpu as u64,
-                        "{cpus} CPUs, {} handles: handle {k} (c{i}) on CPU {cpu}",
-                        hs.len()
-                    );
+            // The first read checks the entries; the second takes them as
+            // found live (at up to 8 CPUs, in one window of every CPU).
+            for read in ["first", "kept"] {
+                let mut out = vec![u64::MAX; hs.len() * n];
+                seg.read_many(&hs, &mut out).unwrap();
+                for (k, (row, &i)) in out.chunks_exact(n).zip(&picks).enumerate() {
+                    for (cpu, &v) in row.iter().enumerate() {
+                        assert_eq!(
+                            v,
+                            (i as u64) << 20 | cpu as u64,
+                            "{cpus} CPUs, {} handles, {read} read: handle {k} (c{i}) on CPU {cpu}",
+                            hs.len()
+                        );
+                    }
                 }
             }
             // A buffer of the wrong size is refused, not written past.
@@ -84,17 +88,23 @@ fn read_many_returns_every_value_in_place_at_every_shape() {
 
 /// Every group update adds 1 to each of 8 counters (a group's most), read
 /// with 4 more (12 handles) from a segment of 256 CPU blocks (so windows
-/// of 8 CPUs): on every CPU the 8 are equal in a read, or the read was
-/// torn.
+/// of 8 CPUs), and of 4 (every CPU in one window): on every CPU the 8 are
+/// equal in a read, or the read was torn.
 #[test]
 fn a_group_update_is_seen_whole_through_windows_of_cpus() {
+    for cpus in [256, 4] {
+        group_update_seen_whole(cpus);
+    }
+}
+
+fn group_update_seen_whole(cpus: u32) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("seg");
     let w = Arc::new(
         Writer::create(
             &path,
             &Config {
-                nr_cpus: Some(256),
+                nr_cpus: Some(cpus),
                 max_instances: 16,
                 damon_capacity: 0,
                 ..Config::default()
@@ -148,7 +158,7 @@ fn a_group_update_is_seen_whole_through_windows_of_cpus() {
     }
     stop.store(true, Ordering::Relaxed);
     let updates = writer.join().unwrap();
-    println!("read_many in windows of 8 CPUs: {reads} reads, {changes} changes seen, {bad} torn, {updates} group updates");
+    println!("read_many at {cpus} CPUs: {reads} reads, {changes} changes seen, {bad} torn, {updates} group updates");
     assert_eq!(bad, 0);
     until.assert(
         changes >= 100,
@@ -231,16 +241,23 @@ fn a_slot_beyond_the_table_is_refused_on_every_path() {
 /// A CPU left busy (its sequence odd, as a writer that died mid-update
 /// leaves it) fails a read of a few slots with `BusyCpu` naming that CPU,
 /// wherever it falls in the reader's windows of CPUs (the first, a middle
-/// and the last of a window of 8, one of 4, the last CPU alone), with the
-/// entries checked and taken as verified; once it is even again the read
-/// succeeds. The window of several CPUs that found it busy falls back to a
-/// window per CPU, which is what names it.
+/// and the last of a window of 8, one of 4, the last CPU alone, at 13
+/// CPUs; any of 5 CPUs read in one window), with the entries checked and
+/// taken as verified; once it is even again the read succeeds. The window
+/// of several CPUs that found it busy falls back to a window per CPU,
+/// which is what names it.
 #[test]
 fn a_busy_cpu_is_named_wherever_it_is_in_a_window() {
+    // 13 CPUs: windows of 8, 4 and 1; 5: every CPU in one window.
+    for cpus in [13u32, 5] {
+        busy_cpu_named(cpus);
+    }
+}
+
+fn busy_cpu_named(cpus: u32) {
     use std::os::unix::fs::FileExt;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("seg");
-    let cpus = 13u32;
     let _w = segment(&path, cpus, 20);
     let mut seg = Segment::open(&path).unwrap();
     let n = seg.nr_cpus();
@@ -267,7 +284,7 @@ fn a_busy_cpu_is_named_wherever_it_is_in_a_window() {
     let values = map.values();
     let mut out = vec![0u64; n * keys.len()];
     let g = values.read_slots_at(&keys, None, &mut out, 100).unwrap();
-    for busy in [0usize, 3, 7, 8, 11, 12] {
+    for busy in [0usize, 3, 4, 7, 8, 11, 12].into_iter().filter(|&c| c < n) {
         let at = 8 * (map.layout().cpu_block_word(busy) + perfabi::layout::CPU_SEQ_WORD) as u64;
         let mut seq = [0u8; 8];
         file.read_exact_at(&mut seq, at).unwrap();
