@@ -25,6 +25,13 @@
 //! moves both. `--calls N --op NAME` makes only N calls of one path (for
 //! callgrind: its instructions per call are its total over N, less the
 //! total of `--calls 0`), `--op floor:NAME` N of its floor.
+//!
+//! Where a loop lands in the binary moves its time by up to 40 % (the
+//! floors' more than the paths'). `PERFABI_BENCH_PAD=N` at build time
+//! puts N bytes of `nop` in a function of this bench, which moves the
+//! code after it (the library's and the floors') by N bytes:
+//! `reader/benches/placements.sh` builds it at 0, 16, 32 and 48 and runs
+//! the four side by side.
 
 use std::hint::black_box;
 
@@ -44,7 +51,39 @@ const ROUND_MIN: usize = 20;
 const ROUND_MAX: usize = 100_000;
 const ROUNDS: usize = 11;
 
+/// Bytes of `nop` in [`placement_pad`]: `PERFABI_BENCH_PAD` when built,
+/// else 0.
+const PAD: usize = match option_env!("PERFABI_BENCH_PAD") {
+    Some(n) => decimal(n.as_bytes()),
+    None => 0,
+};
+
+/// The decimal number `digits` (a build stops at anything else).
+const fn decimal(digits: &[u8]) -> usize {
+    let (mut n, mut i) = (0, 0);
+    while i < digits.len() {
+        assert!(
+            digits[i].is_ascii_digit(),
+            "PERFABI_BENCH_PAD: a number of bytes"
+        );
+        n = n * 10 + (digits[i] - b'0') as usize;
+        i += 1;
+    }
+    n
+}
+
+/// [`PAD`] bytes of code, run once: what moves the code placed after it.
+#[inline(never)]
+#[no_mangle]
+pub extern "C" fn placement_pad() {
+    // SAFETY: `nop`s only: no memory, stack or flags touched.
+    unsafe {
+        std::arch::asm!(".skip {n}, 0x90", n = const PAD, options(nomem, nostack, preserves_flags))
+    }
+}
+
 fn main() {
+    placement_pad();
     let args: Vec<String> = std::env::args().collect();
     let arg = |name: &str| {
         let i = args.iter().position(|a| a == name)?;
