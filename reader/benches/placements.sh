@@ -1,8 +1,9 @@
 #!/bin/bash
 # Every read path beside its loop floor (read_fixed) in four code
 # placements: the bench built with PERFABI_BENCH_PAD=0, 16, 32 and 48
-# (bytes of nop before the code after it, so every later function moves
-# by that much modulo a 64-byte line), the four binaries run in turn,
+# (bytes in its code section, so every function the linker places after
+# them, the library's among them, moves by that much modulo a 64-byte
+# line), the four binaries run in turn,
 # RUNS times, at CPUS x SLOTS. A loop's time depends on where it lands
 # (the floors' by up to 40 %); a ratio measured in one build holds for
 # that build's placement only.

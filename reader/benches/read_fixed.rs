@@ -28,10 +28,10 @@
 //!
 //! Where a loop lands in the binary moves its time by up to 40 % (the
 //! floors' more than the paths'). `PERFABI_BENCH_PAD=N` at build time
-//! puts N bytes of `nop` in a function of this bench, which moves the
-//! code after it (the library's and the floors') by N bytes:
-//! `reader/benches/placements.sh` builds it at 0, 16, 32 and 48 and runs
-//! the four side by side.
+//! puts N bytes in this bench's code section, which moves the code the
+//! linker places after them (the library's, and this bench's but `main`)
+//! by N bytes: `reader/benches/placements.sh` builds it at 0, 16, 32 and
+//! 48 and runs the four side by side.
 
 use std::hint::black_box;
 
@@ -51,8 +51,7 @@ const ROUND_MIN: usize = 20;
 const ROUND_MAX: usize = 100_000;
 const ROUNDS: usize = 11;
 
-/// Bytes of `nop` in [`placement_pad`]: `PERFABI_BENCH_PAD` when built,
-/// else 0.
+/// Bytes of [`PLACEMENT_PAD`]: `PERFABI_BENCH_PAD` when built, else 0.
 const PAD: usize = match option_env!("PERFABI_BENCH_PAD") {
     Some(n) => decimal(n.as_bytes()),
     None => 0,
@@ -72,18 +71,14 @@ const fn decimal(digits: &[u8]) -> usize {
     n
 }
 
-/// [`PAD`] bytes of code, run once: what moves the code placed after it.
-#[inline(never)]
-#[no_mangle]
-pub extern "C" fn placement_pad() {
-    // SAFETY: `nop`s only: no memory, stack or flags touched.
-    unsafe {
-        std::arch::asm!(".skip {n}, 0x90", n = const PAD, options(nomem, nostack, preserves_flags))
-    }
-}
+/// [`PAD`] bytes placed in the code section, before this bench's
+/// functions: what moves the code placed after it (a `nop` a byte, never
+/// run).
+#[used]
+#[link_section = ".text.perfabi_bench_pad"]
+static PLACEMENT_PAD: [u8; PAD] = [0x90; PAD];
 
 fn main() {
-    placement_pad();
     let args: Vec<String> = std::env::args().collect();
     let arg = |name: &str| {
         let i = args.iter().position(|a| a == name)?;
