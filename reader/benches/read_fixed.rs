@@ -71,9 +71,8 @@ const fn decimal(digits: &[u8]) -> usize {
     n
 }
 
-/// [`PAD`] bytes placed in the code section, before this bench's
-/// functions: what moves the code placed after it (a `nop` a byte, never
-/// run).
+/// [`PAD`] bytes in the code section: what moves the code the linker
+/// places after them (a `nop` a byte, never run).
 #[used]
 #[link_section = ".text.perfabi_bench_pad"]
 static PLACEMENT_PAD: [u8; PAD] = [0x90; PAD];
