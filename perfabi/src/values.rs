@@ -168,8 +168,10 @@ impl<'a> Values<'a> {
     ///
     /// Slots verified at the current generation, in a segment of up to 8
     /// CPUs, are read first in one attempt with every CPU in one window
-    /// (no entry loaded, no window worked out); if the generation moved or
-    /// a CPU was busy, the read is made as above, with its `retries`.
+    /// (no entry loaded, no window worked out); if the generation moved, a
+    /// CPU was busy or a slot is beyond the table, the read is made as
+    /// above, with its `retries` (so it may make one attempt more than
+    /// `retries`).
     #[inline]
     pub fn read_slots_at(
         &self,
@@ -188,8 +190,8 @@ impl<'a> Values<'a> {
         if slots.len().checked_mul(self.blocks.nr_cpus) != Some(out.len()) {
             return Err(Error::OutOfBounds(Section::Counters));
         }
-        if let (Some(g), 1.., ..=GROUP_CPUS) = (verified, retries, self.blocks.nr_cpus) {
-            if let Some(g) = self.read_few_verified(slots, g, out) {
+        if let (Some(v), 1.., ..=GROUP_CPUS) = (verified, retries, self.blocks.nr_cpus) {
+            if let Some(g) = self.read_verified_in_one_window(slots, v, out) {
                 return Ok(g);
             }
         }
@@ -238,9 +240,14 @@ impl<'a> Values<'a> {
     }
 
     /// [`read_verified`](Self::read_verified) of a segment of up to
-    /// [`GROUP_CPUS`] CPUs (`None` for more).
+    /// [`GROUP_CPUS`] CPUs, every CPU in one window (`None` for more).
     #[inline(never)]
-    fn read_few_verified(&self, slots: &[(u32, u64)], g: u64, out: &mut [u64]) -> Option<u64> {
+    fn read_verified_in_one_window(
+        &self,
+        slots: &[(u32, u64)],
+        g: u64,
+        out: &mut [u64],
+    ) -> Option<u64> {
         match self.blocks.nr_cpus {
             1 => self.read_verified::<1>(slots, g, out),
             2 => self.read_verified::<2>(slots, g, out),
@@ -257,8 +264,10 @@ impl<'a> Values<'a> {
     /// One attempt of [`read_slots_at`](Self::read_slots_at) of slots
     /// found live at generation `verified`, all `G` CPUs (`nr_cpus`) in
     /// one window: `Some(generation)` if the generation was still
-    /// `verified` and every CPU quiet, else `None` (the general path then
-    /// reads, and retries, and reports what it finds).
+    /// `verified`, every CPU quiet and every slot inside the table, else
+    /// `None` (the general path then reads, and retries, and reports what
+    /// it finds). `out` holds a row of `G` words per slot, as
+    /// `read_slots_at` checked.
     #[inline]
     fn read_verified<const G: usize>(
         &self,
@@ -266,7 +275,7 @@ impl<'a> Values<'a> {
         verified: u64,
         out: &mut [u64],
     ) -> Option<u64> {
-        let b = &self.blocks;
+        debug_assert!(G == self.blocks.nr_cpus && Some(out.len()) == slots.len().checked_mul(G));
         let (gen1, gen2) = (
             self.words.get(HEADER_GEN1_WORD)?,
             self.words.get(HEADER_GEN2_WORD)?,
@@ -276,19 +285,8 @@ impl<'a> Values<'a> {
             if g != verified {
                 return Err(());
             }
-            seq_read_group::<Sound, G, _>(seqs, 1, || {
-                for (&(slot, _), row) in slots.iter().zip(out.chunks_exact_mut(G)) {
-                    let s = slot as usize;
-                    if s >= b.max_instances {
-                        return false;
-                    }
-                    for (o, values) in row.iter_mut().zip(&blocks) {
-                        *o = values[s].load(Ordering::Relaxed);
-                    }
-                }
-                true
-            })
-            .map_err(drop)
+            seq_read_group::<Sound, G, _>(seqs, 1, || self.copy_window(&blocks, slots, 0, out))
+                .map_err(drop)
         });
         match r {
             Ok(Some((true, g))) => Some(g),
@@ -409,30 +407,9 @@ impl<'a> Values<'a> {
             Some(out.len()),
             slots.len().checked_mul(self.blocks.nr_cpus)
         );
-        let b = &self.blocks;
         let (seqs, blocks) = self.group::<G>(c0)?;
-        let n = b.nr_cpus;
         let r = seq_read_group::<Sound, G, _>(seqs, retries, || {
-            // The group's run in each row, `c0..c0 + G`, checked once
-            // here. `out` holds a row (`n` words) per slot, as
-            // `read_slots_at` checked before any group: zipped with the
-            // slots, the rows need no check of their own as the loop goes.
-            if c0 > n || n - c0 < G {
-                return false;
-            }
-            let mut within = true;
-            for (&(slot, _), row) in slots.iter().zip(out.chunks_exact_mut(n)) {
-                let s = slot as usize;
-                if s >= b.max_instances {
-                    within = false;
-                    break;
-                }
-                let run = &mut row[c0..c0 + G];
-                for (o, values) in run.iter_mut().zip(&blocks) {
-                    *o = values[s].load(Ordering::Relaxed);
-                }
-            }
-            within
+            self.copy_window(&blocks, slots, c0, out)
         });
         // A window of several CPUs needs them all quiet at once: when
         // writers kept one of them busy, each CPU is read alone (as a
@@ -447,6 +424,40 @@ impl<'a> Values<'a> {
             return Err(Error::OutOfBounds(Section::Counters));
         }
         Ok(G)
+    }
+
+    /// The copy inside a window of CPUs `c0..c0 + G` (their value
+    /// blocks `blocks`, each a slice of `max_instances` words): slot `i`'s
+    /// `G` values to `out[i * nr_cpus + c0..][..G]`. `false`: a slot beyond
+    /// the table, or a run past a row. The group's run in each row is
+    /// checked once here. `out` holds a row (`nr_cpus` words) per slot, as
+    /// `read_slots_at` checked before any window: zipped with the slots,
+    /// the rows need no check of their own as the loop goes.
+    #[inline]
+    fn copy_window<const G: usize>(
+        &self,
+        blocks: &[&[AtomicU64]; G],
+        slots: &[(u32, u64)],
+        c0: usize,
+        out: &mut [u64],
+    ) -> bool {
+        let (n, max) = (self.blocks.nr_cpus, self.blocks.max_instances);
+        if c0 > n || n - c0 < G {
+            return false;
+        }
+        let mut within = true;
+        for (&(slot, _), row) in slots.iter().zip(out.chunks_exact_mut(n)) {
+            let s = slot as usize;
+            if s >= max {
+                within = false;
+                break;
+            }
+            let run = &mut row[c0..c0 + G];
+            for (o, values) in run.iter_mut().zip(blocks) {
+                *o = values[s].load(Ordering::Relaxed);
+            }
+        }
+        within
     }
 
     /// [`read_group`](Self::read_group) of CPUs `c0..c0 + g`, a window per

@@ -1,8 +1,10 @@
 //! `Segment::read_many` at every shape of its output: few and many
 //! handles, CPU counts that are and are not multiples of its window of 8
 //! CPUs or a power of two (each window reads a slot's values on up to 8
-//! CPUs and writes them as one run), and a group update seen whole
-//! through windows of 8 CPUs under a writer running at full speed.
+//! CPUs and writes them as one run; kept handles of a segment of up to 8
+//! CPUs are read first in one window of every CPU), and a group update
+//! seen whole through windows of 8 CPUs, and through one of 4, under a
+//! writer running at full speed.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -11,6 +13,7 @@ use std::thread;
 use perfabi::Semantics;
 use perfabi_reader::{Error, Segment};
 use perfabi_shm::writer::{Config, Writer};
+use perfabi_shm::SegmentMap;
 use perfabi_test_harness::deadline::Deadline;
 
 /// A segment of `cpus` blocks with `slots` counters `c0..`, counter `i`
@@ -254,14 +257,12 @@ fn a_busy_cpu_is_named_wherever_it_is_in_a_window() {
     }
 }
 
-fn busy_cpu_named(cpus: u32) {
-    use std::os::unix::fs::FileExt;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("seg");
-    let _w = segment(&path, cpus, 20);
-    let mut seg = Segment::open(&path).unwrap();
-    let n = seg.nr_cpus();
-    let keys: Vec<_> = ["c1", "c3", "c7"]
+/// The keys (slot, registration) of counters c1, c3 and c7 of the
+/// segment at `path`, and the segment mapped (by a file opened for
+/// writing too, which is returned, so a test can make a CPU busy).
+fn keys_and_map(path: &std::path::Path) -> (Vec<(u32, u64)>, std::fs::File, SegmentMap) {
+    let mut seg = Segment::open(path).unwrap();
+    let keys = ["c1", "c3", "c7"]
         .iter()
         .map(|c| {
             let h = seg.handle(c).unwrap();
@@ -271,16 +272,26 @@ fn busy_cpu_named(cpus: u32) {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
-        .open(&path)
+        .open(path)
         .unwrap();
     let md = file.metadata().unwrap();
-    let map = perfabi_shm::SegmentMap::new(
+    let map = SegmentMap::new(
         file.try_clone().unwrap(),
         &md,
         perfabi::trust::Origin::File,
         u64::MAX,
     )
     .unwrap();
+    (keys, file, map)
+}
+
+fn busy_cpu_named(cpus: u32) {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seg");
+    let _w = segment(&path, cpus, 20);
+    let (keys, file, map) = keys_and_map(&path);
+    let n = map.layout().nr_cpus;
     let values = map.values();
     let mut out = vec![0u64; n * keys.len()];
     let g = values.read_slots_at(&keys, None, &mut out, 100).unwrap();
@@ -301,5 +312,31 @@ fn busy_cpu_named(cpus: u32) {
         file.write_all_at(&even.to_ne_bytes(), at).unwrap();
         assert_eq!(values.read_slots_at(&keys, Some(g), &mut out, 100), Ok(g));
         assert_eq!(out[n - 1], 1 << 20 | u64::from(cpus - 1));
+    }
+}
+
+/// No attempt allowed (`retries` 0) is no read: `BusyMetadata`, never
+/// values, with the entries checked or taken as verified, at a CPU count
+/// read in one window (whose one attempt is made only when one is
+/// allowed) and at one read in several.
+#[test]
+fn no_attempt_allowed_is_no_read() {
+    let dir = tempfile::tempdir().unwrap();
+    for cpus in [4u32, 13] {
+        let path = dir.path().join(format!("seg{cpus}"));
+        let _w = segment(&path, cpus, 20);
+        let (keys, _file, map) = keys_and_map(&path);
+        let values = map.values();
+        let mut out = vec![u64::MAX; cpus as usize * keys.len()];
+        let g = values.read_slots_at(&keys, None, &mut out, 100).unwrap();
+        for verified in [None, Some(g)] {
+            out.fill(u64::MAX);
+            assert_eq!(
+                values.read_slots_at(&keys, verified, &mut out, 0),
+                Err(perfabi::Error::BusyMetadata),
+                "{cpus} CPUs, verified {verified:?}"
+            );
+            assert!(out.iter().all(|&v| v == u64::MAX), "nothing read");
+        }
     }
 }
