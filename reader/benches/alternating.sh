@@ -10,13 +10,16 @@
 # rounds' own ratios; then the paths above 2x by either.
 set -eu
 cd "$(dirname "$0")/../.."
-cargo bench -p perfabi-reader --bench read_fixed --no-run >/dev/null 2>&1 || {
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+cargo bench -p perfabi-reader --bench read_fixed --no-run >"$out" 2>&1 || {
     echo "alternating.sh: cargo bench --no-run failed; run it to see why" >&2
     exit 1
 }
-bin=$(ls -t target/release/deps/read_fixed-* | grep -v '\.d$' | head -1)
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+# The binary cargo names ("Executable benches/read_fixed.rs (PATH)").
+bin=$(sed -n 's/.*Executable benches\/read_fixed\.rs (\(.*\))$/\1/p' "$out")
+[ -x "$bin" ] || { echo "alternating.sh: no bench binary in cargo's output" >&2; exit 1; }
+: >"$out"
 for cpus in 2 3 4 16 60 64 68 256 500 512 513 520 1000 1024 1040; do
     for slots in 30 1024 4080; do
         "$bin" --cpus "$cpus" --slots "$slots" | awk -v c="$cpus" -v s="$slots" '

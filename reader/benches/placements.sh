@@ -3,33 +3,48 @@
 # placements: the bench built with PERFABI_BENCH_PAD=0, 16, 32 and 48
 # (bytes in its code section, so every function the linker places after
 # them, the library's among them, moves by that much modulo a 64-byte
-# line), the four binaries run in turn,
-# RUNS times, at CPUS x SLOTS. A loop's time depends on where it lands
-# (the floors' by up to 40 %); a ratio measured in one build holds for
-# that build's placement only.
+# line), the four binaries run in turn, RUNS times, at CPUS x SLOTS. A
+# loop's time depends on where it lands (the floors' by up to 40 %); a
+# ratio measured in one build holds for that build's placement only.
 #
 #     reader/benches/placements.sh [CPUS [SLOTS [RUNS]]]   # 2 30 15: ~1 min
 #
-# One line per placement and path: the medians over the runs of the
-# path's ns, its floor's ns and the rounds' median ratio; then the
-# highest ratio of each path.
+# One line per placement: each path's median ns, its floor's, and the
+# median over the runs of the rounds' median ratio; then each path's
+# highest ratio. The four binaries (~60 MB each, with debug info) are
+# kept in a temporary directory until the end; the bench is built again
+# without a pad at the end, however the script ends.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cpus=${1:-2} slots=${2:-30} runs=${3:-15}
 dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-for pad in 0 16 32 48; do
-    PERFABI_BENCH_PAD=$pad cargo bench -p perfabi-reader --bench read_fixed --no-run \
+rebuild() {
+    env -u PERFABI_BENCH_PAD cargo bench -p perfabi-reader --bench read_fixed --no-run \
+        >"$dir/build.log" 2>&1 ||
+        echo "placements.sh: building the bench without a pad failed; see cargo bench --no-run" >&2
+    rm -rf "$dir"
+}
+trap rebuild EXIT
+# Builds the bench with PAD bytes and copies it to $dir/padPAD.
+build() {
+    PERFABI_BENCH_PAD=$1 cargo bench -p perfabi-reader --bench read_fixed --no-run \
         >"$dir/build.log" 2>&1 || {
-        echo "placements.sh: cargo bench --no-run failed (PERFABI_BENCH_PAD=$pad):" >&2
+        echo "placements.sh: cargo bench --no-run failed (PERFABI_BENCH_PAD=$1):" >&2
         tail -5 "$dir/build.log" >&2
         exit 1
     }
-    bin=$(ls -t target/release/deps/read_fixed-* | grep -v '\.d$' | head -1)
-    cp "$bin" "$dir/pad$pad"
+    # The binary cargo names ("Executable benches/read_fixed.rs (PATH)").
+    bin=$(sed -n 's/.*Executable benches\/read_fixed\.rs (\(.*\))$/\1/p' "$dir/build.log")
+    [ -x "$bin" ] || { echo "placements.sh: no bench binary in cargo's output" >&2; exit 1; }
+    cp "$bin" "$dir/pad$1"
+}
+for pad in 0 16 32 48; do
+    build "$pad"
 done
-# Leave the bench built as it is by default.
-cargo bench -p perfabi-reader --bench read_fixed --no-run >/dev/null 2>&1
+if cmp -s "$dir/pad0" "$dir/pad16"; then
+    echo "placements.sh: the pad moved nothing (the linker dropped it?)" >&2
+    exit 1
+fi
 for _ in $(seq "$runs"); do
     for pad in 0 16 32 48; do
         "$dir/pad$pad" --cpus "$cpus" --slots "$slots" |
