@@ -10,6 +10,7 @@
 //! writer silent. The map lives on while pinned: its values stay readable.
 
 use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -98,6 +99,12 @@ pub struct Stats {
     pub disk_done: u64,
     /// Of those, completions without an issue stamp (no latency observed).
     pub disk_unstamped: u64,
+    /// Runs of the attached programs the kernel skipped, summed: an event
+    /// that fired on a CPU where the same program was still running (in
+    /// an interrupt that came in the middle of it) runs no program, and
+    /// what it would have counted is lost. The kernel's
+    /// `recursion_misses` of each program (`/proc/self/fdinfo`).
+    pub missed: u64,
 }
 
 /// A running eBPF writer: the programs attached, the map pinned.
@@ -323,7 +330,31 @@ impl Running {
             nested: word(std::mem::offset_of!(bss, nr_nested)),
             disk_done: word(std::mem::offset_of!(bss, nr_disk_done)),
             disk_unstamped: word(std::mem::offset_of!(bss, nr_disk_unstamped)),
+            missed: self.missed(),
         }
+    }
+
+    /// [`Stats::missed`]: the attached programs' `recursion_misses`, as
+    /// the kernel shows them in each one's `/proc/self/fdinfo` (0 for a
+    /// program whose entry cannot be read, or a kernel before 5.12, which
+    /// shows none).
+    fn missed(&self) -> u64 {
+        self.skel
+            .object()
+            .progs()
+            .filter(|p| p.autoload() && p.section() != "syscall")
+            .map(|p| {
+                let info = format!("/proc/self/fdinfo/{}", p.as_fd().as_raw_fd());
+                std::fs::read_to_string(info)
+                    .ok()
+                    .and_then(|t| {
+                        t.lines()
+                            .find_map(|l| l.strip_prefix("recursion_misses:"))
+                            .and_then(|n| n.trim().parse::<u64>().ok())
+                    })
+                    .unwrap_or(0)
+            })
+            .sum()
     }
 
     /// Detaches the programs (as the kernel does when this process exits):
