@@ -342,7 +342,7 @@ impl Running {
         self.skel
             .object()
             .progs()
-            .filter(|p| p.autoload() && p.section() != "syscall")
+            .filter(|p| attaches(p))
             .map(|p| {
                 let info = format!("/proc/self/fdinfo/{}", p.as_fd().as_raw_fd());
                 std::fs::read_to_string(info)
@@ -488,11 +488,17 @@ fn fill_and_freeze(skel: &PerfabiSkel<'_>, image: &Image) -> Result<(), Error> {
         .map_err(|e| Error::Map(format!("cannot freeze the segment map: {e}")))
 }
 
+/// Whether `prog` is one [`attach`] attaches: a tracepoint program of
+/// the flavour loaded (not the `syscall` program the loader runs).
+fn attaches(prog: &libbpf_rs::Program<'_>) -> bool {
+    prog.autoload() && prog.section() != "syscall"
+}
+
 /// Attaches every loaded tracepoint program (one flavour was loaded).
 fn attach(skel: &PerfabiSkel<'_>) -> Result<Vec<Link>, Error> {
     skel.object()
         .progs_mut()
-        .filter(|p| p.autoload() && p.section() != "syscall")
+        .filter(|p| attaches(p))
         .map(|prog| {
             prog.attach()
                 .map_err(|e| Error::Attach(format!("{}: {e}", prog.name().to_string_lossy())))
